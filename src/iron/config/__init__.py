@@ -1,0 +1,131 @@
+"""One registry of Iron's options, resolved from defaults, iron.toml, IRON_* and code.
+
+Every tunable has exactly one :class:`Option` here with its ``IRON_*`` name and
+documentation; nothing else in Iron reads ``os.environ`` for settings.
+Precedence, later winning: default -> ``iron.toml`` (``[iron]`` table, found
+from the working directory upward) -> ``IRON_*`` environment -> values set in
+code (``iron.use(...)`` / :func:`set_option`) -> explicit arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..core.errors import IronError
+
+
+class ConfigError(IronError):
+    pass
+
+
+def _bool(s: Any) -> bool:
+    if isinstance(s, bool):
+        return s
+    v = str(s).strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected a boolean (1/0, true/false), got {s!r}")
+
+
+def _opt_bool(s: Any) -> bool | None:
+    if s is None or str(s).strip().lower() in ("", "auto", "default"):
+        return None
+    return _bool(s)
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    doc: str
+    choices: tuple[Any, ...] | None = None
+
+    @property
+    def env(self) -> str:
+        return "IRON_" + self.name.upper()
+
+
+OPTIONS: dict[str, Option] = {o.name: o for o in (
+    Option("backend", "auto", str, "Where kernels run: auto, interp, cuda, vulkan, hip, metal.",
+           ("auto", "interp", "cuda", "vulkan", "hip", "metal")),
+    Option("simd_width", 32, int, "Subgroup width the interpreter simulates (8, 32 or 64).", (8, 32, 64)),
+    Option("interp_checks", True, _bool,
+           "Interpreter checks: out-of-bounds, misaligned vectors, shared-memory races, partial barriers."),
+    Option("fp_contract", None, _opt_bool,
+           "Fuse a*b+c into fma: on, off, or auto (each target's compiler default)."),
+    Option("unroll_max", 64, int, "Largest trip count the unroll pass fully unrolls without a hint."),
+    Option("verify", True, _bool, "Verify the IR after the frontend and after every pass."),
+    Option("opt_level", 2, int, "0: no optimisation passes; 1: cleanups only; 2: the full pipeline.", (0, 1, 2)),
+)}
+
+_overrides: dict[str, Any] = {}
+
+
+def _find_toml(start: Path | None = None) -> Path | None:
+    d = (start or Path.cwd()).resolve()
+    for p in (d, *d.parents):
+        f = p / "iron.toml"
+        if f.is_file():
+            return f
+    return None
+
+
+def _toml_values(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read the configuration: {e}") from None
+    table = data.get("iron", {})
+    return table if isinstance(table, dict) else {}
+
+
+def _parse(opt: Option, raw: Any, source: str) -> Any:
+    try:
+        v = opt.parse(raw)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{source}: bad value for {opt.name}: {e}") from None
+    if opt.choices is not None and v is not None and v not in opt.choices:
+        raise ConfigError(f"{source}: {opt.name} must be one of {', '.join(map(str, opt.choices))}; got {v!r}")
+    return v
+
+
+def resolve(toml_path: Path | None = None) -> dict[str, tuple[Any, str]]:
+    """Every option's value and where it came from."""
+    path = toml_path or _find_toml()
+    tv = _toml_values(path)
+    out: dict[str, tuple[Any, str]] = {}
+    for name, opt in OPTIONS.items():
+        value, source = opt.default, "default"
+        if name in tv:
+            value, source = _parse(opt, tv[name], f"{path} [iron] {name}"), str(path)
+        if opt.env in os.environ:
+            value, source = _parse(opt, os.environ[opt.env], opt.env), opt.env
+        if name in _overrides:
+            value, source = _overrides[name], "set in code"
+        out[name] = (value, source)
+    return out
+
+
+def get(name: str) -> Any:
+    if name not in OPTIONS:
+        raise ConfigError(f"unknown option {name!r}; known: {', '.join(OPTIONS)}")
+    return resolve()[name][0]
+
+
+def set_option(name: str, value: Any) -> None:
+    if name not in OPTIONS:
+        raise ConfigError(f"unknown option {name!r}; known: {', '.join(OPTIONS)}")
+    _overrides[name] = _parse(OPTIONS[name], value, "set in code")
+
+
+def clear_overrides() -> None:
+    _overrides.clear()

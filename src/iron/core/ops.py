@@ -1,0 +1,542 @@
+"""The opcode table: what each IR op takes, returns and may do.
+
+One table serves the builder (result types), the verifier (checks), the
+passes (purity, commutativity) and the emitters (which category to render).
+Type rules are plain functions over operand types and attributes; they raise
+:class:`OpTypeError` with a readable reason when the operands do not fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from . import dtypes as D
+from .types import (MMA_SHAPES, FragmentType, IRType, ScalarType, TensorType, TupleType, VarType, VectorType,
+                    is_value_type, with_dtype)
+
+
+class OpTypeError(Exception):
+    """Operands or attributes do not fit an op's type rule."""
+
+
+TypeRule = Callable[[Sequence[IRType], dict], "IRType | None"]
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    name: str
+    category: str
+    num_operands: int | None  # None: variadic
+    rule: TypeRule
+    pure: bool = True  # no side effects: may be CSE'd, hoisted, removed when unused
+    commutative: bool = False
+    num_regions: int = 0
+    terminator: bool = False
+    attrs: tuple[str, ...] = field(default=())
+
+
+# ---------------------------------------------------------------- helpers
+
+def _dt(t: IRType) -> D.DType:
+    if isinstance(t, (ScalarType, VectorType)):
+        return t.dtype
+    raise OpTypeError(f"expected a scalar or vector value, got {t}")
+
+
+def _same_shape(ts: Sequence[IRType]) -> IRType:
+    """All operands must have one type (the frontend inserts the casts)."""
+    first = ts[0]
+    if not is_value_type(first):
+        raise OpTypeError(f"expected a scalar or vector value, got {first}")
+    for t in ts[1:]:
+        if t != first:
+            raise OpTypeError(f"operand types differ: {first} vs {t}")
+    return first
+
+
+def _float_unary(ts, attrs):
+    t = _same_shape(ts)
+    if not _dt(t).is_float:
+        raise OpTypeError(f"needs a float operand, got {t}")
+    return t
+
+
+def _num_unary(ts, attrs):
+    t = _same_shape(ts)
+    if _dt(t).is_bool:
+        raise OpTypeError("needs a numeric operand, got bool")
+    return t
+
+
+def _int_unary(ts, attrs):
+    t = _same_shape(ts)
+    if not _dt(t).is_int:
+        raise OpTypeError(f"needs an integer operand, got {t}")
+    return t
+
+
+def _bool_unary(ts, attrs):
+    t = _same_shape(ts)
+    if not _dt(t).is_bool:
+        raise OpTypeError(f"needs a bool operand, got {t}")
+    return t
+
+
+def _float_pred(ts, attrs):
+    t = _float_unary(ts, attrs)
+    return with_dtype(t, D.bool_)
+
+
+def _num_binary(ts, attrs):
+    t = _same_shape(ts)
+    if _dt(t).is_bool:
+        raise OpTypeError("arithmetic on bool: cast to an integer first")
+    return t
+
+
+def _float_binary(ts, attrs):
+    t = _same_shape(ts)
+    if not _dt(t).is_float:
+        raise OpTypeError(f"needs float operands, got {t}")
+    return t
+
+
+def _bits_binary(ts, attrs):
+    t = _same_shape(ts)
+    if _dt(t).is_float:
+        raise OpTypeError(f"bit operations need integer or bool operands, got {t}")
+    return t
+
+
+def _int_binary(ts, attrs):
+    t = _same_shape(ts)
+    if not _dt(t).is_int:
+        raise OpTypeError(f"needs integer operands, got {t}")
+    return t
+
+
+def _compare(ts, attrs):
+    t = _same_shape(ts)
+    return with_dtype(t, D.bool_)
+
+
+def _logic(ts, attrs):
+    return _bool_unary(ts, attrs)
+
+
+def _fma(ts, attrs):
+    return _float_binary(ts, attrs)
+
+
+def _select(ts, attrs):
+    cond, a, b = ts
+    if _dt(cond) != D.bool_:
+        raise OpTypeError(f"select condition must be bool, got {cond}")
+    t = _same_shape([a, b])
+    if isinstance(cond, VectorType) and (not isinstance(t, VectorType) or t.width != cond.width):
+        raise OpTypeError("a vector condition needs vector operands of its width")
+    return t
+
+
+def _cast(ts, attrs):
+    (t,) = ts
+    to = attrs["to"]
+    if not isinstance(to, D.DType):
+        raise OpTypeError("cast needs a dtype attribute 'to'")
+    if not is_value_type(t):
+        raise OpTypeError(f"cannot cast {t}")
+    return with_dtype(t, to)
+
+
+def _bitcast(ts, attrs):
+    (t,) = ts
+    to = attrs["to"]
+    if _dt(t).bits != to.bits:
+        raise OpTypeError(f"bitcast between different sizes: {_dt(t)} -> {to}")
+    return with_dtype(t, to)
+
+
+def _index(ts, attrs):
+    if ts:
+        raise OpTypeError("index ops take no operands")
+    return ScalarType(D.i32)
+
+
+def _index_axis(ts, attrs):
+    if attrs.get("axis") not in (0, 1, 2):
+        raise OpTypeError("axis must be 0, 1 or 2")
+    return _index(ts, attrs)
+
+
+def _const(ts, attrs):
+    t = attrs.get("type")
+    if not isinstance(t, (ScalarType, VectorType)):
+        raise OpTypeError("const needs a scalar or vector 'type' attribute")
+    return t
+
+
+def _tensor(t: IRType) -> TensorType:
+    if not isinstance(t, TensorType):
+        raise OpTypeError(f"expected a tensor, got {t}")
+    return t
+
+
+def _int_scalar(t: IRType, what: str) -> None:
+    if not (isinstance(t, ScalarType) and t.dtype.is_int):
+        raise OpTypeError(f"{what} must be an integer scalar, got {t}")
+
+
+def _load(ts, attrs):
+    tt = _tensor(ts[0])
+    _int_scalar(ts[1], "index")
+    return ScalarType(tt.dtype)
+
+
+def _store(ts, attrs):
+    tt = _tensor(ts[0])
+    _int_scalar(ts[1], "index")
+    if ts[2] != ScalarType(tt.dtype):
+        raise OpTypeError(f"stored value is {ts[2]}, tensor holds {tt.dtype}")
+    if tt.readonly:
+        raise OpTypeError("store to a read-only tensor")
+    return None
+
+
+def _vload(ts, attrs):
+    tt = _tensor(ts[0])
+    _int_scalar(ts[1], "index")
+    w = attrs.get("width")
+    if w not in (2, 4, 8):
+        raise OpTypeError(f"vector width must be 2, 4 or 8, got {w}")
+    return VectorType(tt.dtype, w)
+
+
+def _vstore(ts, attrs):
+    tt = _tensor(ts[0])
+    _int_scalar(ts[1], "index")
+    v = ts[2]
+    if not (isinstance(v, VectorType) and v.dtype == tt.dtype):
+        raise OpTypeError(f"vector store of {v} into tensor of {tt.dtype}")
+    if tt.readonly:
+        raise OpTypeError("store to a read-only tensor")
+    return None
+
+
+def _tensor_size(ts, attrs):
+    tt = _tensor(ts[0])
+    if tt.space != "global":
+        raise OpTypeError("size of a shared array is static")
+    return ScalarType(D.i32)
+
+
+def _shared_alloc(ts, attrs):
+    dt, shape = attrs.get("dtype"), attrs.get("shape")
+    if not isinstance(dt, D.DType) or not shape or not all(isinstance(s, int) and s > 0 for s in shape):
+        raise OpTypeError("shared_alloc needs a dtype and a positive static shape")
+    return TensorType(dt, space="shared", shape=tuple(shape))
+
+
+def _none(ts, attrs):
+    return None
+
+
+def _atomic(ts, attrs):
+    tt = _tensor(ts[0])
+    _int_scalar(ts[1], "index")
+    vals = ts[2:]
+    for v in vals:
+        if v != ScalarType(tt.dtype):
+            raise OpTypeError(f"atomic operand is {v}, tensor holds {tt.dtype}")
+    if tt.readonly:
+        raise OpTypeError("atomic on a read-only tensor")
+    return ScalarType(tt.dtype)
+
+
+def _simd_reduce(ts, attrs):
+    (t,) = ts
+    if not isinstance(t, ScalarType) or t.dtype.is_bool:
+        raise OpTypeError(f"subgroup reductions take a numeric scalar, got {t}")
+    return t
+
+
+def _simd_vote(ts, attrs):
+    (t,) = ts
+    if t != ScalarType(D.bool_):
+        raise OpTypeError(f"subgroup votes take a bool, got {t}")
+    return t
+
+
+def _simd_shuffle(ts, attrs):
+    v, lane = ts
+    if not isinstance(v, ScalarType):
+        raise OpTypeError(f"shuffles move scalars, got {v}")
+    _int_scalar(lane, "lane")
+    return v
+
+
+def _vec_make(ts, attrs):
+    if len(ts) not in (2, 4, 8):
+        raise OpTypeError(f"vectors have 2, 4 or 8 elements, got {len(ts)}")
+    t = _same_shape(ts)
+    if not isinstance(t, ScalarType):
+        raise OpTypeError("vector elements must be scalars")
+    return VectorType(t.dtype, len(ts))
+
+
+def _vec_extract(ts, attrs):
+    (v,) = ts
+    if not isinstance(v, VectorType):
+        raise OpTypeError(f"extract from a non-vector {v}")
+    i = attrs.get("index")
+    if not isinstance(i, int) or not 0 <= i < v.width:
+        raise OpTypeError(f"vector index {i} out of range for {v}")
+    return ScalarType(v.dtype)
+
+
+def _var(ts, attrs):
+    t = attrs.get("type")
+    if not is_value_type(t):
+        raise OpTypeError(f"a local variable holds a scalar or vector, not {t}")
+    return VarType(t)
+
+
+def _var_load(ts, attrs):
+    (v,) = ts
+    if not isinstance(v, VarType):
+        raise OpTypeError(f"var_load of a non-variable {v}")
+    return v.elem
+
+
+def _var_store(ts, attrs):
+    v, x = ts
+    if not isinstance(v, VarType):
+        raise OpTypeError(f"var_store to a non-variable {v}")
+    if x != v.elem:
+        raise OpTypeError(f"storing {x} into a variable of {v.elem}")
+    return None
+
+
+def _call(ts, attrs):
+    if not isinstance(attrs.get("callee"), str):
+        raise OpTypeError("call needs a 'callee' name")
+    return attrs.get("result_type")
+
+
+def _tuple_make(ts, attrs):
+    if len(ts) < 2:
+        raise OpTypeError("a tuple has at least two elements")
+    return TupleType(tuple(ts))
+
+
+def _tuple_get(ts, attrs):
+    (t,) = ts
+    i = attrs.get("index")
+    if not isinstance(t, TupleType) or not isinstance(i, int) or not 0 <= i < len(t.elems):
+        raise OpTypeError(f"tuple_get index {i} of {t}")
+    return t.elems[i]
+
+
+def _return(ts, attrs):
+    if len(ts) > 1:
+        raise OpTypeError("return takes at most one operand (a tuple for several values)")
+    return None
+
+
+def _cond(ts, attrs):
+    if ts[0] != ScalarType(D.bool_):
+        raise OpTypeError(f"condition must be a bool scalar, got {ts[0]}")
+    return None
+
+
+def _for(ts, attrs):
+    for t in ts:
+        _int_scalar(t, "loop bound")
+    if len({t for t in ts}) != 1:
+        raise OpTypeError("loop bounds and step must share one integer type")
+    u = attrs.get("unroll")
+    if u is not None and not (isinstance(u, int) and u >= 1):
+        raise OpTypeError("unroll hint must be a positive int")
+    return None
+
+
+def _check_frag_shape(role: str, rows: int, cols: int) -> None:
+    ok = set()
+    for m, n, k in MMA_SHAPES:
+        ok.add({"a": (m, k), "b": (k, n), "acc": (m, n)}[role])
+    if (rows, cols) not in ok:
+        raise OpTypeError(f"no mma shape has a {role} fragment of {rows}x{cols}; shapes (M,N,K): {MMA_SHAPES}")
+
+
+def _frag_attrs(attrs) -> FragmentType:
+    role, dt, rows, cols = attrs.get("role"), attrs.get("dtype"), attrs.get("rows"), attrs.get("cols")
+    if role not in ("a", "b", "acc"):
+        raise OpTypeError(f"fragment role must be a, b or acc, got {role}")
+    if not isinstance(dt, D.DType) or not dt.is_float:
+        raise OpTypeError(f"fragments hold floats, got {dt}")
+    _check_frag_shape(role, rows, cols)
+    return FragmentType(role, dt, rows, cols)
+
+
+def _frag_fill(ts, attrs):
+    ft = _frag_attrs(attrs)
+    if ts[0] != ScalarType(ft.dtype):
+        raise OpTypeError(f"fill value is {ts[0]}, fragment holds {ft.dtype}")
+    return ft
+
+
+def _frag_load(ts, attrs):
+    tt = _tensor(ts[0])
+    _int_scalar(ts[1], "base index")
+    _int_scalar(ts[2], "leading dimension")
+    ft = _frag_attrs(attrs)
+    if tt.dtype != ft.dtype:
+        raise OpTypeError(f"fragment of {ft.dtype} loaded from a tensor of {tt.dtype}")
+    if attrs.get("layout") not in ("row", "col"):
+        raise OpTypeError("layout must be 'row' or 'col'")
+    return ft
+
+
+def _frag_store(ts, attrs):
+    tt = _tensor(ts[0])
+    _int_scalar(ts[1], "base index")
+    _int_scalar(ts[2], "leading dimension")
+    f = ts[3]
+    if not isinstance(f, FragmentType) or f.role != "acc":
+        raise OpTypeError(f"only accumulator fragments are stored, got {f}")
+    if tt.dtype != f.dtype:
+        raise OpTypeError(f"fragment of {f.dtype} stored to a tensor of {tt.dtype}")
+    if tt.readonly:
+        raise OpTypeError("store to a read-only tensor")
+    if attrs.get("layout") not in ("row", "col"):
+        raise OpTypeError("layout must be 'row' or 'col'")
+    return None
+
+
+def _mma(ts, attrs):
+    a, b, c = ts
+    if not (isinstance(a, FragmentType) and a.role == "a" and isinstance(b, FragmentType) and b.role == "b"
+            and isinstance(c, FragmentType) and c.role == "acc"):
+        raise OpTypeError(f"mma takes (a, b, acc) fragments, got ({a}, {b}, {c})")
+    if a.dtype != b.dtype:
+        raise OpTypeError(f"mma inputs differ in dtype: {a.dtype} vs {b.dtype}")
+    if c.dtype not in (D.f32, a.dtype):
+        raise OpTypeError(f"accumulator must be f32 or the input dtype, got {c.dtype}")
+    m, k = a.rows, a.cols
+    if b.rows != k or (c.rows, c.cols) != (m, b.cols) or (m, b.cols, k) not in MMA_SHAPES:
+        raise OpTypeError(f"mma shapes do not fit: a {a.rows}x{a.cols}, b {b.rows}x{b.cols}, acc {c.rows}x{c.cols}")
+    return c
+
+
+# ---------------------------------------------------------------- the table
+
+OPS: dict[str, OpInfo] = {}
+
+
+def _reg(name: str, category: str, n: int | None, rule: TypeRule, **kw: Any) -> None:
+    OPS[name] = OpInfo(name, category, n, rule, **kw)
+
+
+_reg("const", "const", 0, _const, attrs=("value", "type"))
+
+for _n in ("program_id", "thread_id", "group_id", "group_size", "num_groups", "grid_size"):
+    _reg(_n, "index", 0, _index_axis, attrs=("axis",))
+for _n in ("lane_id", "simd_size", "simd_group_id", "num_simd_groups"):
+    _reg(_n, "index", 0, _index)
+
+#: Float-only unary math intrinsics.
+FLOAT_UNARY = ("exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "recip", "sin", "cos", "tan",
+               "asin", "acos", "atan", "sinh", "cosh", "tanh", "erf", "floor", "ceil", "round", "trunc")
+for _n in FLOAT_UNARY:
+    _reg(_n, "unary", 1, _float_unary)
+_reg("neg", "unary", 1, _num_unary)
+_reg("abs", "unary", 1, _num_unary)
+_reg("sign", "unary", 1, _num_unary)
+_reg("bnot", "unary", 1, _int_unary)
+_reg("lnot", "unary", 1, _bool_unary)
+for _n in ("isnan", "isinf", "isfinite"):
+    _reg(_n, "unary", 1, _float_pred)
+
+for _n, _comm in (("add", True), ("sub", False), ("mul", True), ("div", False), ("rem", False),
+                  ("min", True), ("max", True)):
+    _reg(_n, "binary", 2, _num_binary, commutative=_comm)
+_reg("pow", "binary", 2, _float_binary)
+_reg("atan2", "binary", 2, _float_binary)
+for _n in ("band", "bor", "bxor"):
+    _reg(_n, "binary", 2, _bits_binary, commutative=True)
+for _n in ("shl", "shr"):
+    _reg(_n, "binary", 2, _int_binary)
+for _n, _comm in (("eq", True), ("ne", True), ("lt", False), ("le", False), ("gt", False), ("ge", False)):
+    _reg(_n, "compare", 2, _compare, commutative=_comm)
+_reg("land", "binary", 2, _logic, commutative=True)
+_reg("lor", "binary", 2, _logic, commutative=True)
+
+_reg("fma", "ternary", 3, _fma)
+_reg("select", "ternary", 3, _select)
+_reg("cast", "cast", 1, _cast, attrs=("to",))
+_reg("bitcast", "cast", 1, _bitcast, attrs=("to",))
+
+_reg("vec_make", "vector", None, _vec_make)
+_reg("vec_extract", "vector", 1, _vec_extract, attrs=("index",))
+
+_reg("load", "memory", 2, _load, pure=False)
+_reg("store", "memory", 3, _store, pure=False)
+_reg("vload", "memory", 2, _vload, pure=False, attrs=("width",))
+_reg("vstore", "memory", 3, _vstore, pure=False)
+_reg("tensor_size", "memory", 1, _tensor_size)
+_reg("shared_alloc", "memory", 0, _shared_alloc, pure=False, attrs=("dtype", "shape"))
+_reg("barrier", "sync", 0, _none, pure=False)
+
+for _n in ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg"):
+    _reg(_n, "atomic", 3, _atomic, pure=False)
+_reg("atomic_cas", "atomic", 4, _atomic, pure=False)
+
+for _n in ("simd_sum", "simd_max", "simd_min"):
+    _reg(_n, "subgroup", 1, _simd_reduce, pure=False)
+for _n in ("simd_any", "simd_all"):
+    _reg(_n, "subgroup", 1, _simd_vote, pure=False)
+for _n in ("simd_shuffle", "simd_shuffle_xor", "simd_shuffle_up", "simd_shuffle_down", "simd_broadcast"):
+    _reg(_n, "subgroup", 2, _simd_shuffle, pure=False)
+
+_reg("frag_fill", "fragment", 1, _frag_fill, attrs=("role", "dtype", "rows", "cols"))
+_reg("frag_load", "fragment", 3, _frag_load, pure=False, attrs=("role", "dtype", "rows", "cols", "layout"))
+_reg("frag_store", "fragment", 4, _frag_store, pure=False, attrs=("layout",))
+_reg("mma", "fragment", 3, _mma, pure=False)
+
+_reg("var", "var", 0, _var, pure=False, attrs=("type",))
+_reg("var_load", "var", 1, _var_load, pure=False)
+_reg("var_store", "var", 2, _var_store, pure=False)
+
+_reg("if", "control", 1, _cond, pure=False, num_regions=2)
+_reg("for", "control", 3, _for, pure=False, num_regions=1, attrs=("unroll",))
+_reg("loop", "control", 0, _none, pure=False, num_regions=1)
+_reg("break", "control", 0, _none, pure=False, terminator=True)
+_reg("continue", "control", 0, _none, pure=False, terminator=True)
+_reg("return", "control", None, _return, pure=False, terminator=True)
+
+_reg("call", "call", None, _call, pure=False, attrs=("callee", "result_type"))
+_reg("tuple_make", "tuple", None, _tuple_make)
+_reg("tuple_get", "tuple", 1, _tuple_get, attrs=("index",))
+
+
+def info(opcode: str) -> OpInfo:
+    try:
+        return OPS[opcode]
+    except KeyError:
+        raise OpTypeError(f"unknown opcode {opcode!r}") from None
+
+
+def infer_type(opcode: str, operand_types: Sequence[IRType], attrs: dict) -> IRType | None:
+    """The result type of ``opcode`` on these operands, or OpTypeError."""
+    oi = info(opcode)
+    if oi.num_operands is not None and len(operand_types) != oi.num_operands:
+        raise OpTypeError(f"{opcode} takes {oi.num_operands} operands, got {len(operand_types)}")
+    return oi.rule(operand_types, attrs)
+
+
+#: Ops whose result is the same for every thread of a subgroup when their
+#: operands are (used by the divergence analysis that guards barriers).
+UNIFORM_INDEX_OPS = frozenset({"group_id", "group_size", "num_groups", "grid_size", "simd_size",
+                               "num_simd_groups"})
+#: Index ops that differ from thread to thread.
+VARYING_INDEX_OPS = frozenset({"program_id", "thread_id", "lane_id", "simd_group_id"})

@@ -1,0 +1,145 @@
+"""IR value types: scalars, short vectors, tensors (buffers), matrix fragments.
+
+Every SSA value in the IR has exactly one of these types.  They are frozen
+dataclasses so they hash and compare by value, which the CSE pass and the
+content hash rely on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtypes import DType
+
+#: Widths a vector value may have (the DSL's vector loads/stores).
+VECTOR_WIDTHS = (2, 4, 8)
+
+#: Matrix-fragment shapes (M, N, K) the ``mma`` op accepts.  The interpreter
+#: defines each exactly; the targets map them onto their matrix units.
+MMA_SHAPES: tuple[tuple[int, int, int], ...] = ((8, 8, 8), (16, 8, 16), (16, 16, 16))
+
+
+class IRType:
+    """Base class of IR types."""
+
+    def __str__(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ScalarType(IRType):
+    dtype: DType
+
+    def __str__(self) -> str:
+        return self.dtype.name
+
+
+@dataclass(frozen=True)
+class VectorType(IRType):
+    dtype: DType
+    width: int
+
+    def __str__(self) -> str:
+        return f"{self.dtype.name}x{self.width}"
+
+
+@dataclass(frozen=True)
+class TensorType(IRType):
+    """A buffer of ``dtype`` elements, indexed by a flat element index.
+
+    ``space`` is ``"global"`` (a kernel argument) or ``"shared"``
+    (threadgroup memory, whose ``shape`` is static).  ``readonly`` marks a
+    global tensor the kernel never stores to (the frontend infers it; a
+    parameter annotated ``In[T]`` / ``Const[T]`` is declared read-only).
+    """
+
+    dtype: DType
+    space: str = "global"
+    readonly: bool = False
+    shape: tuple[int, ...] | None = None
+
+    def __str__(self) -> str:
+        ro = " readonly" if self.readonly else ""
+        if self.space == "shared":
+            dims = "x".join(str(s) for s in (self.shape or ()))
+            return f"shared<{self.dtype.name}[{dims}]>"
+        return f"tensor<{self.dtype.name}{ro}>"
+
+    @property
+    def num_elements(self) -> int | None:
+        if self.shape is None:
+            return None
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class FragmentType(IRType):
+    """A matrix fragment owned collectively by one subgroup.
+
+    ``role`` is ``"a"`` (M x K), ``"b"`` (K x N) or ``"acc"`` (M x N);
+    ``rows`` and ``cols`` are the fragment's matrix shape.
+    """
+
+    role: str
+    dtype: DType
+    rows: int
+    cols: int
+
+    def __str__(self) -> str:
+        return f"frag<{self.role},{self.dtype.name},{self.rows}x{self.cols}>"
+
+
+@dataclass(frozen=True)
+class VarType(IRType):
+    """A mutable local slot holding a value of ``elem`` (scalar or vector)."""
+
+    elem: IRType
+
+    def __str__(self) -> str:
+        return f"var<{self.elem}>"
+
+
+@dataclass(frozen=True)
+class TupleType(IRType):
+    """Several values returned together by a helper function (gone after inlining)."""
+
+    elems: tuple[IRType, ...]
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(str(e) for e in self.elems) + ")"
+
+
+def scalar(dt: DType) -> ScalarType:
+    return ScalarType(dt)
+
+
+def element_dtype(t: IRType) -> DType:
+    """The element dtype of a scalar, vector, tensor or fragment type."""
+    if isinstance(t, (ScalarType, VectorType, TensorType, FragmentType)):
+        return t.dtype
+    if isinstance(t, VarType):
+        return element_dtype(t.elem)
+    raise TypeError(f"type {t} has no element dtype")
+
+
+def with_dtype(t: IRType, dt: DType) -> IRType:
+    """``t`` with its element dtype replaced (scalar stays scalar, vector keeps width)."""
+    if isinstance(t, ScalarType):
+        return ScalarType(dt)
+    if isinstance(t, VectorType):
+        return VectorType(dt, t.width)
+    if isinstance(t, FragmentType):
+        return FragmentType(t.role, dt, t.rows, t.cols)
+    raise TypeError(f"cannot change the dtype of {t}")
+
+
+def is_value_type(t: IRType) -> bool:
+    """Scalars and vectors: the types arithmetic works on."""
+    return isinstance(t, (ScalarType, VectorType))
+
+
+def width_of(t: IRType) -> int:
+    return t.width if isinstance(t, VectorType) else 1
