@@ -77,15 +77,24 @@ def _find_toml(start: Path | None = None) -> Path | None:
     return None
 
 
+_toml_cache: dict[tuple[str, int], dict[str, Any]] = {}
+
+
 def _toml_values(path: Path | None) -> dict[str, Any]:
+    """The ``[iron]`` table of ``path``, cached by modification time (launches read options often)."""
     if path is None:
         return {}
     try:
+        key = (str(path), path.stat().st_mtime_ns)
+        if key in _toml_cache:
+            return _toml_cache[key]
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{path}: cannot read the configuration: {e}") from None
     table = data.get("iron", {})
-    return table if isinstance(table, dict) else {}
+    table = table if isinstance(table, dict) else {}
+    _toml_cache[key] = table
+    return table
 
 
 def _parse(opt: Option, raw: Any, source: str) -> Any:

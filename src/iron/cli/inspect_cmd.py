@@ -1,0 +1,71 @@
+"""``iron inspect KERNEL``: the IR as written, after each pass, and its hash."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..core import dtypes as D
+from ..core.errors import IronError
+from ..core.hashing import kernel_hash
+from ..core.printer import print_kernel
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kernel", metavar="KERNEL",
+                   help="FILE.py:NAME, MODULE:NAME, or a kernel name from the modules in iron.toml")
+    p.add_argument("--variant", default="", metavar="K=V,...",
+                   help="which variant, e.g. T=f16,BLOCK=256 (default: the first)")
+    p.add_argument("--ir", action="store_true", help="print the IR as the frontend wrote it (the default)")
+    p.add_argument("--passes", action="store_true", help="print the IR after every pass of the pipeline")
+    p.add_argument("--optimized", action="store_true", help="print only the IR after the whole pipeline")
+    p.add_argument("--target", default="interp", choices=("interp", "cuda", "hip", "spirv", "metal"),
+                   help="whose pipeline defaults to use (FMA contraction differs by target)")
+    p.add_argument("--opt-level", type=int, choices=(0, 1, 2), default=None, help="override IRON_OPT_LEVEL")
+
+
+def parse_variant(text: str) -> dict[str, Any]:
+    """``T=f16,BLOCK=256`` -> {"T": f16, "BLOCK": 256}."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        if "=" not in item:
+            raise IronError(f"--variant: expected NAME=VALUE, got '{item}'")
+        name, raw = (s.strip() for s in item.split("=", 1))
+        out[name] = _parse_value(raw)
+    return out
+
+
+def _parse_value(raw: str) -> Any:
+    if raw in D.BY_NAME:
+        return D.BY_NAME[raw]
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for conv in (int, float):
+        try:
+            return conv(raw)
+        except ValueError:
+            pass
+    raise IronError(f"--variant: cannot read value '{raw}' (a dtype name, an int, a float, true or false)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..codegen.pipeline import PassContext, pipeline_stages
+    from ..harness.discovery import find_kernel
+
+    k = find_kernel(args.kernel)
+    binding = parse_variant(args.variant)
+    spec = k.variant(**binding) if binding else k.variant(**k.variants[0]) if k.variants else k.variant()
+    ir = spec.ir
+    overrides = {} if args.opt_level is None else {"opt_level": args.opt_level}
+    ctx = PassContext.for_target(args.target, **overrides)
+    if args.passes or args.optimized:
+        stages = pipeline_stages(ir, ctx)
+        shown = stages if args.passes else stages[-1:]
+        for name, stage_ir in shown:
+            print(f"// ----- after {name} -----" if name != "frontend" else "// ----- as written (frontend) -----")
+            print(print_kernel(stage_ir), end="")
+        print(f"// hash {kernel_hash(stages[-1][1])}")
+    else:
+        print(print_kernel(ir), end="")
+        print(f"// hash {kernel_hash(ir)}")
+    return 0

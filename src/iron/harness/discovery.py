@@ -1,0 +1,93 @@
+"""Find kernels by name: ``file.py:name``, ``package.module:name`` or a bare name.
+
+A bare name is looked up in the modules the project's ``iron.toml`` lists
+under ``[iron] modules = [...]``.  Errors say what was searched and what to
+write instead, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..core.errors import IronCompileError, IronError
+
+
+class KernelNotFound(IronError):
+    pass
+
+
+def _load_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise KernelNotFound(f"no such file: {path}")
+    mod_name = f"_iron_user_{abs(hash(str(path.resolve())))}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise KernelNotFound(f"cannot import {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except IronCompileError:
+        raise
+    except Exception as e:  # the user's module failed to import: report it as theirs
+        del sys.modules[mod_name]
+        raise KernelNotFound(f"importing {path} failed: {type(e).__name__}: {e}") from e
+    finally:
+        sys.path.remove(str(path.resolve().parent))
+    return module
+
+
+def _load_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise KernelNotFound(f"cannot import module '{name}': {e}") from e
+
+
+def project_modules(start: Path | None = None) -> list[str]:
+    d = (start or Path.cwd()).resolve()
+    for p in (d, *d.parents):
+        f = p / "iron.toml"
+        if f.is_file():
+            data = tomllib.loads(f.read_text())
+            mods = data.get("iron", {}).get("modules", [])
+            if str(p) not in sys.path:
+                sys.path.insert(0, str(p))
+            return [str(m) for m in mods]
+    return []
+
+
+def is_kernel(obj: Any) -> bool:
+    """A ``@kernel`` object: it can be specialised (``variant``) and lowered (``ir``)."""
+    return not isinstance(obj, type) and all(callable(getattr(obj, a, None)) for a in ("variant", "ir")) \
+        and hasattr(obj, "variants")
+
+
+def find_kernel(spec: str) -> Any:
+    """The kernel object named by ``spec``."""
+    if ":" in spec:
+        where, name = spec.rsplit(":", 1)
+        module = _load_file(Path(where)) if where.endswith(".py") else _load_module(where)
+        obj = getattr(module, name, None)
+        if obj is None or not is_kernel(obj):
+            found = sorted(n for n, v in vars(module).items() if is_kernel(v))
+            raise KernelNotFound(f"'{name}' is not a kernel in {where}; kernels there: {', '.join(found) or 'none'}")
+        return obj
+    modules = project_modules()
+    if not modules:
+        raise KernelNotFound(f"cannot find kernel '{spec}': name it as FILE.py:{spec} or MODULE:{spec}, "
+                             "or list your kernel modules in iron.toml under [iron] modules = [...]")
+    for m in modules:
+        obj = getattr(_load_module(m), spec, None)
+        if obj is not None and is_kernel(obj):
+            return obj
+    raise KernelNotFound(f"no kernel '{spec}' in the project's modules ({', '.join(modules)})")
