@@ -61,9 +61,18 @@ def run(args: argparse.Namespace) -> int:
     if args.passes or args.optimized:
         stages = pipeline_stages(ir, ctx)
         shown = stages if args.passes else stages[-1:]
+        previous = None
         for name, stage_ir in shown:
-            print(f"// ----- after {name} -----" if name != "frontend" else "// ----- as written (frontend) -----")
-            print(print_kernel(stage_ir), end="")
+            text = print_kernel(stage_ir)
+            if name == "frontend":
+                print("// ----- as written (frontend) -----")
+            elif text == previous:
+                print(f"// ----- after {name}: unchanged -----")
+                continue
+            else:
+                print(f"// ----- after {name} -----")
+            print(text, end="")
+            previous = text
         print(f"// hash {kernel_hash(stages[-1][1])}")
     else:
         print(print_kernel(ir), end="")

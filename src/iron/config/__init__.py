@@ -2,6 +2,7 @@
 
 Every tunable has exactly one :class:`Option` here with its ``IRON_*`` name and
 documentation; nothing else in Iron reads ``os.environ`` for settings.
+The environment and the file are read once per process (``reload()`` re-reads them).
 Precedence, later winning: default -> ``iron.toml`` (``[iron]`` table, found
 from the working directory upward) -> ``IRON_*`` environment -> values set in
 code (``iron.use(...)`` / :func:`set_option`) -> explicit arguments.
@@ -107,9 +108,33 @@ def _parse(opt: Option, raw: Any, source: str) -> Any:
     return v
 
 
+_snapshot: dict[str, tuple[Any, str]] | None = None
+
+
 def resolve(toml_path: Path | None = None) -> dict[str, tuple[Any, str]]:
-    """Every option's value and where it came from."""
-    path = toml_path or _find_toml()
+    """Every option's value and where it came from.
+
+    Launches read options on every call, so the environment and iron.toml
+    are read once per process and kept; :func:`set_option` and
+    :func:`clear_overrides` refresh the snapshot, and :func:`reload` re-reads
+    everything after the environment, the iron.toml or the working directory
+    changed in-process.  An explicit ``toml_path`` is always read afresh.
+    """
+    global _snapshot
+    if toml_path is not None:
+        return _resolve_uncached(toml_path)
+    if _snapshot is None:
+        _snapshot = _resolve_uncached(_find_toml())
+    return _snapshot
+
+
+def reload() -> None:
+    """Forget the snapshot: the next read sees the current environment and iron.toml."""
+    global _snapshot
+    _snapshot = None
+
+
+def _resolve_uncached(path: Path | None) -> dict[str, tuple[Any, str]]:
     tv = _toml_values(path)
     out: dict[str, tuple[Any, str]] = {}
     for name, opt in OPTIONS.items():
@@ -134,7 +159,9 @@ def set_option(name: str, value: Any) -> None:
     if name not in OPTIONS:
         raise ConfigError(f"unknown option {name!r}; known: {', '.join(OPTIONS)}")
     _overrides[name] = _parse(OPTIONS[name], value, "set in code")
+    reload()
 
 
 def clear_overrides() -> None:
     _overrides.clear()
+    reload()

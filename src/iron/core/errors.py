@@ -123,6 +123,11 @@ class DivergentBarrierError(IronCompileError):
                     "whose condition depends on the thread")
 
 
+class StaticAssertionError(IronCompileError):
+    kind = "static assertion failed"
+    default_hint = "the assert in the kernel checks a compile-time condition (a variant value, a constexpr, a dtype)"
+
+
 class IRVerificationError(IronError):
     """The IR broke an invariant: a compiler bug, reported with the op and pass."""
 
@@ -160,3 +165,11 @@ class MisalignedAccessError(InterpError):
 
 class LaunchError(IronError):
     """A launch that cannot run as asked: wrong arguments, grid or group."""
+
+
+class InactiveLaneError(InterpError):
+    """A shuffle or broadcast read a lane that is not active (undefined on GPUs)."""
+
+
+class SubgroupDivergenceError(InterpError):
+    """A subgroup-wide op ran with part of its subgroup, or with operands that differ between lanes."""

@@ -296,8 +296,10 @@ def _vec_extract(ts, attrs):
 
 def _var(ts, attrs):
     t = attrs.get("type")
-    if not is_value_type(t):
-        raise OpTypeError(f"a local variable holds a scalar or vector, not {t}")
+    # Fragments may live in slots too: an mma accumulator is carried across
+    # the iterations of a K loop the same way a scalar accumulator is.
+    if not (is_value_type(t) or isinstance(t, FragmentType)):
+        raise OpTypeError(f"a local variable holds a scalar, vector or fragment, not {t}")
     return VarType(t)
 
 

@@ -94,7 +94,7 @@ class FragmentType(IRType):
 
 @dataclass(frozen=True)
 class VarType(IRType):
-    """A mutable local slot holding a value of ``elem`` (scalar or vector)."""
+    """A mutable local slot holding a value of ``elem`` (scalar, vector or fragment)."""
 
     elem: IRType
 

@@ -1,0 +1,109 @@
+"""The pass manager: which passes run, in what order, with what checks.
+
+Order at ``opt_level`` 2, and why:
+
+1. ``inline``: every later pass (and every backend) wants call-free IR;
+   it runs at every level.
+2. ``forward_vars``: turns the frontend's slot traffic into plain values,
+   which the cleanups below can see through.
+3. ``const_fold``, ``simplify``, ``cse``, ``dce``: shrink the kernel before
+   unrolling multiplies it, and fold the bounds that decide what unrolls.
+4. ``unroll``: the copies carry constant induction values ...
+5. ``forward_vars``, ``const_fold``, ``simplify``, ``cse``: ... which fold
+   into the index arithmetic, so the copies' indices become
+   ``base + constant`` of one shared ``base``.
+6. ``vectorize``: needs exactly that shape (and the CSE'd bases).
+7. ``fma_contract``: last of the rewrites, so no later pass has to look
+   through ``fma`` (simplify's rules are about mul/add), and it sees the
+   vector ops ``vectorize`` made.
+8. ``dce``: sweeps the multiplies fused away and the slots, loads' index
+   arithmetic and constants left unused.
+
+``opt_level`` 1 runs the cleanups once (inline, forward_vars, const_fold,
+simplify, cse, dce); ``opt_level`` 0 only inlines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .. import config
+from ..core.ir import Kernel
+from ..core.verifier import verify
+from .passes import PASSES, Pass
+from .targets import get_target
+
+_LEVELS: dict[int, tuple[str, ...]] = {
+    0: ("inline",),
+    1: ("inline", "forward_vars", "const_fold", "simplify", "cse", "dce"),
+    2: ("inline", "forward_vars", "const_fold", "simplify", "cse", "dce",
+        "unroll", "forward_vars", "const_fold", "simplify", "cse",
+        "vectorize", "fma_contract", "dce"),
+}
+
+#: The PassContext fields that fall back to an ``iron.config`` option of the same name.
+_CONFIGURED = ("fp_contract", "unroll_max", "opt_level", "verify")
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What the passes may assume about the target and what they are allowed to do."""
+
+    target: str = "interp"  # interp | cuda | hip | spirv | metal
+    fp_contract: bool | None = None  # None: the target's compiler default (targets.py)
+    unroll_max: int = 64
+    opt_level: int = 2  # 0 none, 1 cleanups only, 2 full
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        get_target(self.target)  # a clear error for an unknown target
+        if self.opt_level not in _LEVELS:
+            raise ValueError(f"opt_level must be one of {', '.join(map(str, _LEVELS))}, got {self.opt_level!r}")
+        if self.unroll_max < 0:
+            raise ValueError(f"unroll_max must be >= 0, got {self.unroll_max}")
+
+    @classmethod
+    def for_target(cls, target: str, **overrides: Any) -> "PassContext":
+        """A context for ``target``; fields not given come from ``iron.config``."""
+        known = [f for f in cls.__dataclass_fields__ if f != "target"]
+        unknown = sorted(set(overrides) - set(known))
+        if unknown:
+            raise TypeError(f"unknown PassContext field(s): {', '.join(unknown)}; known: {', '.join(known)}")
+        values = {name: config.get(name) for name in _CONFIGURED if name not in overrides}
+        return cls(target=target, **values, **overrides)
+
+    @property
+    def contract(self) -> bool:
+        """Whether ``a*b + c`` may become ``fma``: ``fp_contract``, else the target's default."""
+        if self.fp_contract is not None:
+            return self.fp_contract
+        return get_target(self.target).fp_contract
+
+
+def default_passes(ctx: PassContext) -> list[Pass]:
+    """The passes ``ctx.opt_level`` runs, in order."""
+    return [PASSES[name] for name in _LEVELS[ctx.opt_level]]
+
+
+def run_pipeline(kernel: Kernel, ctx: PassContext, dump: Callable[[str, Kernel], None] | None = None) -> Kernel:
+    """Run the default passes on ``kernel`` (which stays unchanged) and return the result.
+
+    With ``ctx.verify`` the IR is verified after every pass (a failure names
+    the pass); ``dump(name, kernel)`` is called after every pass.
+    """
+    k = kernel
+    for p in default_passes(ctx):
+        k = p(k, ctx)
+        if ctx.verify:
+            verify(k, stage=p.name)
+        if dump is not None:
+            dump(p.name, k)
+    return k
+
+
+def pipeline_stages(kernel: Kernel, ctx: PassContext) -> list[tuple[str, Kernel]]:
+    """``[("frontend", kernel), (first pass, its result), ...]``, for ``iron inspect --passes``."""
+    stages: list[tuple[str, Kernel]] = [("frontend", kernel)]
+    run_pipeline(kernel, ctx, dump=lambda name, k: stages.append((name, k)))
+    return stages

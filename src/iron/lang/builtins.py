@@ -1,0 +1,482 @@
+"""The kernel builtins: plain Python objects the frontend recognises by identity.
+
+Each builtin is a :class:`Builtin` made from a stub function whose signature
+is the builtin's signature (the frontend binds call arguments against it, so
+arity and keyword errors come for free) and whose docstring documents it.
+Calling a builtin from ordinary Python raises :class:`KernelOnlyError`: the
+body of a kernel is never run as Python, it is lowered to IR.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+from ..core.errors import IronError
+
+
+class KernelOnlyError(IronError, RuntimeError):
+    """A kernel builtin was called from ordinary Python code."""
+
+
+#: Categories whose builtins neither touch memory nor have effects: an
+#: expression made only of these may be evaluated speculatively (``and``/``or``).
+PURE_CATEGORIES = frozenset({"index", "math", "cast", "vector", "static"})
+
+
+class Builtin:
+    """A builtin of the kernel language (``program_id``, ``exp``, ``store``...).
+
+    ``ref_first``: the first argument is a tensor element reference (``a[i]``
+    in ``load(a[i])``), lowered as an address rather than loaded.
+    ``display`` overrides the signature shown in arity errors for builtins
+    with several call forms.
+    """
+
+    __slots__ = ("name", "signature", "doc", "category", "ref_first", "display")
+
+    def __init__(self, name: str, signature: inspect.Signature, doc: str, category: str,
+                 ref_first: bool = False, display: str | None = None):
+        self.name = name
+        self.signature = signature
+        self.doc = doc
+        self.category = category
+        self.ref_first = ref_first
+        self.display = display
+
+    @property
+    def pure(self) -> bool:
+        return self.category in PURE_CATEGORIES
+
+    @property
+    def usage(self) -> str:
+        """The signature as users write it, e.g. ``program_id(axis=0)``."""
+        return self.display or f"{self.name}{self.signature}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise KernelOnlyError(f"iron.{self.name}() only works inside an @iron.kernel or @iron.func body; "
+                              "kernels are compiled, not run as Python")
+
+    def __repr__(self) -> str:
+        return f"<iron builtin {self.usage}>"
+
+
+def _builtin(category: str, ref_first: bool = False, display: str | None = None) -> Callable[[Callable], Builtin]:
+    def make(stub: Callable) -> Builtin:
+        return Builtin(stub.__name__, inspect.signature(stub), inspect.getdoc(stub) or "", category,
+                       ref_first, display)
+    return make
+
+
+# ---------------------------------------------------------------- thread indices
+
+@_builtin("index")
+def program_id(axis=0):
+    """The thread's global index along ``axis``: group_id * group_size + thread_id (i32)."""
+
+
+@_builtin("index")
+def thread_id(axis=0):
+    """The thread's index within its group along ``axis``."""
+
+
+@_builtin("index")
+def group_id(axis=0):
+    """The group's index along ``axis``."""
+
+
+@_builtin("index")
+def group_size(axis=0):
+    """Threads per group along ``axis``."""
+
+
+@_builtin("index")
+def num_groups(axis=0):
+    """Groups in the launch along ``axis``."""
+
+
+@_builtin("index")
+def grid_size(axis=0):
+    """Threads in the launch's grid along ``axis`` (the ``grid`` given at launch)."""
+
+
+@_builtin("index")
+def lane_id():
+    """The thread's lane within its subgroup."""
+
+
+@_builtin("index")
+def simd_size():
+    """Lanes per subgroup on this target."""
+
+
+@_builtin("index")
+def simd_group_id():
+    """The subgroup's index within the group."""
+
+
+@_builtin("index")
+def num_simd_groups():
+    """Subgroups per group."""
+
+
+# ---------------------------------------------------------------- memory
+
+@_builtin("memory", ref_first=True, display="load(a[i]) or load(a, i)")
+def load(target, index=None):
+    """Element ``i`` of a tensor or shared array."""
+
+
+@_builtin("memory", ref_first=True, display="store(a[i], v) or store(a, i, v)")
+def store(target, index_or_value, value=None):
+    """Write ``v`` to element ``i`` (a weak literal converts; other types must match)."""
+
+
+@_builtin("memory")
+def vload(a, i, width):
+    """Elements ``i .. i+width-1`` as a vector (``i`` a multiple of ``width``)."""
+
+
+@_builtin("memory")
+def vstore(a, i, v):
+    """Write the vector ``v`` to elements ``i .. i+len(v)-1``."""
+
+
+@_builtin("memory")
+def shared(dtype, shape):
+    """A threadgroup array of compile-time ``shape`` (an int or a tuple of ints)."""
+
+
+@_builtin("sync")
+def barrier():
+    """Wait until every thread of the group arrives; orders shared memory."""
+
+
+# ---------------------------------------------------------------- atomics
+
+@_builtin("atomic", ref_first=True, display="atomic_add(a, i, v) or atomic_add(a[i], v)")
+def atomic_add(target, index_or_value, value=None):
+    """Add ``v`` to element ``i``; returns the old value."""
+
+
+@_builtin("atomic", ref_first=True, display="atomic_max(a, i, v) or atomic_max(a[i], v)")
+def atomic_max(target, index_or_value, value=None):
+    """Store the maximum of element ``i`` and ``v``; returns the old value."""
+
+
+@_builtin("atomic", ref_first=True, display="atomic_min(a, i, v) or atomic_min(a[i], v)")
+def atomic_min(target, index_or_value, value=None):
+    """Store the minimum of element ``i`` and ``v``; returns the old value."""
+
+
+@_builtin("atomic", ref_first=True, display="atomic_xchg(a, i, v) or atomic_xchg(a[i], v)")
+def atomic_xchg(target, index_or_value, value=None):
+    """Replace element ``i`` by ``v``; returns the old value."""
+
+
+@_builtin("atomic", ref_first=True, display="atomic_cas(a, i, cmp, v) or atomic_cas(a[i], cmp, v)")
+def atomic_cas(target, arg1, arg2, arg3=None):
+    """Replace element ``i`` by ``v`` if it equals ``cmp``; returns the old value."""
+
+
+# ---------------------------------------------------------------- math
+
+@_builtin("math")
+def exp(x):
+    """e ** x."""
+
+
+@_builtin("math")
+def exp2(x):
+    """2 ** x."""
+
+
+@_builtin("math")
+def log(x):
+    """Natural logarithm."""
+
+
+@_builtin("math")
+def log2(x):
+    """Base-2 logarithm."""
+
+
+@_builtin("math")
+def log1p(x):
+    """log(1 + x), accurate near 0."""
+
+
+@_builtin("math")
+def expm1(x):
+    """exp(x) - 1, accurate near 0."""
+
+
+@_builtin("math")
+def sqrt(x):
+    """Square root."""
+
+
+@_builtin("math")
+def rsqrt(x):
+    """1 / sqrt(x)."""
+
+
+@_builtin("math")
+def recip(x):
+    """1 / x."""
+
+
+@_builtin("math")
+def sin(x):
+    """Sine (radians)."""
+
+
+@_builtin("math")
+def cos(x):
+    """Cosine (radians)."""
+
+
+@_builtin("math")
+def tan(x):
+    """Tangent (radians)."""
+
+
+@_builtin("math")
+def asin(x):
+    """Arc sine."""
+
+
+@_builtin("math")
+def acos(x):
+    """Arc cosine."""
+
+
+@_builtin("math")
+def atan(x):
+    """Arc tangent."""
+
+
+@_builtin("math")
+def sinh(x):
+    """Hyperbolic sine."""
+
+
+@_builtin("math")
+def cosh(x):
+    """Hyperbolic cosine."""
+
+
+@_builtin("math")
+def tanh(x):
+    """Hyperbolic tangent."""
+
+
+@_builtin("math")
+def erf(x):
+    """The error function."""
+
+
+@_builtin("math")
+def floor(x):
+    """Largest integral value not above ``x`` (float result)."""
+
+
+@_builtin("math")
+def ceil(x):
+    """Smallest integral value not below ``x`` (float result)."""
+
+
+@_builtin("math")
+def round(x):  # noqa: A001 - the kernel language's name
+    """Nearest integral value, ties to even (float result)."""
+
+
+@_builtin("math")
+def trunc(x):
+    """``x`` rounded toward zero (float result)."""
+
+
+@_builtin("math")
+def abs(x):  # noqa: A001
+    """Absolute value."""
+
+
+@_builtin("math")
+def sign(x):
+    """-1, 0 or +1 (NaN for NaN)."""
+
+
+@_builtin("math")
+def isnan(x):
+    """Whether ``x`` is NaN."""
+
+
+@_builtin("math")
+def isinf(x):
+    """Whether ``x`` is infinite."""
+
+
+@_builtin("math")
+def isfinite(x):
+    """Whether ``x`` is neither infinite nor NaN."""
+
+
+@_builtin("math")
+def pow(x, y):  # noqa: A001
+    """``x`` raised to ``y`` (float)."""
+
+
+@_builtin("math")
+def atan2(y, x):
+    """The angle of the point (x, y)."""
+
+
+@_builtin("math")
+def min(a, b, *more):  # noqa: A001
+    """The smallest argument (for floats the non-NaN one, like C fminf)."""
+
+
+@_builtin("math")
+def max(a, b, *more):  # noqa: A001
+    """The largest argument (for floats the non-NaN one, like C fmaxf)."""
+
+
+@_builtin("math")
+def fma(a, b, c):
+    """a * b + c rounded once."""
+
+
+@_builtin("math")
+def select(cond, a, b):
+    """``a`` where ``cond`` holds, else ``b`` (both are evaluated)."""
+
+
+# ---------------------------------------------------------------- casts
+
+@_builtin("cast")
+def cast(x, dtype):
+    """``x`` converted to ``dtype`` (same as ``dtype(x)``)."""
+
+
+@_builtin("cast")
+def bitcast(x, dtype):
+    """The bits of ``x`` reinterpreted as ``dtype`` (same size)."""
+
+
+@_builtin("cast")
+def widen(x):
+    """An f16/bf16 value as f32 (f32 stays f32): accumulate in f32."""
+
+
+@_builtin("cast")
+def fma_f32(a, b, acc):
+    """widen(a) * widen(b) + acc, rounded once, in f32."""
+
+
+# ---------------------------------------------------------------- vectors
+
+@_builtin("vector")
+def vec(*elems):
+    """A vector of 2, 4 or 8 elements."""
+
+
+# ---------------------------------------------------------------- subgroups
+
+@_builtin("subgroup")
+def simd_sum(x):
+    """The sum over the active lanes of the subgroup, given to every lane."""
+
+
+@_builtin("subgroup")
+def simd_max(x):
+    """The maximum over the active lanes of the subgroup."""
+
+
+@_builtin("subgroup")
+def simd_min(x):
+    """The minimum over the active lanes of the subgroup."""
+
+
+@_builtin("subgroup")
+def simd_any(cond):
+    """Whether ``cond`` holds in any active lane."""
+
+
+@_builtin("subgroup")
+def simd_all(cond):
+    """Whether ``cond`` holds in every active lane."""
+
+
+@_builtin("subgroup")
+def simd_shuffle(x, lane):
+    """``x`` of lane ``lane mod W``."""
+
+
+@_builtin("subgroup")
+def simd_shuffle_xor(x, mask):
+    """``x`` of lane ``lane_id() ^ mask``."""
+
+
+@_builtin("subgroup")
+def simd_shuffle_up(x, delta):
+    """``x`` of lane ``lane_id() - delta`` (own value below lane 0)."""
+
+
+@_builtin("subgroup")
+def simd_shuffle_down(x, delta):
+    """``x`` of lane ``lane_id() + delta`` (own value past the last lane)."""
+
+
+@_builtin("subgroup")
+def simd_broadcast(x, lane):
+    """``x`` of lane ``lane`` (the same lane for the whole subgroup)."""
+
+
+# ---------------------------------------------------------------- register arrays and fragments
+
+@_builtin("register")
+def local(dtype, n):
+    """A register array of ``n`` zeros (compile-time indices only)."""
+
+
+@_builtin("fragment")
+def frag_a(t, base, ld, M, K, layout="row"):  # noqa: N803 - matrix dimensions read as in the literature
+    """The M x K left operand of ``mma``: element (r, c) is t[base + r*ld + c] (row layout)."""
+
+
+@_builtin("fragment")
+def frag_b(t, base, ld, K, N, layout="row"):  # noqa: N803
+    """The K x N right operand of ``mma``."""
+
+
+@_builtin("fragment")
+def frag_acc(dtype, M, N, value=0.0):  # noqa: N803
+    """An M x N accumulator filled with ``value``."""
+
+
+@_builtin("fragment")
+def frag_load_acc(t, base, ld, M, N, layout="row"):  # noqa: N803
+    """An M x N accumulator loaded from memory."""
+
+
+@_builtin("fragment")
+def frag_store(t, base, ld, acc, layout="row"):
+    """Write an accumulator fragment to memory."""
+
+
+@_builtin("fragment")
+def mma(a, b, acc):
+    """acc + a @ b for one subgroup's fragments."""
+
+
+# ---------------------------------------------------------------- compile-time
+
+@_builtin("static")
+def static_range(start, stop=None, step=None):
+    """Like range(), but the frontend unrolls the loop: the variable is a compile-time int."""
+
+
+#: Every builtin by name, in definition order.
+ALL_BUILTINS: dict[str, Builtin] = {name: obj for name, obj in list(globals().items()) if isinstance(obj, Builtin)}
+
+__all__ = ["Builtin", "KernelOnlyError", "ALL_BUILTINS", *ALL_BUILTINS]

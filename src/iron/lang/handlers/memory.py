@@ -1,0 +1,224 @@
+"""Memory builtins: loads, stores, vectors, shared arrays, barriers, atomics, register arrays.
+
+``load``/``store``/atomics take an element either as ``a[i]`` or as
+``a, i``; both give an :class:`ElemRef`.  A stored value converts only from
+a weak literal (docs/language.md), and a store to an ``In[T]`` tensor is a
+:class:`ReadOnlyStoreError`.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from ...core.errors import ArityError, ReadOnlyStoreError, SharedShapeError, UnsupportedSyntaxError
+from ...core.types import VECTOR_WIDTHS, ScalarType, VectorType
+from ..lower_call import CallArgs, handles, handles_method
+from ..values import RV, ElemRef, FValue, Py, TensorRef, describe
+
+#: The largest register array local() makes (each element is a register).
+MAX_REGISTER_ARRAY = 1024
+
+
+def element(lw: Any, a: CallArgs, target: str, index: str) -> tuple[ElemRef, bool]:
+    """The element a call addresses, and whether its index came as a separate argument.
+
+    ``f(a[i], ...)`` gives (a[i], False) and leaves ``index``'s parameter to
+    the next operand; ``f(a, i, ...)`` gives (a[i], True).
+    """
+    ref = a[target]
+    if isinstance(ref, ElemRef):
+        return ref, False
+    if isinstance(ref, TensorRef):
+        if not a.given(index):
+            raise lw.error(ArityError, f"{a.name}() needs an index: {a.builtin.usage}", a.node)
+        raw = a[index]
+        i = lw.to_index(raw, a.node_of(index))
+        size = ref.type.num_elements
+        if size is not None and isinstance(raw, Py) and raw.value >= size:
+            raise lw.type_error(f"index {raw.value} is out of range for {describe(ref)}", a.node_of(index))
+        return ElemRef(ref, i), True
+    raise lw.type_error(f"{a.name}() needs a tensor element such as a[i] (or a tensor and an index), got "
+                        f"{describe(ref)}", a.node_of(target), hint=f"usage: {a.builtin.usage}")
+
+
+def _operands(lw: Any, a: CallArgs, separate: bool, names: list[str]) -> list[str]:
+    """The parameters holding the value operands: shifted by one when the index was separate."""
+    used = names[1:] if separate else names[:-1]
+    unused = names[0] if separate else names[-1]
+    if not all(a.given(n) for n in used) or (not separate and a.given(unused)):
+        raise lw.error(ArityError, f"wrong arguments for {a.name}(); expected {a.builtin.usage}", a.node)
+    return used
+
+
+def check_writable(lw: Any, t: TensorRef, node: ast.AST, what: str = "store to") -> None:
+    if t.type.readonly:
+        raise lw.error(ReadOnlyStoreError, f"cannot {what} '{t.name}': it is declared In[{t.type.dtype.name}] "
+                                           "(read-only)", node,
+                       hint="declare it as Tensor[...] to write it, or write to another tensor")
+
+
+def stored_value(lw: Any, t: TensorRef, v: FValue, node: ast.AST) -> RV:
+    """The value a store writes: a weak literal converts; a typed value must be the element type."""
+    dt = t.type.dtype
+    if isinstance(v, RV) and isinstance(v.type, VectorType):
+        raise lw.type_error(f"storing a vector {v.type} with a scalar store into '{t.name}'", node,
+                            hint=f"use {t.name}.store(i, v) or vstore({t.name}, i, v)")
+    if isinstance(v, RV) and v.type != ScalarType(dt):
+        raise lw.type_error(f"'{t.name}' holds {dt.name}; the stored value is {v.type}", node,
+                            hint=f"convert explicitly: {t.name}[i] = {dt.name}(value)")
+    return lw.value_for_type(v, ScalarType(dt), node, what=f"'{t.name}'")
+
+
+def store_element(lw: Any, ref: ElemRef, v: FValue, node: ast.AST, value_node: ast.AST) -> None:
+    check_writable(lw, ref.tensor, node)
+    rv = stored_value(lw, ref.tensor, v, value_node)
+    lw.emit("store", [ref.tensor.value, ref.index.value, rv.value], node)
+
+
+def load_element(lw: Any, ref: ElemRef, node: ast.AST) -> RV:
+    return lw.value("load", [ref.tensor.value, ref.index.value], node)
+
+
+@handles("load")
+def load(lw: Any, a: CallArgs) -> FValue:
+    ref, separate = element(lw, a, "target", "index")
+    if not separate and a.given("index"):
+        raise lw.error(ArityError, "load(a[i]) takes no separate index", a.node, hint=f"usage: {a.builtin.usage}")
+    return load_element(lw, ref, a.node)
+
+
+@handles("store")
+def store(lw: Any, a: CallArgs) -> FValue:
+    ref, separate = element(lw, a, "target", "index_or_value")
+    (value_name,) = _operands(lw, a, separate, ["index_or_value", "value"])
+    store_element(lw, ref, a[value_name], a.node, a.node_of(value_name))
+    return Py(None)
+
+
+def _tensor(lw: Any, a: CallArgs, name: str) -> TensorRef:
+    t = a[name]
+    if not isinstance(t, TensorRef):
+        raise lw.type_error(f"{a.name}() needs a tensor or shared array, got {describe(t)}", a.node_of(name))
+    return t
+
+
+def _width(lw: Any, v: FValue, node: ast.AST) -> int:
+    w = lw.static_int(v, node, "the vector width")
+    if w not in VECTOR_WIDTHS:
+        raise lw.type_error(f"vector width must be one of {VECTOR_WIDTHS}, got {w}", node)
+    return w
+
+
+def vector_load(lw: Any, t: TensorRef, i: FValue, width: FValue, node: ast.AST, i_node: ast.AST,
+                w_node: ast.AST) -> RV:
+    w = _width(lw, width, w_node)
+    idx = lw.to_index(i, i_node)
+    return lw.value("vload", [t.value, idx.value], node, width=w)
+
+
+def vector_store(lw: Any, t: TensorRef, i: FValue, v: FValue, node: ast.AST, i_node: ast.AST,
+                 v_node: ast.AST) -> None:
+    check_writable(lw, t, node)
+    idx = lw.to_index(i, i_node)
+    if not (isinstance(v, RV) and isinstance(v.type, VectorType)):
+        raise lw.type_error(f"a vector store needs a vector, got {describe(v)}", v_node,
+                            hint="build one with vec(...) or a vector load")
+    if v.dtype != t.type.dtype:
+        raise lw.type_error(f"'{t.name}' holds {t.type.dtype.name}; the stored vector is {v.type}", v_node,
+                            hint=f"convert it first: {t.type.dtype.name}(v)")
+    lw.emit("vstore", [t.value, idx.value, v.value], node)
+
+
+@handles("vload")
+def vload(lw: Any, a: CallArgs) -> FValue:
+    return vector_load(lw, _tensor(lw, a, "a"), a["i"], a["width"], a.node, a.node_of("i"), a.node_of("width"))
+
+
+@handles("vstore")
+def vstore(lw: Any, a: CallArgs) -> FValue:
+    vector_store(lw, _tensor(lw, a, "a"), a["i"], a["v"], a.node, a.node_of("i"), a.node_of("v"))
+    return Py(None)
+
+
+@handles_method("load")
+def tensor_load_value(lw: Any, t: TensorRef, a: CallArgs) -> FValue:
+    """``t.load(i)`` (scalar) or ``t.load(i, width=W)`` (vector)."""
+    if a.given("width") and not (isinstance(a["width"], Py) and a["width"].value is None):
+        return vector_load(lw, t, a["i"], a["width"], a.node, a.node_of("i"), a.node_of("width"))
+    return load_element(lw, ElemRef(t, lw.to_index(a["i"], a.node_of("i"))), a.node)
+
+
+@handles_method("store")
+def tensor_store_value(lw: Any, t: TensorRef, a: CallArgs) -> FValue:
+    """``t.store(i, v)``: a vector store when ``v`` is a vector."""
+    v = a["v"]
+    if isinstance(v, RV) and isinstance(v.type, VectorType):
+        vector_store(lw, t, a["i"], v, a.node, a.node_of("i"), a.node_of("v"))
+    else:
+        store_element(lw, ElemRef(t, lw.to_index(a["i"], a.node_of("i"))), v, a.node, a.node_of("v"))
+    return Py(None)
+
+
+@handles("shared")
+def shared(lw: Any, a: CallArgs) -> FValue:
+    dt = lw.static_dtype(a["dtype"], a.node_of("dtype"))
+    shape_v, shape_node = a["shape"], a.node_of("shape")
+    dims = shape_v.value if isinstance(shape_v, Py) and isinstance(shape_v.value, tuple) else (shape_v,)
+    shape = []
+    for d in dims:
+        d = d if isinstance(d, (Py, RV, TensorRef)) else Py(d)
+        n = lw.static_int(d, shape_node, "a shared-array dimension", cls=SharedShapeError)
+        if n <= 0:
+            raise lw.error(SharedShapeError, f"shared-array dimensions must be positive, got {n}", shape_node)
+        shape.append(n)
+    if lw.ctx.helper_stack:
+        raise lw.error(UnsupportedSyntaxError, "shared() inside a helper", a.node,
+                       hint="allocate the shared array in the kernel and pass it to the helper as an argument")
+    if not lw.env.at_top:
+        raise lw.error(UnsupportedSyntaxError, "shared() inside a run-time if, loop or short-circuit", a.node,
+                       hint="allocate shared arrays at the top level of the kernel")
+    name = lw.assign_hint or "shared"
+    v = lw.emit("shared_alloc", (), a.node, hint=name, dtype=dt, shape=tuple(shape))
+    return TensorRef(v, name)
+
+
+@handles("barrier")
+def barrier(lw: Any, a: CallArgs) -> FValue:
+    lw.emit("barrier", (), a.node)
+    return Py(None)
+
+
+@handles("atomic_add", "atomic_max", "atomic_min", "atomic_xchg")
+def atomic(lw: Any, a: CallArgs) -> FValue:
+    ref, separate = element(lw, a, "target", "index_or_value")
+    return _atomic(lw, a, ref, _operands(lw, a, separate, ["index_or_value", "value"]))
+
+
+@handles("atomic_cas")
+def atomic_cas(lw: Any, a: CallArgs) -> FValue:
+    ref, separate = element(lw, a, "target", "arg1")
+    return _atomic(lw, a, ref, _operands(lw, a, separate, ["arg1", "arg2", "arg3"]))
+
+
+def _atomic(lw: Any, a: CallArgs, ref: ElemRef, value_names: list[str]) -> RV:
+    check_writable(lw, ref.tensor, a.node, what=f"apply {a.name}() to")
+    if ref.tensor.type.dtype.is_bool:
+        raise lw.type_error(f"{a.name}() on a bool tensor", a.node)
+    values = [stored_value(lw, ref.tensor, a[n], a.node_of(n)).value for n in value_names]
+    return lw.value(a.name, [ref.tensor.value, ref.index.value, *values], a.node)
+
+
+@handles("local")
+def local(lw: Any, a: CallArgs) -> FValue:
+    dt = lw.static_dtype(a["dtype"], a.node_of("dtype"))
+    n = lw.static_int(a["n"], a.node_of("n"), "the size of a register array")
+    if not 0 < n <= MAX_REGISTER_ARRAY:
+        raise lw.type_error(f"a register array has 1 to {MAX_REGISTER_ARRAY} elements, got {n}", a.node_of("n"),
+                            hint="use shared memory for larger arrays")
+    arr = lw.new_register_array(lw.assign_hint or "local", ScalarType(dt), n, a.node)
+    if not lw.env.at_top:  # slots are zero once, at the top; a re-run of this statement must re-zero them
+        zero = lw.const(False if dt.is_bool else 0, dt)
+        for slot in arr.slots:
+            lw.emit("var_store", [slot, zero.value], a.node)
+    return arr

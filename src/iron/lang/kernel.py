@@ -1,0 +1,271 @@
+"""The kernel object: ``@iron.kernel``, specialisation, and launching.
+
+``@kernel`` parses the function when decorated and lowers it lazily, once
+per binding (variant values, type variables, constexprs); the verified
+frontend IR and the per-target pipeline output are cached per binding.
+``k[grid](*args)`` / ``k.launch(*args, grid=...)`` pick the binding from the
+arguments, compile for the device's target and run.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from ..core.dtypes import DType
+from ..core.errors import LaunchError
+from ..core.ir import Kernel
+from .annotations import Variants, binding_key, format_binding
+from .binding import BindingResolver
+from .frontend import lower_kernel
+from .numpy_compat import is_ndarray, is_numpy_integer
+from .params import ParamSpec, check_signature, kernel_params
+from .source import parse_function
+
+
+class KernelFunction:
+    """A Python function compiled as a GPU kernel (what ``@iron.kernel`` returns)."""
+
+    __iron_kernel__ = True
+
+    def __init__(self, fn: Callable[..., Any], variants: Variants | None = None, fp_contract: bool | None = None,
+                 name: str | None = None):
+        self.fn = fn
+        self.parsed = parse_function(fn, "kernel")
+        check_signature(self.parsed, "kernel")
+        self.name = name or fn.__name__
+        self.fp_contract = fp_contract
+        self._variants = variants or Variants({})
+        self._resolver: BindingResolver | None = None
+        self._irs: dict[tuple, Kernel] = {}
+        self._compiled: dict[tuple, Kernel] = {}
+        #: Call signature -> (binding key, binding): the launch fast path.
+        self._calls: dict[tuple, tuple[tuple, dict[str, Any]]] = {}
+        self._mask: tuple[bool, ...] | None = None
+        functools.update_wrapper(self, fn)
+
+    # ------------------------------------------------------------ specialisation
+    @property
+    def params(self) -> list[ParamSpec]:
+        return self.resolver.specs
+
+    @property
+    def resolver(self) -> BindingResolver:
+        if self._resolver is None:
+            dtype_vars = [n for n, vs in self._variants.params.items() if all(isinstance(v, DType) for v in vs)]
+            specs = kernel_params(self.parsed, self.name, dtype_vars)
+            self._resolver = BindingResolver(self.name, specs, self._variants)
+        return self._resolver
+
+    @property
+    def variants(self) -> list[dict[str, Any]]:
+        """Every binding of the declared variant parameters (the cartesian product)."""
+        return self._variants.bindings() if self._variants.params else []
+
+    def variant(self, **binding: Any) -> "SpecializedKernel":
+        """This kernel with some variant values, type variables or constexprs fixed."""
+        return SpecializedKernel(self, self.resolver.check_partial(binding))
+
+    def ir(self, **binding: Any) -> Kernel:
+        """The verified frontend IR for ``binding`` (unlisted variant parameters take their first value)."""
+        return self.variant(**binding).ir
+
+    def lower(self, *args: Any, **kwargs: Any) -> Kernel:
+        """The frontend IR the launch ``k[...](*args, **kwargs)`` would run."""
+        return self._ir_for(*self._binding_for({}, args, kwargs))
+
+    def ir_for_binding(self, binding: dict[str, Any]) -> Kernel:
+        complete = self.resolver.complete(binding)
+        return self._ir_for(binding_key(complete), complete)
+
+    def _ir_for(self, key: tuple, binding: dict[str, Any]) -> Kernel:
+        k = self._irs.get(key)
+        if k is None:
+            meta = {} if self.fp_contract is None else {"fp_contract": self.fp_contract}
+            k = lower_kernel(self.parsed, self.params, binding, self.name, meta)
+            self._irs[key] = k
+        return k
+
+    def _compiled_for(self, key: tuple, binding: dict[str, Any], target: str) -> Kernel:
+        from ..codegen.pipeline import PassContext, run_pipeline
+
+        overrides = {} if self.fp_contract is None else {"fp_contract": self.fp_contract}
+        ctx = PassContext.for_target(target, **overrides)
+        ckey = (key, ctx)
+        k = self._compiled.get(ckey)
+        if k is None:
+            k = run_pipeline(self._ir_for(key, binding), ctx)
+            self._compiled[ckey] = k
+        return k
+
+    # ------------------------------------------------------------ launching
+    def __getitem__(self, key: Any) -> "Launcher":
+        grid, group = split_launch_key(key)
+        return Launcher(self, {}, grid, group)
+
+    def launch(self, *args: Any, grid: Any, group: Any = None, backend: str | None = None, **kwargs: Any) -> None:
+        """Run the kernel over ``grid`` threads (groups of ``group``); numpy arrays are updated in place."""
+        self._launch({}, args, kwargs, grid, group, backend)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise LaunchError(f"kernel '{self.name}' is launched with a grid: {self.name}[grid](...) or "
+                          f"{self.name}.launch(..., grid=...)")
+
+    def _binding_for(self, fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict]:
+        binding, _ = self.resolver.resolve(fixed, args, kwargs)
+        return binding_key(binding), binding
+
+    def _launch(self, fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any], grid: Any, group: Any,
+                backend: str | None) -> None:
+        from ..runtime import get_device, resolve_backend
+
+        runtime_mask = self._runtime_mask()
+        call = _call_signature(fixed, args, kwargs, runtime_mask)
+        hit = self._calls.get(call) if call is not None else None
+        if hit is not None:
+            key, binding = hit
+            runtime = [a for a, keep in zip(args, runtime_mask) if keep]
+        else:
+            binding, runtime = self.resolver.resolve(fixed, args, kwargs)
+            key = binding_key(binding)
+            if call is not None:
+                self._calls[call] = (key, binding)
+        grid_t = normalize_grid(grid, "grid")
+        group_t = None if group is None else normalize_grid(group, "group")
+        device = get_device(resolve_backend(backend))
+        compiled = self._compiled_for(key, binding, device.target)
+        device.launch(compiled, runtime, grid_t, group_t or device.default_group(grid_t))
+
+    def _runtime_mask(self) -> tuple[bool, ...]:
+        """For each parameter position, whether it is a run-time argument (not a constexpr)."""
+        mask = self._mask
+        if mask is None:
+            mask = self._mask = tuple(s.kind != "constexpr" for s in self.params)
+        return mask
+
+    def __repr__(self) -> str:
+        return f"<iron.kernel {self.name}>"
+
+
+class SpecializedKernel:
+    """A kernel with some bindings fixed (``k.variant(T=f16)``); launched with the same arguments."""
+
+    def __init__(self, kernel: KernelFunction, fixed: dict[str, Any]):
+        self.kernel = kernel
+        self.binding = fixed
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        return self.kernel.fn
+
+    @property
+    def ir(self) -> Kernel:
+        """The verified frontend IR (every type variable and constexpr must be bound)."""
+        return self.kernel.ir_for_binding(self.binding)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Kernel:
+        return self.kernel._ir_for(*self.kernel._binding_for(self.binding, args, kwargs))
+
+    def compiled(self, target: str) -> Kernel:
+        """The IR after the pass pipeline of ``target`` (cached)."""
+        complete = self.kernel.resolver.complete(self.binding)
+        return self.kernel._compiled_for(binding_key(complete), complete, target)
+
+    def __getitem__(self, key: Any) -> "Launcher":
+        grid, group = split_launch_key(key)
+        return Launcher(self.kernel, self.binding, grid, group)
+
+    def launch(self, *args: Any, grid: Any, group: Any = None, backend: str | None = None, **kwargs: Any) -> None:
+        self.kernel._launch(self.binding, args, kwargs, grid, group, backend)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise LaunchError(f"kernel '{self.name}' is launched with a grid: k[grid](...) or k.launch(..., grid=...)")
+
+    def __repr__(self) -> str:
+        return f"<iron.kernel {self.name} [{format_binding(self.binding)}]>"
+
+
+class Launcher:
+    """``k[grid]`` or ``k[grid, group]``: call it with the kernel's arguments."""
+
+    __slots__ = ("kernel", "fixed", "grid", "group")
+
+    def __init__(self, kernel: KernelFunction, fixed: dict[str, Any], grid: Any, group: Any):
+        self.kernel = kernel
+        self.fixed = fixed
+        self.grid = grid
+        self.group = group
+
+    def __call__(self, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
+        self.kernel._launch(self.fixed, args, kwargs, self.grid, self.group, backend)
+
+
+def split_launch_key(key: Any) -> tuple[Any, Any]:
+    """``k[grid]`` -> (grid, None); ``k[grid, group]`` -> (grid, group).
+
+    A multi-axis grid alone is written ``k[(nx, ny),]`` (``k[nx, ny]`` means
+    grid ``nx`` in groups of ``ny``).
+    """
+    if isinstance(key, tuple):
+        if len(key) == 1:
+            return key[0], None
+        if len(key) == 2:
+            return key
+        raise LaunchError(f"k[...] takes a grid, or a grid and a group, got {len(key)} items {key!r}; write a "
+                          "multi-axis grid as a tuple: k[(nx, ny)] is grid nx in groups of ny, k[(nx, ny),] is a "
+                          "2-D grid, k[(nx, ny), (gx, gy)] gives both")
+    return key, None
+
+
+def normalize_grid(value: Any, what: str) -> tuple[int, ...]:
+    """An int or a tuple of 1 to 3 positive ints, as a tuple."""
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(items) <= 3 or not all(_positive_int(v) for v in items):
+        raise LaunchError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def _positive_int(v: Any) -> bool:
+    return (type(v) is int or is_numpy_integer(v)) and v > 0
+
+
+def _call_signature(fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any],
+                    runtime_mask: tuple[bool, ...]) -> tuple | None:
+    """A hashable summary of a call that determines its binding (None when it cannot be cached).
+
+    Arrays contribute their dtype, other run-time arguments their type and
+    constexpr arguments their value: two calls with equal summaries resolve
+    to the same binding.
+    """
+    if kwargs or len(args) > len(runtime_mask):
+        return None
+    parts: list[Any] = [binding_key(fixed) if fixed else ()]
+    for a, is_runtime in zip(args, runtime_mask):
+        if not is_runtime:
+            parts.append((type(a), a))
+        elif is_ndarray(a):
+            parts.append(a.dtype)
+        else:
+            parts.append(type(a))
+    try:
+        hash(tuple(parts))
+    except TypeError:
+        return None
+    return tuple(parts)
+
+
+def kernel(*args: Any, fp_contract: bool | None = None, name: str | None = None) -> Any:
+    """Compile a Python function as a kernel: ``@kernel``, ``@kernel(variants(...))``, ``@kernel(..., name=)``."""
+    if len(args) == 1 and callable(args[0]) and not isinstance(args[0], Variants):
+        return KernelFunction(args[0], None, fp_contract, name)
+    if len(args) > 1 or (args and not isinstance(args[0], Variants)):
+        raise TypeError("@iron.kernel takes at most one variants(...) and the keywords fp_contract= and name=")
+    declared = args[0] if args else None
+
+    def decorate(fn: Callable[..., Any]) -> KernelFunction:
+        return KernelFunction(fn, declared, fp_contract, name)
+    return decorate

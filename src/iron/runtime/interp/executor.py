@@ -1,0 +1,328 @@
+"""Lock-step execution of a kernel's IR over every thread of a launch.
+
+Every SSA value is an array over all threads (``(threads,)`` or
+``(threads, width)``).  Pure ops are evaluated for every thread, active or
+not (their results for inactive threads are never observed); ops with
+effects act only for the threads in the current :class:`Mask`.  Structured
+control flow narrows the mask:
+
+* ``if`` runs its then-region for the threads whose condition holds and its
+  else-region for the others; afterwards the threads that left neither
+  region through ``break``/``continue``/``return`` go on together;
+* loops iterate while any thread is still running; ``break`` and
+  ``continue`` park threads in the innermost loop's :class:`_LoopExits`;
+* ``return`` removes threads for the rest of the launch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ...core.eval import PURE_ELEMENTWISE_OPS, const_array, eval_pure, np_dtype
+from ...core.ir import Block, Kernel, Op, Value
+from ...core.ops import info
+from ...core.types import FragmentType, VectorType
+from . import atomics, subgroups
+from .faults import Faults
+from .fragments import Fragments
+from .mask import Mask
+from .memory import Buffer, Memory
+from .threads import ThreadSpace
+
+Env = dict[Value, Any]
+
+
+class _Slot:
+    """A ``var``: per-thread storage.  Stores replace the array, so loaded values never change."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: np.ndarray):
+        self.value = value
+
+
+class _LoopExits:
+    """Threads that left the current iteration of a loop by ``break`` or ``continue``."""
+
+    def __init__(self, size: int):
+        self.broke = np.zeros(size, dtype=bool)
+        self.continued = np.zeros(size, dtype=bool)
+
+
+class Executor:
+    """Runs one kernel for one launch."""
+
+    def __init__(self, kernel: Kernel, threads: ThreadSpace, memory: Memory, faults: Faults, checks: bool):
+        self.kernel = kernel
+        self.threads = threads
+        self.memory = memory
+        self.faults = faults
+        self.checks = checks
+        self.fragments = Fragments(threads, faults, memory)
+        self.size = threads.size
+        self.returned = np.zeros(self.size, dtype=bool)
+        self.loops: list[_LoopExits] = []
+        self._cache: dict[Any, np.ndarray] = {}
+        self._control: dict[str, Callable[[Op, Env, Mask], Mask]] = {
+            "if": self._if, "for": self._for, "loop": self._loop, "break": self._break,
+            "continue": self._continue, "return": self._return,
+        }
+        self._effects: dict[str, Callable[[Op, Env, Mask], Any]] = {
+            "load": self._load, "store": self._store, "vload": self._vload, "vstore": self._vstore,
+            "tensor_size": self._tensor_size, "shared_alloc": self._shared_alloc, "barrier": self._barrier,
+            "var": self._var, "var_load": self._var_load, "var_store": self._var_store,
+            "call": self._call, "tuple_make": self._tuple_make, "tuple_get": self._tuple_get,
+            "frag_fill": self._frag_fill, "frag_load": self._frag_load, "frag_store": self._frag_store,
+            "mma": self._mma,
+        }
+
+    # ------------------------------------------------------------ entry
+    def run(self, arguments: list[Any]) -> None:
+        env: Env = {}
+        for p, arg in zip(self.kernel.params, arguments):
+            env[p.value] = arg if isinstance(arg, Buffer) else np.full(self.size, arg, dtype=np.asarray(arg).dtype)
+        self._block(self.kernel.body, env, Mask(self.threads.in_grid))
+
+    def _block(self, block: Block, env: Env, mask: Mask) -> Mask:
+        """Run ``block`` for ``mask``; return the threads that reach its end."""
+        for op in block.ops:
+            if not mask.any:
+                break
+            control = self._control.get(op.opcode)
+            if control is not None:
+                mask = control(op, env, mask)
+            else:
+                result = self._op(op, env, mask)
+                if op.result is not None:
+                    env[op.result] = result
+        return mask
+
+    def _op(self, op: Op, env: Env, mask: Mask) -> Any:
+        code = op.opcode
+        if code == "const":
+            return self._const(op)
+        if code in PURE_ELEMENTWISE_OPS:
+            return eval_pure(code, op.attrs, [env[v] for v in op.operands], op.result.type)
+        category = info(code).category
+        if category == "index":
+            return self._index(op)
+        if category == "atomic":
+            return self._atomic(op, env, mask)
+        if category == "subgroup":
+            return self._subgroup(op, env, mask)
+        handler = self._effects.get(code)
+        if handler is None:
+            raise self.faults.general(op, "the interpreter does not implement this op")
+        return handler(op, env, mask)
+
+    # ------------------------------------------------------------ control flow
+    def _if(self, op: Op, env: Env, mask: Mask) -> Mask:
+        cond = env[op.operands[0]]
+        then_mask, else_mask = mask & cond, mask.without(cond)
+        out_then = self._block(op.regions[0], env, then_mask)
+        out_else = self._block(op.regions[1], env, else_mask)
+        return out_then | out_else
+
+    def _for(self, op: Op, env: Env, mask: Mask) -> Mask:
+        lo, hi, step = (env[v] for v in op.operands)
+        descending = _is_negative_constant(op.operands[2])
+        body = op.regions[0]
+
+        def in_range(i: np.ndarray) -> np.ndarray:
+            return i > hi if descending else i < hi
+
+        iv = lo
+        running = mask & in_range(iv)
+        finished = mask.without(running)
+        exits = _LoopExits(self.size)
+        self.loops.append(exits)
+        try:
+            while running.any:
+                exits.continued = np.zeros(self.size, dtype=bool)
+                env[body.args[0]] = iv
+                going = self._block(body, env, running) | exits.continued
+                with np.errstate(over="ignore"):
+                    iv = np.where(going.bits, iv + step, iv).astype(lo.dtype, copy=False)
+                more = in_range(iv)
+                finished = finished | going.without(more)
+                running = going & more
+        finally:
+            self.loops.pop()
+        return finished | exits.broke
+
+    def _loop(self, op: Op, env: Env, mask: Mask) -> Mask:
+        exits = _LoopExits(self.size)
+        self.loops.append(exits)
+        running = mask
+        try:
+            while running.any:
+                exits.continued = np.zeros(self.size, dtype=bool)
+                running = self._block(op.regions[0], env, running) | exits.continued
+        finally:
+            self.loops.pop()
+        return Mask(exits.broke)
+
+    def _break(self, op: Op, env: Env, mask: Mask) -> Mask:
+        self.loops[-1].broke |= mask.bits
+        return Mask.none(self.size)
+
+    def _continue(self, op: Op, env: Env, mask: Mask) -> Mask:
+        self.loops[-1].continued |= mask.bits
+        return Mask.none(self.size)
+
+    def _return(self, op: Op, env: Env, mask: Mask) -> Mask:
+        self.returned |= mask.bits
+        return Mask.none(self.size)
+
+    def _call(self, op: Op, env: Env, mask: Mask) -> Any:
+        """Run a helper's body under the caller's mask; its final ``return`` gives the result."""
+        fn = self.kernel.functions[op.attrs["callee"]]
+        inner: Env = {p.value: env[v] for p, v in zip(fn.params, op.operands)}
+        *body, ret = fn.body.ops
+        self._block(Block(body), inner, mask)
+        return inner[ret.operands[0]] if ret.operands else None
+
+    # ------------------------------------------------------------ values
+    def _const(self, op: Op) -> np.ndarray:
+        key = ("const", id(op))
+        if key not in self._cache:
+            self._cache[key] = const_array(op.attrs["value"], op.attrs["type"], self.size)
+        return self._cache[key]
+
+    def _index(self, op: Op) -> np.ndarray:
+        axis = op.attrs.get("axis")
+        key = (op.opcode, axis)
+        if key not in self._cache:
+            self._cache[key] = self._index_values(op.opcode, axis).astype(np.int32)
+        return self._cache[key]
+
+    def _index_values(self, opcode: str, axis: int | None) -> np.ndarray:
+        t = self.threads
+        per_thread = {
+            "program_id": lambda: t.program_id(axis), "thread_id": lambda: t.thread_id(axis),
+            "group_id": lambda: t.group_id(axis), "lane_id": lambda: t.lane,
+            "simd_group_id": lambda: t.simd_group,
+        }
+        if opcode in per_thread:
+            return per_thread[opcode]()
+        uniform = {
+            "group_size": lambda: t.group[axis], "num_groups": lambda: t.num_groups[axis],
+            "grid_size": lambda: t.grid[axis], "simd_size": lambda: t.simd_width,
+            "num_simd_groups": lambda: t.simd_groups_per_group,
+        }
+        return np.full(self.size, uniform[opcode]())
+
+    def _var(self, op: Op, env: Env, mask: Mask) -> _Slot:
+        t = op.attrs["type"]
+        if isinstance(t, FragmentType):
+            shape: tuple[int, ...] = (self.threads.total_simd_groups, t.rows, t.cols)
+        else:
+            shape = (self.size, t.width) if isinstance(t, VectorType) else (self.size,)
+        return _Slot(np.zeros(shape, dtype=np_dtype(t.dtype)))
+
+    def _var_load(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        return env[op.operands[0]].value
+
+    def _var_store(self, op: Op, env: Env, mask: Mask) -> None:
+        slot: _Slot = env[op.operands[0]]
+        value = env[op.operands[1]]
+        if mask.all:
+            slot.value = value
+        elif isinstance(op.operands[1].type, FragmentType):
+            # A fragment belongs to whole subgroups: they must store it together.
+            subgroups = self.fragments.participants(op, mask)
+            stored = slot.value.copy()
+            stored[subgroups] = value[subgroups]
+            slot.value = stored
+        else:
+            bits = mask.bits[:, None] if value.ndim == 2 else mask.bits
+            slot.value = np.where(bits, value, slot.value)
+
+    def _tuple_make(self, op: Op, env: Env, mask: Mask) -> tuple:
+        return tuple(env[v] for v in op.operands)
+
+    def _tuple_get(self, op: Op, env: Env, mask: Mask) -> Any:
+        return env[op.operands[0]][op.attrs["index"]]
+
+    # ------------------------------------------------------------ memory
+    def _load(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        buf, index = env[op.operands[0]], env[op.operands[1]]
+        return self.memory.load(op, buf, index, mask)
+
+    def _store(self, op: Op, env: Env, mask: Mask) -> None:
+        buf, index, value = (env[v] for v in op.operands)
+        self.memory.store(op, buf, index, value, mask)
+
+    def _vload(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        buf, index = env[op.operands[0]], env[op.operands[1]]
+        return self.memory.vload(op, buf, index, mask, op.attrs["width"])
+
+    def _vstore(self, op: Op, env: Env, mask: Mask) -> None:
+        buf, index, value = (env[v] for v in op.operands)
+        self.memory.vstore(op, buf, index, value, mask)
+
+    def _tensor_size(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        return np.full(self.size, env[op.operands[0]].size, dtype=np.int32)
+
+    def _shared_alloc(self, op: Op, env: Env, mask: Mask) -> Buffer:
+        return self.memory.shared(op)
+
+    def _barrier(self, op: Op, env: Env, mask: Mask) -> None:
+        """Every in-grid thread of a group must arrive; one that returned early never will."""
+        t = self.threads
+        shape = (t.total_groups, t.threads_per_group)
+        arrived = mask.bits.reshape(shape)
+        groups = arrived.any(axis=1)
+        if self.checks:
+            expected = t.in_grid.reshape(shape)
+            partial = np.flatnonzero(groups & (expected & ~arrived).any(axis=1))
+            if partial.size:
+                g = int(partial[0])
+                base = g * t.threads_per_group
+                first_in = base + int(np.flatnonzero(arrived[g])[0])
+                first_out = base + int(np.flatnonzero(expected[g] & ~arrived[g])[0])
+                raise self.faults.partial_barrier(op, first_in, first_out, bool(self.returned[first_out]),
+                                                  int(arrived[g].sum()), int(expected[g].sum()))
+        self.memory.barrier(groups)
+
+    def _atomic(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        buf: Buffer = env[op.operands[0]]
+        if buf.dtype.is_bool and op.opcode in ("atomic_add", "atomic_max", "atomic_min"):
+            raise self.faults.general(op, f"arithmetic atomics on a bool tensor ('{buf.name}') are not defined")
+        at = self.memory.locate(op, buf, env[op.operands[1]], mask)
+        self.memory.track(op, buf, "atomic", at)
+        values = [env[v] if at.threads is None else env[v][at.threads] for v in op.operands[2:]]
+        order = self.threads.grid_linear if at.threads is None else self.threads.grid_linear[at.threads]
+        old = atomics.apply(op.opcode, buf.data, buf.dtype, at.flat, order, values)
+        return mask.scatter(old)
+
+    # ------------------------------------------------------------ subgroups and fragments
+    def _subgroup(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        x = env[op.operands[0]]
+        if op.opcode in subgroups.REDUCTIONS:
+            return subgroups.reduce(op.opcode, x, mask, op.operands[0].type.dtype, self.threads)
+        return subgroups.shuffle(op, x, env[op.operands[1]], mask, self.threads, self.faults, self.checks)
+
+    def _frag_fill(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        return self.fragments.fill(op, env[op.operands[0]], mask)
+
+    def _frag_load(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        buf, base, ld = (env[v] for v in op.operands)
+        return self.fragments.load(op, buf, base, ld, mask)
+
+    def _frag_store(self, op: Op, env: Env, mask: Mask) -> None:
+        buf, base, ld, frag = (env[v] for v in op.operands)
+        self.fragments.store(op, buf, base, ld, frag, mask)
+
+    def _mma(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        a, b, c = (env[v] for v in op.operands)
+        return self.fragments.mma(op, a, b, c, mask)
+
+
+def _is_negative_constant(v: Value) -> bool:
+    """A ``for`` counts down only for a constant negative step (docs/ir.md)."""
+    owner = v.owner
+    return owner is not None and owner.opcode == "const" and owner.attrs["value"] < 0
+

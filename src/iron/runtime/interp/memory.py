@@ -1,0 +1,184 @@
+"""Global and shared buffers, addressing, and the checked loads and stores.
+
+A :class:`Buffer` is flat storage.  A global tensor is a view of the caller's
+array (stores land in it directly); a shared array holds one copy per group,
+and a thread's element ``i`` lives at ``group * size + i``.  Every access
+goes through :meth:`Memory.locate`, which applies the bounds and alignment
+checks and, for shared memory, the race tracker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.dtypes import DType
+from ...core.eval import np_dtype
+from ...core.ir import Op
+from .faults import Faults
+from .mask import Mask
+from .races import Race, RaceTracker
+from .threads import ThreadRef, ThreadSpace
+
+
+@dataclass
+class Buffer:
+    """A tensor or shared array as the interpreter stores it."""
+
+    name: str
+    dtype: DType
+    #: Flat storage; for shared arrays all groups' copies, group after group.
+    data: np.ndarray
+    #: Elements one thread can address (the tensor size, or one group's copy).
+    size: int
+    shared: bool = False
+    races: RaceTracker | None = None
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where the active threads of one access go."""
+
+    #: Active thread indices, or None when every thread is active.
+    threads: np.ndarray | None
+    #: The element index each active thread asked for (int64).
+    index: np.ndarray
+    #: The position in ``Buffer.data`` (adds the group's offset for shared arrays).
+    flat: np.ndarray
+
+
+class Memory:
+    """Buffer access for one launch."""
+
+    def __init__(self, threads: ThreadSpace, faults: Faults, checks: bool, op_count: int):
+        self.threads = threads
+        self.faults = faults
+        self.checks = checks
+        self.op_count = op_count
+        self._shared: dict[int, Buffer] = {}
+        self._ops: list[Op] = []
+        self._op_ids: dict[int, int] = {}
+
+    # ------------------------------------------------------------ buffers
+    def shared(self, op: Op) -> Buffer:
+        """The shared array of a ``shared_alloc`` op: one per op and launch, zero-filled."""
+        buf = self._shared.get(id(op))
+        if buf is None:
+            dt = op.attrs["dtype"]
+            size = int(np.prod(op.attrs["shape"]))
+            groups = self.threads.total_groups
+            name = op.result.hint if op.result is not None and op.result.hint else f"shared#{len(self._shared)}"
+            actors = self.threads.threads_per_group + self.threads.simd_groups_per_group
+            races = RaceTracker(groups, size, actors, self.op_count) if self.checks else None
+            buf = Buffer(name, dt, np.zeros(groups * size, dtype=np_dtype(dt)), size, True, races)
+            self._shared[id(op)] = buf
+        return buf
+
+    def shared_buffers(self) -> list[Buffer]:
+        return list(self._shared.values())
+
+    # ------------------------------------------------------------ addressing
+    def locate(self, op: Op, buf: Buffer, index: np.ndarray, mask: Mask, width: int = 1) -> Located:
+        """Resolve the active threads' indices; check bounds and alignment when checks are on."""
+        sel = None if mask.all else mask.indices
+        raw = index if sel is None else index[sel]
+        idx = raw.astype(np.int64, copy=False)
+        if self.checks:
+            bad = np.flatnonzero((idx < 0) | (idx > buf.size - width))
+            if bad.size:
+                j = int(bad[0])
+                thread = j if sel is None else int(sel[j])
+                raise self.faults.out_of_bounds(op, buf.name, int(raw[j]), buf.size, thread, width)
+            if width > 1:
+                bad = np.flatnonzero(idx % width)
+                if bad.size:
+                    j = int(bad[0])
+                    thread = j if sel is None else int(sel[j])
+                    raise self.faults.misaligned(op, buf.name, int(raw[j]), width, thread)
+        flat = idx
+        if buf.shared:
+            groups = self.threads.linear_group if sel is None else self.threads.linear_group[sel]
+            flat = idx + groups * buf.size
+        return Located(sel, idx, flat)
+
+    # ------------------------------------------------------------ plain access
+    def load(self, op: Op, buf: Buffer, index: np.ndarray, mask: Mask) -> np.ndarray:
+        at = self.locate(op, buf, index, mask)
+        self.track(op, buf, "read", at)
+        return mask.scatter(buf.data[at.flat])
+
+    def store(self, op: Op, buf: Buffer, index: np.ndarray, values: np.ndarray, mask: Mask) -> None:
+        at = self.locate(op, buf, index, mask)
+        self.track(op, buf, "write", at)
+        buf.data[at.flat] = values if at.threads is None else values[at.threads]
+
+    def vload(self, op: Op, buf: Buffer, index: np.ndarray, mask: Mask, width: int) -> np.ndarray:
+        at = self.locate(op, buf, index, mask, width)
+        self.track(op, buf, "read", at, width)
+        return mask.scatter(buf.data[at.flat[:, None] + np.arange(width)])
+
+    def vstore(self, op: Op, buf: Buffer, index: np.ndarray, values: np.ndarray, mask: Mask) -> None:
+        width = values.shape[1]
+        at = self.locate(op, buf, index, mask, width)
+        self.track(op, buf, "write", at, width)
+        buf.data[at.flat[:, None] + np.arange(width)] = values if at.threads is None else values[at.threads]
+
+    # ------------------------------------------------------------ race tracking
+    def op_id(self, op: Op) -> int:
+        key = id(op)
+        if key not in self._op_ids:
+            self._op_ids[key] = len(self._ops)
+            self._ops.append(op)
+        return self._op_ids[key]
+
+    def track(self, op: Op, buf: Buffer, kind: str, at: Located, width: int = 1) -> None:
+        """Record a per-thread access of a shared array (no-op for global memory or without checks)."""
+        if buf.races is None:
+            return
+        t = self.threads
+        groups = t.linear_group if at.threads is None else t.linear_group[at.threads]
+        actors = t.local_linear if at.threads is None else t.local_linear[at.threads]
+        index = at.index
+        if width > 1:
+            index = (index[:, None] + np.arange(width)).reshape(-1)
+            groups, actors = np.repeat(groups, width), np.repeat(actors, width)
+        self._record(op, buf, kind, groups, index, actors)
+
+    def track_subgroups(self, op: Op, buf: Buffer, kind: str, simd_groups: np.ndarray,
+                        index: np.ndarray) -> None:
+        """Record a fragment access: ``index`` (subgroups, elements) touched by whole subgroups."""
+        if buf.races is None:
+            return
+        t = self.threads
+        per_group = t.simd_groups_per_group
+        groups = np.repeat(simd_groups // per_group, index.shape[1])
+        actors = np.repeat(t.threads_per_group + simd_groups % per_group, index.shape[1])
+        self._record(op, buf, kind, groups, index.reshape(-1), actors)
+
+    def _record(self, op: Op, buf: Buffer, kind: str, groups: np.ndarray, index: np.ndarray,
+                actors: np.ndarray) -> None:
+        assert buf.races is not None
+        race = buf.races.record(kind, self.op_id(op), groups, index, actors)
+        if race is not None:
+            raise self._race_error(op, buf, race)
+
+    def _race_error(self, op: Op, buf: Buffer, race: Race) -> Exception:
+        other_op = self._ops[race.other_op_id]
+        group = self.threads.describe(race.group * self.threads.threads_per_group).group_id
+        group_txt = str(group[0]) if len(group) == 1 else str(group)
+        return self.faults.race(op, other_op, buf.name, race.index, group_txt,
+                                self._actor(race.group, race.actor), self._actor(race.group, race.other_actor),
+                                race.kind, race.other_kind)
+
+    def _actor(self, group: int, actor: int) -> ThreadRef | str:
+        t = self.threads
+        if actor < t.threads_per_group:
+            return t.describe(group * t.threads_per_group + actor)
+        return f"subgroup {actor - t.threads_per_group} (a fragment op)"
+
+    def barrier(self, groups: np.ndarray) -> None:
+        """``groups`` (bool over groups) passed a barrier: their race history starts afresh."""
+        for buf in self._shared.values():
+            if buf.races is not None:
+                buf.races.reset(groups)

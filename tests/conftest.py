@@ -1,0 +1,60 @@
+"""Shared fixtures: reproducible-but-fresh random seeds for the corpus suites.
+
+Every run draws a new base seed (so inputs differ from run to run) unless
+``--corpus-seed N`` fixes it; each test derives its own seed from the base
+seed and its test id, and failing corpus checks print both.
+"""
+
+import secrets
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+
+@dataclass(frozen=True)
+class TestSeed:
+    """A test's seed and the run's base seed, which replays it."""
+
+    __test__ = False  # not a test class, despite the name
+
+    value: int
+    base: int
+
+    def rng(self) -> np.random.Generator:
+        return np.random.default_rng(self.value)
+
+    def __str__(self) -> str:
+        return f"seed {self.value} (replay with: pytest --corpus-seed {self.base} <this test id>)"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--corpus-seed", type=int, default=None,
+                     help="base seed of the corpus tests' random inputs (default: a fresh one each run)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    seed = config.getoption("--corpus-seed")
+    config.corpus_base_seed = seed if seed is not None else secrets.randbits(31)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"corpus base seed: {config.corpus_base_seed} (replay with --corpus-seed {config.corpus_base_seed})"
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> TestSeed:
+    """This test's seed: the base seed mixed with the test id, so tests draw different inputs."""
+    base = request.config.corpus_base_seed
+    return TestSeed(zlib.crc32(f"{base}:{request.node.nodeid}".encode()) & 0x7FFFFFFF, base)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_configuration():
+    """No test sees options another test set in code (iron.use, set_option)."""
+    from iron import config
+
+    config.clear_overrides()
+    yield
+    config.clear_overrides()

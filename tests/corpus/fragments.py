@@ -1,0 +1,92 @@
+"""Matrix-fragment corpus kernels: one small matmul tile per subgroup, vs a float64 matmul.
+
+Tiles are numbered across the grid as ``group_id * num_simd_groups +
+simd_group_id``; a launch has 64 threads per tile, so every subgroup width
+(8, 32, 64) has enough subgroups, and the surplus ones skip the work through
+a condition that is uniform over their subgroup.
+"""
+
+import numpy as np
+
+from iron import In, T, Tensor, bf16, f16, f32, kernel, variants
+from iron.lang import frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_id, mma, num_simd_groups, \
+    simd_group_id, static_range
+
+from .case import CorpusCase, Depth, Expect, Run, empty, f64, randn
+
+TILE_SIZES = (1, 3, 8)  # tile rows (16x8x16) or tiles (8x8x8)
+
+
+def _tile_launch(tiles: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return (tiles * 64,), (64,)
+
+
+# ---------------------------------------------------------------- 16x8x16, f32 accumulator, K in two steps
+
+TILES_N = 2  # tile columns
+
+
+@kernel(variants(T=[f16, bf16, f32], KT=[2]))
+def mma_16x8x16(a: In[T], b: In[T], c0: In[f32], c: Tensor[f32], tiles_m: int, tiles_n: int):
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles_m * tiles_n:
+        tm = tile // tiles_n
+        tn = tile % tiles_n
+        kdim = 16 * KT
+        ndim = 8 * tiles_n
+        acc = frag_load_acc(c0, tm * 16 * ndim + tn * 8, ndim, 16, 8)
+        for kk in static_range(KT):
+            fa = frag_a(a, tm * 16 * kdim + kk * 16, kdim, 16, 16)
+            fb = frag_b(b, kk * 16 * ndim + tn * 8, ndim, 16, 8)
+            acc = mma(fa, fb, acc)
+        frag_store(c, tm * 16 * ndim + tn * 8, ndim, acc)
+
+
+def _mma16_args(run: Run, rng: np.random.Generator) -> list:
+    m, k, n = 16 * run.size, 16 * run["KT"], 8 * TILES_N
+    return [randn(rng, m * k, run.T), randn(rng, k * n, run.T), randn(rng, m * n, f32), empty(m * n, f32),
+            run.size, TILES_N]
+
+
+def _mma16_oracle(args, run: Run):
+    m, k, n = 16 * run.size, 16 * run["KT"], 8 * TILES_N
+    a, b, c0 = f64(args[0]).reshape(m, k), f64(args[1]).reshape(k, n), f64(args[2]).reshape(m, n)
+    return {3: Expect((c0 + a @ b).reshape(-1), (np.abs(c0) + np.abs(a) @ np.abs(b)).reshape(-1))}
+
+
+MMA_16x8x16 = CorpusCase(
+    name="mma_16x8x16", kernel=mma_16x8x16, make_args=_mma16_args, oracle=_mma16_oracle, outputs=(3,),
+    launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
+    bindings=({"T": f16, "KT": 2}, {"T": bf16, "KT": 2}, {"T": f32, "KT": 2}), out_dtype=f32,
+    # Hardware sums each K step in its own order: the f32 tolerance times K.
+    depth=lambda run: Depth(steps=16 * run["KT"] + 1), subgroup=True)
+
+
+# ---------------------------------------------------------------- 8x8x8, accumulator in the input dtype, B column-major
+
+@kernel(variants(T=[f16, f32]))
+def mma_8x8x8(a: In[T], bt: In[T], c: Tensor[T], tiles: int):
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles:
+        acc = frag_acc(T, 8, 8)
+        fa = frag_a(a, tile * 64, 8, 8, 8)
+        fb = frag_b(bt, tile * 64, 8, 8, 8, layout="col")
+        acc = mma(fa, fb, acc)
+        frag_store(c, tile * 64, 8, acc)
+
+
+def _mma8_oracle(args, run: Run):
+    a = f64(args[0]).reshape(run.size, 8, 8)
+    b = f64(args[1]).reshape(run.size, 8, 8).transpose(0, 2, 1)  # stored transposed: read column-major
+    return {2: Expect((a @ b).reshape(-1), (np.abs(a) @ np.abs(b)).reshape(-1))}
+
+
+MMA_8x8x8 = CorpusCase(
+    name="mma_8x8x8", kernel=mma_8x8x8,
+    make_args=lambda run, rng: [randn(rng, 64 * run.size, run.T), randn(rng, 64 * run.size, run.T),
+                                empty(64 * run.size, run.T), run.size],
+    oracle=_mma8_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size), sizes=TILE_SIZES,
+    bindings=({"T": f16}, {"T": f32}), depth=lambda run: Depth(steps=8), subgroup=True)
+
+
+CASES = [MMA_16x8x16, MMA_8x8x8]

@@ -1,0 +1,253 @@
+"""Memory-access corpus kernels: strides, 2-D grids, vectors, mergeable loads, a stencil."""
+
+import numpy as np
+
+from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
+from iron.lang import barrier, group_id, program_id, shared, thread_id, vec, vstore
+
+from .case import (CorpusCase, Depth, Expect, Run, empty, f64, fixed_depth, launch_1d, poisoned_like, randint,
+                   randn, round_up)
+from .intmath import wrap
+
+
+# ---------------------------------------------------------------- strided access
+
+@kernel(variants(T=[f32, i32]))
+def strided_update(a: In[T], out: Tensor[T], stride: int, offset: int, n: int):
+    i = program_id(0)
+    if i < n:
+        j = i * stride + offset
+        out[j] = a[j] * 3 + 1
+
+
+STRIDE, OFFSET = 3, 1
+
+
+def _strided_args(run: Run, rng: np.random.Generator) -> list:
+    m = run.size * STRIDE
+    a = randint(rng, m, i32, -10**6, 10**6) if run.T == i32 else randn(rng, m, run.T)
+    return [a, empty(m, run.T), STRIDE, OFFSET, run.size]
+
+
+def _strided_oracle(args, run: Run):
+    a = args[0]
+    want = poisoned_like(a.size, a.dtype).astype(np.float64 if run.T != i32 else np.int64)
+    sel = slice(OFFSET, None, STRIDE)
+    if run.T == i32:
+        want[sel] = a[sel].astype(np.int64) * 3 + 1
+        return {1: want}
+    want[sel] = f64(a[sel]) * 3 + 1
+    scale = np.abs(want)
+    scale[sel] = np.abs(f64(a[sel]) * 3) + 1
+    return {1: Expect(want, scale)}  # the elements between the strides must keep their poison
+
+
+STRIDED = CorpusCase(
+    name="strided_update", kernel=strided_update, make_args=_strided_args, oracle=_strided_oracle,
+    outputs=(1,), launch=launch_1d(), bindings=({"T": f32}, {"T": i32}), sizes=(1, 7, 255, 1000),
+    depth=fixed_depth(2))
+
+
+# ---------------------------------------------------------------- 2-D grid
+
+@kernel(variants(T=[f32, f16, i32]))
+def transpose(a: In[T], out: Tensor[T], rows: int, cols: int):
+    c = program_id(0)
+    r = program_id(1)
+    if r < rows and c < cols:
+        out[c * rows + r] = a[r * cols + c]
+
+
+TRANSPOSE_COLS = 13
+TRANSPOSE_GROUP = (8, 4)
+
+
+def _transpose_args(run: Run, rng: np.random.Generator) -> list:
+    n = run.size * TRANSPOSE_COLS
+    a = randint(rng, n, i32) if run.T == i32 else randn(rng, n, run.T)
+    return [a, empty(n, run.T), run.size, TRANSPOSE_COLS]
+
+
+def _transpose_launch(run: Run):
+    gx, gy = TRANSPOSE_GROUP
+    return (round_up(TRANSPOSE_COLS, gx), round_up(run.size, gy)), TRANSPOSE_GROUP
+
+
+TRANSPOSE = CorpusCase(
+    name="transpose_2d", kernel=transpose, make_args=_transpose_args,
+    oracle=lambda args, run: {1: args[0].reshape(run.size, TRANSPOSE_COLS).T.reshape(-1)},
+    outputs=(1,), launch=_transpose_launch, bindings=({"T": f32}, {"T": f16}, {"T": i32}),
+    sizes=(1, 7, 33, 255), exact=True)
+
+
+# ---------------------------------------------------------------- vector loads and stores
+
+@kernel(variants(T=[f32, f16]))
+def vec4_ops(a: In[T], scaled: Tensor[T], reversed_: Tensor[T], n: int):
+    i = program_id(0)
+    n4 = n // 4
+    if i < n4:
+        v = a.load(4 * i, width=4)
+        scaled.store(4 * i, v * 2.0 + 1.0)
+        vstore(reversed_, 4 * i, vec(v[3], v[2], v[1], v[0]))
+    elif i == n4:
+        for j in range(4 * n4, n):
+            x = a[j]
+            scaled[j] = x * 2.0 + 1.0
+            reversed_[j] = x
+
+
+def _vec4_oracle(args, run: Run):
+    a = f64(args[0])
+    n4 = run.size // 4
+    rev = a.copy()
+    rev[: 4 * n4] = a[: 4 * n4].reshape(n4, 4)[:, ::-1].reshape(-1)
+    return {1: Expect(a * 2 + 1, np.abs(2 * a) + 1), 2: rev}
+
+
+VEC4 = CorpusCase(
+    name="vector_load_store", kernel=vec4_ops,
+    make_args=lambda run, rng: [randn(rng, run.size, run.T), empty(run.size, run.T), empty(run.size, run.T),
+                                run.size],
+    oracle=_vec4_oracle, outputs=(1, 2), launch=launch_1d(per_thread=4),
+    bindings=({"T": f32}, {"T": f16}), depth=fixed_depth(1))
+
+
+# ---------------------------------------------------------------- loads the vectorizer may merge
+
+@kernel(variants(T=[f32, i32]))
+def quad_sum(a: In[T], sums: Tensor[T], doubled: Tensor[T], m: int):
+    i = program_id(0)
+    if i < m:
+        b = 4 * i
+        x0 = a[b]
+        x1 = a[b + 1]
+        x2 = a[b + 2]
+        x3 = a[b + 3]
+        sums[i] = (x0 + x1) + (x2 + x3)
+        doubled[b] = x0 * 2
+        doubled[b + 1] = x1 * 2
+        doubled[b + 2] = x2 * 2
+        doubled[b + 3] = x3 * 2
+
+
+def _quad_args(run: Run, rng: np.random.Generator) -> list:
+    n = 4 * run.size
+    a = randint(rng, n, i32) if run.T == i32 else randn(rng, n, run.T)
+    return [a, empty(run.size, run.T), empty(n, run.T), run.size]
+
+
+def _quad_oracle(args, run: Run):
+    if run.T == i32:
+        a = args[0].astype(object).reshape(-1, 4)
+        return {1: wrap(a.sum(axis=1), i32), 2: wrap(a.reshape(-1) * 2, i32)}
+    a = f64(args[0]).reshape(-1, 4)
+    return {1: Expect(a.sum(axis=1), np.abs(a).sum(axis=1)), 2: a.reshape(-1) * 2}
+
+
+QUAD_SUM = CorpusCase(
+    name="mergeable_loads", kernel=quad_sum, make_args=_quad_args, oracle=_quad_oracle, outputs=(1, 2),
+    launch=launch_1d(), bindings=({"T": f32}, {"T": i32}), sizes=(1, 7, 255, 1000), depth=fixed_depth(2))
+
+
+@kernel
+def quad_sum_shifted(a: In[f32], sums: Tensor[f32], m: int):
+    i = program_id(0)
+    if i < m:
+        b = 4 * i + 1
+        sums[i] = (a[b] + a[b + 1]) + (a[b + 2] + a[b + 3])
+
+
+def _shifted_oracle(args, run: Run):
+    a = f64(args[0])[1:].reshape(-1, 4)
+    return {1: Expect(a.sum(axis=1), np.abs(a).sum(axis=1))}
+
+
+QUAD_SUM_SHIFTED = CorpusCase(
+    # Four adjacent loads that start one past a multiple of 4: merging them
+    # into one aligned vector load would be wrong (and the interpreter says so).
+    name="unaligned_adjacent_loads", kernel=quad_sum_shifted,
+    make_args=lambda run, rng: [randn(rng, 4 * run.size + 1, f32), empty(run.size, f32), run.size],
+    oracle=_shifted_oracle, outputs=(1,), launch=launch_1d(), sizes=(1, 7, 255, 1000), depth=fixed_depth(2))
+
+
+# ---------------------------------------------------------------- 2-D stencil with boundaries
+
+@kernel(variants(T=[f32, f16, bf16]))
+def laplace5(a: In[T], out: Tensor[T], h: int, w: int):
+    x = program_id(0)
+    y = program_id(1)
+    if x < w and y < h:
+        i = y * w + x
+        acc = 4.0 * f32(a[i])
+        if x > 0:
+            acc -= f32(a[i - 1])
+        if x < w - 1:
+            acc -= f32(a[i + 1])
+        if y > 0:
+            acc -= f32(a[i - w])
+        if y < h - 1:
+            acc -= f32(a[i + w])
+        out[i] = T(acc)
+
+
+#: Grid height -> width: a single cell, a thin strip, and shapes that are no
+#: multiple of the 8x8 group.
+STENCIL_WIDTH = {1: 1, 7: 5, 33: 19, 100: 27}
+
+
+def _stencil_args(run: Run, rng: np.random.Generator) -> list:
+    n = run.size * STENCIL_WIDTH[run.size]
+    return [randn(rng, n, run.T), empty(n, run.T), run.size, STENCIL_WIDTH[run.size]]
+
+
+def _stencil_oracle(args, run: Run):
+    h, w = run.size, STENCIL_WIDTH[run.size]
+    a = np.pad(f64(args[0]).reshape(h, w), 1)  # zero outside the grid
+    centre = a[1:-1, 1:-1]
+    neighbours = [a[1:-1, :-2], a[1:-1, 2:], a[:-2, 1:-1], a[2:, 1:-1]]
+    want = 4 * centre - sum(neighbours)
+    scale = 4 * np.abs(centre) + sum(np.abs(nb) for nb in neighbours)
+    return {1: Expect(want.reshape(-1), scale.reshape(-1))}
+
+
+def _stencil_launch(run: Run):
+    return (round_up(STENCIL_WIDTH[run.size], 8), round_up(run.size, 8)), (8, 8)
+
+
+STENCIL = CorpusCase(
+    name="stencil_2d", kernel=laplace5, make_args=_stencil_args, oracle=_stencil_oracle, outputs=(1,),
+    launch=_stencil_launch, bindings=({"T": f32}, {"T": f16}, {"T": bf16}), sizes=tuple(STENCIL_WIDTH),
+    depth=lambda run: Depth(steps=1, f32_steps=5))
+
+
+# ---------------------------------------------------------------- 2-D shared memory tile
+
+@kernel(variants(T=[f32, f16, i32]))
+def transpose_tiled(a: In[T], out: Tensor[T], rows: int, cols: int):
+    tile = shared(T, (8, 9))  # one padding column, the usual bank-conflict dodge
+    tx = thread_id(0)
+    ty = thread_id(1)
+    c = group_id(0) * 8 + tx
+    r = group_id(1) * 8 + ty
+    if r < rows and c < cols:
+        tile[ty, tx] = a[r * cols + c]
+    barrier()
+    out_col = group_id(1) * 8 + tx
+    out_row = group_id(0) * 8 + ty
+    if out_row < cols and out_col < rows:
+        out[out_row * rows + out_col] = tile[tx, ty]
+
+
+def _tiled_launch(run: Run):
+    return (round_up(TRANSPOSE_COLS, 8), round_up(run.size, 8)), (8, 8)
+
+
+TRANSPOSE_TILED = CorpusCase(
+    name="transpose_shared_2d", kernel=transpose_tiled, make_args=_transpose_args,
+    oracle=lambda args, run: {1: args[0].reshape(run.size, TRANSPOSE_COLS).T.reshape(-1)},
+    outputs=(1,), launch=_tiled_launch, bindings=({"T": f32}, {"T": f16}, {"T": i32}), sizes=(1, 7, 33, 255),
+    exact=True)
+
+
+CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL]

@@ -1,0 +1,250 @@
+"""Launching through the public surface on the interpreter: binding from arguments, variants, constexprs,
+grid and group forms, backend selection, and the launch errors users can cause."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import iron
+from iron import Constexpr, In, T, Tensor, bf16, f16, f32, i32, kernel, variants
+from iron.core.dtypes import numpy_dtype
+from iron.core.errors import LaunchError
+from iron.lang import barrier, exp, group_id, group_size, load, program_id, shared, store, thread_id
+from iron.runtime import BackendUnavailable
+
+
+@kernel(variants(T=[f32, f16, bf16]))
+def iron_exp(a: Tensor[T], out: Tensor[T]):
+    idx = program_id(0)
+    store(out[idx], exp(load(a[idx])))
+
+
+@pytest.mark.parametrize("dtype, mantissa_bits", [(f32, 23), (f16, 10), (bf16, 7)])
+def test_seed_kernel_matches_numpy(dtype, mantissa_bits: int) -> None:
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-4, 4, 1000).astype(numpy_dtype(dtype))
+    out = np.zeros_like(a)
+    iron_exp[a.size](a, out)
+    expected = np.exp(a.astype(np.float64))
+    np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2.0 ** -mantissa_bits, atol=0)
+
+
+@kernel(variants(T=[f32, f16], BLOCK=[64, 128]))
+def block_sums(a: In[T], out: Tensor[f32], n: int):
+    s = shared(f32, BLOCK)  # noqa: F821 - BLOCK is a variant parameter
+    t = thread_id(0)
+    i = program_id(0)
+    v = 0.0
+    if i < n:
+        v = f32(a[i])
+    s[t] = v
+    barrier()
+    step = BLOCK // 2  # noqa: F821
+    while step > 0:
+        if t < step:
+            s[t] += s[t + step]
+        barrier()
+        step //= 2
+    if t == 0:
+        out[group_id(0)] = s[0]
+
+
+def _block_reference(a: np.ndarray, block: int) -> np.ndarray:
+    padded = np.zeros(-(-a.size // block) * block)
+    padded[: a.size] = a
+    return padded.reshape(-1, block).sum(axis=1)
+
+
+@pytest.mark.parametrize("block", [64, 128])
+def test_variant_parameter_from_keyword_and_from_variant(block: int) -> None:
+    a = np.arange(300, dtype=np.float32)
+    groups = -(-a.size // block)
+    by_keyword = np.zeros(groups, np.float32)
+    block_sums[a.size, block](a, by_keyword, a.size, BLOCK=block)
+    by_variant = np.zeros(groups, np.float32)
+    block_sums.variant(BLOCK=block)[a.size, block](a, by_variant, a.size)
+    np.testing.assert_array_equal(by_keyword, _block_reference(a, block))
+    np.testing.assert_array_equal(by_variant, by_keyword)
+
+
+def test_unlisted_variant_parameters_take_their_first_value() -> None:
+    a = np.ones(200, np.float16)
+    out = np.zeros(4, np.float32)
+    block_sums[a.size, 64](a, out, a.size)  # BLOCK defaults to 64, T = f16 from the array
+    np.testing.assert_array_equal(out, [64, 64, 64, 8])
+    assert block_sums.lower(a, out, a.size).meta["variant"] == {"T": f16, "BLOCK": 64}
+    assert block_sums.ir(T=f16).meta["variant"] == {"T": f16, "BLOCK": 64}
+    assert block_sums.variants == [{"T": f32, "BLOCK": 64}, {"T": f32, "BLOCK": 128},
+                                   {"T": f16, "BLOCK": 64}, {"T": f16, "BLOCK": 128}]
+
+
+def test_variant_selection_errors_list_the_variants() -> None:
+    a = np.ones(8, np.int32)
+    with pytest.raises(LaunchError) as info:
+        block_sums[8](a, np.zeros(1, np.float32), 8)
+    msg = str(info.value)
+    assert "no variant with T=i32 (from the dtype of argument 'a')" in msg
+    assert "available variants: T=f32, BLOCK=64 | T=f32, BLOCK=128 | T=f16, BLOCK=64 | T=f16, BLOCK=128" in msg
+    with pytest.raises(LaunchError, match="no variant with BLOCK=100 .from k.variant"):
+        block_sums.variant(BLOCK=100)
+    with pytest.raises(LaunchError, match="no variant with BLOCK=256 .from keyword BLOCK="):
+        block_sums[8](np.ones(8, np.float32), np.zeros(1, np.float32), 8, BLOCK=256)
+    with pytest.raises(LaunchError, match="conflicting values for T: f32 from the dtype of argument 'a' but f16"):
+        iron_exp[8](np.ones(8, np.float32), np.ones(8, np.float16))
+    with pytest.raises(LaunchError, match="has no parameter or variant 'BLOK'"):
+        block_sums[8](np.ones(8, np.float32), np.zeros(1, np.float32), 8, BLOK=64)
+    with pytest.raises(LaunchError, match=r"takes 3 argument\(s\) \(a, out, n\), got 4"):
+        block_sums[8](np.ones(8, np.float32), np.zeros(1, np.float32), 8, 9)
+    with pytest.raises(LaunchError, match=r"missing the argument 'n'; it takes \(a, out, n\)"):
+        block_sums[8](np.ones(8, np.float32), np.zeros(1, np.float32))
+
+
+@kernel
+def fill(out: Tensor[T], value: T, COUNT: Constexpr[int] = 2):  # noqa: N803
+    i = program_id(0)
+    for k in range(COUNT):
+        out[i * COUNT + k] = value + k
+
+
+def test_constexpr_arguments_specialise_and_leave_the_ir() -> None:
+    out = np.zeros(6, np.float32)
+    fill[3](out, np.float32(1.5))  # COUNT defaults to 2; T from the numpy scalar
+    assert out.tolist() == [1.5, 2.5, 1.5, 2.5, 1.5, 2.5]
+    out = np.zeros(6, np.float32)
+    fill[2](out, np.float32(1.0), 3)
+    assert out.tolist() == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+    fill[2](out, np.float32(5.0), COUNT=3)
+    assert out.tolist() == [5.0, 6.0, 7.0, 5.0, 6.0, 7.0]
+    ir3 = fill.ir(T=f32, COUNT=3)
+    assert [p.name for p in ir3.params] == ["out", "value"] and ir3.meta["variant"] == {"T": f32, "COUNT": 3}
+    assert fill.ir(T=f32, COUNT=3) is ir3 and fill.ir(T=f32, COUNT=4) is not ir3
+    with pytest.raises(LaunchError, match=r"'COUNT' is Constexpr\[int\], got 2.5"):
+        fill[2](out, np.float32(1.0), 2.5)
+
+
+@kernel
+def scaled_store(out: Tensor[f32], value: T):
+    out[0] = f32(value * 2)
+
+
+def test_python_scalars_bind_no_type_variable() -> None:
+    out = np.zeros(1, np.float32)
+    with pytest.raises(LaunchError, match="cannot tell the dtype T; pass a numpy array or numpy scalar"):
+        scaled_store[1](out, 1.5)
+    scaled_store[1](out, np.float16(1.5))
+    assert out[0] == 3.0
+    with pytest.raises(LaunchError, match="argument 'out': expects a numpy array, got list"):
+        fill[2]([0.0] * 4, 1.0)
+    out = np.zeros(4, np.float16)
+    fill[2](out, 0.5)  # T comes from the array; the Python float binds nothing
+    assert out.tolist() == [0.5, 1.5, 0.5, 1.5]
+
+
+@kernel
+def coordinates(out: Tensor[i32], width: int):
+    x = program_id(0)
+    y = program_id(1)
+    out[y * width + x] = x + 100 * y + 10000 * group_size(0)
+
+
+@pytest.mark.parametrize("launch, group_x", [
+    (lambda out: coordinates[(4, 3),](out, 4), 16),
+    (lambda out: coordinates[(4, 3), (2, 3)](out, 4), 2),
+    (lambda out: coordinates.launch(out, 4, grid=(4, 3), group=(4, 1)), 4),
+    (lambda out: coordinates.variant()[(4, 3), (1, 1)](out, 4), 1),
+], ids=["grid-only", "grid-and-group", "launch", "variant"])
+def test_grid_and_group_forms(launch, group_x: int) -> None:
+    out = np.full(12, -1, np.int32)
+    launch(out)
+    expected = [x + 100 * y + 10000 * group_x for y in range(3) for x in range(4)]
+    assert out.tolist() == expected
+
+
+def test_one_dimensional_grid_and_group() -> None:
+    out = np.zeros(10, np.int32)
+    coordinates[10, 4](out, 10)
+    assert out.tolist() == [x + 40000 for x in range(10)]
+    coordinates[10](out, 10)
+    assert out.tolist() == [x + 2560000 for x in range(10)]  # the interpreter's default group: 256
+
+
+def test_bad_grids_are_launch_errors() -> None:
+    out = np.zeros(4, np.int32)
+    for bad in (lambda: coordinates[0](out, 4), lambda: coordinates[1, 2, 3](out, 4),
+                lambda: coordinates[(1, 2, 3, 4),](out, 4), lambda: coordinates.launch(out, 4, grid=2.5)):
+        with pytest.raises(LaunchError):
+            bad()
+    with pytest.raises(LaunchError, match=r"coordinates\[grid\]"):
+        coordinates(out, 4)
+
+
+def test_backend_selection() -> None:
+    from iron import config
+
+    a = np.zeros(4, np.float32)
+    iron.use("interp")
+    assert config.get("backend") == "interp"
+    iron_exp[4](a, a)
+    iron.use("cuda")
+    with pytest.raises(BackendUnavailable, match="backend 'cuda'"):
+        iron_exp[4](a, a)
+    iron_exp.launch(a, a, grid=4, backend="interp")  # an explicit backend wins
+
+
+def test_lower_and_compiled_are_cached_per_binding() -> None:
+    a = np.zeros(4, np.float16)
+    assert iron_exp.lower(a, a) is iron_exp.ir(T=f16) is iron_exp.variant(T=f16).ir
+    spec = iron_exp.variant(T=f16)
+    compiled = spec.compiled("interp")
+    assert spec.compiled("interp") is compiled and compiled is not spec.ir
+    assert [op.opcode for op in compiled.walk()] == ["program_id", "load", "exp", "store"]
+    assert repr(spec) == "<iron.kernel iron_exp [T=f16]>" and spec.name == "iron_exp"
+    assert iron_exp.fn.__name__ == "iron_exp"
+
+
+@kernel(name="renamed", fp_contract=False)
+def options_kernel(a: Tensor[f32]):
+    """Documented."""
+    a[0] = a[0] * a[1] + a[2]
+
+
+def test_kernel_options_reach_the_ir() -> None:
+    k = options_kernel.ir()
+    assert k.name == "renamed" and k.meta["fp_contract"] is False and k.meta["doc"] == "Documented."
+    assert "fma" not in [op.opcode for op in options_kernel.variant().compiled("cuda").walk()]
+
+
+@kernel
+def guarded_positive(a: In[f32], out: Tensor[i32], n: int):
+    i = program_id(0)
+    if i < n and a[i] > 0.0:
+        out[i] = 1
+
+
+def test_and_really_short_circuits_at_run_time() -> None:
+    """With 64 threads and 10 elements, evaluating a[i] for i >= n would be an out-of-bounds read."""
+    a = np.linspace(-1, 1, 10).astype(np.float32)
+    out = np.zeros(64, np.int32)
+    guarded_positive[64, 64](a, out, a.size)
+    assert out[:10].tolist() == (a > 0).astype(int).tolist() and not out[10:].any()
+
+
+@kernel
+def spin(out: Tensor[i32], n: int):
+    k = 0
+    while True:
+        k += 3
+        if k > n:
+            break
+    while False:
+        k = -1
+    out[0] = k
+
+
+def test_while_true_and_while_false() -> None:
+    ops = [op.opcode for op in spin.ir().walk()]
+    assert ops.count("loop") == 1 and ops.count("lnot") == 0
+    out = np.zeros(1, np.int32)
+    spin[1](out, 10)
+    assert out[0] == 12
