@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+exec .venv/bin/python -m pytest -p no:cacheprovider "$@"

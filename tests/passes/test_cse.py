@@ -97,15 +97,16 @@ def test_sibling_regions_do_not_share():
     assert count_ops(merged, "mul") == 2
 
 
-@pytest.mark.parametrize("dt, merged_count", [(D.f32, 2), (D.i32, 1)])
-def test_min_is_commutative_for_integers_only(dt, merged_count):
+@pytest.mark.parametrize("dt", [D.f32, D.i32])
+def test_min_commutes_bit_for_bit_so_swapped_operands_merge(dt):
+    """Float min is minNum with -0 < +0 (iron.core.eval), so min(x, y) and min(y, x) agree in every bit."""
     k, b, a, out, pid = _kernel(dt)
     x = b.op("load", [a, pid])
     y = b.op("cast", [pid], to=dt)
     m = b.op("add", [b.op("min", [x, y]), b.op("min", [y, x])])
     b.op("store", [out, pid, m])
     merged = apply_pass(cse.run, k)
-    assert count_ops(merged, "min") == merged_count
+    assert count_ops(merged, "min") == 1
 
 
 def test_different_attributes_do_not_merge():

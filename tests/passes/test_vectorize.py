@@ -120,9 +120,8 @@ def test_loop_induction_variable_alignment_is_used():
     assert count_ops(out_k, "vload") == 1
 
 
-def test_a_store_to_another_global_tensor_between_the_loads_blocks_the_merge():
-    # Any two global tensors may share memory (the same array passed twice), so the loads of
-    # offsets 2 and 3 cannot move above the store: only the pairs on each side merge.
+def _loads_around_a_store(store_index):
+    """Four loads a[4p+0..3] with a store to ``out`` at ``store_index(base, pid, b)`` after the second."""
     k, b = new_kernel("alias", [("a", tensor(D.f32, True)), ("out", tensor(D.f32))])
     a, out = (p.value for p in k.params)
     pid = b.op("program_id", axis=0)
@@ -132,11 +131,25 @@ def test_a_store_to_another_global_tensor_between_the_loads_blocks_the_merge():
         idx = b.op("add", [base, b.const(off, D.i32)]) if off else base
         loads.append(b.op("load", [a, idx]))
         if off == 1:
-            b.op("store", [out, b.op("add", [base, b.const(64, D.i32)]), loads[0]])
+            b.op("store", [out, store_index(base, pid, b), loads[0]])
     acc = loads[0]
     for v in loads[1:]:
         acc = b.op("add", [acc, v])
-    b.op("store", [out, pid, acc])
+    b.op("store", [out, b.op("add", [pid, b.const(100, D.i32)]), acc])
+    return k
+
+
+def test_a_store_to_another_tensor_at_a_provably_different_offset_does_not_block():
+    # out[4p+64] never is a[4p+2] or a[4p+3]: not when out and a are two buffers, not when they are
+    # one (the launch-time aliasing rule leaves no third case).
+    k = _loads_around_a_store(lambda base, pid, b: b.op("add", [base, b.const(64, D.i32)]))
+    out_k = check_preserves(vectorize.run, k, [np.arange(64, dtype=np.float32), np.zeros(128, np.float32)], 16)
+    assert [op.attrs["width"] for op in out_k.walk() if op.opcode == "vload"] == [4]
+
+
+def test_a_store_to_another_tensor_at_an_unrelated_index_blocks_the_merge():
+    # out[p] may be a[4p+2] when out is a: only the pairs on each side of the store merge.
+    k = _loads_around_a_store(lambda base, pid, b: pid)
     out_k = check_preserves(vectorize.run, k, [np.arange(64, dtype=np.float32), np.zeros(128, np.float32)], 16)
     assert [op.attrs["width"] for op in out_k.walk() if op.opcode == "vload"] == [2, 2]
 

@@ -137,19 +137,12 @@ def value_dtype(v: Value) -> DType | None:
 def is_commutative(op: Op) -> bool:
     """Whether swapping the two operands of ``op`` gives the same bits.
 
-    The opcode table marks ``min`` and ``max`` commutative, which holds for
-    integers; on floats they are IEEE minNum/maxNum (numpy ``fmin``), which
-    return the *second* operand when the two compare equal, so
-    ``min(-0.0, 0.0)`` is ``0.0`` but ``min(0.0, -0.0)`` is ``-0.0``.
-    (For float ``add``/``mul`` the only difference is which NaN payload a
-    NaN + NaN returns, which IEEE 754 leaves unspecified; we accept it.)
+    Float ``min``/``max`` are IEEE minNum/maxNum with -0 ordered below +0
+    (``iron.core.eval``), so they commute bit for bit too.  (For float
+    ``add``/``mul`` the only difference is which NaN payload a NaN + NaN
+    returns, which IEEE 754 leaves unspecified; we accept it.)
     """
-    if not OPS[op.opcode].commutative or len(op.operands) != 2:
-        return False
-    if op.opcode in ("min", "max"):
-        dt = value_dtype(op.operands[0])
-        return dt is not None and not dt.is_float
-    return True
+    return OPS[op.opcode].commutative and len(op.operands) == 2
 
 
 # ---------------------------------------------------------------- integer index arithmetic

@@ -243,14 +243,30 @@ _FLOAT_UNARY: dict[str, Callable[[Array, D.DType], Array]] = {
     "erf": _float_f64_unary(_erf_f64),
 }
 
+def _min_num(a: Array, b: Array) -> Array:
+    """IEEE minNum with -0 < +0: numpy's fmin leaves the sign of a zero tie unspecified
+    (it differs with the position in the array), which would let constant folding and the
+    interpreter disagree."""
+    r = np.fmin(a, b)
+    tie = (a == 0) & (b == 0)
+    return np.where(tie, np.where(np.signbit(a), a, b), r) if tie.any() else r
+
+
+def _max_num(a: Array, b: Array) -> Array:
+    """IEEE maxNum with +0 > -0 (see :func:`_min_num`)."""
+    r = np.fmax(a, b)
+    tie = (a == 0) & (b == 0)
+    return np.where(tie, np.where(np.signbit(a), b, a), r) if tie.any() else r
+
+
 _FLOAT_BINARY: dict[str, Callable[[Array, Array, D.DType], Array]] = {
     "add": _float_exact_binary(np.add),
     "sub": _float_exact_binary(np.subtract),
     "mul": _float_exact_binary(np.multiply),
     "div": _float_exact_binary(np.divide),
     "rem": _float_exact_binary(np.fmod),
-    "min": _float_exact_binary(np.fmin),
-    "max": _float_exact_binary(np.fmax),
+    "min": _float_exact_binary(_min_num),
+    "max": _float_exact_binary(_max_num),
     "pow": _float_f64_binary(np.power),
     "atan2": _float_f64_binary(np.arctan2),
 }

@@ -14,12 +14,13 @@ The rewrite reads and writes exactly the same elements in the same threads:
   :class:`iron.core.analysis.IndexAnalysis`) also means none of them wraps;
 * loads move up to the first of them, stores down to the last.  An op they
   move past must not write (for loads) or touch (for stores) the elements
-  they access.  Two global tensors may be one buffer passed twice, or
-  overlapping views of one, so an access to another global tensor stops
-  the merge; an access to the same tensor at ``base + c`` is fine when
-  ``c`` differs from the moved accesses' offsets (so an unrolled in-place
-  update ``x[i+k] = f(x[i+k])`` merges).  Shared arrays never overlap
-  global memory or each other.  Barriers and calls stop the merge, as does
+  they access.  Two global tensors of a launch are either one buffer passed
+  twice or disjoint (the aliasing rule of ``iron.runtime.aliasing``, checked
+  at every launch), so an access to any global tensor at ``base + c`` is
+  fine when ``c`` differs from the moved accesses' offsets: then no element
+  is shared either way (an unrolled ``out[i+k] = f(a[i+k])`` merges, also
+  when ``out`` is ``a``).  Accesses at unrelated indices stop the merge.
+  Shared arrays never overlap global memory or each other.  Barriers and calls stop the merge, as does
   any op with regions (a ``return`` or ``break`` inside could stop some
   threads before the later accesses);
 * only one thread's own order is kept, as on GPUs: two threads touching
@@ -160,14 +161,17 @@ def _can_move(b: Block, run: _Run, tensor: Value, kind: str, index: IndexAnalysi
 def _disjoint(op: Op, crossing: list[_Access], tensor: Value, index: IndexAnalysis) -> bool:
     """Whether ``op`` provably touches none of the elements the ``crossing`` members access.
 
-    Only for an access to ``tensor`` itself with the members' base index: then
-    both are ``base + constant`` in the same thread, and the constants tell.
-    (Two different tensor values may be overlapping views of one buffer, where
-    equal indices say nothing.)
+    Only for an access with the members' base index, to ``tensor`` itself or
+    to another global tensor (one buffer or disjoint, by the launch-time
+    aliasing rule): then both are ``base + constant`` in the same thread, and
+    the constants tell.
     """
     if not crossing:
         return True
-    if op.opcode not in ("load", "store", "vload", "vstore") or op.operands[0] is not tensor:
+    if op.opcode not in ("load", "store", "vload", "vstore"):
+        return False
+    other = op.operands[0]
+    if other is not tensor and not (_is_global(other) and _is_global(tensor)):
         return False
     idx = op.operands[1]
     member_idx = crossing[0].op.operands[1]
@@ -179,6 +183,10 @@ def _disjoint(op: Op, crossing: list[_Access], tensor: Value, index: IndexAnalys
     modulus = 1 << idx.type.dtype.bits
     extent = op.attrs.get("width") or 1
     return all((m.offset - offset) % modulus >= extent for m in crossing)
+
+
+def _is_global(v: Value) -> bool:
+    return isinstance(v.type, TensorType) and v.type.space == "global"
 
 
 def _rebuild(b: Block, runs: list[_Run], subst: Substitution, kind: str) -> list[Op]:

@@ -16,7 +16,11 @@ from ...core.errors import LaunchError
 from ...core.eval import const_array, np_dtype
 from ...core.ir import Kernel, Param
 from ...core.types import ScalarType, TensorType
+from ..aliasing import check_tensor_aliasing
 from .memory import Buffer
+
+#: Index arithmetic is 32-bit (i32), so a tensor holds fewer than 2**31 elements.
+MAX_TENSOR_ELEMENTS = 2**31 - 1
 
 MAX_AXES = 3
 
@@ -49,7 +53,9 @@ def bind_arguments(kernel: Kernel, args: Sequence[Any]) -> list[Buffer | Any]:
     if len(args) != len(params):
         names = ", ".join(p.name for p in params)
         raise LaunchError(f"kernel '{kernel.name}' takes {len(params)} argument(s) ({names}), got {len(args)}")
-    return [_bind(kernel, p, a) for p, a in zip(params, args)]
+    bound = [_bind(kernel, p, a) for p, a in zip(params, args)]
+    check_tensor_aliasing(kernel, args)
+    return bound
 
 
 def _bind(kernel: Kernel, p: Param, arg: Any) -> Buffer | Any:
@@ -74,6 +80,9 @@ def _bind_tensor(kernel: Kernel, p: Param, t: TensorType, arg: Any) -> Buffer:
                           f"pass np.ascontiguousarray(...) (the kernel writes into the array it is given)")
     if not t.readonly and not arg.flags.writeable:
         raise LaunchError(f"{where}: the kernel may write to this tensor but the array is read-only")
+    if arg.size > MAX_TENSOR_ELEMENTS:
+        raise LaunchError(f"{where}: {arg.size} elements; kernels index tensors with 32-bit ints, so a tensor "
+                          f"holds at most {MAX_TENSOR_ELEMENTS} elements: split the work into several launches")
     return Buffer(p.name, t.dtype, arg.reshape(-1), int(arg.size))
 
 

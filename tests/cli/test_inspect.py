@@ -1,0 +1,79 @@
+"""``iron inspect``: IR as written, per pass, variants, and clear errors for bad input."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from iron.cli.main import main
+
+KERNELS = textwrap.dedent('''
+    from iron import kernel, variants, Tensor, In, T, f32, f16
+    from iron.lang import program_id, exp
+
+    @kernel(variants(T=[f32, f16], SCALE=[2, 4]))
+    def scaled_exp(a: In[T], out: Tensor[T]):
+        i = program_id(0)
+        out[i] = exp(a[i]) * SCALE
+
+    @kernel
+    def broken(a: In[f32], out: Tensor[f32]):
+        i = program_id(0)
+        out[i] = exq(a[i])
+''')
+
+
+@pytest.fixture
+def kernels_file(tmp_path: Path) -> Path:
+    p = tmp_path / "kernels.py"
+    p.write_text(KERNELS)
+    return p
+
+
+def test_ir_as_written_for_a_chosen_variant(kernels_file, capsys):
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--variant", "T=f16,SCALE=4"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel @scaled_exp(%a: tensor<f16 readonly>, %out: tensor<f16>) [SCALE = 4, T = f16] {" in out
+    assert "exp" in out and "const 4.0 : f16" in out
+    assert "// hash " in out
+
+
+def test_passes_shows_every_stage_in_order(kernels_file, capsys):
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--passes"]) == 0
+    out = capsys.readouterr().out
+    from iron.codegen.pipeline import PassContext, default_passes
+
+    names = [p.name for p in default_passes(PassContext.for_target("interp"))]
+    positions = [out.index(f"after {n}") for n in dict.fromkeys(names)]
+    assert out.index("as written (frontend)") < positions[0]
+    assert positions == sorted(positions)
+
+
+def test_bad_kernel_gives_a_located_error_not_a_traceback(kernels_file):
+    proc = subprocess.run([sys.executable, "-m", "iron", "inspect", f"{kernels_file}:broken"],
+                          capture_output=True, text=True,
+                          env={"PYTHONPATH": str(Path(__file__).parents[2] / "src"), "PATH": ""})
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    line = KERNELS.splitlines().index("    out[i] = exq(a[i])") + 1
+    col = "    out[i] = exq(a[i])".index("exq") + 1
+    assert f"{kernels_file}:{line}:{col}: unknown name" in proc.stderr
+    assert "exp" in proc.stderr  # the close-match suggestion
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nope.py:k", "no such file"),
+    ("{file}:missing", "kernels there: broken, scaled_exp"),
+    ("bare_name", "iron.toml"),
+])
+def test_bad_kernel_names_say_what_to_do(kernels_file, capsys, monkeypatch, tmp_path, spec, message):
+    monkeypatch.chdir(tmp_path)
+    assert main(["inspect", spec.format(file=kernels_file)]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_bad_variant_text_is_explained(kernels_file, capsys):
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--variant", "T"]) == 1
+    assert "expected NAME=VALUE" in capsys.readouterr().err
