@@ -128,7 +128,7 @@ class Kernel:
 
     ``meta`` holds the variant bindings (``{"T": f32, "BLOCK": 128}``), the
     source file and line of the Python function, and options that passes
-    and emitters read (``fp_contract``...).  It is part of the content hash.
+    and emitters may read.  It is part of the content hash (less source positions).
     """
 
     name: str

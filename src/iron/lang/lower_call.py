@@ -191,7 +191,8 @@ class CallLowering(ExprLowering):
             usage = builtin.usage if display_name is None or builtin.display is None else \
                 builtin.display.replace(builtin.display.split("(")[0], display_name, 1)
             raise self.error(ArityError, f"wrong arguments for {shown}(): {e}; expected {usage}", node,
-                             hint=builtin.doc.splitlines()[0].replace("``", "") if builtin.doc else None) from None
+                             hint=(f"{usage}: " + builtin.doc.splitlines()[0].replace("``", "").rstrip("."))
+                             if builtin.doc else None) from None
         params = list(sig.parameters.values())
         ref_node = node.args[0] if builtin.ref_first and node.args else None
         lowered: dict[int, FValue] = {}
