@@ -205,9 +205,9 @@ def test_arity_names_the_builtin_and_its_signature(k, snippet: str, message: str
     assert_located(err, HERE, snippet)
 
 
-def test_arity_hint_is_the_builtins_documentation() -> None:
+def test_arity_hint_is_the_builtins_usage_and_documentation() -> None:
     err = compile_error(too_many_axes, ArityError)
-    assert err.hint.startswith("The thread's global index along axis")
+    assert err.hint.startswith("program_id(axis=0): The thread's global index along axis")
 
 
 # ---------------------------------------------------------------- read-only tensors
