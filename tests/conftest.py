@@ -58,3 +58,35 @@ def _fresh_configuration():
     config.clear_overrides()
     yield
     config.clear_overrides()
+
+
+def toolchains_required() -> bool:
+    """True in CI (``CI=true``) or with IRON_REQUIRE_TOOLCHAINS=1: a missing compiler is then a failure."""
+    import os
+
+    from iron import config
+
+    return os.environ.get("CI", "").strip().lower() == "true" or bool(config.get("require_toolchains"))
+
+
+def check_toolchain(name: str) -> None:
+    """Return if toolchain ``name`` (nvrtc, hip, spirv, metal) is here; else skip, saying how to install it.
+
+    Where toolchains are required (:func:`toolchains_required`) the test fails instead.
+    """
+    from iron.codegen.toolchains import TOOLCHAINS
+
+    module = TOOLCHAINS[name]
+    if module.available():
+        return
+    message = (f"toolchain '{name}' ({module.TOOL}) is missing: {module.unavailable_reason()}; "
+               f"install it with: {module.INSTALL}")
+    if toolchains_required():
+        pytest.fail(message + " [required here: CI=true or IRON_REQUIRE_TOOLCHAINS=1]", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def require_toolchain():
+    """``require_toolchain("nvrtc")`` in a test: skip (fail in CI) unless that compiler is installed."""
+    return check_toolchain

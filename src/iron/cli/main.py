@@ -7,11 +7,12 @@ import sys
 from typing import Callable, Sequence
 
 from ..core.errors import IronCompileError, IronError
-from . import inspect_cmd
+from . import build_cmd, inspect_cmd
 
 #: command name -> (add its arguments, run it)
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "inspect": (inspect_cmd.add_arguments, inspect_cmd.run),
+    "build": (build_cmd.add_arguments, build_cmd.run),
 }
 
 
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMAND_HELP = {
     "inspect": "show a kernel's IR as written and after each optimisation pass",
+    "build": "write every kernel variant's sources and compiled artifacts, a manifest and Swift bindings",
 }
 
 

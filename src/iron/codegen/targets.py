@@ -1,4 +1,9 @@
-"""The code-generation targets and the defaults the pass pipeline takes from them.
+"""The code-generation targets, the defaults the pass pipeline takes from them, and device profiles.
+
+A :class:`TargetProfile` describes one device family of a target (lane width,
+limits, dtypes, atomics, matrix-unit strategy, optional features): the
+emitters and :mod:`iron.codegen.capabilities` read it, and
+:func:`default_profile` / :func:`profile` pick one (docs/backends.md).
 
 Floating-point contraction (fusing ``a*b + c`` into one ``fma``, rounded
 once instead of twice) changes results in the last bit, so each target
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.dtypes import ALL_DTYPES
 from ..core.errors import IronError
 
 
@@ -55,3 +61,169 @@ def get_target(name: str) -> Target:
         return TARGETS[name]
     except KeyError:
         raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(TARGETS)}") from None
+
+
+# ---------------------------------------------------------------- target profiles
+
+#: Every dtype name; a profile lists the ones its target can express.
+_ALL_DTYPES = frozenset(d.name for d in ALL_DTYPES)
+_INTS_32 = frozenset({"i32", "u32"})
+_INTS_64 = frozenset({"i64", "u64"})
+
+
+@dataclass(frozen=True)
+class TargetProfile:
+    """What one device family of a target can express, and its launch limits.
+
+    The emitters read it to pick intrinsics (``lane_width``), the capability
+    checks to refuse what the device lacks (``dtypes``, ``atomics``,
+    ``features``) and ``check_launch`` to refuse launches over its limits.
+    """
+
+    target: str
+    #: "sm_90", "gfx90a", "vulkan-lavapipe", "apple-m2", ...
+    arch: str
+    #: Threads per subgroup (warp, wavefront, simdgroup, Vulkan subgroup).
+    lane_width: int
+    max_threads_per_group: int
+    #: Largest group extent per axis.
+    max_group_dims: tuple[int, int, int]
+    #: Static shared (threadgroup) memory per group, in bytes.
+    max_shared_bytes: int
+    #: Names of the dtypes the target computes with (``"f16"``, ``"i64"``, ...).
+    dtypes: frozenset[str]
+    #: ``(op, dtype)`` pairs, op one of add/max/min/xchg/cas, on global memory.
+    atomics: frozenset[tuple[str, str]]
+    #: The same for shared (threadgroup) memory.
+    shared_atomics: frozenset[tuple[str, str]]
+    #: Name of the matrix-unit strategy (``iron.codegen.mma``), or None.
+    mma_strategy: str | None = None
+    #: Optional device features and extensions the emitter may rely on.
+    features: frozenset[str] = frozenset()
+
+    @property
+    def key(self) -> str:
+        return f"{self.target}:{self.arch}"
+
+    def supports_dtype(self, name: str) -> bool:
+        return name in self.dtypes
+
+    def supports_atomic(self, op: str, dtype: str, space: str = "global") -> bool:
+        table = self.shared_atomics if space == "shared" else self.atomics
+        return (op, dtype) in table
+
+
+def _atomics(spec: dict[str, frozenset[str] | set[str]]) -> frozenset[tuple[str, str]]:
+    return frozenset((op, dt) for op, dts in spec.items() for dt in dts)
+
+
+_ATOMIC_OPS = ("add", "max", "min", "xchg", "cas")
+
+# CUDA: add on every 32/64-bit type and f16 (sm_70+) / bf16 (sm_80+); float max/min and
+# 64-bit float exchange/compare-and-swap through compare-and-swap loops on the bit pattern.
+_CUDA_ATOMICS = _atomics({
+    "add": _INTS_32 | _INTS_64 | {"f32", "f64", "f16", "bf16"},
+    "max": _INTS_32 | _INTS_64 | {"f32", "f64"},
+    "min": _INTS_32 | _INTS_64 | {"f32", "f64"},
+    "xchg": _INTS_32 | _INTS_64 | {"f32", "f64"},
+    "cas": _INTS_32 | _INTS_64 | {"f32", "f64"},
+})
+# HIP (ROCm 5.x): the same set without the 16-bit float adds (bf16 is stored as bits there).
+_HIP_ATOMICS = _atomics({
+    "add": _INTS_32 | _INTS_64 | {"f32", "f64"},
+    "max": _INTS_32 | _INTS_64 | {"f32", "f64"},
+    "min": _INTS_32 | _INTS_64 | {"f32", "f64"},
+    "xchg": _INTS_32 | _INTS_64 | {"f32", "f64"},
+    "cas": _INTS_32 | _INTS_64 | {"f32", "f64"},
+})
+
+
+def _vulkan_atomics(int64: bool, float_add: bool, shared: bool) -> frozenset[tuple[str, str]]:
+    ints = _INTS_32 | (_INTS_64 if int64 else frozenset())
+    spec: dict[str, set[str]] = {op: set(ints) for op in _ATOMIC_OPS}
+    if float_add:
+        spec["add"].add("f32")
+        spec["xchg"].add("f32")
+    if not shared:
+        # Global floats also take max/min/cas through a compare-and-swap loop on a
+        # 32-bit unsigned view of the same buffer; shared arrays have no such view.
+        for op in ("max", "min", "cas"):
+            spec[op].add("f32")
+    return _atomics(spec)
+
+
+# Metal 3: 32-bit integer atomics, float add/exchange; float max/min/cas via a uint loop.
+_METAL_ATOMICS = _atomics({"add": _INTS_32 | {"f32"}, "max": _INTS_32 | {"f32"}, "min": _INTS_32 | {"f32"},
+                           "xchg": _INTS_32 | {"f32"}, "cas": _INTS_32 | {"f32"}})
+
+
+def _cuda(arch: str, mma: str | None) -> TargetProfile:
+    sm = int(arch[3:].rstrip("a"))
+    atomics = _CUDA_ATOMICS if sm >= 80 else _CUDA_ATOMICS - {("add", "bf16")}
+    return TargetProfile("cuda", arch, 32, 1024, (1024, 1024, 64), 48 * 1024, _ALL_DTYPES, atomics, atomics, mma,
+                         frozenset({"subgroups", "f64"}))
+
+
+def _hip(arch: str, wave: int, mma: str | None) -> TargetProfile:
+    return TargetProfile("hip", arch, wave, 1024, (1024, 1024, 1024), 64 * 1024, _ALL_DTYPES, _HIP_ATOMICS,
+                         _HIP_ATOMICS, mma, frozenset({"subgroups", "f64"}))
+
+
+def _vulkan(arch: str, lane: int, shared: int, mma: str | None, features: frozenset[str]) -> TargetProfile:
+    dtypes = _ALL_DTYPES - (frozenset() if "f64" in features else {"f64"})
+    int64 = "atomic_int64" in features
+    fadd = "atomic_float_add" in features
+    return TargetProfile("spirv", arch, lane, 1024, (1024, 1024, 64), shared, dtypes,
+                         _vulkan_atomics(int64, fadd, shared=False), _vulkan_atomics(int64, fadd, shared=True),
+                         mma, features | {"subgroups"})
+
+
+def _metal(arch: str) -> TargetProfile:
+    return TargetProfile("metal", arch, 32, 1024, (1024, 1024, 1024), 32 * 1024, _ALL_DTYPES - {"f64"},
+                         _METAL_ATOMICS, _METAL_ATOMICS, "metal_simdgroup_matrix_8x8", frozenset({"subgroups"}))
+
+
+_VK_COMMON = frozenset({"f64", "int64", "f16", "int8", "int16", "storage8", "storage16"})
+
+PROFILES: dict[tuple[str, str], TargetProfile] = {(p.target, p.arch): p for p in (
+    _cuda("sm_80", "cuda_mma_sync_m16n8k16"),
+    _cuda("sm_86", "cuda_mma_sync_m16n8k16"),
+    _cuda("sm_89", "cuda_mma_sync_m16n8k16"),
+    _cuda("sm_90", "cuda_mma_sync_m16n8k16"),
+    _cuda("sm_90a", "cuda_mma_sync_m16n8k16"),
+    _hip("gfx90a", 64, "amd_mfma"),
+    _hip("gfx940", 64, "amd_mfma"),
+    _hip("gfx1030", 32, None),
+    _hip("gfx1100", 32, "amd_wmma"),
+    _vulkan("vulkan-lavapipe", 8, 32 * 1024, None,
+            _VK_COMMON | {"atomic_int64", "atomic_float_add", "subgroup_extended_types"}),
+    _vulkan("vulkan-nvidia", 32, 48 * 1024, "vk_khr_cooperative_matrix",
+            _VK_COMMON | {"atomic_int64", "atomic_float_add", "subgroup_extended_types", "cooperative_matrix"}),
+    # The least a Vulkan 1.2 device with 16-bit storage and subgroup arithmetic offers.
+    _vulkan("vulkan-baseline", 32, 16 * 1024, None, frozenset({"storage16", "f16", "int16", "int8", "storage8"})),
+    _metal("apple-m1"),
+    _metal("apple-m2"),
+    _metal("apple-m3"),
+)}
+
+#: The profile each target compiles for unless told otherwise: the devices this
+#: project runs on (the H200; lavapipe in CI) or the most common one (gfx90a, M2).
+DEFAULT_ARCH: dict[str, str] = {"cuda": "sm_90", "hip": "gfx90a", "spirv": "vulkan-lavapipe", "metal": "apple-m2"}
+
+
+def profile(target: str, arch: str) -> TargetProfile:
+    """The profile of ``arch`` on ``target``; a clear error lists the known ones."""
+    get_target(target)
+    try:
+        return PROFILES[(target, arch)]
+    except KeyError:
+        known = ", ".join(a for t, a in PROFILES if t == target) or "none"
+        raise UnknownTargetError(f"unknown architecture {arch!r} for target {target!r}; known: {known}") from None
+
+
+def default_profile(target: str) -> TargetProfile:
+    """The profile ``target`` compiles for when no device is named (``DEFAULT_ARCH``)."""
+    get_target(target)
+    if target not in DEFAULT_ARCH:
+        raise UnknownTargetError(f"target {target!r} emits no device code, so it has no profile")
+    return profile(target, DEFAULT_ARCH[target])

@@ -64,6 +64,16 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("unroll_max", 64, int, "Largest trip count the unroll pass fully unrolls without a hint."),
     Option("verify", True, _bool, "Verify the IR after the frontend and after every pass."),
     Option("opt_level", 2, int, "0: no optimisation passes; 1: cleanups only; 2: the full pipeline.", (0, 1, 2)),
+    Option("vulkan_device", "auto", str,
+           "Vulkan device to run on: auto (a GPU first, else the CPU driver lavapipe), an index, or part of its name."),
+    Option("vulkan_validation", False, _bool,
+           "Run the vulkan device under the Khronos validation layer; a launch it warns about raises an error."),
+    Option("interp_fragment_layout", None, lambda s: None if s is None or str(s).strip().lower() in ("", "none")
+           else str(s).strip(),
+           "Interpreter: hold matrix fragments per lane, placed by this MMA strategy (iron.codegen.mma, e.g. "
+           "cuda_mma_sync_m16n8k16, portable); none: one matrix per subgroup."),
+    Option("require_toolchains", False, _bool,
+           "Toolchain tests fail, instead of skipping, when a compiler (NVRTC, hip clang, glslc, clang-19) is missing."),
 )}
 
 _overrides: dict[str, Any] = {}

@@ -22,12 +22,16 @@ class KernelNotFound(IronError):
     pass
 
 
+_loads = 0
+
+
 def _load_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise KernelNotFound(f"no such file: {path}")
-    mod_name = f"_iron_user_{abs(hash(str(path.resolve())))}"
-    if mod_name in sys.modules:
-        return sys.modules[mod_name]
+    # A fresh module each time: the file may have changed since an earlier load in this process.
+    global _loads
+    _loads += 1
+    mod_name = f"_iron_user_{path.stem}_{_loads}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
         raise KernelNotFound(f"cannot import {path}: not a Python file")
@@ -91,3 +95,24 @@ def find_kernel(spec: str) -> Any:
         if obj is not None and is_kernel(obj):
             return obj
     raise KernelNotFound(f"no kernel '{spec}' in the project's modules ({', '.join(modules)})")
+
+
+def load_source(where: str) -> ModuleType:
+    """A module named by a ``.py`` path or a dotted module name."""
+    return _load_file(Path(where)) if where.endswith(".py") else _load_module(where)
+
+
+def kernels_in(sources: list[str] | None = None, name_filter: str | None = None) -> list[tuple[str, Any]]:
+    """Every kernel defined in ``sources`` (default: the modules iron.toml lists), by name,
+    keeping those whose name contains ``name_filter``."""
+    sources = sources or project_modules()
+    if not sources:
+        raise KernelNotFound("no kernel modules: pass --module FILE.py (or MODULE), "
+                             "or list them in iron.toml under [iron] modules = [...]")
+    found: dict[str, Any] = {}
+    for src in sources:
+        module = load_source(src)
+        for name, obj in vars(module).items():
+            if is_kernel(obj) and (not name_filter or name_filter in name):
+                found.setdefault(name, obj)
+    return sorted(found.items())

@@ -2,7 +2,8 @@
 
 Each device has a name, the codegen target whose pipeline prepares kernels
 for it, a default group size, and ``launch(kernel_ir, args, grid, group)``.
-Today: ``interp`` (numpy, always present).  GPU devices register here as
+Today: ``interp`` (numpy, always present) and ``vulkan`` (SPIR-V on any
+Vulkan driver; see docs/vulkan.md).  Other GPU devices register here as
 they land.
 """
 
@@ -40,6 +41,10 @@ def get_device(name: str) -> Device:
         from .interp import InterpDevice
 
         dev: Device = InterpDevice()
+    elif name == "vulkan":
+        from .vulkan import VulkanDevice
+
+        dev = VulkanDevice()
     elif name in KNOWN_BACKENDS:
         raise BackendUnavailable(f"backend '{name}' is not available in this build of Iron yet; use backend='interp'")
     else:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...codegen.mma import MmaStrategy
 from ...core.eval import PURE_ELEMENTWISE_OPS, const_array, eval_pure, np_dtype
 from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import info
@@ -54,13 +55,14 @@ class _LoopExits:
 class Executor:
     """Runs one kernel for one launch."""
 
-    def __init__(self, kernel: Kernel, threads: ThreadSpace, memory: Memory, faults: Faults, checks: bool):
+    def __init__(self, kernel: Kernel, threads: ThreadSpace, memory: Memory, faults: Faults, checks: bool,
+                 fragment_strategy: MmaStrategy | None = None):
         self.kernel = kernel
         self.threads = threads
         self.memory = memory
         self.faults = faults
         self.checks = checks
-        self.fragments = Fragments(threads, faults, memory)
+        self.fragments = Fragments(threads, faults, memory, fragment_strategy)
         self.size = threads.size
         self.returned = np.zeros(self.size, dtype=bool)
         self.loops: list[_LoopExits] = []
@@ -217,9 +219,8 @@ class Executor:
     def _var(self, op: Op, env: Env, mask: Mask) -> _Slot:
         t = op.attrs["type"]
         if isinstance(t, FragmentType):
-            shape: tuple[int, ...] = (self.threads.total_simd_groups, t.rows, t.cols)
-        else:
-            shape = (self.size, t.width) if isinstance(t, VectorType) else (self.size,)
+            return _Slot(self.fragments.empty(op, t))
+        shape = (self.size, t.width) if isinstance(t, VectorType) else (self.size,)
         return _Slot(np.zeros(shape, dtype=np_dtype(t.dtype)))
 
     def _var_load(self, op: Op, env: Env, mask: Mask) -> np.ndarray:

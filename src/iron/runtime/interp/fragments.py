@@ -1,16 +1,28 @@
-"""Matrix fragments: one (rows, cols) matrix per subgroup.
+"""Matrix fragments: one (rows, cols) matrix per subgroup, or per-lane registers laid out by an MMA strategy.
 
-A fragment value is an array (total_simd_groups, rows, cols).  A fragment op
-runs for the subgroups that have an active lane, and each of them must have
-*every* lane active and give the same operands on every lane (docs/ir.md);
-the interpreter checks both, whatever the checks setting, because without
-them the op has no meaning.
+By default a fragment value is an array (total_simd_groups, rows, cols).  With
+a ``fragment_layout`` (an :class:`~iron.codegen.mma.MmaStrategy`) it is what a
+matrix unit holds: an array (total_simd_groups, lanes, registers) placed by
+the strategy's layout.  ``frag_load`` then has each lane read its own
+elements, ``mma`` and ``frag_store`` gather the matrices back by the layout,
+and ``mma`` scatters its result; the arithmetic is the same in both modes, so
+results are bit-identical, and every strategy's layout is exercised (and
+validated: each element held exactly ``replication`` times) on the CPU.
+
+A fragment op runs for the subgroups that have an active lane, and each of
+them must have *every* lane active and give the same operands on every lane
+(docs/ir.md); the interpreter checks both, whatever the checks setting,
+because without them the op has no meaning.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from ...codegen.mma import MmaLayoutError, MmaStrategy, get_strategy
+from ...core.errors import LaunchError
 from ...core.eval import np_dtype, round_f64
 from ...core.ir import Op
 from ...core.types import FragmentType
@@ -21,14 +33,91 @@ from .threads import ThreadSpace
 
 Array = np.ndarray
 
+#: ``fragment_layout`` values that mean the default per-subgroup matrices.
+DEFAULT_LAYOUT_NAMES = ("", "none")
+
+
+def fragment_strategy(choice: str | MmaStrategy | None, simd_width: int) -> MmaStrategy | None:
+    """The strategy a launch places fragments by (None: per-subgroup matrices), checked against the width."""
+    if choice is None or (isinstance(choice, str) and choice.strip().lower() in DEFAULT_LAYOUT_NAMES):
+        return None
+    try:
+        strategy = choice if isinstance(choice, MmaStrategy) else get_strategy(choice)
+    except MmaLayoutError as e:
+        raise LaunchError(f"fragment_layout: {e}") from None
+    if not strategy.has_lane_layout:
+        raise LaunchError(f"fragment_layout {strategy.name!r} has no per-lane layout (it is implementation-"
+                          "defined); choose a strategy with one, or None")
+    if strategy.lane_width is not None and strategy.lane_width != simd_width:
+        raise LaunchError(f"fragment_layout {strategy.name!r} spreads fragments over {strategy.lane_width} lanes, "
+                          f"but simd_width is {simd_width}; run with simd_width={strategy.lane_width}")
+    return strategy
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """One fragment type's layout as index arrays."""
+
+    slot_rows: Array  # (lanes, registers): the row each slot holds
+    slot_cols: Array
+    owner_lanes: Array  # (rows, cols): the lowest lane holding each element
+    owner_regs: Array
+
+
+class LaneLayouts:
+    """The per-lane layouts of one launch: looked up by fragment type, validated once, cached."""
+
+    def __init__(self, strategy: MmaStrategy, lane_width: int, faults: Faults):
+        self.strategy = strategy
+        self.lane_width = lane_width
+        self.faults = faults
+        self._placements: dict[FragmentType, _Placement] = {}
+
+    def placement(self, op: Op, t: FragmentType) -> _Placement:
+        if t not in self._placements:
+            name = self.strategy.name
+            try:
+                layout = self.strategy.fragment_layout(t.role, t.rows, t.cols, t.dtype, self.lane_width)
+            except MmaLayoutError as e:
+                raise self.faults.general(op, f"fragment_layout {name!r} cannot hold {t}: {e}") from None
+            try:
+                layout.check()
+                table, owners = layout.to_table(), layout.owner_table()
+            except MmaLayoutError as e:
+                raise self.faults.general(op, f"fragment_layout {name!r} has an invalid layout for {t}: {e}") from None
+            self._placements[t] = _Placement(table[..., 0], table[..., 1], owners[..., 0], owners[..., 1])
+        return self._placements[t]
+
+    def registers_shape(self, op: Op, t: FragmentType) -> tuple[int, int]:
+        """(lanes, registers) of a ``t`` fragment."""
+        return self.placement(op, t).slot_rows.shape
+
+    def distribute(self, op: Op, t: FragmentType, per_element: Array) -> Array:
+        """(n, rows, cols) -> (n, lanes, registers): each slot takes the element it holds."""
+        p = self.placement(op, t)
+        return per_element[:, p.slot_rows, p.slot_cols]
+
+    def gather(self, op: Op, t: FragmentType, registers: Array) -> Array:
+        """(n, lanes, registers) -> (n, rows, cols), reading each element from its lowest-lane owner."""
+        p = self.placement(op, t)
+        return registers[:, p.owner_lanes, p.owner_regs]
+
+    def check_mma(self, op: Op, a: FragmentType, c: FragmentType) -> None:
+        shape = (a.rows, c.cols, a.cols)
+        if not self.strategy.supports(shape, a.dtype, c.dtype):
+            m, n, k = shape
+            raise self.faults.general(op, f"fragment_layout {self.strategy.name!r} does not run {m}x{n}x{k} "
+                                          f"{a.dtype}->{c.dtype}; it runs: {self.strategy.describe_combos()}")
+
 
 class Fragments:
     """Fragment ops for one launch."""
 
-    def __init__(self, threads: ThreadSpace, faults: Faults, memory: Memory):
+    def __init__(self, threads: ThreadSpace, faults: Faults, memory: Memory, strategy: MmaStrategy | None = None):
         self.threads = threads
         self.faults = faults
         self.memory = memory
+        self.lanes = None if strategy is None else LaneLayouts(strategy, threads.simd_width, faults)
 
     # ------------------------------------------------------------ participation
     def participants(self, op: Op, mask: Mask) -> Array:
@@ -58,13 +147,15 @@ class Fragments:
                 f"its lanes give different {what}s ({row[0]} and {other})")
         return lanes[:, 0]
 
-    def _empty(self, t: FragmentType) -> Array:
-        return np.zeros((self.threads.total_simd_groups, t.rows, t.cols), dtype=np_dtype(t.dtype))
+    def empty(self, op: Op, t: FragmentType) -> Array:
+        """A zero value of fragment type ``t`` in this launch's representation (``op`` locates errors)."""
+        per_subgroup = (t.rows, t.cols) if self.lanes is None else self.lanes.registers_shape(op, t)
+        return np.zeros((self.threads.total_simd_groups, *per_subgroup), dtype=np_dtype(t.dtype))
 
     # ------------------------------------------------------------ ops
     def fill(self, op: Op, value: Array, mask: Mask) -> Array:
         subgroups = self.participants(op, mask)
-        out = self._empty(op.result.type)
+        out = self.empty(op, op.result.type)
         out[subgroups] = self.uniform(op, "fill value", value, subgroups)[:, None, None]
         return out
 
@@ -73,26 +164,35 @@ class Fragments:
         subgroups = self.participants(op, mask)
         index = self._indices(op, buf, base, ld, subgroups, ft.rows, ft.cols, op.attrs["layout"])
         self.memory.track_subgroups(op, buf, "read", subgroups, index.reshape(len(subgroups), -1))
-        out = self._empty(ft)
+        if self.lanes is not None:
+            index = self.lanes.distribute(op, ft, index)  # each lane reads the elements it holds
+        out = self.empty(op, ft)
         out[subgroups] = buf.data[self._flat(buf, subgroups, index)]
         return out
 
     def store(self, op: Op, buf: Buffer, base: Array, ld: Array, frag: Array, mask: Mask) -> None:
-        rows, cols = frag.shape[1:]
+        ft: FragmentType = op.operands[3].type
         subgroups = self.participants(op, mask)
-        index = self._indices(op, buf, base, ld, subgroups, rows, cols, op.attrs["layout"])
+        index = self._indices(op, buf, base, ld, subgroups, ft.rows, ft.cols, op.attrs["layout"])
         self.memory.track_subgroups(op, buf, "write", subgroups, index.reshape(len(subgroups), -1))
-        buf.data[self._flat(buf, subgroups, index)] = frag[subgroups]
+        buf.data[self._flat(buf, subgroups, index)] = self._matrices(op, ft, frag[subgroups])
 
     def mma(self, op: Op, a: Array, b: Array, c: Array, mask: Mask) -> Array:
         """``c + a @ b`` with exact f64 products and f64 sums, rounded once to the accumulator type."""
         subgroups = self.participants(op, mask)
-        ct: FragmentType = op.result.type
-        out = self._empty(ct)
+        at, bt, ct = (v.type for v in op.operands)
+        if self.lanes is not None:
+            self.lanes.check_mma(op, at, ct)
+        a, b, c = (self._matrices(op, t, x[subgroups]).astype(np.float64) for t, x in ((at, a), (bt, b), (ct, c)))
+        out = self.empty(op, ct)
         with np.errstate(all="ignore"):
-            exact = c[subgroups].astype(np.float64) + a[subgroups].astype(np.float64) @ b[subgroups].astype(np.float64)
-            out[subgroups] = round_f64(exact, ct.dtype)
+            result = round_f64(c + a @ b, ct.dtype)
+        out[subgroups] = result if self.lanes is None else self.lanes.distribute(op, ct, result)
         return out
+
+    def _matrices(self, op: Op, t: FragmentType, values: Array) -> Array:
+        """Participating subgroups' fragments as (n, rows, cols) matrices, whatever the representation."""
+        return values if self.lanes is None else self.lanes.gather(op, t, values)
 
     # ------------------------------------------------------------ addressing
     def _indices(self, op: Op, buf: Buffer, base: Array, ld: Array, subgroups: Array, rows: int, cols: int,

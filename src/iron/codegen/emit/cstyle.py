@@ -1,0 +1,232 @@
+"""The one C-like printer every target shares: it walks legalised, call-free IR and prints statements.
+
+The walk (this module) owns what is the same everywhere: one statement per
+op, values named after the user's variables, constants inlined as
+literals, ``var`` slots as zero-initialised locals declared where the IR
+declares them, structured ``if``/``for``/``while (true)`` control flow, the
+parameter-block locals and the grid guard at entry, and shared arrays
+hoisted to where the target wants them.  A :class:`~.dialect.Dialect` says
+how each of those is spelled on one target.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.ir import Block, Kernel, Op, Value
+from ...core.ops import OPS
+from ..abi import KernelABI
+from .names import Namer
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An op's operand as a dialect sees it: its text, IR type, and value when it is a constant."""
+
+    text: str
+    type: Any
+    const: Any = None
+    is_const: bool = False
+
+    @property
+    def dtype(self) -> Any:
+        return self.type.dtype
+
+    @property
+    def atom(self) -> str:
+        """The text, parenthesised where an operator next to it could bind into it."""
+        t = self.text
+        if t.startswith("-") or (" " in t and not (t.startswith("(") and t.endswith(")"))):
+            return f"({t})"
+        return t
+
+
+@dataclass
+class SharedArray:
+    name: str
+    value: Value
+    dtype: Any
+    count: int
+    #: Bytes of alignment the widest vector access to the array needs.
+    align: int
+
+
+@dataclass
+class ModuleParts:
+    """What the walk produced, for the dialect to assemble into one source file."""
+
+    kernel: Kernel
+    abi: KernelABI
+    tensors: list[tuple[str, Value]]
+    shared: list[SharedArray]
+    body: list[str]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class KernelPrinter:
+    """Prints one kernel with one dialect."""
+
+    def __init__(self, kernel: Kernel, dialect: Any, abi: KernelABI) -> None:
+        self.kernel = kernel
+        self.d = dialect
+        self.abi = abi
+        self.names = Namer(dialect.reserved)
+        self.lines: list[str] = []
+        self.depth = 1
+        self.consts: dict[Value, tuple[Any, Any]] = {}
+        self.uses: Counter[Value] = Counter(v for op in kernel.walk() for v in op.operands)
+        self.tensor_names: dict[Value, str] = {}
+        self.shared: list[SharedArray] = []
+        #: tensor parameter name -> its ABI access ("read", "write", "readwrite")
+        self.tensor_access: dict[str, str] = {}
+        dialect.attach(self)
+
+    # ------------------------------------------------------------ helpers for dialects
+
+    def line(self, text: str) -> None:
+        """Append one statement (or brace line) at the current depth."""
+        self.lines.append(self.d.indent * self.depth + text)
+
+    def temp(self, base: str) -> str:
+        """A fresh identifier for a dialect's own temporaries."""
+        return self.names.fresh(base)
+
+    def operand(self, v: Value) -> Operand:
+        if v in self.consts:
+            value, t = self.consts[v]
+            return Operand(self.d.literal(value, t.dtype), t, value, True)
+        if v in self.tensor_names:
+            return Operand(self.tensor_names[v], v.type)
+        return Operand(self.names[v], v.type)
+
+    # ------------------------------------------------------------ the walk
+
+    def print(self) -> str:
+        k = self.kernel
+        tensors = []
+        for p in k.params:
+            name = self.names.define(p.value)
+            if p.is_tensor:
+                self.tensor_names[p.value] = name
+                self.tensor_access[name] = self.abi.tensors[len(tensors)].access
+                tensors.append((name, p.value))
+        vector_bytes: Counter[Value] = Counter()
+        for op in k.walk():
+            if op.opcode in ("vload", "vstore"):
+                width = op.attrs["width"] if op.opcode == "vload" else op.operands[2].type.width
+                t = op.operands[0]
+                vector_bytes[t] = max(vector_bytes[t], width * t.type.dtype.itemsize)
+        for op in k.walk():
+            if op.opcode == "shared_alloc":
+                name = self.names.define(op.result)
+                self.tensor_names[op.result] = name
+                t = op.result.type
+                align = max(vector_bytes[op.result], t.dtype.itemsize)
+                self.shared.append(SharedArray(name, op.result, t.dtype, t.num_elements, align))
+        for p in k.params:
+            if not p.is_tensor:
+                field_ = _param_field(self.abi, p.name)
+                value = self.d.param_value(f"p.{field_.name}", field_.storage, p.type.dtype)
+                self.line(f"const {self.d.type_name(p.type)} {self.names[p.value]} = {value};")
+        for text in self.d.grid_guard():
+            self.line(text)
+        self.block(k.body)
+        parts = ModuleParts(k, self.abi, tensors, self.shared, self.lines)
+        return self.d.module(parts)
+
+    def block(self, b: Block) -> None:
+        for op in b.ops:
+            self.op(op)
+
+    def op(self, op: Op) -> None:
+        code = op.opcode
+        if code == "const":
+            self.consts[op.result] = (op.attrs["value"], op.result.type)
+            return
+        if code == "shared_alloc":
+            return  # declared where the dialect hoists shared arrays
+        if code == "if":
+            self._if(op)
+            return
+        if code == "for":
+            self._for(op)
+            return
+        if code == "loop":
+            self.line("while (true) {")
+            self._nested(op.regions[0])
+            self.line("}")
+            return
+        if code in ("break", "continue"):
+            self.line(f"{code};")
+            return
+        if code == "return":
+            self.line("return;")
+            return
+        args = [self.operand(v) for v in op.operands]
+        if code == "var":
+            t = op.attrs["type"]
+            name = self.names.define(op.result)
+            self.line(f"{self.d.type_name(t)} {name} = {self.d.zero(t)};")
+            return
+        if code == "var_store":
+            self.line(f"{args[0].text} = {args[1].text};")
+            return
+        if code == "var_load":
+            self._declare(op, args[0].text)
+            return
+        rendered = self.d.render(op, args)
+        if op.result is None:
+            if rendered:
+                self.line(f"{rendered};")
+            return
+        if self.uses[op.result] == 0 and not OPS[code].pure:
+            self.line(f"{rendered};")
+            return
+        self._declare(op, rendered)
+
+    def _declare(self, op: Op, expr: str) -> None:
+        name = self.names.define(op.result)
+        self.line(f"{self.d.type_name(op.result.type)} {name} = {expr};")
+
+    def _nested(self, b: Block) -> None:
+        self.depth += 1
+        self.block(b)
+        self.depth -= 1
+
+    def _if(self, op: Op) -> None:
+        cond = self.operand(op.operands[0]).text
+        then, other = op.regions
+        self.line(f"if ({cond}) {{")
+        self._nested(then)
+        if other.ops:
+            self.line("} else {")
+            self._nested(other)
+        self.line("}")
+
+    def _for(self, op: Op) -> None:
+        lo, hi, step = (self.operand(v) for v in op.operands)
+        iv = op.regions[0].args[0]
+        name = self.names.define(iv, "i")
+        negative = step.is_const and step.const < 0
+        cmp = ">" if negative else "<"
+        if step.is_const and abs(step.const) == 1:
+            advance = f"--{name}" if negative else f"++{name}"
+        elif negative:
+            advance = f"{name} -= {self.d.literal(-step.const, step.dtype)}"
+        else:
+            advance = f"{name} += {step.text}"
+        for text in self.d.loop_hint(op.attrs.get("unroll")):
+            self.line(text)
+        self.line(f"for ({self.d.type_name(iv.type)} {name} = {lo.text}; {name} {cmp} {hi.atom}; {advance}) {{")
+        self._nested(op.regions[0])
+        self.line("}")
+
+
+def _param_field(abi: KernelABI, name: str) -> Any:
+    for f in abi.fields:
+        if f.kind == "param" and f.name == name:
+            return f
+    raise KeyError(name)
+

@@ -1,0 +1,368 @@
+"""CUDA C++ (NVRTC) and HIP C++ (hipRTC / hipcc): one C++ dialect, two vendors' spellings.
+
+The kernel is ``extern "C" __global__`` with the buffers as pointers (``const``
+when only read; no ``__restrict__``, since a buffer may legally be passed
+twice) and the parameter block as a by-value struct whose layout is checked
+against abi.py with ``static_assert``.  Vectors are ``iron_vec<T, N>``: an
+aligned array that a reinterpreted pointer loads in one access.
+
+f16 is ``__half`` on CUDA (cuda_fp16.h) and clang's ``_Float16`` on HIP (no
+header, so hipRTC needs none); bf16 is ``__nv_bfloat16`` on CUDA and u16 bits
+on HIP (legalize.lower_bf16_to_bits).  Their arithmetic already runs in f32
+(legalize.promote_narrow_floats): only conversions, loads and stores remain.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ...core import dtypes as D
+from ...core.ir import Op
+from ...core.types import VectorType
+from . import cxx_helpers as H
+from .cstyle import ModuleParts, Operand
+from .dialect import Dialect
+
+_C_NAMES = {D.f32: "float", D.f64: "double", D.i8: "signed char", D.i16: "short", D.i32: "int",
+            D.i64: "long long", D.u8: "unsigned char", D.u16: "unsigned short", D.u32: "unsigned int",
+            D.u64: "unsigned long long", D.bool_: "bool"}
+_INT_SUFFIX = {D.i32: "", D.u32: "u", D.i64: "LL", D.u64: "ULL"}
+_INT_MIN = {D.i32: "(-2147483647 - 1)", D.i64: "(-9223372036854775807LL - 1LL)"}
+_ATOMIC_KIND = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min", "atomic_xchg": "xchg",
+                "atomic_cas": "cas"}
+_NATIVE_ATOMIC = {"add": "atomicAdd", "max": "atomicMax", "min": "atomicMin", "xchg": "atomicExch",
+                  "cas": "atomicCAS"}
+
+
+#: Bit casts both CUDA and HIP offer as intrinsics.
+_BITCAST_INTRINSICS = {(D.f32, D.u32): "__float_as_uint", (D.f32, D.i32): "__float_as_int",
+                       (D.u32, D.f32): "__uint_as_float", (D.i32, D.f32): "__int_as_float",
+                       (D.f64, D.i64): "__double_as_longlong", (D.i64, D.f64): "__longlong_as_double"}
+
+
+class CxxDialect(Dialect):
+    """What CUDA and HIP share."""
+
+    language = "cuda"
+    reserved = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "iron_vec"})
+    #: 16-bit float types with conversion intrinsics (CUDA); HIP's _Float16 converts by C casts.
+    narrow_intrinsics: ClassVar[dict[D.DType, str]] = {}
+
+    def __init__(self, profile: Any, kernel_name: str) -> None:
+        super().__init__(profile, kernel_name)
+        self.scalar_names = {**_C_NAMES, **self.narrow_names()}
+        self.lane_width = profile.lane_width
+
+    def narrow_names(self) -> dict[D.DType, str]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ types and literals
+
+    def vector_type(self, dt: D.DType, width: int) -> str:
+        self.require("iron_vec", H.IRON_VEC)
+        return f"iron_vec<{self.scalar_names[dt]}, {width}>"
+
+    def vector_zero(self, t: VectorType) -> str:
+        return "{}"
+
+    def int_literal(self, v: int, dt: D.DType) -> str:
+        if dt in _INT_MIN and v == D.min_value(dt):
+            return _INT_MIN[dt]
+        if dt in _INT_SUFFIX:
+            return f"{v}{_INT_SUFFIX[dt]}"
+        return f"({self.scalar_names[dt]}){v}"
+
+    def float_literal(self, text: str, dt: D.DType) -> str:
+        if dt == D.f64:
+            return text
+        f32 = f"{text}f"
+        return f32 if dt == D.f32 else self.from_f32(f32, dt)
+
+    def nonfinite_literal(self, bits: int, dt: D.DType) -> str:
+        if dt == D.f64:
+            return f"__longlong_as_double(0x{bits:016x}LL)"
+        if dt == D.f32:
+            return f"__uint_as_float(0x{bits:08x}u)"
+        return self.narrow_from_bits(f"(unsigned short)0x{bits:04x}", dt)
+
+    def from_f32(self, text: str, dt: D.DType) -> str:
+        raise NotImplementedError
+
+    def narrow_from_bits(self, bits: str, dt: D.DType) -> str:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ conversions
+
+    def convert(self, x: Operand, src: D.DType, dst: D.DType) -> str:
+        if src == dst:
+            return x.text
+        narrow = self.narrow_intrinsics
+        if dst.is_bool:
+            value = self.to_f32(x.text, src) if src in narrow else x.atom
+            zero = "0.0f" if src in narrow else self.literal(0, src)
+            return f"{value} != {zero}"
+        if src.is_bool:
+            return self.from_f32(f"({x.atom} ? 1.0f : 0.0f)", dst) if dst in narrow else \
+                f"({self.scalar_names[dst]}){x.atom}"
+        if src in narrow:
+            as_f32 = self.to_f32(x.text, src)
+            return as_f32 if dst == D.f32 else self.convert(Operand(as_f32, None), D.f32, dst)
+        if dst in narrow:
+            return self.to_narrow(x, src, dst)
+        return f"({self.scalar_names[dst]}){x.atom}"
+
+    def to_f32(self, text: str, src: D.DType) -> str:
+        raise NotImplementedError
+
+    def to_narrow(self, x: Operand, src: D.DType, dst: D.DType) -> str:
+        raise NotImplementedError
+
+    def bitcast(self, x: Operand, src: D.DType, dst: D.DType) -> str:
+        if dst.is_bool:
+            return f"{x.atom} != {self.literal(0, src)}"
+        if src.is_bool or (src.is_int and dst.is_int):
+            return f"({self.scalar_names[dst]}){x.atom}"
+        native = _BITCAST_INTRINSICS.get((src, dst))
+        if native:
+            return f"{native}({x.text})"
+        self.require_bitcast()
+        return f"iron_bitcast<{self.scalar_names[dst]}>({x.text})"
+
+    #: The function that copies bytes in device code.
+    memcpy = "memcpy"
+
+    def require_bitcast(self) -> None:
+        self.require("iron_bitcast", H.bitcast_helper(self.memcpy))
+
+    # ------------------------------------------------------------ vectors and memory
+
+    def vec_make(self, t: VectorType, args: list[Operand]) -> str:
+        return "{{" + ", ".join(a.text for a in args) + "}}"
+
+    def vec_extract(self, v: Operand, index: int) -> str:
+        return f"{v.text}.e[{index}]"
+
+    def vload(self, t: Operand, i: Operand, width: int) -> str:
+        vt = self.vector_type(t.dtype, width)
+        return f"*reinterpret_cast<const {vt}*>(&{t.text}[{i.text}])"
+
+    def vstore(self, t: Operand, i: Operand, v: Operand) -> str:
+        vt = self.vector_type(t.dtype, v.type.width)
+        return f"*reinterpret_cast<{vt}*>(&{t.text}[{i.text}]) = {v.text}"
+
+    def barrier(self) -> str:
+        return "__syncthreads()"
+
+    def loop_hint(self, unroll: int | None) -> list[str]:
+        return [f"#pragma unroll {unroll}"] if unroll else []
+
+    # ------------------------------------------------------------ indices
+
+    def global_id_unsigned(self, axis: int) -> str:
+        c = "xyz"[axis]
+        return f"blockIdx.{c} * blockDim.{c} + threadIdx.{c}"
+
+    def index(self, code: str, axis: int | None) -> str:
+        c = "xyz"[axis] if axis is not None else ""
+        w = self.lane_width
+        if code == "program_id":
+            return f"(int)({self.global_id_unsigned(axis)})"
+        simple = {"thread_id": f"threadIdx.{c}", "group_id": f"blockIdx.{c}", "group_size": f"blockDim.{c}",
+                  "num_groups": f"gridDim.{c}", "grid_size": f"p.iron_grid_{c}"}
+        if code in simple:
+            return f"(int){simple[code]}"
+        if code == "simd_size":
+            return str(w)
+        if code == "num_simd_groups":
+            return f"(int)((blockDim.x * blockDim.y * blockDim.z + {w - 1}u) / {w}u)"
+        self.require("iron_thread_index", H.THREAD_INDEX)
+        if code == "lane_id":
+            return f"(int)(iron_thread_index() % {w}u)"
+        return f"(int)(iron_thread_index() / {w}u)"  # simd_group_id
+
+    # ------------------------------------------------------------ atomics
+
+    def atomic(self, op: Op, args: list[Operand]) -> str:
+        t, i, *vals = args
+        dt = t.dtype
+        kind = _ATOMIC_KIND[op.opcode]
+        ptr = f"&{t.text}[{i.text}]"
+        texts = [v.text for v in vals]
+        if dt.is_float and kind in ("max", "min"):
+            name = self.require(f"iron_atomic_{kind}_{dt.name}", H.atomic_float_extreme(self, kind, dt))
+            return f"{name}({ptr}, {texts[0]})"
+        if dt in (D.f32, D.f64) and kind == "cas" or dt == D.f64 and kind == "xchg":
+            bits = D.u32 if dt == D.f32 else D.u64
+            self.require_bitcast()
+            word = self.scalar_names[bits]
+            words = [f"iron_bitcast<{word}>({v})" for v in texts]
+            call = f"{_NATIVE_ATOMIC[kind]}(reinterpret_cast<{word}*>({ptr}), {', '.join(words)})"
+            return f"iron_bitcast<{self.scalar_names[dt]}>({call})"
+        if dt == D.i64 and kind in ("add", "xchg", "cas"):
+            # 64-bit add, exchange and compare-and-swap exist for unsigned long long: same bits.
+            words = [f"(unsigned long long){v}" for v in texts]
+            return f"(long long){_NATIVE_ATOMIC[kind]}((unsigned long long*){ptr}, {', '.join(words)})"
+        return f"{_NATIVE_ATOMIC[kind]}({ptr}, {', '.join(texts)})"
+
+    # ------------------------------------------------------------ subgroups
+
+    def subgroup(self, op: Op, args: list[Operand]) -> str:
+        code = op.opcode
+        x = args[0]
+        if code in ("simd_sum", "simd_max", "simd_min"):
+            name = self.require(f"iron_{code}_{x.dtype.name}", H.simd_reduce(self, code[5:], x.dtype))
+            return f"{name}({x.text})"
+        if code in ("simd_any", "simd_all"):
+            return self.vote(code[5:], x.text)
+        return self.shuffle(x.text, args[1].text)
+
+    def vote(self, kind: str, pred: str) -> str:
+        raise NotImplementedError
+
+    def shuffle(self, value: str, lane: str) -> str:
+        raise NotImplementedError
+
+    def active_mask(self) -> tuple[str, str, str]:
+        """(the active-lane mask expression, its type, the full mask literal)."""
+        raise NotImplementedError
+
+    def shuffle_from(self, mask: str, value: str, lane: str) -> str:
+        raise NotImplementedError
+
+    def shuffle_xor(self, mask: str, value: str, offset: str) -> str:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ module
+
+    def prelude(self, parts: ModuleParts) -> list[str]:
+        raise NotImplementedError
+
+    def shared_decl(self, name: str, dtype: D.DType, count: int, align: int) -> str:
+        aligned = f" alignas({align})" if align > dtype.itemsize else ""
+        return f"__shared__{aligned} {self.scalar_names[dtype]} {name}[{count}];"
+
+    def module(self, parts: ModuleParts) -> str:
+        abi = parts.abi
+        lines = self.prelude(parts)
+        lines += [*H.params_struct(self, abi), ""]
+        params = []
+        for (name, value), arg in zip(parts.tensors, abi.tensors):
+            const = "const " if arg.access == "read" else ""
+            params.append(f"{const}{self.scalar_names[value.type.dtype]}* {name}")
+        params.append("IronParams p")
+        head = f'extern "C" __global__ void {abi.entry}('
+        if len(head) + sum(len(q) + 2 for q in params) <= 100:
+            lines.append(f'{head}{", ".join(params)}) {{')
+        else:  # one parameter per line
+            lines.append(head)
+            lines += [f"{self.indent * 2}{q}{',' if n + 1 < len(params) else ') {'}" for n, q in enumerate(params)]
+        for s in parts.shared:
+            lines.append(self.indent + self.shared_decl(s.name, s.dtype, s.count, s.align))
+        lines += parts.body
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def helper_lines(self) -> list[str]:
+        out: list[str] = []
+        for text in self.helpers.values():
+            out += [*text.rstrip("\n").split("\n"), ""]
+        return out
+
+
+class CudaDialect(CxxDialect):
+    target = "cuda"
+    language = "cuda"
+    narrow_intrinsics: ClassVar[dict[D.DType, str]] = {D.f16: "half", D.bf16: "bfloat16"}
+
+    def narrow_names(self) -> dict[D.DType, str]:
+        return {D.f16: "__half", D.bf16: "__nv_bfloat16"}
+
+    def from_f32(self, text: str, dt: D.DType) -> str:
+        return f"__float2{self.narrow_intrinsics[dt]}_rn({text})"
+
+    def to_f32(self, text: str, src: D.DType) -> str:
+        return f"__{self.narrow_intrinsics[src]}2float({text})"
+
+    def narrow_from_bits(self, bits: str, dt: D.DType) -> str:
+        return f"__ushort_as_{self.narrow_intrinsics[dt]}({bits})"
+
+    def to_narrow(self, x: Operand, src: D.DType, dst: D.DType) -> str:
+        kind = self.narrow_intrinsics[dst]
+        if src == D.f32:
+            return f"__float2{kind}_rn({x.text})"
+        if src == D.f64:
+            return f"__double2{kind}({x.text})"
+        if src in self.narrow_intrinsics:  # f16 <-> bf16: exact to f32, then one rounding
+            return f"__float2{kind}_rn({self.to_f32(x.text, src)})"
+        widened = {D.i8: (D.i16, "short"), D.u8: (D.u16, "ushort"), D.i16: (D.i16, "short"),
+                   D.u16: (D.u16, "ushort"), D.i32: (D.i32, "int"), D.u32: (D.u32, "uint"),
+                   D.i64: (D.i64, "ll"), D.u64: (D.u64, "ull")}
+        via, prefix = widened[src]
+        text = x.text if via == src else f"({self.scalar_names[via]}){x.atom}"
+        return f"__{prefix}2{kind}_rn({text})"
+
+    def vote(self, kind: str, pred: str) -> str:
+        return f"__{kind}_sync(__activemask(), {pred}) != 0"
+
+    def shuffle(self, value: str, lane: str) -> str:
+        return f"__shfl_sync(__activemask(), {value}, {lane})"
+
+    def active_mask(self) -> tuple[str, str, str]:
+        return "__activemask()", "unsigned int", "0xffffffffu"
+
+    def shuffle_from(self, mask: str, value: str, lane: str) -> str:
+        return f"__shfl_sync({mask}, {value}, {lane})"
+
+    def shuffle_xor(self, mask: str, value: str, offset: str) -> str:
+        return f"__shfl_xor_sync({mask}, {value}, {offset})"
+
+    def prelude(self, parts: ModuleParts) -> list[str]:
+        used = H.used_dtypes(parts.kernel)
+        lines = H.banner(parts, "CUDA C++ (NVRTC)", self.profile)
+        if D.f16 in used:
+            lines.append("#include <cuda_fp16.h>")
+        if D.bf16 in used:
+            lines.append("#include <cuda_bf16.h>")
+        if D.f16 in used or D.bf16 in used:
+            lines.append("")
+        return lines + self.helper_lines()
+
+
+class HipDialect(CxxDialect):
+    target = "hip"
+    language = "hip"
+    memcpy = "__builtin_memcpy"
+
+    def narrow_names(self) -> dict[D.DType, str]:
+        return {D.f16: "_Float16"}
+
+    def float_literal(self, text: str, dt: D.DType) -> str:
+        return f"(_Float16){text}f" if dt == D.f16 else super().float_literal(text, dt)
+
+    def from_f32(self, text: str, dt: D.DType) -> str:
+        return f"(_Float16){text}"
+
+    def narrow_from_bits(self, bits: str, dt: D.DType) -> str:
+        return f"__builtin_bit_cast(_Float16, {bits})"
+
+    def vote(self, kind: str, pred: str) -> str:
+        return f"__{kind}({pred}) != 0"
+
+    def shuffle(self, value: str, lane: str) -> str:
+        return f"__shfl({value}, {lane})"
+
+    def active_mask(self) -> tuple[str, str, str]:
+        if self.lane_width == 64:
+            return "__ballot(1)", "unsigned long long", "0xffffffffffffffffull"
+        return "(unsigned int)__ballot(1)", "unsigned int", "0xffffffffu"
+
+    def shuffle_from(self, mask: str, value: str, lane: str) -> str:
+        return f"__shfl({value}, {lane})"
+
+    def shuffle_xor(self, mask: str, value: str, offset: str) -> str:
+        return f"__shfl_xor({value}, {offset})"
+
+    def prelude(self, parts: ModuleParts) -> list[str]:
+        lines = H.banner(parts, "HIP C++ (hipRTC / hipcc)", self.profile)
+        lines += ["#ifndef __HIPCC_RTC__", "#include <hip/hip_runtime.h>", "#endif", ""]
+        return lines + self.helper_lines()

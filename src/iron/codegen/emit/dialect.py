@@ -1,0 +1,300 @@
+"""The per-target table of spellings the shared printer consults, with C-like defaults.
+
+A subclass overrides what its language spells differently: type names,
+literals, casts, math function names, index builtins, memory accesses,
+atomics, subgroup intrinsics, the kernel signature and the module around
+it.  Everything here follows docs/ir.md; where a target's own operator
+would differ from the IR's meaning (GLSL's ``%`` on negative ints, ``min``
+on NaN, C's ``>>`` with a count past the width), the default already
+spells the IR's meaning.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ...core import dtypes as D
+from ...core.errors import UnsupportedOnTarget
+from ...core.ir import Op
+from ...core.ops import OPS
+from ...core.types import IRType, ScalarType, VectorType
+from ..targets import TargetProfile
+from .cstyle import ModuleParts, Operand
+
+INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "band": "&", "bor": "|", "bxor": "^",
+         "land": "&&", "lor": "||"}
+COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+BOOL_BITS = {"band": "&&", "bor": "||", "bxor": "!="}
+#: IR math op -> the C math function's base name (``expf`` / ``exp``).
+C_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log1p": "log1p", "expm1": "expm1",
+          "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
+          "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "erf": "erf",
+          "floor": "floor", "ceil": "ceil", "round": "rint", "trunc": "trunc", "abs": "fabs", "pow": "pow",
+          "atan2": "atan2", "rem": "fmod", "min": "fmin", "max": "fmax", "fma": "fma"}
+
+
+def shortest_float_text(value: float, dt: D.DType) -> str:
+    """The shortest decimal that reads back as exactly ``value`` in ``dt`` (f16/bf16 values are exact in f32)."""
+    text = repr(float(value)) if dt.bits == 64 else str(np.float32(value))
+    if not any(c in text for c in ".en"):
+        text += ".0"
+    return text
+
+
+def float_bits(value: float, dt: D.DType) -> int:
+    """The IEEE bit pattern of ``value`` as ``dt`` (f32 for f16/bf16 values, which f32 holds exactly)."""
+    if dt.bits == 64:
+        return struct.unpack("<Q", struct.pack("<d", value))[0]
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+class Dialect:
+    """C spellings; each target subclasses it."""
+
+    target = "c"
+    language = "c"
+    indent = "  "
+    #: Identifiers the target reserves beyond names.RESERVED.
+    reserved: frozenset[str] = frozenset()
+    #: dtype -> scalar type name (``self.scalar_names`` is the instance's copy).
+    SCALAR_NAMES: ClassVar[dict[D.DType, str]] = {}
+
+    def __init__(self, profile: TargetProfile, kernel_name: str) -> None:
+        self.profile = profile
+        self.kernel_name = kernel_name
+        self.scalar_names: dict[D.DType, str] = dict(self.SCALAR_NAMES)
+        self.helpers: dict[str, str] = {}
+        self.printer: Any = None
+
+    def attach(self, printer: Any) -> None:
+        self.printer = printer
+
+    def require(self, name: str, text: str) -> str:
+        """Register a helper definition for the module's prelude (once); returns ``name``."""
+        self.helpers.setdefault(name, text)
+        return name
+
+    def unsupported(self, op: Op, what: str) -> UnsupportedOnTarget:
+        return UnsupportedOnTarget(f"{what} on {self.profile.target} ({self.profile.arch})", op.loc,
+                                   kernel=self.kernel_name)
+
+    # ------------------------------------------------------------ types and literals
+
+    def type_name(self, t: IRType) -> str:
+        if isinstance(t, ScalarType):
+            return self.scalar_names[t.dtype]
+        if isinstance(t, VectorType):
+            return self.vector_type(t.dtype, t.width)
+        raise TypeError(f"no {self.language} type for {t}")
+
+    def vector_type(self, dt: D.DType, width: int) -> str:
+        raise NotImplementedError
+
+    def zero(self, t: IRType) -> str:
+        if isinstance(t, VectorType):
+            return self.vector_zero(t)
+        return self.literal(False if t.dtype.is_bool else 0, t.dtype)
+
+    def vector_zero(self, t: VectorType) -> str:
+        raise NotImplementedError
+
+    def literal(self, value: Any, dt: D.DType) -> str:
+        if dt.is_bool:
+            return "true" if value else "false"
+        if dt.is_int:
+            return self.int_literal(int(value), dt)
+        if math.isfinite(value):
+            return self.float_literal(shortest_float_text(value, dt), dt)
+        return self.nonfinite_literal(float_bits(value, dt), dt)
+
+    def int_literal(self, v: int, dt: D.DType) -> str:
+        raise NotImplementedError
+
+    def float_literal(self, text: str, dt: D.DType) -> str:
+        raise NotImplementedError
+
+    def nonfinite_literal(self, bits: int, dt: D.DType) -> str:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ entry
+
+    def param_value(self, field_expr: str, storage: D.DType, dt: D.DType) -> str:
+        """A scalar parameter's value from its parameter-block field (widened per abi.py)."""
+        if storage == dt:
+            return field_expr
+        if dt.is_bool:
+            return f"{field_expr} != {self.literal(0, storage)}"
+        return self.convert(Operand(field_expr, ScalarType(storage)), storage, dt)
+
+    def grid_guard(self) -> list[str]:
+        ids = [self.global_id_unsigned(axis) for axis in range(3)]
+        fields = [f"p.iron_grid_{c}" for c in "xyz"]
+        tests = [f"{i} >= {f}" for i, f in zip(ids, fields)]
+        cont = self.indent * 2 + "|| "
+        return ["// Threads past the launch grid never run (docs/ir.md).", f"if ({tests[0]}",
+                *(cont + t for t in tests[1:-1]), f"{cont}{tests[-1]}) {{", f"{self.indent}return;", "}"]
+
+    def global_id_unsigned(self, axis: int) -> str:
+        raise NotImplementedError
+
+    def loop_hint(self, unroll: int | None) -> list[str]:
+        return []
+
+    def module(self, parts: ModuleParts) -> str:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ ops
+
+    def render(self, op: Op, args: list[Operand]) -> str:
+        code = op.opcode
+        cat = OPS[code].category
+        if cat == "index":
+            return self.index(code, op.attrs.get("axis"))
+        if cat == "unary":
+            return self.unary(code, args[0])
+        if cat == "binary":
+            return self.binary(code, args[0], args[1])
+        if cat == "compare":
+            return f"{args[0].atom} {COMPARE[code]} {args[1].atom}"
+        if code == "select":
+            c, a, b = args
+            return f"{c.atom} ? {a.atom} : {b.atom}"
+        if code == "fma":
+            return f"{self.math('fma', args[0].dtype)}({', '.join(a.text for a in args)})"
+        if code == "cast":
+            return self.convert(args[0], args[0].dtype, op.attrs["to"])
+        if code == "bitcast":
+            return self.bitcast(args[0], args[0].dtype, op.attrs["to"])
+        if code == "vec_make":
+            return self.vec_make(op.result.type, args)
+        if code == "vec_extract":
+            return self.vec_extract(args[0], op.attrs["index"])
+        if code == "load":
+            return f"{args[0].text}[{self.index_text(args[1])}]"
+        if code == "store":
+            return f"{args[0].text}[{self.index_text(args[1])}] = {args[2].text}"
+        if code == "vload":
+            return self.vload(args[0], args[1], op.attrs["width"])
+        if code == "vstore":
+            return self.vstore(args[0], args[1], args[2])
+        if code == "tensor_size":
+            return self.tensor_size(args[0])
+        if code == "barrier":
+            return self.barrier()
+        if cat == "atomic":
+            return self.atomic(op, args)
+        if cat == "subgroup":
+            return self.subgroup(op, args)
+        raise self.unsupported(op, f"'{code}' has no emitter")
+
+    def index_text(self, i: Operand) -> str:
+        return i.text
+
+    def tensor_size(self, t: Operand) -> str:
+        return self.convert(Operand(f"p.iron_size_{t.text}", ScalarType(D.u32)), D.u32, D.i32)
+
+    # -- arithmetic
+
+    def math(self, name: str, dt: D.DType) -> str:
+        """The math function for IR op ``name`` on ``dt`` (f32 or f64 after legalisation)."""
+        base = C_MATH[name]
+        return base if dt == D.f64 else base + "f"
+
+    def unary(self, code: str, a: Operand) -> str:
+        dt = a.dtype
+        if code == "neg":
+            return f"-{a.atom}"
+        if code == "lnot":
+            return f"!{a.atom}"
+        if code == "bnot":
+            return f"~{a.atom}"
+        if code in ("isnan", "isinf", "isfinite"):
+            return self.classify(code, a)
+        if dt.is_float:
+            if code == "sign":
+                one, zero = self.literal(1.0, dt), self.literal(0.0, dt)
+                # sign(+-0) is +0 and sign(NaN) is NaN, as the interpreter's np.sign.
+                return (f"{a.atom} > {zero} ? {one} : ({a.atom} < {zero} ? {self.literal(-1.0, dt)} : "
+                        f"({a.atom} == {zero} ? {zero} : {a.atom}))")
+            if code == "recip":
+                return f"{self.literal(1.0, dt)} / {a.atom}"
+            return f"{self.math(code, dt)}({a.text})"
+        zero = self.literal(0, dt)
+        if code == "abs":
+            return f"{a.atom} < {zero} ? -{a.atom} : {a.atom}" if dt.is_signed else a.text
+        if code == "sign":
+            one = self.literal(1, dt)
+            if not dt.is_signed:
+                return f"{a.atom} != {zero} ? {one} : {zero}"
+            return f"{a.atom} > {zero} ? {one} : ({a.atom} < {zero} ? {self.literal(-1, dt)} : {zero})"
+        raise ValueError(f"unary {code} on {dt}")
+
+    def classify(self, code: str, a: Operand) -> str:
+        return f"{code}({a.text})"
+
+    def binary(self, code: str, a: Operand, b: Operand) -> str:
+        dt = a.dtype
+        if dt.is_bool:
+            return f"{a.atom} {BOOL_BITS.get(code) or INFIX[code]} {b.atom}"
+        if dt.is_float:
+            if code in ("add", "sub", "mul", "div"):
+                return f"{a.atom} {INFIX[code]} {b.atom}"
+            return self.float_binary(code, a, b)
+        if code in ("min", "max"):
+            return f"{a.atom} {'<' if code == 'min' else '>'} {b.atom} ? {a.atom} : {b.atom}"
+        if code in ("shl", "shr"):
+            return f"{a.atom} {'<<' if code == 'shl' else '>>'} {self.shift_count(b, dt)}"
+        if code == "rem":
+            return self.int_rem(a, b)
+        return f"{a.atom} {INFIX[code]} {b.atom}"
+
+    def float_binary(self, code: str, a: Operand, b: Operand) -> str:
+        return f"{self.math(code, a.dtype)}({a.text}, {b.text})"
+
+    def int_rem(self, a: Operand, b: Operand) -> str:
+        return f"{a.atom} % {b.atom}"
+
+    def shift_count(self, b: Operand, dt: D.DType) -> str:
+        """The shift count modulo the bit width (the IR's rule; C leaves wide shifts undefined)."""
+        mask = dt.bits - 1
+        if b.is_const:
+            return self.literal(b.const & mask, b.dtype)
+        return f"({b.atom} & {self.literal(mask, b.dtype)})"
+
+    # -- conversions (targets override)
+
+    def convert(self, x: Operand, src: D.DType, dst: D.DType) -> str:
+        raise NotImplementedError
+
+    def bitcast(self, x: Operand, src: D.DType, dst: D.DType) -> str:
+        raise NotImplementedError
+
+    # -- vectors, memory, sync (targets override)
+
+    def vec_make(self, t: VectorType, args: list[Operand]) -> str:
+        raise NotImplementedError
+
+    def vec_extract(self, v: Operand, index: int) -> str:
+        raise NotImplementedError
+
+    def vload(self, t: Operand, i: Operand, width: int) -> str:
+        raise NotImplementedError
+
+    def vstore(self, t: Operand, i: Operand, v: Operand) -> str:
+        raise NotImplementedError
+
+    def index(self, code: str, axis: int | None) -> str:
+        raise NotImplementedError
+
+    def barrier(self) -> str:
+        raise NotImplementedError
+
+    def atomic(self, op: Op, args: list[Operand]) -> str:
+        raise NotImplementedError
+
+    def subgroup(self, op: Op, args: list[Operand]) -> str:
+        raise NotImplementedError

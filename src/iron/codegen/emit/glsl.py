@@ -1,0 +1,314 @@
+"""GLSL 4.50 compute shaders for Vulkan (compiled to SPIR-V by glslc).
+
+* One SPIR-V serves every group size: ``local_size_{x,y,z}_id = 0, 1, 2``
+  are specialization constants the runtime sets per pipeline.
+* Buffer ``i`` is ``layout(std430, set = 0, binding = i) buffer``, ``readonly``
+  or ``writeonly`` from the ABI's access.  Vector accesses of width 2 and 4
+  go through a second, aliased declaration of the same binding with a vector
+  element type; atomics that need a compare-and-swap on float bits go
+  through an aliased ``uint`` declaration.  Width-8 vectors (no GLSL type)
+  are arrays, loaded and stored element by element.
+* The parameter block is the ``push_constant`` block ``p``, with the ABI's
+  offsets spelled out.
+* Only the extensions a kernel needs are enabled.
+* bool buffers and bf16 were legalised away (u8 and u16 bits); f16 is
+  ``float16_t``, used for storage and conversions only (arithmetic runs in
+  f32 after legalisation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core import dtypes as D
+from ...core.ir import Op
+from ...core.types import TensorType, VectorType
+from . import portable_math
+from .cstyle import ModuleParts, Operand
+from .cxx_helpers import banner, used_dtypes
+from .dialect import Dialect
+
+_NAMES = {D.f16: "float16_t", D.f32: "float", D.f64: "double", D.i8: "int8_t", D.i16: "int16_t", D.i32: "int",
+          D.i64: "int64_t", D.u8: "uint8_t", D.u16: "uint16_t", D.u32: "uint", D.u64: "uint64_t", D.bool_: "bool"}
+_VEC_PREFIX = {D.f16: "f16vec", D.f32: "vec", D.f64: "dvec", D.i8: "i8vec", D.i16: "i16vec", D.i32: "ivec",
+               D.i64: "i64vec", D.u8: "u8vec", D.u16: "u16vec", D.u32: "uvec", D.u64: "u64vec", D.bool_: "bvec"}
+_INT_SUFFIX = {D.i32: "", D.u32: "u", D.i64: "l", D.u64: "ul"}
+_INT_MIN = {D.i32: "(-2147483647 - 1)", D.i64: "(-9223372036854775807l - 1l)"}
+_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "inversesqrt",
+         "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan",
+         "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "floor": "floor", "ceil": "ceil", "round": "roundEven",
+         "trunc": "trunc", "abs": "abs", "atan2": "atan", "fma": "fma"}
+_HELPER_MATH = {"log1p": "iron_log1p", "expm1": "iron_expm1", "erf": "iron_erf", "pow": "iron_pow",
+                "rem": "iron_fmod", "min": "iron_fmin", "max": "iron_fmax"}
+#: What GLSL offers on double: no transcendental functions.
+_F64_MATH = frozenset({"sqrt", "rsqrt", "floor", "ceil", "round", "trunc", "abs", "fma"})
+#: (from, to) -> GLSL bit-cast function.
+_BITCASTS = {(D.f32, D.i32): "floatBitsToInt", (D.f32, D.u32): "floatBitsToUint", (D.i32, D.f32): "intBitsToFloat",
+             (D.u32, D.f32): "uintBitsToFloat", (D.f64, D.i64): "doubleBitsToInt64",
+             (D.f64, D.u64): "doubleBitsToUint64", (D.i64, D.f64): "int64BitsToDouble",
+             (D.u64, D.f64): "uint64BitsToDouble", (D.f16, D.i16): "float16BitsToInt16",
+             (D.f16, D.u16): "float16BitsToUint16", (D.i16, D.f16): "int16BitsToFloat16",
+             (D.u16, D.f16): "uint16BitsToFloat16"}
+_ATOMIC = {"atomic_add": "atomicAdd", "atomic_max": "atomicMax", "atomic_min": "atomicMin",
+           "atomic_xchg": "atomicExchange", "atomic_cas": "atomicCompSwap"}
+_SUBGROUP = {"simd_sum": ("subgroupAdd", "arithmetic"), "simd_max": ("subgroupMax", "arithmetic"),
+             "simd_min": ("subgroupMin", "arithmetic"), "simd_any": ("subgroupAny", "vote"),
+             "simd_all": ("subgroupAll", "vote")}
+
+
+class GlslDialect(Dialect):
+    target = "spirv"
+    language = "glsl"
+    reserved = frozenset({"float16_t", "int8_t", "int16_t", "int64_t", "uint8_t", "uint16_t", "uint64_t",
+                          "double", "uint", "dvec4", "sampler", "image"})
+    SCALAR_NAMES = _NAMES
+
+    def __init__(self, profile: Any, kernel_name: str) -> None:
+        super().__init__(profile, kernel_name)
+        self.extensions: set[str] = set()
+        #: tensor name -> {element type of an aliased view: view name}
+        self.views: dict[str, dict[str, str]] = {}
+
+    # ------------------------------------------------------------ types and literals
+
+    def vector_type(self, dt: D.DType, width: int) -> str:
+        return f"{_VEC_PREFIX[dt]}{width}" if width in (2, 4) else f"{_NAMES[dt]}[{width}]"
+
+    def vector_zero(self, t: VectorType) -> str:
+        zero = self.literal(False if t.dtype.is_bool else 0, t.dtype)
+        if t.width in (2, 4):
+            return f"{self.vector_type(t.dtype, t.width)}({zero})"
+        return f"{self.vector_type(t.dtype, t.width)}({', '.join([zero] * t.width)})"
+
+    def int_literal(self, v: int, dt: D.DType) -> str:
+        if dt in _INT_MIN and v == D.min_value(dt):
+            return _INT_MIN[dt]
+        if dt in _INT_SUFFIX:
+            return f"{v}{_INT_SUFFIX[dt]}"
+        return f"{_NAMES[dt]}({v})"
+
+    def float_literal(self, text: str, dt: D.DType) -> str:
+        if dt == D.f64:
+            return f"{text}lf"
+        if dt == D.f16:
+            return f"{text}hf"
+        return text
+
+    def nonfinite_literal(self, bits: int, dt: D.DType) -> str:
+        if dt == D.f64:
+            return f"uint64BitsToDouble({bits}ul)"
+        if dt == D.f16:
+            return f"uint16BitsToFloat16(uint16_t({bits}))"
+        return f"uintBitsToFloat(0x{bits:08x}u)"
+
+    # ------------------------------------------------------------ conversions
+
+    def convert(self, x: Operand, src: D.DType, dst: D.DType) -> str:
+        if src == dst:
+            return x.text
+        if dst.is_bool:
+            return f"{x.atom} != {self.literal(0, src)}"
+        if src.is_bool:
+            return f"{x.atom} ? {self.literal(1, dst)} : {self.literal(0, dst)}"
+        return f"{_NAMES[dst]}({x.text})"
+
+    def bitcast(self, x: Operand, src: D.DType, dst: D.DType) -> str:
+        if dst.is_bool:
+            return f"{x.atom} != {self.literal(0, src)}"
+        if src.is_bool or (src.is_int and dst.is_int):
+            return self.convert(x, src, dst)
+        return f"{_BITCASTS[(src, dst)]}({x.text})"
+
+    # ------------------------------------------------------------ arithmetic
+
+    def math(self, name: str, dt: D.DType) -> str:
+        if dt == D.f64:
+            if name not in _F64_MATH:
+                raise self.unsupported_math(name)
+            return _MATH[name]
+        if name in ("fma", "rem") and "f64" in self.profile.features:
+            # Vulkan may round fma() twice; with f64 the helpers round once / are exact.
+            helper = "iron_fma" if name == "fma" else "iron_fmod"
+            if helper == "iron_fma":
+                self.extensions.add("GL_EXT_shader_explicit_arithmetic_types_int64")  # doubleBitsToUint64
+            return self.require(helper, portable_math.helper_text(f"{helper}_f64", "", "", "", ""))
+        if name in _HELPER_MATH:
+            return self.math_helper(_HELPER_MATH[name])
+        return _MATH[name]
+
+    def unsupported_math(self, name: str) -> Exception:
+        from ...core.errors import UnsupportedOnTarget
+
+        return UnsupportedOnTarget(f"'{name}' on f64: GLSL has no double-precision {name}", None,
+                                   "compute it in f32", kernel=self.kernel_name)
+
+    def math_helper(self, name: str) -> str:
+        text = portable_math.helper_text(name, "", "floatBitsToInt", "uintBitsToFloat(0x7f800000u)",
+                                         "uintBitsToFloat(0x7fc00000u)")
+        return self.require(name, text)
+
+    def classify(self, code: str, a: Operand) -> str:
+        if code == "isfinite":
+            return f"!isnan({a.text}) && !isinf({a.text})"
+        return f"{code}({a.text})"
+
+    def float_binary(self, code: str, a: Operand, b: Operand) -> str:
+        if code in ("min", "max") and a.dtype == D.f64:
+            raise self.unsupported_math(code)  # the NaN-aware helpers are f32 only
+        return f"{self.math(code, a.dtype)}({a.text}, {b.text})"
+
+    def int_rem(self, a: Operand, b: Operand) -> str:
+        if a.dtype.is_signed:  # GLSL's % is undefined for negative operands; truncate like C
+            return f"{a.atom} - ({a.atom} / {b.atom}) * {b.atom}"
+        return f"{a.atom} % {b.atom}"
+
+    def index_text(self, i: Operand) -> str:
+        return i.text if i.dtype in (D.i32, D.u32) else f"int({i.text})"
+
+    # ------------------------------------------------------------ vectors and memory
+
+    def vec_make(self, t: VectorType, args: list[Operand]) -> str:
+        return f"{self.vector_type(t.dtype, t.width)}({', '.join(a.text for a in args)})"
+
+    def vec_extract(self, v: Operand, index: int) -> str:
+        return f"{v.atom}[{index}]"
+
+    def _view(self, t: Operand, element: str, suffix: str) -> str:
+        views = self.views.setdefault(t.text, {})
+        return views.setdefault(element, f"{t.text}_{suffix}")
+
+    def _element_index(self, i: Operand, k: int) -> str:
+        if k == 0:
+            return self.index_text(i)
+        if i.is_const:
+            return str(i.const + k)
+        return f"{self.index_text(i)} + {k}"
+
+    def _has_view(self, t: Operand, width: int) -> bool:
+        return width in (2, 4) and isinstance(t.type, TensorType) and t.type.space == "global"
+
+    def vload(self, t: Operand, i: Operand, width: int) -> str:
+        vt = self.vector_type(t.dtype, width)
+        if self._has_view(t, width):
+            return f"{self._view(t, vt, f'v{width}')}[{self.index_text(i)} / {width}]"
+        return f"{vt}({', '.join(f'{t.text}[{self._element_index(i, k)}]' for k in range(width))})"
+
+    def vstore(self, t: Operand, i: Operand, v: Operand) -> str:
+        width = v.type.width
+        vt = self.vector_type(t.dtype, width)
+        if self._has_view(t, width):
+            return f"{self._view(t, vt, f'v{width}')}[{self.index_text(i)} / {width}] = {v.text}"
+        for k in range(width):
+            self.printer.line(f"{t.text}[{self._element_index(i, k)}] = {v.atom}[{k}];")
+        return ""
+
+    def tensor_size(self, t: Operand) -> str:
+        return f"int(p.iron_size_{t.text})"
+
+    def barrier(self) -> str:
+        self.printer.line("groupMemoryBarrier();")
+        return "barrier()"
+
+    # ------------------------------------------------------------ indices
+
+    def global_id_unsigned(self, axis: int) -> str:
+        return f"gl_GlobalInvocationID.{'xyz'[axis]}"
+
+    def index(self, code: str, axis: int | None) -> str:
+        c = "xyz"[axis] if axis is not None else ""
+        builtin = {"program_id": f"gl_GlobalInvocationID.{c}", "thread_id": f"gl_LocalInvocationID.{c}",
+                   "group_id": f"gl_WorkGroupID.{c}", "group_size": f"gl_WorkGroupSize.{c}",
+                   "num_groups": f"gl_NumWorkGroups.{c}", "grid_size": f"p.iron_grid_{c}",
+                   "lane_id": "gl_SubgroupInvocationID", "simd_size": "gl_SubgroupSize",
+                   "simd_group_id": "gl_SubgroupID", "num_simd_groups": "gl_NumSubgroups"}[code]
+        if builtin.startswith(("gl_Subgroup", "gl_NumSubgroups")):
+            self.extensions.add("GL_KHR_shader_subgroup_basic")
+        return f"int({builtin})"
+
+    # ------------------------------------------------------------ atomics
+
+    def atomic(self, op: Op, args: list[Operand]) -> str:
+        t, i, *vals = args
+        dt = t.dtype
+        at = f"{t.text}[{self.index_text(i)}]"
+        texts = [v.text for v in vals]
+        if dt.bits == 64:
+            self.extensions.add("GL_EXT_shader_atomic_int64")
+        if dt.is_float and op.opcode in ("atomic_add", "atomic_xchg"):
+            self.extensions.add("GL_EXT_shader_atomic_float")
+        if not dt.is_float or op.opcode in ("atomic_add", "atomic_xchg"):
+            return f"{_ATOMIC[op.opcode]}({at}, {', '.join(texts)})"
+        # max/min/cas on f32: compare-and-swap on an aliased uint view of the buffer.
+        bits = f"{self._view(t, 'uint', 'bits')}[{self.index_text(i)}]"
+        if op.opcode == "atomic_cas":
+            cmp, new = (f"floatBitsToUint({v})" for v in texts)
+            return f"uintBitsToFloat(atomicCompSwap({bits}, {cmp}, {new}))"
+        extreme = self.math("max" if op.opcode == "atomic_max" else "min", dt)
+        old = self.printer.temp("old_bits")
+        seen = self.printer.temp("seen_bits")
+        ind = self.indent
+        desired = f"floatBitsToUint({extreme}(uintBitsToFloat({old}), {texts[0]}))"
+        for text in (f"uint {old} = {bits};", "while (true) {",
+                     f"{ind}uint {seen} = atomicCompSwap({bits}, {old}, {desired});",
+                     f"{ind}if ({seen} == {old}) {{", f"{ind}{ind}break;", f"{ind}}}", f"{ind}{old} = {seen};", "}"):
+            self.printer.line(text)
+        return f"uintBitsToFloat({old})"
+
+    # ------------------------------------------------------------ subgroups
+
+    def subgroup(self, op: Op, args: list[Operand]) -> str:
+        code = op.opcode
+        x = args[0]
+        self.extensions.add("GL_KHR_shader_subgroup_basic")
+        if x.type is not None and x.dtype.bits == 64:
+            self.extensions.add("GL_EXT_shader_subgroup_extended_types_int64"
+                                if x.dtype.is_int else "GL_EXT_shader_subgroup_extended_types_float64")
+        if code in _SUBGROUP:
+            fn, ext = _SUBGROUP[code]
+            self.extensions.add(f"GL_KHR_shader_subgroup_{ext}")
+            return f"{fn}({x.text})"
+        lane = args[1]
+        if code == "simd_broadcast" and lane.is_const:
+            self.extensions.add("GL_KHR_shader_subgroup_ballot")
+            return f"subgroupBroadcast({x.text}, {lane.const}u)"
+        self.extensions.add("GL_KHR_shader_subgroup_shuffle")
+        return f"subgroupShuffle({x.text}, uint({lane.text}))"
+
+    # ------------------------------------------------------------ module
+
+    def module(self, parts: ModuleParts) -> str:
+        abi = parts.abi
+        used = used_dtypes(parts.kernel)
+        tensor_types = {a.dtype for a in abi.tensors} | {v.type.dtype for _, v in parts.tensors}
+        ext = set(self.extensions)
+        for dt, kind in ((D.f16, "float16"), (D.i8, "int8"), (D.u8, "int8"), (D.i16, "int16"), (D.u16, "int16"),
+                         (D.i64, "int64"), (D.u64, "int64")):
+            if dt in used:
+                ext.add(f"GL_EXT_shader_explicit_arithmetic_types_{kind}")
+        if tensor_types & {D.f16, D.i16, D.u16}:
+            ext.add("GL_EXT_shader_16bit_storage")
+        if tensor_types & {D.i8, D.u8}:
+            ext.add("GL_EXT_shader_8bit_storage")
+        lines = ["#version 450"] + [f"#extension {e} : require" for e in sorted(ext)] + [""]
+        lines += banner(parts, "GLSL 4.50 compute for Vulkan (SPIR-V)", self.profile)
+        lines += ["// The group size is set per pipeline through specialization constants 0, 1, 2.",
+                  "layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;", ""]
+        for (name, value), arg in zip(parts.tensors, abi.tensors):
+            access = {"read": "readonly ", "write": "writeonly "}.get(arg.access, "")
+            layout = f"layout(std430, set = 0, binding = {arg.binding}) {access}buffer"
+            element = _NAMES[value.type.dtype]
+            lines.append(f"{layout} IronBuffer{arg.binding} {{ {element} {name}[]; }};")
+            for view_type, view in sorted(self.views.get(name, {}).items()):
+                lines.append(f"{layout} IronBuffer{arg.binding}_{view.rsplit('_', 1)[1]} {{ {view_type} {view}[]; }};")
+        lines += ["", "layout(push_constant) uniform IronParams {"]
+        for f in abi.fields:
+            lines.append(f"{self.indent}layout(offset = {f.offset}) {_NAMES[f.storage]} {f.name};")
+        lines += ["} p;", ""]
+        for s in parts.shared:
+            lines.append(f"shared {_NAMES[s.dtype]} {s.name}[{s.count}];")
+        if parts.shared:
+            lines.append("")
+        for text in self.helpers.values():
+            lines += [*text.split("\n"), ""]
+        lines += ["void main() {", *parts.body, "}"]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,204 @@
+"""Math helpers for languages whose library lacks a C function or gives it a different meaning (GLSL, MSL).
+
+GLSL has no ``erf``, ``log1p``, ``expm1`` or ``fmod`` (its ``mod`` floors),
+leaves ``pow`` undefined for a negative base and ``min``/``max`` undefined on
+NaN; MSL lacks ``erf``, ``log1p`` and ``expm1``.  Each helper here is written
+for f32 (the only float type arithmetic reaches after legalisation, besides
+f64 on GLSL, which keeps the native functions it has) and follows C:
+
+* ``iron_log1p``: ``2 atanh(x / (2 + x))`` as a series where ``1 + x`` would
+  cancel (``-0.5 < x < 1``), ``log(1 + x)`` elsewhere;
+* ``iron_expm1``: a Taylor polynomial for ``|x| < 0.5``, ``exp(x) - 1`` beyond;
+* ``iron_erf``: a Taylor polynomial for ``|x| < 0.5``; beyond, ``1 - erfc``
+  from a Chebyshev fit of ``erfc`` with relative error below 1.2e-7
+  (Numerical Recipes' ``erfcc`` coefficients);
+* ``iron_fmod``: ``x - trunc(x / y) * y`` by ``fma``, corrected by one ``y``
+  when ``x / y`` rounded up to the next integer (exact where the driver fuses
+  the ``fma`` and the quotient is below 2**24);
+* ``iron_pow``: C's special cases (negative base with integer exponent,
+  zero base, ``pow(x, 0) = 1``) around the native ``pow`` of ``|x|``;
+* ``iron_fmin``/``iron_fmax``: IEEE minNum/maxNum with -0 < +0 (docs/ir.md).
+
+``{f}`` in the templates is the float-literal suffix ("" in GLSL, "f" in MSL)
+and ``{bits}`` the float-to-int bit cast.
+"""
+
+from __future__ import annotations
+
+_FMIN = """\
+// min ignoring NaN, with -0 below +0 (IEEE minNum; docs/ir.md).
+float iron_fmin(float a, float b) {{
+  if (isnan(a)) {{
+    return b;
+  }}
+  if (isnan(b)) {{
+    return a;
+  }}
+  return (a < b || (a == b && {bits}(a) < 0)) ? a : b;
+}}"""
+
+_FMAX = """\
+// max ignoring NaN, with +0 above -0 (IEEE maxNum; docs/ir.md).
+float iron_fmax(float a, float b) {{
+  if (isnan(a)) {{
+    return b;
+  }}
+  if (isnan(b)) {{
+    return a;
+  }}
+  return (a > b || (a == b && {bits}(b) < 0)) ? a : b;
+}}"""
+
+_FMOD = """\
+// C's fmod: the remainder of x / y truncated toward zero, with the sign of x.
+float iron_fmod(float x, float y) {{
+  float q = trunc(x / y);
+  float r = fma(-q, y, x);
+  if (r != 0.0{f} && (r < 0.0{f}) != (x < 0.0{f})) {{
+    r += (x < 0.0{f}) ? -abs(y) : abs(y);
+  }}
+  return r;
+}}"""
+
+_POW = """\
+// C's pow: defined for a negative base with an integer exponent, and for a zero base.
+float iron_pow(float x, float y) {{
+  if (y == 0.0{f} || x == 1.0{f}) {{
+    return 1.0{f};
+  }}
+  if (isnan(x) || isnan(y)) {{
+    return x + y;
+  }}
+  float ax = abs(x);
+  if (ax == 1.0{f} && isinf(y)) {{
+    return 1.0{f};
+  }}
+  float r = ax == 0.0{f} ? (y < 0.0{f} ? {inf} : 0.0{f}) : pow(ax, y);
+  if ({bits}(x) < 0) {{
+    if (trunc(y) != y) {{
+      return ax == 0.0{f} ? r : {nan};
+    }}
+    if (abs(y) < 16777216.0{f} && abs(y - 2.0{f} * trunc(y * 0.5{f})) == 1.0{f}) {{
+      r = -r;
+    }}
+  }}
+  return r;
+}}"""
+
+_LOG1P = """\
+// log(1 + x) without the cancellation of 1 + x near 0.
+float iron_log1p(float x) {{
+  if (x > -0.5{f} && x < 1.0{f}) {{
+    float s = x / (2.0{f} + x);
+    float s2 = s * s;
+    float series = 1.0{f} / 19.0{f};
+    series = series * s2 + 1.0{f} / 17.0{f};
+    series = series * s2 + 1.0{f} / 15.0{f};
+    series = series * s2 + 1.0{f} / 13.0{f};
+    series = series * s2 + 1.0{f} / 11.0{f};
+    series = series * s2 + 1.0{f} / 9.0{f};
+    series = series * s2 + 1.0{f} / 7.0{f};
+    series = series * s2 + 1.0{f} / 5.0{f};
+    series = series * s2 + 1.0{f} / 3.0{f};
+    series = series * s2 + 1.0{f};
+    return 2.0{f} * s * series;
+  }}
+  return log(1.0{f} + x);
+}}"""
+
+_EXPM1 = """\
+// exp(x) - 1 without the cancellation near 0.
+float iron_expm1(float x) {{
+  if (abs(x) < 0.5{f}) {{
+    float series = 1.0{f} / 3628800.0{f};
+    series = series * x + 1.0{f} / 362880.0{f};
+    series = series * x + 1.0{f} / 40320.0{f};
+    series = series * x + 1.0{f} / 5040.0{f};
+    series = series * x + 1.0{f} / 720.0{f};
+    series = series * x + 1.0{f} / 120.0{f};
+    series = series * x + 1.0{f} / 24.0{f};
+    series = series * x + 1.0{f} / 6.0{f};
+    series = series * x + 0.5{f};
+    series = series * x + 1.0{f};
+    return x * series;
+  }}
+  return exp(x) - 1.0{f};
+}}"""
+
+_ERF = """\
+// The error function: a Taylor polynomial near 0, 1 - erfc(|x|) from a Chebyshev fit beyond.
+float iron_erf(float x) {{
+  float z = abs(x);
+  if (z < 0.5{f}) {{
+    float z2 = x * x;
+    float series = 1.0{f} / 9360.0{f};
+    series = series * z2 - 1.0{f} / 1320.0{f};
+    series = series * z2 + 1.0{f} / 216.0{f};
+    series = series * z2 - 1.0{f} / 42.0{f};
+    series = series * z2 + 1.0{f} / 10.0{f};
+    series = series * z2 - 1.0{f} / 3.0{f};
+    series = series * z2 + 1.0{f};
+    return 1.1283791670955126{f} * x * series;
+  }}
+  float t = 1.0{f} / (1.0{f} + 0.5{f} * z);
+  float poly = 0.17087277{f};
+  poly = poly * t - 0.82215223{f};
+  poly = poly * t + 1.48851587{f};
+  poly = poly * t - 1.13520398{f};
+  poly = poly * t + 0.27886807{f};
+  poly = poly * t - 0.18628806{f};
+  poly = poly * t + 0.09678418{f};
+  poly = poly * t + 0.37409196{f};
+  poly = poly * t + 1.00002368{f};
+  poly = poly * t - 1.26551223{f};
+  float erfc = t * exp(poly - z * z);
+  float r = 1.0{f} - erfc;
+  return x < 0.0{f} ? -r : r;
+}}"""
+
+# GLSL with f64 (shaderFloat64): Vulkan lets fma() round twice (its precision is that of a
+# multiply then an add), so a correctly rounded f32 fma and an exact fmod go through f64.
+_FMA_F64 = """\
+// fma rounded once: the f64 product is exact; the f64 sum is rounded to odd (TwoSum), then to f32.
+float iron_fma(float a, float b, float c) {{
+  double product = double(a) * double(b);
+  double sum = product + double(c);
+  double back = sum - product;
+  double error = (product - (sum - back)) + (double(c) - back);
+  if (error != 0.0lf && !isinf(sum) && !isnan(sum) && (doubleBitsToUint64(sum) & 1ul) == 0ul) {{
+    uint64_t bits = doubleBitsToUint64(sum);
+    sum = uint64BitsToDouble((sum > 0.0lf) == (error > 0.0lf) ? bits + 1ul : bits - 1ul);
+  }}
+  return float(sum);
+}}"""
+
+_FMOD_F64 = """\
+// C's fmod: exact while |x / y| < 2**53, where q * y and x - q * y are exact in f64.
+float iron_fmod(float x, float y) {{
+  if (isinf(x) || isnan(x) || isnan(y) || y == 0.0) {{
+    return (x * y) / (x * y);  // NaN, as C's fmod
+  }}
+  if (isinf(y)) {{
+    return x;
+  }}
+  double dx = double(x);
+  double dy = abs(double(y));
+  double r = dx - trunc(dx / dy) * dy;
+  if (r != 0.0lf && (r < 0.0lf) != (dx < 0.0lf)) {{
+    r += dx < 0.0lf ? -dy : dy;  // dx / dy rounded up to the next integer
+  }}
+  if (abs(r) >= dy) {{
+    r -= dx < 0.0lf ? -dy : dy;  // dx / dy rounded down below an integer
+  }}
+  return r == 0.0lf ? x * 0.0 : float(r);  // a zero keeps the sign of x
+}}"""
+
+TEMPLATES: dict[str, str] = {"iron_fmin": _FMIN, "iron_fmax": _FMAX, "iron_fmod": _FMOD, "iron_pow": _POW,
+                             "iron_log1p": _LOG1P, "iron_expm1": _EXPM1, "iron_erf": _ERF,
+                             "iron_fma_f64": _FMA_F64, "iron_fmod_f64": _FMOD_F64}
+
+
+def helper_text(name: str, suffix: str, bits: str, inf: str, nan: str) -> str:
+    """The source of helper ``name`` for a language with float suffix ``suffix`` and bit cast ``bits``."""
+    return TEMPLATES[name].format(f=suffix, bits=bits, inf=inf, nan=nan)
+

@@ -1,0 +1,1 @@
+"""Host-side bindings generated from kernels (Swift for Metal hosts)."""

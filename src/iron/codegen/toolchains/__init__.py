@@ -1,0 +1,47 @@
+"""The real compilers that check Iron's emitted code: one module per toolchain.
+
+- :mod:`.nvrtc`: CUDA C++ -> CUBIN/PTX (NVRTC, no GPU needed), with ptxas's resource report;
+- :mod:`.hip`: HIP C++ -> AMDGPU code objects (ROCm 5.2 clang), with VGPR/SGPR counts;
+- :mod:`.spirv`: GLSL compute -> SPIR-V (glslc), validated (spirv-val), disassembled (spirv-dis);
+- :mod:`.metal`: MSL type-checked by clang++-19 against Iron's Metal shim header.
+
+Each module has ``available()``, ``unavailable_reason()``, ``version()`` (for cache keys) and
+its compile/check function; modules import their tools lazily, so importing this package never
+fails for lack of one.  :func:`inventory` lists them all for ``iron device`` and the docs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import hip, metal, nvrtc, spirv
+from .common import CompiledArtifact, ToolchainError, ToolchainMissing
+
+__all__ = ["CompiledArtifact", "ToolchainError", "ToolchainMissing", "ToolchainStatus", "inventory", "TOOLCHAINS"]
+
+#: Every toolchain, by the name tests and ``require_toolchain`` use.
+TOOLCHAINS = {"nvrtc": nvrtc, "hip": hip, "spirv": spirv, "metal": metal}
+
+
+@dataclass(frozen=True)
+class ToolchainStatus:
+    """One toolchain's state here: usable or not, its version, and why not / how to install."""
+
+    name: str
+    tool: str
+    purpose: str
+    available: bool
+    version: str | None
+    reason: str | None
+    install: str
+
+
+def inventory() -> list[ToolchainStatus]:
+    """Every toolchain Iron knows, available or not, in a stable order."""
+    out = []
+    for name, module in TOOLCHAINS.items():
+        ok = module.available()
+        out.append(ToolchainStatus(name=name, tool=module.TOOL, purpose=module.PURPOSE, available=ok,
+                                   version=module.version() if ok else None,
+                                   reason=None if ok else module.unavailable_reason(), install=module.INSTALL))
+    return out

@@ -1,0 +1,107 @@
+"""Metal Shading Language, type-checked without Apple's compiler: clang++-19 against Iron's Metal shim.
+
+MSL is C++ with address spaces, attributes and a standard library of its own.
+``metal_shim/iron_metal_shim.h`` declares that surface for clang (see the header for what it
+models and where it is stricter than Metal); :mod:`.msl_source` adds the kernel-signature rules
+C++ cannot express.  The check runs ``clang++-19 -fsyntax-only -std=c++17 -x c++`` with the
+shim force-included; nothing is compiled to a binary (a metallib needs ``xcrun metal`` on
+macOS).  clang-15 cannot do bfloat arithmetic, hence clang 19.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import subprocess
+from pathlib import Path
+
+from .common import (CompiledArtifact, SourceWorkdir, ToolchainError, ToolchainMissing, decode,
+                     error_from_diagnostics, find_tool, parse_clang_diagnostics, run_tool, source_line)
+from .msl_source import check_kernel_signatures, kernel_names, prepare_for_clang
+
+TOOL = "clang++-19 (Metal shim)"
+PURPOSE = "Metal Shading Language syntax and type check (no metallib: that needs macOS)"
+INSTALL = "apt-get install clang-19 (or: bash scripts/install_toolchains.sh)"
+
+SHIM_DIR = Path(__file__).resolve().parent / "metal_shim"
+SHIM_HEADER = SHIM_DIR / "iron_metal_shim.h"
+
+_FLAGS = (
+    "-fsyntax-only", "-std=c++17", "-x", "c++",
+    "-nostdinc", "-nostdinc++",                     # Metal has no C/C++ standard headers
+    "-flax-vector-conversions=none",                # no silent int4 <-> float4 bit casts
+    "-Werror=unknown-attributes",                   # [[bufer(0)]] is an error, as in Metal
+    "-Werror=return-type",
+    "-fno-color-diagnostics", "-ferror-limit=20",
+)
+
+
+@functools.cache
+def _probe() -> tuple[str | None, str | None, str | None]:
+    """(version, clang path, why unavailable)."""
+    clang = find_tool(("clang++-19",))
+    if clang is None:
+        return None, None, "clang++-19 not found (clang-15 cannot do bfloat arithmetic)"
+    if not SHIM_HEADER.is_file():
+        return None, None, f"the Metal shim header is missing: {SHIM_HEADER}"
+    out = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"clang version (\S+)", out)
+    return f"clang {m.group(1) if m else 'unknown'} + shim {_shim_digest()}", clang, None
+
+
+def _shim_digest() -> str:
+    """A hash of the shim's files: a changed shim must invalidate cached check results."""
+    h = hashlib.sha256()
+    for f in sorted(SHIM_DIR.iterdir()):
+        if f.is_file():
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def available() -> bool:
+    return _probe()[0] is not None
+
+
+def unavailable_reason() -> str | None:
+    return _probe()[2]
+
+
+def version() -> str:
+    """clang's version and the shim's hash, for cache keys."""
+    found, _, why = _probe()
+    if found is None:
+        raise ToolchainMissing(TOOL, INSTALL, why)
+    return found
+
+
+def check_msl(source: str, *, name: str = "kernel.metal") -> CompiledArtifact:
+    """Type-check MSL; raise :class:`ToolchainError` at the first mistake, else return the report.
+
+    ``binary`` is None (nothing is compiled); the report names the kernels found and the
+    warnings clang gave.
+    """
+    ver = version()
+    clang = _probe()[1]
+    assert clang is not None
+    with SourceWorkdir(prepare_for_clang(source), name) as work:
+        argv = [clang, *_FLAGS, f"-I{SHIM_DIR}", "-include", SHIM_HEADER.name, str(work.source_path)]
+        proc = run_tool(argv, tool=TOOL, install=INSTALL)
+        log = work.relocate(decode(proc.stderr + proc.stdout)).strip()
+    diagnostics = parse_clang_diagnostics(log)
+    problems = check_kernel_signatures(source)
+    clang_error = error_from_diagnostics(TOOL, diagnostics, source, name, log) if proc.returncode != 0 else None
+    # Report whichever mistake comes first in the file: a non-void kernel is the cause of
+    # clang's later "should return a value", not the other way round.
+    if problems and (clang_error is None or clang_error.line is None or problems[0].line <= clang_error.line):
+        first = problems[0]
+        raise ToolchainError(TOOL, first.message, file=name, line=first.line,
+                             source_line=source_line(source, first.line), log=log,
+                             more=[f"{name}:{p.line}: {p.message}" for p in problems[1:]])
+    if clang_error is not None:
+        raise clang_error
+    report = {
+        "kernels": kernel_names(source),
+        "warnings": [f"{d.file}:{d.line}: {d.message}" for d in diagnostics if d.severity == "warning"],
+    }
+    return CompiledArtifact(None, log, report, TOOL, ver)

@@ -1,0 +1,217 @@
+"""CUDA C++ through NVRTC (cuda-bindings), with no GPU or driver needed.
+
+NVRTC 13.5 compiles to PTX and, with its built-in ptxas, to CUBIN.  CUBIN is the default: the
+machine's own ptxas (CUDA 13.0 here) rejects PTX from a newer NVRTC.  ``--ptxas-options=-v``
+makes ptxas print each kernel's registers, shared memory, stack and spills into the log, which
+:func:`parse_ptxas_report` turns into the artifact's report.  NVRTC does not ship cuda_fp16.h /
+cuda_bf16.h: they come from the nvidia-cuda-runtime and nvidia-cuda-crt wheels of the same
+release, found through cuda.pathfinder.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from .common import CompiledArtifact, Diagnostic, ToolchainError, ToolchainMissing, error_from_diagnostics
+
+TOOL = "nvrtc"
+PURPOSE = "CUDA C++ -> PTX / CUBIN for NVIDIA GPUs (sm_80, sm_90, sm_90a, ...), no GPU needed"
+INSTALL = ("python3 -m pip install cuda-bindings==13.5.0 nvidia-cuda-nvrtc==13.5.37 && "
+           "python3 -m pip install --no-deps nvidia-cuda-runtime==13.5.37 nvidia-cuda-crt==13.5.37 "
+           "(or: bash scripts/setup.sh)")
+
+_ARCH = re.compile(r"^(sm|compute)_\d+[af]?$")
+
+
+@functools.cache
+def _probe() -> tuple[str | None, str | None, str | None]:
+    """(version, include directory, why unavailable): NVRTC loads and the fp16 headers exist."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:
+        return None, None, f"cuda-bindings is not installed ({e})"
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception as e:  # the binding raises when libnvrtc cannot be loaded
+        return None, None, f"libnvrtc cannot be loaded: {e}"
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return None, None, f"nvrtcVersion failed: {err}"
+    include = _header_directory()
+    if include is None:
+        return None, None, "cuda_fp16.h not found: nvidia-cuda-runtime is not installed"
+    bindings = _dist_version("cuda-bindings")
+    headers = _dist_version("nvidia-cuda-runtime")
+    return f"nvrtc {major}.{minor} (cuda-bindings {bindings}, headers {headers})", include, None
+
+
+def _dist_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _header_directory() -> str | None:
+    """The directory holding cuda_fp16.h / cuda_bf16.h (and crt/), from the nvidia wheels."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        found = find_nvidia_header_directory("cudart")
+    except Exception:  # an older cuda.pathfinder, or a lookup failure: search the wheels directly
+        found = None
+    if found and (Path(found) / "cuda_fp16.h").is_file():
+        return str(found)
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in getattr(nvidia, "__path__", []):
+        for candidate in (Path(root) / "cu13" / "include", Path(root) / "cuda_runtime" / "include"):
+            if (candidate / "cuda_fp16.h").is_file():
+                return str(candidate)
+    return None
+
+
+def available() -> bool:
+    return _probe()[0] is not None
+
+
+def unavailable_reason() -> str | None:
+    return _probe()[2]
+
+
+def version() -> str:
+    """The NVRTC, binding and header versions, for cache keys."""
+    found, _, why = _probe()
+    if found is None:
+        raise ToolchainMissing(TOOL, INSTALL, why)
+    return found
+
+
+def compile_cuda(source: str, *, arch: str = "sm_90", options: Sequence[str] = (), name: str = "kernel.cu",
+                 want: str = "cubin") -> CompiledArtifact:
+    """Compile CUDA C++ to CUBIN (``want="cubin"``) or PTX (``want="ptx"``) for ``arch``.
+
+    With an ``sm_*`` arch the report holds ptxas's per-kernel resource usage; a ``compute_*``
+    arch gives PTX only, with no ptxas run and so no resource report.
+    """
+    if want not in ("cubin", "ptx"):
+        raise ValueError(f"want must be 'cubin' or 'ptx', not {want!r}")
+    if not _ARCH.match(arch):
+        raise ValueError(f"arch must look like sm_90, sm_90a or compute_90, not {arch!r}")
+    if want == "cubin" and arch.startswith("compute_"):
+        raise ValueError(f"a CUBIN needs a real architecture (sm_*), not the virtual {arch}")
+    ver = version()
+    from cuda.bindings import nvrtc
+
+    include = _probe()[1]
+    opts = [f"--gpu-architecture={arch}", f"-I{include}", "-std=c++17"]
+    if arch.startswith("sm_"):
+        opts.append("--ptxas-options=-v")
+    opts.extend(options)
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    _check(nvrtc, err, "nvrtcCreateProgram")
+    try:
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        log = _program_log(nvrtc, prog)
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise error_from_diagnostics(TOOL, parse_nvrtc_diagnostics(log), source, name, log)
+        binary = _output(nvrtc, prog, want)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    report = parse_ptxas_report(log)
+    report["arch"] = arch
+    report["warnings"] = [f"{d.file}:{d.line}: {d.message}" for d in parse_nvrtc_diagnostics(log)
+                          if d.severity == "warning"]
+    return CompiledArtifact(binary, log, report, TOOL, ver)
+
+
+def _check(nvrtc: Any, err: Any, what: str) -> None:
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise ToolchainError(TOOL, f"{what} failed: {err.name}")
+
+
+def _program_log(nvrtc: Any, prog: Any) -> str:
+    err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    _check(nvrtc, err, "nvrtcGetProgramLogSize")
+    buf = b" " * size
+    (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
+    _check(nvrtc, err, "nvrtcGetProgramLog")
+    return buf.rstrip(b"\0").decode("utf-8", errors="replace").strip()
+
+
+def _output(nvrtc: Any, prog: Any, want: str) -> bytes:
+    get_size, get = ((nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN) if want == "cubin"
+                     else (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX))
+    err, size = get_size(prog)
+    _check(nvrtc, err, get_size.__name__)
+    buf = b" " * size
+    (err,) = get(prog, buf)
+    _check(nvrtc, err, get.__name__)
+    return buf.rstrip(b"\0") if want == "ptx" else buf
+
+
+_NVRTC_DIAG = re.compile(r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning)"
+                         r"(?: #[\w-]+)?: (?P<msg>.*)$")
+
+
+def parse_nvrtc_diagnostics(log: str) -> list[Diagnostic]:
+    """NVRTC's ``file(line): error: message`` lines (EDG front-end format)."""
+    out = []
+    for raw in log.splitlines():
+        m = _NVRTC_DIAG.match(raw.strip())
+        if m:
+            sev = "error" if m["sev"] == "catastrophic error" else m["sev"]
+            out.append(Diagnostic(m["file"], int(m["line"]), sev, m["msg"]))
+    if not out and "ptxas" in log and ("error" in log or "fatal" in log):
+        # ptxas failures (e.g. wgmma on sm_90) carry no source line.
+        lines = [ln.strip() for ln in log.splitlines() if "error" in ln or "fatal" in ln]
+        out.append(Diagnostic(None, None, "error", "; ".join(lines)))
+    return out
+
+
+_ENTRY = re.compile(r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?([\w$.]+)'?")
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_CMEM = re.compile(r"(\d+) bytes cmem\[\d+\]")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def parse_ptxas_report(log: str) -> dict[str, Any]:
+    """Per-kernel resource usage from ``ptxas -v`` output, plus totals over all kernels.
+
+    ``kernels[name]`` has registers, shared_bytes, constant_bytes, barriers, stack_bytes,
+    spill_stores and spill_loads; the top level has the largest registers and shared_bytes and
+    the summed spills (0 everywhere when nothing spilled).
+    """
+    kernels: dict[str, dict[str, int]] = {}
+    current: dict[str, int] | None = None
+    for line in log.splitlines():
+        m = _ENTRY.search(line)
+        if m:
+            current = kernels.setdefault(m.group(1), {"registers": 0, "shared_bytes": 0, "constant_bytes": 0,
+                                                      "barriers": 0, "stack_bytes": 0, "spill_stores": 0,
+                                                      "spill_loads": 0})
+            continue
+        if current is None:
+            continue
+        if m := _FRAME.search(line):
+            current["stack_bytes"], current["spill_stores"], current["spill_loads"] = map(int, m.groups())
+        if m := _USED.search(line):
+            current["registers"] = int(m.group(1))
+            current["shared_bytes"] = int(s.group(1)) if (s := _SMEM.search(line)) else 0
+            current["constant_bytes"] = sum(int(c) for c in _CMEM.findall(line))
+            current["barriers"] = int(b.group(1)) if (b := _BARRIERS.search(line)) else 0
+    values = list(kernels.values())
+    return {
+        "kernels": kernels,
+        "registers": max((k["registers"] for k in values), default=0),
+        "shared_bytes": max((k["shared_bytes"] for k in values), default=0),
+        "spill_stores": sum(k["spill_stores"] for k in values),
+        "spill_loads": sum(k["spill_loads"] for k in values),
+    }

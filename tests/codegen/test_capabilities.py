@@ -1,0 +1,135 @@
+"""Capability checks: a located UnsupportedOnTarget at emit time, LaunchError before dispatch."""
+
+import inspect
+
+import pytest
+from corpus import case_named
+from emit_testing import optimized
+
+from iron import In, Tensor, f32, f64, i32, i64, kernel
+from iron.codegen.capabilities import (
+    check_kernel,
+    check_launch,
+    needs_full_groups,
+    shared_bytes,
+)
+from iron.codegen.emit import emit_kernel
+from iron.codegen.pipeline import PassContext, run_pipeline
+from iron.codegen.targets import default_profile, profile
+from iron.core.errors import LaunchError, UnsupportedOnTarget
+from iron.lang import atomic_add, barrier, program_id, shared
+
+
+@kernel
+def doubles(a: In[f64], out: Tensor[f64]):
+    i = program_id(0)
+    out[i] = a[i] * 2.0
+
+
+@kernel
+def count64(hist: Tensor[i64], ids: In[i32]):
+    i = program_id(0)
+    atomic_add(hist, ids[i], i64(1))
+
+
+@kernel
+def float_total(a: In[f32], total: Tensor[f32]):
+    i = program_id(0)
+    atomic_add(total, 0, a[i])
+
+
+@kernel
+def big_tile(a: In[f32], out: Tensor[f32]):
+    tile = shared(f32, (128, 128))
+    i = program_id(0)
+    tile[i] = a[i]
+    barrier()
+    out[i] = tile[i]
+
+
+def _line_of(fn, text: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(n for n, line in enumerate(lines) if text in line)
+
+
+def _lowered(k, target: str):
+    return run_pipeline(k.ir(), PassContext.for_target(target))
+
+
+def test_f64_on_metal_names_op_target_kernel_and_line():
+    with pytest.raises(UnsupportedOnTarget) as info:
+        emit_kernel(_lowered(doubles, "metal"), "metal")
+    err = info.value
+    assert err.kernel == "doubles" and "f64" in err.message and "metal" in err.message
+    assert err.loc is not None and err.loc.file.endswith("test_capabilities.py")
+    assert err.loc.line == _line_of(doubles.fn, "def doubles")  # a parameter: the kernel's own line
+    assert "f64" in str(err) and "doubles" in str(err)
+
+
+def test_f64_is_fine_where_the_target_has_it():
+    for target in ("cuda", "hip", "spirv"):
+        assert "double" in emit_kernel(_lowered(doubles, target), target).source
+
+
+def test_i64_atomics_are_refused_on_metal_at_their_line():
+    with pytest.raises(UnsupportedOnTarget) as info:
+        emit_kernel(_lowered(count64, "metal"), "metal")
+    err = info.value
+    assert "atomic_add" in err.message and "i64" in err.message and err.kernel == "count64"
+    assert err.loc.line == _line_of(count64.fn, "atomic_add(")
+
+
+def test_float_atomic_add_needs_the_vulkan_extension():
+    ir = _lowered(float_total, "spirv")
+    baseline = profile("spirv", "vulkan-baseline")
+    assert "atomic_float_add" not in baseline.features
+    with pytest.raises(UnsupportedOnTarget) as info:
+        emit_kernel(ir, "spirv", baseline)
+    assert "atomic_add" in info.value.message and "VK_EXT_shader_atomic_float" in str(info.value)
+    assert info.value.loc.line == _line_of(float_total.fn, "atomic_add(")
+    # lavapipe has the extension: the same kernel emits there, enabling it.
+    source = emit_kernel(ir, "spirv", profile("spirv", "vulkan-lavapipe")).source
+    assert "#extension GL_EXT_shader_atomic_float : require" in source
+
+
+def test_fragments_are_refused_with_the_op_and_its_line():
+    case = case_named("mma_8x8x8")
+    ir = optimized("mma_8x8x8", dict(case.bindings[0]), "cuda")
+    first = next(op for op in ir.walk() if op.opcode in ("frag_fill", "frag_load", "frag_store", "mma"))
+    with pytest.raises(UnsupportedOnTarget) as info:
+        emit_kernel(ir, "cuda")
+    assert first.opcode in info.value.message and info.value.loc == first.loc
+
+
+def test_shared_memory_over_the_limit_is_refused_at_the_allocation():
+    ir = _lowered(big_tile, "spirv")
+    assert shared_bytes(ir) == 128 * 128 * 4
+    with pytest.raises(UnsupportedOnTarget) as info:
+        check_kernel(ir, profile("spirv", "vulkan-lavapipe"))  # 32 KiB there; 64 KiB asked
+    assert info.value.loc.line == _line_of(big_tile.fn, "shared(")
+    check_kernel(ir, profile("hip", "gfx90a"))  # 64 KiB of LDS: fits exactly
+
+
+def test_needs_full_groups_sees_barriers_and_subgroup_ops():
+    assert needs_full_groups(_lowered(big_tile, "cuda"))
+    assert not needs_full_groups(_lowered(doubles, "cuda"))
+    assert needs_full_groups(optimized("simd_sum_atomic_partials", {"T": f32}, "cuda"))
+
+
+@pytest.mark.parametrize("group,shared,problem", [
+    ((1025,), 0, "extent 1025 on axis 0"),
+    ((32, 33), 0, "1056 threads"),
+    ((1, 1, 65), 0, "axis 2"),
+    ((256,), 48 * 1024 + 1, "shared memory"),
+    ((0,), 0, "positive"),
+])
+def test_check_launch_refuses_what_cuda_cannot_run(group, shared, problem):
+    with pytest.raises(LaunchError, match=problem):
+        check_launch(default_profile("cuda"), group, shared)
+
+
+def test_check_launch_accepts_the_limits_themselves():
+    check_launch(default_profile("cuda"), (1024,), 48 * 1024)
+    check_launch(default_profile("cuda"), (32, 32), 0)
+    with pytest.raises(LaunchError):
+        check_launch(default_profile("spirv"), (256,), 32 * 1024 + 4)  # lavapipe: 32 KiB

@@ -1,0 +1,141 @@
+"""NVRTC: real CUDA kernels compile to CUBIN/PTX with a resource report; errors point at the line."""
+
+from __future__ import annotations
+
+import pytest
+
+from iron.codegen.toolchains import nvrtc
+from iron.codegen.toolchains.common import ToolchainError
+from toolchain_testing import mutate
+
+pytestmark = pytest.mark.usefixtures("_nvrtc_here")
+
+
+@pytest.fixture
+def _nvrtc_here(require_toolchain):
+    require_toolchain("nvrtc")
+
+
+# half and bf16 loads, a warp-shuffle reduction, shared memory (256 floats) and an atomic.
+REDUCE = r'''
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void scaled_sum(const __half* x, const __nv_bfloat16* w, float* total, int n) {
+    __shared__ float partial[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? __half2float(x[i]) * __bfloat162float(w[i]) : 0.0f;
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+    partial[threadIdx.x] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int k = 0; k < blockDim.x; k += 32) s += partial[k];
+        atomicAdd(total, s);
+    }
+}
+
+extern "C" __global__ void to_half2(const float* x, __half2* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __floats2half2_rn(x[2 * i], x[2 * i + 1]);
+}
+'''
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_90a"])
+def test_cubin_with_resource_report(arch):
+    art = nvrtc.compile_cuda(REDUCE, arch=arch)
+    assert art.binary[:4] == b"\x7fELF"
+    assert art.tool == "nvrtc" and art.version.startswith("nvrtc 13.")
+    assert set(art.report["kernels"]) == {"scaled_sum", "to_half2"}
+    k = art.report["kernels"]["scaled_sum"]
+    assert k["shared_bytes"] == 256 * 4
+    assert k["barriers"] == 1
+    assert 0 < k["registers"] <= 255
+    assert k["spill_stores"] == k["spill_loads"] == 0
+    assert art.report["kernels"]["to_half2"]["shared_bytes"] == 0
+    assert art.report["shared_bytes"] == 1024 and art.report["arch"] == arch
+
+
+def test_ptx_for_the_requested_architecture():
+    art = nvrtc.compile_cuda(REDUCE, arch="sm_90", want="ptx")
+    text = art.binary.decode()
+    assert ".target sm_90" in text and ".visible .entry scaled_sum(" in text
+    assert not art.binary.endswith(b"\0")
+    assert art.report["kernels"]["scaled_sum"]["registers"] > 0  # ptxas still ran for the report
+
+
+def test_virtual_architecture_gives_ptx_without_report():
+    art = nvrtc.compile_cuda(REDUCE, arch="compute_90", want="ptx")
+    assert b".target sm_90" in art.binary
+    assert art.report["kernels"] == {}
+    with pytest.raises(ValueError, match="real architecture"):
+        nvrtc.compile_cuda(REDUCE, arch="compute_90")
+
+
+def test_register_cap_makes_spills_visible():
+    # 64 live accumulators cannot fit in 32 registers: ptxas must spill, and the report says so.
+    body = "\n".join(f"    acc[{k}] = acc[{k}] * x[i + {k}] + acc[{(k + 1) % 64}];" for k in range(64))
+    src = f'''
+extern "C" __global__ void pressure(const float* x, float* y, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc[64];
+    #pragma unroll
+    for (int k = 0; k < 64; ++k) acc[k] = x[i * 64 + k];
+    for (int r = 0; r < n; ++r) {{
+{body}
+    }}
+    float s = 0.0f;
+    #pragma unroll
+    for (int k = 0; k < 64; ++k) s += acc[k];
+    y[i] = s;
+}}
+'''
+    capped = nvrtc.compile_cuda(src, options=["--maxrregcount=32"]).report
+    free = nvrtc.compile_cuda(src).report
+    assert capped["registers"] <= 32
+    assert capped["spill_stores"] > 0 and capped["spill_loads"] > 0
+    assert free["spill_stores"] == 0 and free["registers"] > 32
+
+
+def test_error_names_the_emitted_line():
+    bad, line = mutate(REDUCE, "partial[threadIdx.x] = v;", "partial[threadIdx.x] = vv;")
+    with pytest.raises(ToolchainError) as info:
+        nvrtc.compile_cuda(bad, name="build/scaled_sum.cu")
+    err = info.value
+    assert (err.file, err.line) == ("build/scaled_sum.cu", line)
+    assert '"vv" is undefined' in err.message
+    assert err.source_line.strip() == "partial[threadIdx.x] = vv;"
+    assert str(err).startswith(f"build/scaled_sum.cu:{line}: nvrtc:")
+
+
+def test_type_error_in_half_arithmetic_is_located():
+    bad, line = mutate(REDUCE, "y[i] = __floats2half2_rn(x[2 * i], x[2 * i + 1]);", "y[i] = x;")
+    with pytest.raises(ToolchainError) as info:
+        nvrtc.compile_cuda(bad)
+    assert info.value.line == line
+
+
+def test_ptxas_report_parser_on_a_recorded_log():
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'a' for 'sm_90'
+ptxas info    : Function properties for a
+ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 368 bytes cmem[0]
+ptxas info    : Compiling entry function 'b' for 'sm_90'
+ptxas info    : Function properties for b
+ptxas         .     0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 12 registers, 360 bytes cmem[0]
+"""
+    r = nvrtc.parse_ptxas_report(log)
+    assert r["kernels"]["a"] == {"registers": 40, "shared_bytes": 2048, "constant_bytes": 368, "barriers": 1,
+                                 "stack_bytes": 16, "spill_stores": 8, "spill_loads": 12}
+    assert r["kernels"]["b"]["shared_bytes"] == 0 and r["kernels"]["b"]["barriers"] == 0
+    assert (r["registers"], r["shared_bytes"], r["spill_stores"], r["spill_loads"]) == (40, 2048, 12, 16)
+
+
+def test_bad_arguments_are_rejected_before_compiling():
+    with pytest.raises(ValueError):
+        nvrtc.compile_cuda(REDUCE, want="sass")
+    with pytest.raises(ValueError):
+        nvrtc.compile_cuda(REDUCE, arch="90")
