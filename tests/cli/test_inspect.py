@@ -77,3 +77,30 @@ def test_bad_kernel_names_say_what_to_do(kernels_file, capsys, monkeypatch, tmp_
 def test_bad_variant_text_is_explained(kernels_file, capsys):
     assert main(["inspect", f"{kernels_file}:scaled_exp", "--variant", "T"]) == 1
     assert "expected NAME=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lang, marker", [("cuda", 'extern "C" __global__ void scaled_exp__SCALE_2__T_f16('),
+                                          ("hip", "scaled_exp__SCALE_2__T_f16("),
+                                          ("glsl", "#version 450"),
+                                          ("msl", "kernel void scaled_exp__SCALE_2__T_f16(")])
+def test_emit_prints_the_native_source(kernels_file, capsys, lang, marker):
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--variant", "T=f16", "--emit", lang]) == 0
+    assert marker in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("lang, toolchain, marker", [("cuda", "nvrtc", "// registers: "),
+                                                     ("hip", "hip", "// vgprs: "),
+                                                     ("glsl", "spirv", "OpEntryPoint GLCompute"),
+                                                     ("msl", "metal", "// kernels: ['scaled_exp__SCALE_2__T_f32']")])
+def test_asm_compiles_with_the_real_toolchain(kernels_file, capsys, require_toolchain, lang, toolchain, marker):
+    require_toolchain(toolchain)
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--emit", lang, "--asm"]) == 0
+    out = capsys.readouterr().out
+    assert marker in out
+    if lang == "cuda":
+        assert ".visible .entry scaled_exp__SCALE_2__T_f32(" in out
+
+
+def test_asm_without_emit_says_what_to_add(kernels_file, capsys):
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--asm"]) == 1
+    assert "--asm goes with --emit" in capsys.readouterr().err

@@ -59,3 +59,15 @@ def resolve_backend(explicit: str | None = None) -> str:
     if name == "auto":
         return "interp"
     return name
+
+
+def best_backend() -> str:
+    """The fastest backend that works here: a Vulkan device when one answers, else the interpreter.
+
+    (``auto`` still means the interpreter until the CUDA device lands; the CLI's main job asks this.)
+    """
+    try:
+        get_device("vulkan")
+    except BackendUnavailable:
+        return "interp"
+    return "vulkan"
