@@ -1,5 +1,6 @@
 """Capability checks: a located UnsupportedOnTarget at emit time, LaunchError before dispatch."""
 
+import dataclasses
 import inspect
 
 import pytest
@@ -15,7 +16,7 @@ from iron.codegen.capabilities import (
 )
 from iron.codegen.emit import emit_kernel
 from iron.codegen.pipeline import PassContext, run_pipeline
-from iron.codegen.targets import default_profile, profile
+from iron.codegen.targets import PROFILES, default_profile, profile
 from iron.core.errors import LaunchError, UnsupportedOnTarget
 from iron.lang import atomic_add, barrier, program_id, shared
 
@@ -92,12 +93,14 @@ def test_float_atomic_add_needs_the_vulkan_extension():
     assert "#extension GL_EXT_shader_atomic_float : require" in source
 
 
-def test_fragments_are_refused_with_the_op_and_its_line():
+def test_fragments_are_checked_against_the_subgroup_width_at_their_line():
     case = case_named("mma_8x8x8")
     ir = optimized("mma_8x8x8", dict(case.bindings[0]), "cuda")
+    for prof in PROFILES.values():
+        check_kernel(ir, prof)  # every real width (8, 32, 64) divides every fragment shape
     first = next(op for op in ir.walk() if op.opcode in ("frag_fill", "frag_load", "frag_store", "mma"))
     with pytest.raises(UnsupportedOnTarget) as info:
-        emit_kernel(ir, "cuda")
+        check_kernel(ir, dataclasses.replace(profile("cuda", "sm_90"), lane_width=128))
     assert first.opcode in info.value.message and info.value.loc == first.loc
 
 

@@ -1,17 +1,16 @@
 """Every corpus kernel, emitted for every target, compiled by that target's real toolchain.
 
 CUDA through NVRTC (sm_90), HIP through hipcc/hipRTC (gfx90a), GLSL through
-glslc then spirv-val, MSL through clang++-19 against the Metal shim.  Kernels
-with matrix fragments are not emitted yet: they must raise a located
-UnsupportedOnTarget instead.  A missing toolchain skips its tests (fails in CI).
+glslc then spirv-val, MSL through clang++-19 against the Metal shim; kernels
+with matrix fragments included (emit/fragments.py).  A missing toolchain skips
+its tests (fails in CI).
 """
 
 import pytest
 from corpus import binding_label
-from emit_testing import TARGETS, corpus_points, has_fragments, optimized
+from emit_testing import TARGETS, corpus_points, optimized
 
 from iron.codegen.emit import emit_kernel
-from iron.core.errors import UnsupportedOnTarget
 
 TOOLCHAIN_OF = {"cuda": "nvrtc", "hip": "hip", "spirv": "spirv", "metal": "metal"}
 
@@ -37,12 +36,5 @@ POINTS = corpus_points()
 @pytest.mark.parametrize("case_name,binding", POINTS, ids=[f"{n}[{binding_label(b)}]" for n, b in POINTS])
 def test_corpus_kernel_compiles(case_name, binding, target, require_toolchain):
     kernel = optimized(case_name, binding, target)
-    if has_fragments(kernel):
-        with pytest.raises(UnsupportedOnTarget) as info:
-            emit_kernel(kernel, target)
-        err = info.value
-        assert err.kernel == kernel.name and err.loc is not None and err.loc.line > 0
-        assert target in str(err) and any(op in str(err) for op in ("frag_", "mma"))
-        return
     require_toolchain(TOOLCHAIN_OF[target])
     compile_source(target, emit_kernel(kernel, target).source)

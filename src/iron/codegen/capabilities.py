@@ -8,7 +8,7 @@ Two kinds of check, both before anything reaches a compiler or a device:
   architecture, the kernel and the op's source line: a dtype the target
   lacks (f64 on Metal), an atomic it lacks (i64 atomics on Metal, float
   atomic add on a Vulkan device without ``VK_EXT_shader_atomic_float``),
-  matrix fragments (not emitted yet), or static shared memory over the limit.
+  a fragment the subgroup width does not divide, or static shared memory over the limit.
 * :func:`check_launch` refuses a group size or shared-memory footprint over
   the profile's limits, so a launch is rejected instead of truncated.
 
@@ -24,6 +24,7 @@ from ..core import dtypes as D
 from ..core.errors import LaunchError, SourceLoc, UnsupportedOnTarget
 from ..core.ir import Kernel, Op
 from ..core.types import FragmentType, ScalarType, TensorType, VarType, VectorType
+from .mma import PORTABLE, MmaLayoutError
 from .targets import TargetProfile
 
 #: Ops whose meaning depends on every thread of a group or subgroup taking part.
@@ -89,8 +90,7 @@ def check_kernel(kernel: Kernel, profile: TargetProfile) -> None:
 def _check_op(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> None:
     code = op.opcode
     if code in _FRAGMENT_OPCODES:
-        raise _unsupported(f"matrix fragment op '{code}' is not emitted for {where} yet", op.loc, kernel,
-                           "matrix fragments run on the interpreter; their GPU lowering is a separate step")
+        _check_fragment_layout(op, kernel, profile, where)
     for v in ([op.result] if op.result is not None else []) + list(op.operands):
         dt = _dtype_of(v.type)
         if dt is not None and not profile.supports_dtype(dt.name):
@@ -107,6 +107,17 @@ def _check_op(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> Non
             and "subgroup_extended_types" not in profile.features):
         raise _unsupported(f"'{code}' on a 64-bit value needs VK_KHR_shader_subgroup_extended_types, which "
                            f"{where} lacks", op.loc, kernel, "reduce or shuffle 32-bit values instead")
+
+
+def _check_fragment_layout(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> None:
+    """Fragments are spread over the subgroup's lanes: the profile's width must divide them evenly."""
+    types = [v.type for v in [op.result, *op.operands] if v is not None and isinstance(v.type, FragmentType)]
+    for t in types:
+        try:
+            PORTABLE.fragment_layout(t.role, t.rows, t.cols, t.dtype, profile.lane_width)
+        except MmaLayoutError as e:
+            raise _unsupported(f"'{op.opcode}' on {t}: {e} (the subgroup width of {where})", op.loc, kernel,
+                               "use a larger fragment shape") from None
 
 
 def _dtype_of(t: object) -> D.DType | None:

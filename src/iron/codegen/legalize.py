@@ -339,9 +339,20 @@ def bf16_bits(value: float) -> int:
 
 
 def lower_bf16_to_bits(kernel: Kernel, target: str) -> Kernel:
-    """bf16 becomes u16 storage; conversions become integer bit operations (see the module doc)."""
+    """bf16 becomes u16 storage; conversions become integer bit operations (see the module doc).
+
+    Matrix fragments are the exception: the IR types a fragment by its
+    element dtype, so a bf16 tensor that fragment ops read or write keeps
+    its bf16 type (the emitter declares it as 16-bit storage and decodes the
+    bits itself), and a constant bf16 fill value stays a bf16 constant.
+    """
+    fragment_tensors = _fragment_bf16_tensors(kernel, target)
+    fragment_fills = _constant_bf16_fills(kernel, target)
+
     def param_rule(p: Param, e: Emitter) -> tuple[Param, Value] | None:
         t = p.type
+        if p.value in fragment_tensors:
+            return None
         if isinstance(t, TensorType) and t.dtype == D.bf16:
             new = _rebuild_param(p, _bits_type(t))
             return new, new.value
@@ -353,6 +364,9 @@ def lower_bf16_to_bits(kernel: Kernel, target: str) -> Kernel:
 
     def rule(op: Op, args: list[Value], e: Emitter) -> Any:
         code = op.opcode
+        if code == "frag_fill" and op.attrs["dtype"] == D.bf16:
+            fill = e.op("const", value=fragment_fills[op.operands[0]], type=ScalarType(D.bf16))
+            return e.op("frag_fill", fill, hint=_hint(op), **op.attrs)
         if code == "const" and op.result.type == ScalarType(D.bf16):
             return e.op("const", value=bf16_bits(op.attrs["value"]), type=ScalarType(_U16))
         if code in ("var", "shared_alloc"):
@@ -383,6 +397,36 @@ def lower_bf16_to_bits(kernel: Kernel, target: str) -> Kernel:
 
 
 _COMPUTING_CATEGORIES = frozenset({"atomic", "subgroup", "unary", "binary", "compare", "ternary"})
+_FRAGMENT_MEMORY = frozenset({"frag_load", "frag_store"})
+
+
+def _fragment_bf16_tensors(kernel: Kernel, target: str) -> frozenset[Value]:
+    """The bf16 tensor parameters fragment ops access; refuse one that other ops access too."""
+    by_fragments = {op.operands[0] for op in kernel.walk()
+                    if op.opcode in _FRAGMENT_MEMORY and op.operands[0].type.dtype == D.bf16}
+    for op in kernel.walk():
+        if op.opcode not in _FRAGMENT_MEMORY and by_fragments.intersection(op.operands):
+            raise UnsupportedOnTarget(f"a bf16 tensor used by matrix fragments is also accessed by '{op.opcode}'; "
+                                      f"{target} stores bf16 as bits, which fragment ops and '{op.opcode}' cannot "
+                                      "share", op.loc, "pass the data as two tensors, or use f16")
+    params = {p.value for p in kernel.params}
+    if not by_fragments <= params:
+        raise UnsupportedOnTarget(f"a shared bf16 array cannot hold matrix fragments on {target}",
+                                  kernel.loc, "stage fragments through a global tensor, or use f16")
+    return frozenset(by_fragments)
+
+
+def _constant_bf16_fills(kernel: Kernel, target: str) -> dict[Value, float]:
+    """The constant value of every bf16 ``frag_fill``'s operand (a bf16 fill must be a constant here)."""
+    consts = {op.result: op.attrs["value"] for op in kernel.walk() if op.opcode == "const"}
+    fills: dict[Value, float] = {}
+    for op in kernel.walk():
+        if op.opcode == "frag_fill" and op.attrs["dtype"] == D.bf16:
+            if op.operands[0] not in consts:
+                raise UnsupportedOnTarget(f"a bf16 fragment fill on {target} needs a constant value", op.loc,
+                                          "fill with a constant, or load the fragment from a tensor")
+            fills[op.operands[0]] = consts[op.operands[0]]
+    return fills
 
 
 def _mentions_bf16(t: IRType) -> bool:

@@ -180,7 +180,7 @@ def _vulkan(arch: str, lane: int, shared: int, mma: str | None, features: frozen
 
 def _metal(arch: str) -> TargetProfile:
     return TargetProfile("metal", arch, 32, 1024, (1024, 1024, 1024), 32 * 1024, _ALL_DTYPES - {"f64"},
-                         _METAL_ATOMICS, _METAL_ATOMICS, "metal_simdgroup_matrix_8x8", frozenset({"subgroups"}))
+                         _METAL_ATOMICS, _METAL_ATOMICS, "metal_simdgroup_8x8", frozenset({"subgroups"}))
 
 
 _VK_COMMON = frozenset({"f64", "int64", "f16", "int8", "int16", "storage8", "storage16"})
@@ -191,13 +191,13 @@ PROFILES: dict[tuple[str, str], TargetProfile] = {(p.target, p.arch): p for p in
     _cuda("sm_89", "cuda_mma_sync_m16n8k16"),
     _cuda("sm_90", "cuda_mma_sync_m16n8k16"),
     _cuda("sm_90a", "cuda_mma_sync_m16n8k16"),
-    _hip("gfx90a", 64, "amd_mfma"),
-    _hip("gfx940", 64, "amd_mfma"),
+    _hip("gfx90a", 64, "amd_mfma_gfx90a"),
+    _hip("gfx940", 64, "amd_mfma_gfx90a"),
     _hip("gfx1030", 32, None),
-    _hip("gfx1100", 32, "amd_wmma"),
+    _hip("gfx1100", 32, "amd_wmma_rdna3"),
     _vulkan("vulkan-lavapipe", 8, 32 * 1024, None,
             _VK_COMMON | {"atomic_int64", "atomic_float_add", "subgroup_extended_types"}),
-    _vulkan("vulkan-nvidia", 32, 48 * 1024, "vk_khr_cooperative_matrix",
+    _vulkan("vulkan-nvidia", 32, 48 * 1024, "vulkan_khr_cooperative_matrix",
             _VK_COMMON | {"atomic_int64", "atomic_float_add", "subgroup_extended_types", "cooperative_matrix"}),
     # The least a Vulkan 1.2 device with 16-bit storage and subgroup arithmetic offers.
     _vulkan("vulkan-baseline", 32, 16 * 1024, None, frozenset({"storage16", "f16", "int16", "int8", "storage8"})),

@@ -6,7 +6,8 @@ __device__ inline float iron_simd_sum_f32(float value) {
   const unsigned int active = __activemask();
   if (active == 0xffffffffu) {
     for (int offset = 16; offset > 0; offset /= 2) {
-      value = value + __shfl_xor_sync(active, value, offset);
+      const float other = __shfl_xor_sync(active, value, offset);
+      value = value + other;
     }
     return value;
   }

@@ -10,7 +10,8 @@ __device__ inline float iron_simd_sum_f32(float value) {
   const unsigned long long active = __ballot(1);
   if (active == 0xffffffffffffffffull) {
     for (int offset = 32; offset > 0; offset /= 2) {
-      value = value + __shfl_xor(value, offset);
+      const float other = __shfl_xor(value, offset);
+      value = value + other;
     }
     return value;
   }

@@ -17,7 +17,9 @@ from typing import Any
 
 from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import OPS
+from ...core.types import FragmentType
 from ..abi import KernelABI
+from .fragments import FRAGMENT_OPCODES, FragmentPrinter
 from .names import Namer
 
 
@@ -82,6 +84,7 @@ class KernelPrinter:
         #: tensor parameter name -> its ABI access ("read", "write", "readwrite")
         self.tensor_access: dict[str, str] = {}
         dialect.attach(self)
+        self.fragments = FragmentPrinter(self)
 
     # ------------------------------------------------------------ helpers for dialects
 
@@ -134,6 +137,8 @@ class KernelPrinter:
             self.line(text)
         self.block(k.body)
         parts = ModuleParts(k, self.abi, tensors, self.shared, self.lines)
+        if self.fragments.scratch is not None:
+            parts.extra["mma_scratch"] = self.fragments.scratch
         return self.d.module(parts)
 
     def block(self, b: Block) -> None:
@@ -165,16 +170,30 @@ class KernelPrinter:
             self.line("return;")
             return
         args = [self.operand(v) for v in op.operands]
+        if code in FRAGMENT_OPCODES:
+            self.fragments.op(op, args)
+            return
         if code == "var":
             t = op.attrs["type"]
             name = self.names.define(op.result)
-            self.line(f"{self.d.type_name(t)} {name} = {self.d.zero(t)};")
+            if isinstance(t, FragmentType):
+                self.fragments.declare_slot(name, t)
+            else:
+                self.line(f"{self.d.type_name(t)} {name} = {self.d.zero(t)};")
             return
         if code == "var_store":
-            self.line(f"{args[0].text} = {args[1].text};")
+            if isinstance(args[1].type, FragmentType):
+                self.fragments.copy(args[0].text, args[1].text, args[1].type)
+            else:
+                self.line(f"{args[0].text} = {args[1].text};")
             return
         if code == "var_load":
-            self._declare(op, args[0].text)
+            if isinstance(op.result.type, FragmentType):
+                name = self.names.define(op.result)
+                self.fragments.declare(name, op.result.type)
+                self.fragments.copy(name, args[0].text, op.result.type)
+            else:
+                self._declare(op, args[0].text)
             return
         rendered = self.d.render(op, args)
         if op.result is None:

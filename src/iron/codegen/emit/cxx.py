@@ -22,6 +22,7 @@ from ...core.types import VectorType
 from . import cxx_helpers as H
 from .cstyle import ModuleParts, Operand
 from .dialect import Dialect
+from .fragments import static_scratch_floats
 
 _C_NAMES = {D.f32: "float", D.f64: "double", D.i8: "signed char", D.i16: "short", D.i32: "int",
             D.i64: "long long", D.u8: "unsigned char", D.u16: "unsigned short", D.u32: "unsigned int",
@@ -258,6 +259,9 @@ class CxxDialect(Dialect):
             lines += [f"{self.indent * 2}{q}{',' if n + 1 < len(params) else ') {'}" for n, q in enumerate(params)]
         for s in parts.shared:
             lines.append(self.indent + self.shared_decl(s.name, s.dtype, s.count, s.align))
+        if "mma_scratch" in parts.extra:
+            count = static_scratch_floats(parts, self.profile)
+            lines.append(f"{self.indent}__shared__ float {parts.extra['mma_scratch'].name}[{count}];")
         lines += parts.body
         lines.append("}")
         return "\n".join(lines) + "\n"
@@ -304,6 +308,23 @@ class CudaDialect(CxxDialect):
     def vote(self, kind: str, pred: str) -> str:
         return f"__{kind}_sync(__activemask(), {pred}) != 0"
 
+    def frag_subgroup_sync(self) -> list[str]:
+        return ["__syncwarp(__activemask());"]
+
+    def frag_native_mma(self, combo: Any, out: str, a: Operand, b: Operand, c: Operand) -> list[str]:
+        """``mma.sync`` m16n8k16 on registers in the PTX layout: 16-bit slots pack in pairs, low slot first."""
+        pack = self.require(f"iron_pack_{a.dtype.name}x2", H.pack_x2(a.dtype))
+        outs = [f'"=f"({out}[{i}])' for i in range(4)]
+        ins = [f'"r"({pack}({x.text}[{2 * i}], {x.text}[{2 * i + 1}]))' for x, words in ((a, 4), (b, 2))
+               for i in range(words)]
+        ins += [f'"f"({c.text}[{i}])' for i in range(4)]
+        ind = self.indent
+        return [f'asm volatile("{combo.instruction} "',
+                f'{ind * 2}"{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%10, %11, %12, %13}};"',
+                f"{ind * 2}: {', '.join(outs)}",
+                f"{ind * 2}: {', '.join(ins[:6])},",
+                f"{ind * 4}{', '.join(ins[6:])});"]
+
     def shuffle(self, value: str, lane: str) -> str:
         return f"__shfl_sync(__activemask(), {value}, {lane})"
 
@@ -334,7 +355,8 @@ class HipDialect(CxxDialect):
     memcpy = "__builtin_memcpy"
 
     def narrow_names(self) -> dict[D.DType, str]:
-        return {D.f16: "_Float16"}
+        # bf16 remains only as the storage of tensors that fragments access (legalize.py).
+        return {D.f16: "_Float16", D.bf16: "unsigned short"}
 
     def float_literal(self, text: str, dt: D.DType) -> str:
         return f"(_Float16){text}f" if dt == D.f16 else super().float_literal(text, dt)
@@ -347,6 +369,28 @@ class HipDialect(CxxDialect):
 
     def vote(self, kind: str, pred: str) -> str:
         return f"__{kind}({pred}) != 0"
+
+    def frag_subgroup_sync(self) -> list[str]:
+        # A wavefront runs in lock step; the barrier keeps the compiler from moving LDS accesses across it.
+        return ["__builtin_amdgcn_fence(__ATOMIC_RELEASE, \"wavefront\");", "__builtin_amdgcn_wave_barrier();",
+                "__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, \"wavefront\");"]
+
+    # bf16 tensors that fragments access stay bf16 in the IR, stored as their 16 bits (legalize.py).
+
+    def frag_to_f32(self, text: str, dt: D.DType) -> str:
+        if dt == D.bf16:
+            return f"__uint_as_float((unsigned int)({text}) << 16)"
+        return super().frag_to_f32(text, dt)
+
+    def frag_from_f32(self, text: str, dt: D.DType) -> str:
+        if dt == D.bf16:  # exact: the register holds a bf16 value
+            return f"(unsigned short)(__float_as_uint({text}) >> 16)"
+        return super().frag_from_f32(text, dt)
+
+    def frag_round(self, text: str, dt: D.DType) -> str:
+        if dt == D.bf16:
+            return f"{self.require('iron_round_bf16', H.ROUND_BF16)}({text})"
+        return super().frag_round(text, dt)
 
     def shuffle(self, value: str, lane: str) -> str:
         return f"__shfl({value}, {lane})"

@@ -27,6 +27,26 @@ struct alignas(sizeof(T) * N) iron_vec {
   T e[N];
 };"""
 
+ROUND_BF16 = """\
+// f32 rounded to the nearest bf16 (ties to even; NaN stays a quiet NaN of the same sign), as f32 again.
+__device__ inline float iron_round_bf16(float x) {
+  const unsigned int u = __float_as_uint(x);
+  if (__builtin_isnan(x)) {
+    return __uint_as_float((u | 0x00400000u) & 0xffff0000u);
+  }
+  return __uint_as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}"""
+
+
+def pack_x2(dt: D.DType) -> str:
+    """``iron_pack_<dt>x2(lo, hi)``: two f32 registers holding ``dt`` values as one .f16x2/.bf16x2 word."""
+    kind, bits = ("half", "__half_as_ushort") if dt == D.f16 else ("bfloat16", "__bfloat16_as_ushort")
+    return (f"// Two {dt} values (exact in f32) packed as one 32-bit register, the lower-numbered slot low.\n"
+            f"__device__ __forceinline__ unsigned int iron_pack_{dt.name}x2(float lo, float hi) {{\n"
+            f"  return (unsigned int){bits}(__float2{kind}_rn(lo)) | "
+            f"((unsigned int){bits}(__float2{kind}_rn(hi)) << 16);\n}}")
+
+
 def bitcast_helper(memcpy: str) -> str:
     """``iron_bitcast<To>(from)``: the bits of ``from`` as a ``To`` of the same size."""
     return f"""\
@@ -136,7 +156,9 @@ def simd_reduce(dialect: Any, kind: str, dt: D.DType) -> str:
                    else "{a} " + ("<" if kind == "min" else ">") + " {b} ? {a} : {b}")
         start = "value"
         note = "ignores NaN like " + (dialect.math(kind, dt) if dt.is_float else kind)
-    tree = combine.format(a="value", b=dialect.shuffle_xor("active", "value", "offset"))
+    # The shuffle goes into a local first: inside a ternary it would run in only some lanes,
+    # and a shuffle executed by part of the mask it names is undefined (it broke int max/min).
+    tree = combine.format(a="value", b="other")
     ordered = combine.format(a="total", b="other")
     return f"""\
 // simd_{kind} over the active lanes; {note}.
@@ -144,6 +166,7 @@ __device__ inline {t} iron_simd_{kind}_{dt.name}({t} value) {{
   const {mask_t} active = {mask};
   if (active == {full}) {{
     for (int offset = {w // 2}; offset > 0; offset /= 2) {{
+      const {t} other = {dialect.shuffle_xor("active", "value", "offset")};
       value = {tree};
     }}
     return value;

@@ -298,3 +298,23 @@ class Dialect:
 
     def subgroup(self, op: Op, args: list[Operand]) -> str:
         raise NotImplementedError
+
+    # -- matrix fragments (fragments.py): registers are f32, every fragment value is exact in f32
+
+    def frag_to_f32(self, text: str, dt: D.DType) -> str:
+        """A fragment element of ``dt`` (a tensor element or fill value) as the f32 register value."""
+        return self.convert(Operand(text, ScalarType(dt)), dt, D.f32)
+
+    def frag_from_f32(self, text: str, dt: D.DType) -> str:
+        """A register (holding a value of ``dt`` exactly) as a ``dt`` tensor element."""
+        return self.convert(Operand(text, ScalarType(D.f32)), D.f32, dt)
+
+    def frag_round(self, text: str, dt: D.DType) -> str:
+        """An f32 result rounded once to ``dt`` and held as f32 again (the accumulator's rounding)."""
+        if dt == D.f32:
+            return text
+        return self.frag_to_f32(self.frag_from_f32(text, dt), dt)
+
+    def frag_subgroup_sync(self) -> list[str]:
+        """Statements after which the subgroup's shared-memory writes are visible to all its lanes."""
+        raise NotImplementedError

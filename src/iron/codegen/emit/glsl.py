@@ -28,8 +28,9 @@ from .cstyle import ModuleParts, Operand
 from .cxx_helpers import banner, used_dtypes
 from .dialect import Dialect
 
-_NAMES = {D.f16: "float16_t", D.f32: "float", D.f64: "double", D.i8: "int8_t", D.i16: "int16_t", D.i32: "int",
-          D.i64: "int64_t", D.u8: "uint8_t", D.u16: "uint16_t", D.u32: "uint", D.u64: "uint64_t", D.bool_: "bool"}
+#: bf16 remains only as the storage of tensors that fragments access (legalize.py).
+_NAMES = {D.bf16: "uint16_t", D.f16: "float16_t", D.f32: "float", D.f64: "double", D.i8: "int8_t",
+          D.i16: "int16_t", D.i32: "int", D.i64: "int64_t", D.u8: "uint8_t", D.u16: "uint16_t", D.u32: "uint", D.u64: "uint64_t", D.bool_: "bool"}
 _VEC_PREFIX = {D.f16: "f16vec", D.f32: "vec", D.f64: "dvec", D.i8: "i8vec", D.i16: "i16vec", D.i32: "ivec",
                D.i64: "i64vec", D.u8: "u8vec", D.u16: "u16vec", D.u32: "uvec", D.u64: "u64vec", D.bool_: "bvec"}
 _INT_SUFFIX = {D.i32: "", D.u32: "u", D.i64: "l", D.u64: "ul"}
@@ -54,6 +55,17 @@ _ATOMIC = {"atomic_add": "atomicAdd", "atomic_max": "atomicMax", "atomic_min": "
 _SUBGROUP = {"simd_sum": ("subgroupAdd", "arithmetic"), "simd_max": ("subgroupMax", "arithmetic"),
              "simd_min": ("subgroupMin", "arithmetic"), "simd_any": ("subgroupAny", "vote"),
              "simd_all": ("subgroupAll", "vote")}
+
+
+_ROUND_BF16 = """\
+// f32 rounded to the nearest bf16 (ties to even; NaN stays a quiet NaN of the same sign), as f32 again.
+float iron_round_bf16(float x) {
+  const uint u = floatBitsToUint(x);
+  if (isnan(x)) {
+    return uintBitsToFloat((u | 0x00400000u) & 0xffff0000u);
+  }
+  return uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}"""
 
 
 class GlslDialect(Dialect):
@@ -205,6 +217,35 @@ class GlslDialect(Dialect):
     def tensor_size(self, t: Operand) -> str:
         return f"int(p.iron_size_{t.text})"
 
+    # ------------------------------------------------------------ matrix fragments (fragments.py)
+
+    def frag_subgroup_sync(self) -> list[str]:
+        self.extensions.add("GL_KHR_shader_subgroup_basic")
+        return ["subgroupMemoryBarrierShared();", "subgroupBarrier();"]
+
+    # bf16 tensors that fragments access stay bf16 in the IR, stored as their 16 bits (legalize.py).
+
+    def frag_to_f32(self, text: str, dt: D.DType) -> str:
+        if dt == D.bf16:
+            return f"uintBitsToFloat(uint({text}) << 16)"
+        return super().frag_to_f32(text, dt)
+
+    def frag_from_f32(self, text: str, dt: D.DType) -> str:
+        if dt == D.bf16:  # exact: the register holds a bf16 value
+            return f"uint16_t(floatBitsToUint({text}) >> 16)"
+        return super().frag_from_f32(text, dt)
+
+    def frag_round(self, text: str, dt: D.DType) -> str:
+        if dt == D.bf16:
+            return f"{self.require('iron_round_bf16', _ROUND_BF16)}({text})"
+        return super().frag_round(text, dt)
+
+    def scratch_decl(self, name: str, floats_per_subgroup: int) -> str:
+        """The mma scratch, sized from the pipeline's group size (a specialization constant)."""
+        w = self.profile.lane_width
+        threads = "gl_WorkGroupSize.x * gl_WorkGroupSize.y * gl_WorkGroupSize.z"
+        return f"shared float {name}[({threads} + {w - 1}u) / {w}u * {floats_per_subgroup}u];"
+
     def barrier(self) -> str:
         self.printer.line("groupMemoryBarrier();")
         return "barrier()"
@@ -285,8 +326,10 @@ class GlslDialect(Dialect):
                          (D.i64, "int64"), (D.u64, "int64")):
             if dt in used:
                 ext.add(f"GL_EXT_shader_explicit_arithmetic_types_{kind}")
-        if tensor_types & {D.f16, D.i16, D.u16}:
+        if tensor_types & {D.f16, D.i16, D.u16, D.bf16}:
             ext.add("GL_EXT_shader_16bit_storage")
+        if D.bf16 in tensor_types:  # bf16 fragment storage: uint16_t
+            ext.add("GL_EXT_shader_explicit_arithmetic_types_int16")
         if tensor_types & {D.i8, D.u8}:
             ext.add("GL_EXT_shader_8bit_storage")
         lines = ["#version 450"] + [f"#extension {e} : require" for e in sorted(ext)] + [""]
@@ -306,7 +349,10 @@ class GlslDialect(Dialect):
         lines += ["} p;", ""]
         for s in parts.shared:
             lines.append(f"shared {_NAMES[s.dtype]} {s.name}[{s.count}];")
-        if parts.shared:
+        if "mma_scratch" in parts.extra:
+            scratch = parts.extra["mma_scratch"]
+            lines.append(self.scratch_decl(scratch.name, scratch.floats_per_subgroup))
+        if parts.shared or "mma_scratch" in parts.extra:
             lines.append("")
         for text in self.helpers.values():
             lines += [*text.split("\n"), ""]

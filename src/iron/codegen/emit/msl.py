@@ -20,11 +20,12 @@ from typing import Any
 
 from ...core import dtypes as D
 from ...core.ir import Op
-from ...core.types import TensorType, VectorType
+from ...core.types import FragmentType, TensorType, VectorType
 from . import portable_math
 from .cstyle import ModuleParts, Operand
 from .cxx_helpers import IRON_VEC, banner, params_struct
 from .dialect import Dialect
+from .fragments import static_scratch_floats
 
 _NAMES = {D.f16: "half", D.bf16: "bfloat", D.f32: "float", D.i8: "char", D.i16: "short", D.i32: "int",
           D.i64: "long", D.u8: "uchar", D.u16: "ushort", D.u32: "uint", D.u64: "ulong", D.bool_: "bool"}
@@ -156,6 +157,29 @@ class MslDialect(Dialect):
     def barrier(self) -> str:
         return "threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device)"
 
+    def frag_subgroup_sync(self) -> list[str]:
+        return ["simdgroup_barrier(mem_flags::mem_threadgroup);"]
+
+    # simdgroup_matrix<T, 8, 8>: whole-matrix values (fragments.py, metal_simdgroup_8x8)
+
+    def frag_matrix_type(self, t: FragmentType) -> str:
+        return f"simdgroup_matrix<{_NAMES[t.dtype]}, {t.rows}, {t.cols}>"
+
+    def frag_matrix_fill(self, t: FragmentType, value: str) -> str:
+        return f"make_filled_simdgroup_matrix<{_NAMES[t.dtype]}, {t.rows}, {t.cols}>({value})"
+
+    def frag_matrix_load(self, name: str, t: Operand, base: Operand, ld: Operand, transpose: bool) -> str:
+        # Column layout: element (r, c) at base + c*ld + r is the transpose of a row-major read.
+        return (f"simdgroup_load({name}, {t.text} + {base.atom}, ulong({ld.text}), ulong2(0, 0), "
+                f"{'true' if transpose else 'false'})")
+
+    def frag_matrix_store(self, frag: str, t: Operand, base: Operand, ld: Operand, transpose: bool) -> str:
+        return (f"simdgroup_store({frag}, {t.text} + {base.atom}, ulong({ld.text}), ulong2(0, 0), "
+                f"{'true' if transpose else 'false'})")
+
+    def frag_matrix_mma(self, out: str, a: str, b: str, c: str) -> str:
+        return f"simdgroup_multiply_accumulate({out}, {a}, {b}, {c})"
+
     # ------------------------------------------------------------ indices
 
     def global_id_unsigned(self, axis: int) -> str:
@@ -220,6 +244,9 @@ class MslDialect(Dialect):
         for s in parts.shared:
             align = f"alignas({s.align}) " if s.align > s.dtype.itemsize else ""
             lines.append(f"{self.indent}threadgroup {align}{_NAMES[s.dtype]} {s.name}[{s.count}];")
+        if "mma_scratch" in parts.extra:
+            count = static_scratch_floats(parts, self.profile)
+            lines.append(f"{self.indent}threadgroup float {parts.extra['mma_scratch'].name}[{count}];")
         lines += parts.body
         lines.append("}")
         return "\n".join(lines) + "\n"

@@ -1,0 +1,369 @@
+"""Matrix fragments: per-lane registers (portable, or a matrix unit's layout) or whole-matrix values.
+
+Where the profile's ``mma_strategy`` is a unit in :data:`NATIVE_UNITS`, the
+fragment types of the ``mma`` ops it runs use it (:func:`native_fragment_types`):
+CUDA's ``mma.sync`` keeps registers in the PTX layout and multiplies with
+inline PTX; Metal's ``simdgroup_matrix`` is a whole-matrix value the
+dialect loads, stores and multiplies.  Everything else is portable:
+
+A fragment (docs/ir.md, "Matrix fragments") belongs to a subgroup; here each
+lane holds its share in a local ``float`` array, one slot per register of
+the layout (``iron.codegen.mma``: the interpreter's ``fragment_layout``
+mode reads the same objects).  Registers are f32 whatever the fragment's
+dtype: f16 and bf16 values are exact in f32, conversions happen at loads and
+stores, and an f16/bf16 accumulator is rounded to its dtype after every
+``mma``, so the registers always hold values of the fragment's dtype.
+
+* ``frag_fill``: every register takes the value.
+* ``frag_load`` / ``frag_store``: each lane moves its own elements,
+  ``(row, col) = layout.element(lane, reg)``, from or to
+  ``t[base + row*ld + col]`` (``row``) or ``t[base + col*ld + row]`` (``col``).
+* ``mma``: the lanes write their ``a`` and ``b`` elements to the subgroup's
+  slice of a shared scratch array, synchronise the subgroup, each lane
+  computes its own accumulator elements as an f32 ``fma`` chain over K in
+  order (starting from ``c``), and the subgroup synchronises again before the
+  scratch can be reused.  The scratch is hoisted with the shared arrays; see
+  :func:`scratch_subgroups` for how many subgroups it serves.
+* ``var`` slots of fragment type are register arrays, copied element-wise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...core import dtypes as D
+from ...core.errors import UnsupportedOnTarget
+from ...core.ir import Kernel, Op
+from ...core.types import FragmentType
+from ..mma import (
+    PORTABLE,
+    BitFieldLayout,
+    FragmentLayout,
+    MmaStrategy,
+    StripedLayout,
+    get_strategy,
+)
+from ..targets import TargetProfile
+
+if TYPE_CHECKING:
+    from .cstyle import ModuleParts, Operand
+
+FRAGMENT_OPCODES = frozenset({"frag_fill", "frag_load", "frag_store", "mma"})
+
+
+Combo = tuple[tuple[int, int, int], D.DType, D.DType]
+
+
+@dataclass(frozen=True)
+class NativeUnit:
+    """A matrix-unit strategy this emitter drives, and the (shape, input, accumulator) combos it runs on it.
+
+    ``whole_matrix``: the target's API loads, stores and multiplies whole
+    matrices (Metal's ``simdgroup_matrix``), so a fragment is one opaque
+    value and the per-lane layout is never used; otherwise fragments are
+    per-lane registers in the strategy's (normative) layout.
+    """
+
+    combos: frozenset[Combo]
+    whole_matrix: bool
+
+
+_EIGHT = (8, 8, 8)
+NATIVE_UNITS: dict[str, NativeUnit] = {
+    "cuda_mma_sync_m16n8k16": NativeUnit(frozenset({((16, 8, 16), D.f16, D.f32), ((16, 8, 16), D.bf16, D.f32)}),
+                                         whole_matrix=False),
+    "metal_simdgroup_8x8": NativeUnit(frozenset({(_EIGHT, D.f32, D.f32), (_EIGHT, D.f16, D.f16),
+                                                 (_EIGHT, D.bf16, D.bf16), (_EIGHT, D.f16, D.f32),
+                                                 (_EIGHT, D.bf16, D.f32)}), whole_matrix=True),
+}
+
+
+def fragment_layout(t: FragmentType, profile: TargetProfile) -> FragmentLayout:
+    """The portable per-lane layout of a fragment of type ``t`` on ``profile``."""
+    return PORTABLE.fragment_layout(t.role, t.rows, t.cols, t.dtype, profile.lane_width)
+
+
+def native_strategy(profile: TargetProfile) -> MmaStrategy | None:
+    """The matrix-unit strategy the profile names (``TargetProfile.mma_strategy``) when this emitter drives it."""
+    return get_strategy(profile.mma_strategy) if profile.mma_strategy in NATIVE_UNITS else None
+
+
+def _mma_key(op: Op) -> Combo:
+    a, b, c = (v.type for v in op.operands)
+    return (a.rows, b.cols, a.cols), a.dtype, c.dtype
+
+
+def native_fragment_types(kernel: Kernel, profile: TargetProfile) -> frozenset[FragmentType]:
+    """The fragment types the matrix unit holds: those of the ``mma`` ops it runs.
+
+    A type is all-or-nothing in a kernel (one layout for every value of it),
+    so a type that also meets an ``mma`` the unit does not run (a 16x16 ``a``
+    in a 16x16x16 multiply) stays portable, and so do the other operands of
+    the ``mma`` ops it meets.  Fragments no ``mma`` touches stay portable.
+    """
+    strategy = native_strategy(profile)
+    if strategy is None:
+        return frozenset()
+    combos = NATIVE_UNITS[strategy.name].combos
+    mmas = [(_mma_key(op) in combos, {op.result.type, *(v.type for v in op.operands)})
+            for op in kernel.walk() if op.opcode == "mma"]
+    native = set().union(*(types for ok, types in mmas if ok)) if mmas else set()
+    changed = True
+    while changed:
+        changed = False
+        for ok, types in mmas:
+            if (not ok or not types <= native) and types & native:
+                native -= types
+                changed = True
+    return frozenset(native)
+
+
+def scratch_floats_per_subgroup(kernel: Kernel, native: frozenset[FragmentType] = frozenset()) -> int:
+    """f32 slots one subgroup's scratch needs: the largest portable ``mma``'s ``a`` plus ``b`` (0: none).
+
+    ``native``: fragment types the matrix unit holds; their ``mma`` ops need no scratch.
+    """
+    sizes = [a.type.rows * a.type.cols + b.type.rows * b.type.cols
+             for op in kernel.walk() if op.opcode == "mma" and op.result.type not in native
+             for a, b in [op.operands[:2]]]
+    return max(sizes, default=0)
+
+
+def scratch_subgroups(kernel: Kernel, profile: TargetProfile, other_shared_bytes: int) -> int:
+    """How many subgroups a statically sized scratch serves on ``profile`` (CUDA, HIP, Metal).
+
+    Enough for the profile's largest group, unless that would not fit the
+    shared memory left beside the kernel's own arrays: then as many as fit,
+    and launches of fragment kernels must keep their groups within
+    ``scratch_subgroups * lane_width`` threads (docs/backends.md).  GLSL sizes
+    its scratch from the pipeline's group size instead and needs no limit.
+    """
+    per = scratch_floats_per_subgroup(kernel, native_fragment_types(kernel, profile)) * 4
+    if per == 0:
+        return 0
+    wanted = -(-profile.max_threads_per_group // profile.lane_width)
+    fits = (profile.max_shared_bytes - other_shared_bytes) // per
+    if fits < 1:
+        raise UnsupportedOnTarget(f"the mma scratch of {per} bytes per subgroup does not fit beside "
+                                  f"{other_shared_bytes} bytes of shared arrays on {profile.target} ({profile.arch})",
+                                  kernel.loc, "use smaller shared arrays or smaller fragments", kernel=kernel.name)
+    return min(wanted, fits)
+
+
+def static_scratch_floats(parts: ModuleParts, profile: TargetProfile) -> int:
+    """The f32 count of a statically sized scratch (CUDA, HIP, Metal): see :func:`scratch_subgroups`."""
+    scratch: Scratch = parts.extra["mma_scratch"]
+    other = sum(s.count * s.dtype.itemsize for s in parts.shared)
+    return scratch_subgroups(parts.kernel, profile, other) * scratch.floats_per_subgroup
+
+
+def element_exprs(layout: FragmentLayout, lane: str, reg: str) -> tuple[str, str]:
+    """C-like integer expressions of (row, col) held by register ``reg`` of lane ``lane`` (both non-negative ints)."""
+    if isinstance(layout, StripedLayout):
+        number = f"({reg} * {layout.lane_width} + {lane})"
+        return f"{number} / {layout.cols}", f"{number} % {layout.cols}"
+    if isinstance(layout, BitFieldLayout):
+        return _gather(layout.row_bits, lane, reg), _gather(layout.col_bits, lane, reg)
+    raise TypeError(f"no closed form for {type(layout).__name__}")
+
+
+def _gather(bits: tuple[str, ...], lane: str, reg: str) -> str:
+    terms = []
+    for j, bit in enumerate(bits):
+        source, k = (lane if bit[0] == "l" else reg), int(bit[1:])
+        picked = f"({source} & 1)" if k == 0 else f"(({source} >> {k}) & 1)"
+        terms.append(picked if j == 0 else f"({picked} << {j})")
+    return "(" + " | ".join(terms) + ")" if terms else "0"
+
+
+@dataclass
+class Scratch:
+    """The shared scratch the ``mma`` ops of one kernel use."""
+
+    name: str
+    floats_per_subgroup: int
+
+
+class FragmentPrinter:
+    """Prints fragment ops and fragment slots for one :class:`~.cstyle.KernelPrinter`."""
+
+    def __init__(self, printer: Any) -> None:
+        self.p = printer
+        self.d = printer.d
+        self.profile: TargetProfile = printer.d.profile
+        self.scratch: Scratch | None = None
+        self.strategy = native_strategy(self.profile)
+        self.native = native_fragment_types(printer.kernel, self.profile)
+        #: Native types held as one opaque whole-matrix value (Metal) rather than per-lane registers.
+        self.whole = self.native if self.strategy and NATIVE_UNITS[self.strategy.name].whole_matrix else frozenset()
+
+    def layout(self, t: FragmentType) -> FragmentLayout:
+        """The layout values of type ``t`` have in this kernel: the matrix unit's or the portable one."""
+        if t in self.native:
+            assert self.strategy is not None
+            return self.strategy.fragment_layout(t.role, t.rows, t.cols, t.dtype)
+        return fragment_layout(t, self.profile)
+
+    # ------------------------------------------------------------ values and slots
+
+    def registers(self, t: FragmentType) -> int:
+        return self.layout(t).registers_per_lane
+
+    def declare(self, name: str, t: FragmentType) -> None:
+        if t in self.whole:
+            self.p.line(f"{self.d.frag_matrix_type(t)} {name};")
+            return
+        self.p.line(f"float {name}[{self.registers(t)}];")
+
+    def copy(self, dst: str, src: str, t: FragmentType) -> None:
+        if t in self.whole:
+            self.p.line(f"{dst} = {src};")
+            return
+        self._per_register(t, lambda r: [f"{dst}[{r}] = {src}[{r}];"])
+
+    def declare_slot(self, name: str, t: FragmentType) -> None:
+        """A ``var`` slot: zero-initialised like every slot."""
+        if t in self.whole:
+            zero = self.d.frag_matrix_fill(t, self.d.literal(0, t.dtype))
+            self.p.line(f"{self.d.frag_matrix_type(t)} {name} = {zero};")
+            return
+        self.declare(name, t)
+        self._per_register(t, lambda r: [f"{name}[{r}] = 0.0f;"])
+
+    # ------------------------------------------------------------ ops
+
+    def op(self, op: Op, args: list[Operand]) -> None:
+        types = {v.type for v in [op.result, *op.operands] if v is not None and isinstance(v.type, FragmentType)}
+        if types & self.whole:
+            self._whole_matrix(op, args)
+            return
+        getattr(self, f"_{op.opcode}")(op, args)
+
+    def _whole_matrix(self, op: Op, args: list[Operand]) -> None:
+        """A fragment op on whole-matrix values: the target's own load, store, fill and multiply-add."""
+        d, code = self.d, op.opcode
+        if code == "frag_store":
+            tensor, base, ld, frag = args
+            self.p.line(d.frag_matrix_store(frag.text, tensor, base, ld, op.attrs["layout"] == "col") + ";")
+            return
+        t = op.result.type
+        name = self.p.names.define(op.result)
+        if code == "frag_fill":
+            self.p.line(f"{d.frag_matrix_type(t)} {name} = {d.frag_matrix_fill(t, args[0].text)};")
+            return
+        self.declare(name, t)
+        if code == "frag_load":
+            tensor, base, ld = args
+            self.p.line(d.frag_matrix_load(name, tensor, base, ld, op.attrs["layout"] == "col") + ";")
+        else:
+            a, b, c = args
+            self.p.line(d.frag_matrix_mma(name, a.text, b.text, c.text) + ";")
+
+    def _frag_fill(self, op: Op, args: list[Operand]) -> None:
+        t = op.result.type
+        value = args[0]
+        text = self.d.literal(value.const, D.f32) if value.is_const else self.d.frag_to_f32(value.text, t.dtype)
+        name = self.p.names.define(op.result)
+        self.declare(name, t)
+        self._per_register(t, lambda r: [f"{name}[{r}] = {text};"])
+
+    def _frag_load(self, op: Op, args: list[Operand]) -> None:
+        t = op.result.type
+        tensor, base, ld = args
+        name = self.p.names.define(op.result)
+        self.declare(name, t)
+        self._per_element(t, lambda r, row, col: [
+            f"{name}[{r}] = {self.d.frag_to_f32(self._at(tensor, base, ld, row, col, op), t.dtype)};"])
+
+    def _frag_store(self, op: Op, args: list[Operand]) -> None:
+        tensor, base, ld, frag = args
+        t = frag.type
+        self._per_element(t, lambda r, row, col: [
+            f"{self._at(tensor, base, ld, row, col, op)} = {self.d.frag_from_f32(f'{frag.text}[{r}]', t.dtype)};"])
+
+    def _mma(self, op: Op, args: list[Operand]) -> None:
+        a, b, c = args
+        m, k = a.type.rows, a.type.cols
+        n = b.type.cols
+        out = self.p.names.define(op.result)
+        self.declare(out, op.result.type)
+        if op.result.type in self.native:
+            assert self.strategy is not None
+            combo = self.strategy.combo((m, n, k), a.type.dtype, c.type.dtype)
+            for text in self.d.frag_native_mma(combo, out, a, b, c):
+                self.p.line(text)
+            return
+        scratch = self._scratch()
+        p, d = self.p, self.d
+        p.line(f"{{  // mma {m}x{n}x{k}: a and b through the subgroup's scratch, each lane its own elements")
+        p.depth += 1
+        base = p.temp("scratch_base")
+        p.line(f"const int {base} = {d.index('simd_group_id', None)} * {scratch.floats_per_subgroup};")
+        for operand, offset in ((a, 0), (b, m * k)):
+            cols = operand.type.cols
+            self._per_element(operand.type, lambda r, row, col, src=operand, off=offset, cols=cols: [
+                f"{scratch.name}[{base} + {off} + ({row}) * {cols} + ({col})] = {src.text}[{r}];"])
+        for text in d.frag_subgroup_sync():
+            p.line(text)
+        fma = d.math("fma", D.f32)
+
+        def dot(r: str, row: str, col: str) -> list[str]:
+            i, j, s, kk = p.temp("i"), p.temp("j"), p.temp("sum"), p.temp("k")
+            a_at = f"{scratch.name}[{base} + {i} * {k} + {kk}]"
+            b_at = f"{scratch.name}[{base} + {m * k} + {kk} * {n} + {j}]"
+            ind = d.indent
+            return [f"const int {i} = {row};", f"const int {j} = {col};", f"float {s} = {c.text}[{r}];",
+                    f"for (int {kk} = 0; {kk} < {k}; ++{kk}) {{", f"{ind}{s} = {fma}({a_at}, {b_at}, {s});", "}",
+                    f"{out}[{r}] = {d.frag_round(s, op.result.type.dtype)};"]
+
+        self._per_element(op.result.type, dot)
+        for text in d.frag_subgroup_sync():
+            p.line(text)
+        p.depth -= 1
+        p.line("}")
+
+    # ------------------------------------------------------------ helpers
+
+    def _scratch(self) -> Scratch:
+        if self.scratch is None:
+            self.scratch = Scratch(self.p.temp("mma_scratch"),
+                                   scratch_floats_per_subgroup(self.p.kernel, self.native))
+        return self.scratch
+
+    def _at(self, tensor: Operand, base: Operand, ld: Operand, row: str, col: str, op: Op) -> str:
+        major, minor = (row, col) if op.attrs["layout"] == "row" else (col, row)
+        index = f"{self._int(base)} + ({major}) * {self._int(ld)} + ({minor})"
+        return f"{tensor.text}[{index}]"
+
+    def _int(self, x: Operand) -> str:
+        return x.atom if x.dtype == D.i32 else f"({self.d.convert(x, x.dtype, D.i32)})"
+
+    def _per_register(self, t: FragmentType, body: Any) -> None:
+        r = self.p.temp("r")
+        self.p.line(f"for (int {r} = 0; {r} < {self.registers(t)}; ++{r}) {{")
+        self.p.depth += 1
+        for text in body(r):
+            self.p.line(text)
+        self.p.depth -= 1
+        self.p.line("}")
+
+    def _per_element(self, t: FragmentType, body: Any) -> None:
+        """A loop over the registers with each one's (row, col) under this lane's layout."""
+        layout = self.layout(t)
+        lane = self.p.temp("lane")
+        self.p.line("{")
+        self.p.depth += 1
+        self.p.line(f"const int {lane} = {self.d.index('lane_id', None)};")
+
+        def with_element(r: str) -> list[str]:
+            row, col = element_exprs(layout, lane, r)
+            return body(r, row, col)
+
+        self._per_register(t, with_element)
+        self.p.depth -= 1
+        self.p.line("}")
+
+
+__all__ = ["FRAGMENT_OPCODES", "FragmentPrinter", "element_exprs", "fragment_layout", "scratch_floats_per_subgroup",
+           "scratch_subgroups", "static_scratch_floats"]

@@ -1,0 +1,60 @@
+"""mma.sync m16n8k16 fragments on a real NVIDIA GPU (sm_80+), against numpy; skips without one.
+
+The emitter holds f16/bf16 -> f32 16x8x16 fragments in the PTX ISA's register layout and multiplies
+with inline ``mma.sync``; elsewhere that code is only compiled (tests/codegen/test_emit_fragments.py).
+A wrong lane layout or register packing shows up here as wrong elements.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from iron import In, T, Tensor, bf16, f16, f32, kernel, variants
+from iron.codegen.emit import emit_kernel
+from iron.codegen.pipeline import PassContext, run_pipeline
+from iron.lang import frag_a, frag_b, frag_load_acc, frag_store, mma, simd_group_id
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    try:
+        from cuda_launch import CudaTestContext
+
+        ctx = CudaTestContext()
+    except Exception as e:  # noqa: BLE001 - no driver, no GPU, no binding: all mean skip
+        pytest.skip(f"no CUDA GPU here ({type(e).__name__}: {e})")
+    if int(ctx.arch[3:]) < 80:
+        pytest.skip(f"mma.sync m16n8k16 needs sm_80+, this GPU is {ctx.arch}")
+    return ctx
+
+
+@kernel(variants(T=[f16, bf16]))
+def tile_16x8(a: In[T], b: In[T], c0: In[f32], c: Tensor[f32], ksteps: int):
+    """C = C0 + A @ B for one 16x8 tile, K = 16 * ksteps (a dynamic loop: the accumulator is a slot)."""
+    if simd_group_id() == 0:
+        acc = frag_load_acc(c0, 0, 8, 16, 8)
+        for kk in range(ksteps):
+            acc = mma(frag_a(a, kk * 16, 16 * ksteps, 16, 16), frag_b(b, kk * 16 * 8, 8, 16, 8), acc)
+        frag_store(c, 0, 8, acc)
+
+
+@pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
+def test_mma_sync_tile_matches_numpy(cuda, dtype) -> None:
+    ksteps = 4
+    host = np.float16 if dtype == f16 else ml_dtypes.bfloat16
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(16 * 16 * ksteps).astype(host)
+    b = rng.standard_normal(16 * ksteps * 8).astype(host)
+    c0 = rng.standard_normal(16 * 8).astype(np.float32)
+    c = np.zeros(16 * 8, np.float32)
+    ir = run_pipeline(tile_16x8.variant(T=dtype).lower(a, b, c0, c, ksteps), PassContext.for_target("cuda"))
+    assert "mma.sync.aligned.m16n8k16" in emit_kernel(ir, "cuda").source
+    cuda.launch(ir, [a, b, c0, c, ksteps], (64,), (64,))
+    a64 = a.astype(np.float64).reshape(16, 16 * ksteps)
+    b64 = b.astype(np.float64).reshape(16 * ksteps, 8)
+    want = c0.astype(np.float64).reshape(16, 8) + a64 @ b64
+    bound = (np.abs(c0).reshape(16, 8) + np.abs(a64) @ np.abs(b64)) * np.finfo(np.float32).eps * (16 * ksteps + 1)
+    err = np.abs(c.reshape(16, 8) - want)
+    assert np.all(err <= bound), f"worst element {np.unravel_index(np.argmax(err - bound), err.shape)}"
