@@ -88,8 +88,12 @@ def enumerate_variants(kernels: Iterable[tuple[str, Any]], notes: list[str]) -> 
 
 def build(kernels: Iterable[tuple[str, Any]], kinds: Iterable[str], *, strict: bool = True,
           progress: Callable[[str], None] | None = None) -> BuildResult:
-    """Emit and compile in memory.  ``strict``: a requested compiled artifact whose toolchain is
-    missing is an error; otherwise (``--emit all``) it becomes a note."""
+    """Emit and compile in memory.
+
+    ``strict`` (kinds named one by one): a missing toolchain or a kernel a requested target cannot
+    express is an error, before anything is written.  Otherwise (``--emit all``) both become notes
+    and the build writes what it could.
+    """
     from ..codegen.emit import emit_kernel
     from ..codegen.pipeline import PassContext, run_pipeline
 
