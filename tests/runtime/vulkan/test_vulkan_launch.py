@@ -66,3 +66,17 @@ def test_get_device_makes_one_vulkan_device():
         missing(f"no usable Vulkan here: {e}")
     assert isinstance(dev, VulkanDevice) and dev.name == "vulkan" and dev.target == "spirv"
     assert get_device("vulkan") is dev
+
+
+def test_a_barrier_kernel_with_a_grid_tail_is_refused_with_its_line(device):
+    needs_emitter()
+    from corpus import case_named
+
+    case = case_named("shared_tree_reduction")
+    k = case.kernel
+    binding = case.bindings[0]
+    ir = run_pipeline(k.ir(**binding), PassContext.for_target("spirv"))
+    args = [np.ones(300, np.float32) if p.is_tensor and p.access == "read" else
+            np.zeros(300, np.float32) if p.is_tensor else 300 for p in ir.params]
+    with pytest.raises(LaunchError, match=r"not a multiple of the group .* uses barrier \(.*\.py:\d+"):
+        device.launch(ir, args, (300,), (128,))

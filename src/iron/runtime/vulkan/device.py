@@ -173,8 +173,9 @@ class VulkanDevice:
     def launch_timed(self, kernel: Kernel, args: Sequence[Any], grid: tuple[int, ...], group: tuple[int, ...],
                      timing: bool = True) -> float | None:
         """:meth:`launch`, returning the GPU time in ms (timestamp queries) when ``timing``."""
-        grid3, _, ndim = normalize_geometry(grid, group)
+        grid3, group3, ndim = normalize_geometry(grid, group)
         workgroups(grid, group, self._info)  # reject a bad group before compiling
+        _check_full_groups(kernel, grid3, group3)
         bound = bind_arguments(kernel, args)
         compiled = self._compiler.compile(kernel)
         tensors = {p.name: arg for p, arg in zip(kernel.params, bound) if p.is_tensor}
@@ -218,3 +219,26 @@ class VulkanDevice:
     def __repr__(self) -> str:
         state = "closed" if self._closed else self._info.api_version_text
         return f"<VulkanDevice '{self._info.name}' ({self._info.device_type}, Vulkan {state})>"
+
+
+#: Ops that need every invocation of a workgroup (or subgroup) to reach them together.
+_WHOLE_GROUP_OPS = frozenset({"barrier", "frag_fill", "frag_load", "frag_store", "mma"})
+
+
+def _check_full_groups(kernel: Kernel, grid: tuple[int, ...], group: tuple[int, ...]) -> None:
+    """Refuse a grid tail for kernels with barriers or fragment ops.
+
+    Threads past the grid return at entry (docs/backends.md); Vulkan leaves a barrier that some
+    invocations of the workgroup never reach undefined (it may hang or race on a real GPU, and
+    lavapipe happening to cope proves nothing), so such launches must cover whole groups.
+    """
+    if all(g % b == 0 for g, b in zip(grid, group)):
+        return
+    op = next((o for o in kernel.walk() if o.opcode in _WHOLE_GROUP_OPS), None)
+    if op is None:
+        return
+    where = f" ({op.loc})" if op.loc else ""
+    raise LaunchError(
+        f"kernel '{kernel.name}': grid {tuple(grid)} is not a multiple of the group {tuple(group)}, and the kernel "
+        f"uses {op.opcode}{where}, which on Vulkan every invocation of a group must reach: round the grid up to "
+        f"whole groups and guard the tail with the kernel's own bounds check")
