@@ -26,6 +26,36 @@ layout(push_constant) uniform IronParams {
   layout(offset = 12) uint iron_grid_z;
 } p;
 
+// atan2 to within 4 ulp (the driver's atan(y, x) may be 4096 ulp off under Vulkan's rules); C's special cases.
+float iron_atan_reduced(float t) {
+  float z = t * t;
+  float p = 0.08044466147161604;
+  p = p * z - 0.13874448994704625;
+  p = p * z + 0.1997736063066317;
+  p = p * z - 0.3333293780819239;
+  return t + t * (z * p);
+}
+
+float iron_atan2(float y, float x) {
+  if (isnan(x) || isnan(y)) {
+    return x + y;
+  }
+  float ax = abs(x);
+  float ay = abs(y);
+  float hi = max(ax, ay);
+  float lo = min(ax, ay);
+  float a = hi == 0.0 ? 0.0 : (hi == lo ? 1.0 : lo / hi);
+  float r = a > 0.41421356 ? 0.78539816 + iron_atan_reduced((a - 1.0) / (a + 1.0))
+                              : iron_atan_reduced(a);
+  if (ay > ax) {
+    r = 1.57079637 - r;
+  }
+  if (x < 0.0 || (x == 0.0 && floatBitsToInt(x) < 0)) {
+    r = 3.1415927 - r;
+  }
+  return (y < 0.0 || (y == 0.0 && floatBitsToInt(y) < 0)) ? -r : r;
+}
+
 // The error function: a Taylor polynomial near 0, 1 - erfc(|x|) from a Chebyshev fit beyond.
 float iron_erf(float x) {
   float z = abs(x);
@@ -111,7 +141,7 @@ void main() {
     o_sin[i] = v1;
     float v2 = cos(x);
     o_cos[i] = v2;
-    float v3 = atan(x, y);
+    float v3 = iron_atan2(x, y);
     o_atan2[i] = v3;
     float v4 = iron_erf(x);
     o_erf[i] = v4;

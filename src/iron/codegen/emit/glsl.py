@@ -39,7 +39,7 @@ _MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sq
          "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan",
          "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "floor": "floor", "ceil": "ceil", "round": "roundEven",
          "trunc": "trunc", "abs": "abs", "atan2": "atan", "fma": "fma"}
-_HELPER_MATH = {"log1p": "iron_log1p", "expm1": "iron_expm1", "erf": "iron_erf", "pow": "iron_pow",
+_HELPER_MATH = {"log1p": "iron_log1p", "expm1": "iron_expm1", "erf": "iron_erf", "pow": "iron_pow", "atan2": "iron_atan2",
                 "rem": "iron_fmod", "min": "iron_fmin", "max": "iron_fmax"}
 #: What GLSL offers on double: no transcendental functions.
 _F64_MATH = frozenset({"sqrt", "rsqrt", "floor", "ceil", "round", "trunc", "abs", "fma"})
