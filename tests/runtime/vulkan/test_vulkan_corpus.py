@@ -16,8 +16,6 @@ from vulkan_shaders import missing
 
 #: (case, binding label) -> why it disagrees today.
 KNOWN_GAPS = {
-    ("float_floordiv_mod_pow_logic", "T=f32"): "GLSL's pow(x, 3.0) for tiny x is ~2e-6 off (Vulkan's precision for "
-                                               "pow is that of exp2(y * log2(x))); needs an accurate iron_pow helper",
 }
 
 

@@ -22,7 +22,7 @@ from ...core.errors import IronCompileError
 from ...core.ir import Kernel
 from ..abi import KernelABI, kernel_abi
 from ..capabilities import check_kernel
-from ..legalize import legalize
+from ..legalize import INEXACT_POW, legalize, small_int_powers
 from ..targets import TargetProfile, UnknownTargetError, default_profile
 from .cstyle import KernelPrinter
 from .cxx import CudaDialect, HipDialect
@@ -57,6 +57,8 @@ def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = Non
     abi = kernel_abi(kernel)
     try:
         legal = legalize(kernel, target, min_lane_width=prof.lane_width)
+        if target in INEXACT_POW:
+            legal = small_int_powers(legal)
     except IronCompileError as e:
         raise e.with_kernel(kernel.name) from None
     dialect = _DIALECTS[target](prof, kernel.name)
