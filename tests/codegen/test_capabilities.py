@@ -7,11 +7,11 @@ import pytest
 from corpus import case_named
 from emit_testing import optimized
 
-from iron import In, Tensor, f32, f64, i32, i64, kernel
+from iron import In, Tensor, f16, f32, f64, i32, i64, kernel
 from iron.codegen.capabilities import (
     check_kernel,
+    check_emitted_launch,
     check_launch,
-    needs_full_groups,
     shared_bytes,
 )
 from iron.codegen.emit import emit_kernel
@@ -113,10 +113,36 @@ def test_shared_memory_over_the_limit_is_refused_at_the_allocation():
     check_kernel(ir, profile("hip", "gfx90a"))  # 64 KiB of LDS: fits exactly
 
 
-def test_needs_full_groups_sees_barriers_and_subgroup_ops():
-    assert needs_full_groups(_lowered(big_tile, "cuda"))
-    assert not needs_full_groups(_lowered(doubles, "cuda"))
-    assert needs_full_groups(optimized("simd_sum_atomic_partials", {"T": f32}, "cuda"))
+def test_a_partial_last_group_is_refused_for_barriers_and_fragments_only():
+    barrier_kernel = emit_kernel(_lowered(big_tile, "hip"), "hip")  # 64 KiB of shared memory: fits on HIP
+    assert barrier_kernel.whole_group_op.opcode == "barrier"
+    line = _line_of(big_tile.fn, "barrier(")
+    with pytest.raises(LaunchError, match=rf"grid \(100,\) is not a multiple .* uses barrier \(.*:{line}:"):
+        check_emitted_launch(barrier_kernel, (100,), (64,))
+    check_emitted_launch(barrier_kernel, (128,), (64,))
+    fragments = emit_kernel(optimized("mma_16x8x16", {"T": f16, "KT": 2}, "cuda"), "cuda")
+    with pytest.raises(LaunchError, match="frag_load|frag_fill|mma"):
+        check_emitted_launch(fragments, (64, 3), (32, 2))
+    # Subgroup reductions combine the active lanes: a tail is fine.
+    partials = emit_kernel(optimized("simd_sum_atomic_partials", {"T": f32}, "cuda"), "cuda")
+    assert partials.whole_group_op is None
+    check_emitted_launch(partials, (100,), (64,))
+    check_emitted_launch(emit_kernel(_lowered(doubles, "cuda"), "cuda"), (7,), (64,))
+
+
+def test_groups_stay_within_what_a_static_mma_scratch_serves():
+    """16x8x16 f32 on Metal: 384 floats per subgroup; 32 KiB hold 21 subgroups, so 672 threads."""
+    emitted = emit_kernel(optimized("mma_16x8x16", {"T": f32, "KT": 2}, "metal"), "metal")
+    assert emitted.max_group_threads == 21 * 32
+    assert emitted.shared_bytes == 21 * 384 * 4 and f"[{21 * 384}]" in emitted.source
+    check_emitted_launch(emitted, (672,), (672,))
+    with pytest.raises(LaunchError, match="sized for 672"):
+        check_emitted_launch(emitted, (704,), (704,))
+    # Natively multiplied fragments need no scratch: the profile's own limit.
+    native = emit_kernel(optimized("mma_16x8x16", {"T": f16, "KT": 2}, "cuda"), "cuda")
+    assert native.max_group_threads == 1024 and native.shared_bytes == 0
+    glsl = emit_kernel(optimized("mma_16x8x16", {"T": f32, "KT": 2}, "spirv"), "spirv")
+    assert glsl.max_group_threads == 1024  # GLSL sizes the scratch from the pipeline's group
 
 
 @pytest.mark.parametrize("group,shared,problem", [

@@ -3,10 +3,11 @@
 The corpus fragment kernels are compiled for every target by
 test_compile_corpus.py and run on lavapipe by test_vulkan_corpus.py; here:
 the per-lane index expressions are exactly the interpreter's layouts (the
-portable one and every matrix unit's), a fragment carried across a dynamic
-loop (a ``var`` slot) and a bf16 accumulator run on Vulkan, CUDA's
-``mma.sync`` assembles for sm_80/sm_90, Metal's ``simdgroup_matrix`` passes
-the shim, and the scratch sizing and the bf16-as-bits refusals hold.
+portable one and every matrix unit's, AMD's MFMA and WMMA included), a
+fragment carried across a dynamic loop (a ``var`` slot) and a bf16
+accumulator run on Vulkan, CUDA's ``mma.sync`` assembles for sm_80/sm_90,
+Metal's ``simdgroup_matrix`` passes the shim, and the scratch sizing and the
+bf16-as-bits refusals hold.  test_hip_matrix_units.py covers AMD's units in depth.
 """
 
 from __future__ import annotations
@@ -76,10 +77,44 @@ def _fragment_types(k) -> set[FragmentType]:
 @pytest.mark.parametrize("case_name,binding", [("mma_16x8x16", {"T": f16, "KT": 2}), ("mma_8x8x8", {"T": f32})])
 def test_emitted_lanes_follow_the_interpreters_layout(case_name, binding, target) -> None:
     """Each fragment's index expressions are those of the layout the interpreter runs it by."""
-    k = optimized(case_name, binding, target)
-    prof = default_profile(target)
+    _assert_lanes_follow_the_interpreter(optimized(case_name, binding, target), default_profile(target))
+
+
+@kernel
+def mma_16x16x16_slot(a: In[bf16], bt: In[bf16], c: Tensor[f32], ksteps: int):
+    """16x16x16 over a K the launch chooses (the accumulator in a slot), B column-major: AMD's unit size."""
+    if simd_group_id() == 0:
+        acc = frag_acc(f32, 16, 16, 0.5)
+        for kk in range(ksteps):
+            acc = mma(frag_a(a, kk * 16, 16 * ksteps, 16, 16), frag_b(bt, kk * 16, 16 * ksteps, 16, 16, "col"), acc)
+        frag_store(c, 0, 16, acc)
+
+
+def _slot_16x16x16(target: str = "hip"):
+    a, bt = np.zeros(512, ml_dtypes.bfloat16), np.zeros(512, ml_dtypes.bfloat16)
+    ctx = PassContext(target=target, fp_contract=None, unroll_max=64, opt_level=2, verify=True)
+    return run_pipeline(mma_16x16x16_slot.lower(a, bt, np.zeros(256, np.float32), 2), ctx)
+
+
+@pytest.mark.parametrize("arch,unit", [("gfx90a", "amd_mfma_gfx90a"), ("gfx940", "amd_mfma_gfx90a"),
+                                       ("gfx1100", "amd_wmma_rdna3"), ("gfx1030", None)])
+def test_amd_matrix_unit_lanes_follow_the_interpreters_layout(arch, unit) -> None:
+    """MFMA (wave64) and WMMA (wave32, operands replicated) registers are placed as fragment_layout places them."""
+    k = _slot_16x16x16()
+    prof = profile("hip", arch)
+    assert prof.mma_strategy == (unit if unit else None)
+    assert len(native_fragment_types(k, prof)) == (3 if unit else 0)
+    _assert_lanes_follow_the_interpreter(k, prof)
+    if unit:  # the slot is a per-lane register array of the unit's layout, copied register by register
+        slots = 4 if unit == "amd_mfma_gfx90a" else 8
+        assert re.search(rf"float (\w+)\[{slots}\];\n\s*for \(int (r\w*) = 0; \2 < {slots}; \+\+\2\) \{{\n"
+                         rf"\s*\1\[\2\] = 0\.0f;", emit_kernel(k, "hip", prof).source)
+
+
+def _assert_lanes_follow_the_interpreter(k, prof) -> None:
+    target = prof.target
     native = native_fragment_types(k, prof)
-    source = emit_kernel(k, target).source
+    source = emit_kernel(k, target, prof).source
     types = _fragment_types(k)
     assert types
     for t in types:

@@ -133,8 +133,9 @@ def ptx_m16n8k16(role: str, lane: int, i: int) -> tuple[int, int]:
 
 
 def mfma_16x16x16(role: str, lane: int, i: int) -> tuple[int, int]:
-    """AMD Matrix Instruction Calculator, v_mfma_f32_16x16x16f16 register layout (also ROCm's
-    "AMD matrix cores" lab note, whose example loads A[lane % 16][4*(lane/16) + i])."""
+    """AMD Matrix Instruction Calculator, v_mfma_f32_16x16x16f16 / bf16_1k register layout (A i = lane % 16,
+    A k = 4 * floor(lane / 16) + 2 * GPR_num + floor(GPR_bits / 16), item i being 2 * GPR_num + half; also
+    ROCm's "AMD matrix cores" lab note, whose example loads A[lane % 16][4*(lane/16) + i])."""
     if role == "a":
         return lane % 16, 4 * (lane // 16) + i
     if role == "b":
@@ -217,6 +218,34 @@ def test_known_entries_from_the_documents(name, shape, role, dtype, lane, reg, e
     assert (lane % (16 if name == "amd_wmma_rdna3" and role != "acc" else 64), reg) == layout.owner(*expected)
 
 
+def calculator_owners(strategy: str, role: str, row: int, col: int) -> set[tuple[int, int]]:
+    """Element -> every (lane, item) holding it, as the AMD Matrix Instruction Calculator computes it
+    (ROCm/amd_matrix_instruction_calculator, matrix_calculator.py): gfx9 (InstCalcGfx9) for an input with
+    one block, A[i][k] in lane 16 * (k // 4) + i, item k % 4, and a 16x16 f32 output D[i][j] in register
+    i % 4 of lane 16 * (i // 4) + j; gfx11 (InstCalcGfx11, wave32), A[i][k] item k of lanes i and i + 16,
+    D[i][j] register i // 2 of lane 16 * (i % 2) + j.  B[k][j] is A's rule with j for i."""
+    if role == "acc":
+        i, j = row, col
+        if strategy == "amd_mfma_gfx90a":
+            return {(16 * (i // 4) + j, i % 4)}
+        return {(16 * (i % 2) + j, i // 2)}
+    i, k = (row, col) if role == "a" else (col, row)
+    if strategy == "amd_mfma_gfx90a":
+        return {(16 * (k // 4) + i, k % 4)}
+    return {(i, k), (i + 16, k)}
+
+
+@pytest.mark.parametrize("strategy", ["amd_mfma_gfx90a", "amd_wmma_rdna3"])
+@pytest.mark.parametrize("dtype", [D.f16, D.bf16], ids=str)
+@pytest.mark.parametrize("role", ROLES)
+def test_amd_owners_match_the_matrix_instruction_calculator(strategy, dtype, role):
+    """The other direction from the formulas above: which (lane, item) holds each element."""
+    layout = mma.get_strategy(strategy).layout(role, (16, 16, 16), D.f32 if role == "acc" else dtype)
+    for row in range(16):
+        for col in range(16):
+            assert set(layout.owners(row, col)) == calculator_owners(strategy, role, row, col)
+
+
 def test_wmma_operands_duplicate_lanes_0_to_15_into_16_to_31():
     """RDNA3 ISA, WMMA in wave32: lanes 16-31 must hold the same A/B values as lanes 0-15."""
     for role in ("a", "b"):
@@ -295,7 +324,8 @@ def test_vulkan_cooperative_matrices_have_no_lane_layout_and_are_narrowed_by_the
 @pytest.mark.parametrize(("target", "arch", "expected"), [
     ("cuda", "sm_80", "cuda_mma_sync_m16n8k16"), ("cuda", "sm_90a", "cuda_mma_sync_m16n8k16"),
     ("cuda", "sm_75", "portable"), ("cuda", None, "portable"), ("cuda", "gfx90a", "portable"),
-    ("hip", "gfx90a", "amd_mfma_gfx90a"), ("hip", "gfx942", "amd_mfma_gfx90a"),
+    ("hip", "gfx90a", "amd_mfma_gfx90a"), ("hip", "gfx940", "amd_mfma_gfx90a"), ("hip", "gfx942", "amd_mfma_gfx90a"),
+    ("hip", "gfx908", "portable"),
     ("hip", "gfx1100", "amd_wmma_rdna3"), ("hip", "gfx1030", "portable"),
     ("metal", None, "metal_simdgroup_8x8"), ("metal", "apple7", "metal_simdgroup_8x8"),
     ("metal", "mac2", "metal_simdgroup_8x8"), ("metal", "apple6", "portable"),

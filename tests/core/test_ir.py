@@ -6,7 +6,7 @@ from iron.core import dtypes as D
 from iron.core.builder import Builder, new_kernel, tensor
 from iron.core.errors import IRVerificationError
 from iron.core.hashing import kernel_hash
-from iron.core.ir import Block, Op, Value, clone_kernel
+from iron.core.ir import Op, Value, clone_kernel
 from iron.core.ops import OPS, OpTypeError, infer_type
 from iron.core.printer import print_kernel
 from iron.core.types import FragmentType, ScalarType, TensorType, VarType, VectorType

@@ -8,7 +8,7 @@ a condition that is uniform over their subgroup.
 
 import numpy as np
 
-from iron import In, T, Tensor, bf16, f16, f32, kernel, variants
+from iron import In, T, Tensor, TypeVar, bf16, f16, f32, kernel, variants
 from iron.lang import frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_id, mma, num_simd_groups, \
     simd_group_id, static_range
 
@@ -89,4 +89,37 @@ MMA_8x8x8 = CorpusCase(
     bindings=({"T": f16}, {"T": f32}), depth=lambda run: Depth(steps=8), subgroup=True)
 
 
-CASES = [MMA_16x8x16, MMA_8x8x8]
+# ---------------------------------------------------------------- 16x16x16 (MFMA, WMMA, cooperative matrices), B column-major
+
+ACC = TypeVar("ACC")
+
+
+@kernel(variants(T=[f16, bf16], ACC=[f32, f16]))
+def mma_16x16x16(a: In[T], bt: In[T], c0: In[ACC], c: Tensor[ACC], tiles: int):
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles:
+        acc = frag_load_acc(c0, tile * 256, 16, 16, 16)
+        fa = frag_a(a, tile * 256, 16, 16, 16)
+        fb = frag_b(bt, tile * 256, 16, 16, 16, layout="col")
+        acc = mma(fa, fb, acc)
+        frag_store(c, tile * 256, 16, acc)
+
+
+def _mma16x16_oracle(args, run: Run):
+    a = f64(args[0]).reshape(run.size, 16, 16)
+    b = f64(args[1]).reshape(run.size, 16, 16).transpose(0, 2, 1)  # stored transposed: read column-major
+    c0 = f64(args[2]).reshape(run.size, 16, 16)
+    return {3: Expect((c0 + a @ b).reshape(-1), (np.abs(c0) + np.abs(a) @ np.abs(b)).reshape(-1))}
+
+
+MMA_16x16x16 = CorpusCase(
+    name="mma_16x16x16", kernel=mma_16x16x16,
+    make_args=lambda run, rng: [randn(rng, 256 * run.size, run.T), randn(rng, 256 * run.size, run.T),
+                                randn(rng, 256 * run.size, run["ACC"]), empty(256 * run.size, run["ACC"]), run.size],
+    oracle=_mma16x16_oracle, outputs=(3,), launch=lambda run: _tile_launch(run.size), sizes=TILE_SIZES,
+    bindings=({"T": f16, "ACC": f32}, {"T": bf16, "ACC": f32}, {"T": f16, "ACC": f16}),
+    # A matrix unit may add the 16 products in any order, and an f16 accumulator rounds once at the end.
+    depth=lambda run: Depth(steps=17), subgroup=True, out_dtype=lambda run: run["ACC"])
+
+
+CASES = [MMA_16x8x16, MMA_8x8x8, MMA_16x16x16]

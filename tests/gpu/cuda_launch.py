@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from iron.codegen.abi import pack_params
+from iron.codegen.capabilities import check_emitted_launch
 from iron.codegen.emit import emit_kernel
 from iron.codegen.toolchains import nvrtc
 from iron.core.ir import Kernel
@@ -43,6 +44,7 @@ class CudaTestContext:
     def launch(self, kernel: Kernel, args: Sequence[Any], grid: tuple[int, ...], group: tuple[int, ...]) -> None:
         drv = self.drv
         em = emit_kernel(kernel, "cuda")
+        check_emitted_launch(em, grid, group)  # the rule every runtime applies before dispatch
         cubin = nvrtc.compile_cuda(em.source, arch=self.arch, name=f"{em.entry}.cu").binary
         module = _check(drv.cuModuleLoadData(cubin))
         try:

@@ -6,6 +6,7 @@ import pytest
 
 from iron import config
 from iron.codegen import toolchains
+from iron.codegen.toolchains import glsl_compilers
 from iron.codegen.toolchains.common import (Diagnostic, ToolchainMissing, error_from_diagnostics,
                                             parse_clang_diagnostics)
 
@@ -90,7 +91,10 @@ def test_missing_toolchain_skips_outside_ci_and_fails_in_ci(monkeypatch, require
 def test_a_tool_off_the_path_is_missing_with_its_install_command(monkeypatch, tmp_path, name, run):
     module = toolchains.TOOLCHAINS[name]
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no compiler can be found
-    module._probe.cache_clear()
+    if name == "spirv":  # the PyPI glslang is found without PATH: hide it too
+        monkeypatch.setattr(glsl_compilers, "_pypi_prefix", lambda: None)
+    probe = glsl_compilers.probe if name == "spirv" else module._probe
+    probe.cache_clear()
     try:
         assert not module.available()
         assert "not found" in module.unavailable_reason()
@@ -99,4 +103,4 @@ def test_a_tool_off_the_path_is_missing_with_its_install_command(monkeypatch, tm
         assert info.value.install == module.INSTALL and "apt-get install" in str(info.value)
     finally:
         monkeypatch.undo()
-        module._probe.cache_clear()
+        probe.cache_clear()

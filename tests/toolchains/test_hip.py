@@ -1,11 +1,13 @@
-"""HIP through ROCm's clang: code objects for CDNA2 (wave64) and RDNA2 (wave32) with their register counts."""
+"""HIP through ROCm's clang: code objects for CDNA2 (wave64), RDNA2 and RDNA3 (wave32) with their register counts."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from iron.codegen.toolchains import hip
-from iron.codegen.toolchains.common import ToolchainError
+from iron.codegen.toolchains.common import ToolchainError, ToolchainMissing
 from toolchain_testing import mutate
 
 
@@ -43,7 +45,7 @@ extern "C" __global__ void count_positive(const float* x, unsigned int* count, i
 EM_AMDGPU = 0xE0
 
 
-@pytest.mark.parametrize("arch, wave", [("gfx90a", 64), ("gfx1030", 32)])
+@pytest.mark.parametrize("arch, wave", [("gfx90a", 64), ("gfx1030", 32), ("gfx1100", 32)])
 def test_code_object_with_register_report(arch, wave):
     art = hip.compile_hip(REDUCE, arch=arch)
     assert art.binary[:4] == b"\x7fELF"
@@ -57,6 +59,47 @@ def test_code_object_with_register_report(arch, wave):
     assert 0 < k["vgprs"] <= 256 and 0 < k["sgprs"] <= 106
     assert art.report["spills"] == 0
     assert art.version.startswith("clang 15.")
+
+
+def test_disassembly_lists_the_code_objects_instructions():
+    art = hip.compile_hip(REDUCE, arch="gfx90a")
+    text = hip.disassemble(art.binary, "gfx90a")
+    assert "<scaled_sum>:" in text and "<count_positive>:" in text
+    assert "ds_write_b32" in text and "s_endpgm" in text  # the LDS store of partial[], the kernel's end
+    with pytest.raises(ValueError):
+        hip.disassemble(art.binary, "mi250")
+    with pytest.raises(ToolchainError, match="llvm-objdump could not read"):
+        hip.disassemble(b"not an ELF file", "gfx90a")
+
+
+def test_gfx11_gets_only_the_isa_version_library_rocm_5_2_lacks():
+    """ROCm 5.2 ships no oclc_isa_version_1100.bc: the overlay adds it (11000) and links every other library."""
+    from pathlib import Path
+
+    assert hip.compile_hip(REDUCE, arch="gfx1030").report["device_libs"] == "rocm-device-libs"
+    report = hip.compile_hip(REDUCE, arch="gfx1100").report
+    assert report["device_libs"] == "rocm-device-libs + Iron's oclc_isa_version_1100 (11000)"
+    paths = hip._probe().found
+    overlay, used = hip._device_libs("gfx1100", paths)
+    assert used and overlay != paths["device_libs"]
+    installed = {p.name for p in Path(paths["device_libs"]).glob("*.bc")}
+    assert "oclc_isa_version_1100.bc" not in installed
+    links = {p.name: p for p in Path(overlay).glob("*.bc")}
+    assert set(links) == installed | {"oclc_isa_version_1100.bc"}
+    assert all(links[n].is_symlink() and links[n].resolve() == Path(paths["device_libs"], n).resolve()
+               for n in installed)
+    ir = hip.run_tool([paths["llvm_dis"], str(links["oclc_isa_version_1100.bc"]), "-o", "-"], tool="t", install="")
+    assert "@__oclc_ISA_version = linkonce_odr protected local_unnamed_addr addrspace(4) constant i32 11000" in \
+        ir.stdout.decode()
+
+
+def test_gfx11_without_llvm_as_says_what_is_missing(monkeypatch):
+    probe = hip._probe()
+    without = {k: v for k, v in probe.found.items() if k != "llvm_as"}
+    monkeypatch.setattr(hip, "_probe", lambda: dataclasses.replace(probe, found=without))
+    with pytest.raises(ToolchainMissing, match="gfx1101 needs llvm-as-15"):
+        hip.compile_hip(REDUCE, arch="gfx1101")
+    hip.compile_hip(REDUCE, arch="gfx1030")  # archs ROCm 5.2 has need no overlay
 
 
 def test_error_names_the_emitted_line():

@@ -10,15 +10,18 @@ Two kinds of check, both before anything reaches a compiler or a device:
   atomic add on a Vulkan device without ``VK_EXT_shader_atomic_float``),
   a fragment the subgroup width does not divide, or static shared memory over the limit.
 * :func:`check_launch` refuses a group size or shared-memory footprint over
-  the profile's limits, so a launch is rejected instead of truncated.
+  the profile's limits, so a launch is rejected instead of truncated;
+  :func:`check_emitted_launch` adds what an emitted kernel needs (a static
+  mma scratch's group limit, whole groups for barriers and fragment ops).
 
-:func:`needs_full_groups` tells the runtime when a grid that is no multiple
-of the group is unsafe (see docs/backends.md, "Partial groups").
+A grid that is no multiple of the group is unsafe for some kernels: see
+docs/backends.md, "Partial groups", and :func:`check_emitted_launch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..core import dtypes as D
 from ..core.errors import LaunchError, SourceLoc, UnsupportedOnTarget
@@ -34,22 +37,13 @@ COLLECTIVE_OPCODES = frozenset({
 })
 
 _FRAGMENT_OPCODES = frozenset({"frag_fill", "frag_load", "frag_store", "mma"})
+#: Ops every thread of a group must reach together on every GPU target (subgroup operations act
+#: on the active lanes, so a partial last group is fine for them).
+WHOLE_GROUP_OPCODES = frozenset({"barrier"}) | _FRAGMENT_OPCODES
 _ATOMIC_NAMES = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min", "atomic_xchg": "xchg",
                  "atomic_cas": "cas"}
 _SUBGROUP_64BIT = frozenset({"simd_sum", "simd_max", "simd_min", "simd_shuffle", "simd_shuffle_xor",
                              "simd_shuffle_up", "simd_shuffle_down", "simd_broadcast"})
-
-
-def needs_full_groups(kernel: Kernel) -> bool:
-    """Whether ``kernel`` has barriers, subgroup or fragment ops.
-
-    Threads past the grid return at entry.  Such a kernel is only safe when
-    the grid is a multiple of the group on every axis: otherwise a barrier
-    waits for threads that have left (undefined on Vulkan) and a subgroup op
-    runs with lanes missing.  The runtime should round the grid up (and let
-    the kernel's own bounds checks guard) or refuse such launches.
-    """
-    return any(op.opcode in COLLECTIVE_OPCODES for op in kernel.walk())
 
 
 def shared_bytes(kernel: Kernel) -> int:
@@ -162,3 +156,34 @@ def check_launch(profile: TargetProfile, group: Sequence[int], shared_bytes: int
     if shared_bytes > profile.max_shared_bytes:
         raise LaunchError(f"{shared_bytes} bytes of shared memory per group is over the limit of "
                           f"{profile.max_shared_bytes} on {where}")
+
+
+def check_emitted_launch(emitted: Any, grid: Sequence[int], group: Sequence[int]) -> None:
+    """Refuse a launch of an emitted kernel that its target cannot run as written (LaunchError).
+
+    On top of :func:`check_launch`: a group over the threads a static mma scratch was sized for
+    (``EmittedKernel.max_group_threads``), and a grid that ends in a partial group when the kernel
+    has an op every thread of a group must reach together (``whole_group_op``: a barrier or a
+    fragment op).  Threads past the grid return at entry (docs/backends.md), so such a kernel
+    would wait on threads that have left: undefined on every GPU target (a hang or a race on real
+    hardware; a CPU driver coping proves nothing).
+    """
+    check_launch(emitted.profile, group, emitted.shared_bytes)
+    dims = tuple(int(g) for g in group)
+    threads = 1
+    for g in dims:
+        threads *= g
+    name = emitted.abi.entry
+    if threads > emitted.max_group_threads:
+        raise LaunchError(
+            f"kernel '{name}': group {dims} has {threads} threads, but its mma scratch was sized for "
+            f"{emitted.max_group_threads} on {emitted.profile.target} ({emitted.profile.arch}) beside its "
+            f"shared arrays: use groups of at most {emitted.max_group_threads} threads or smaller shared arrays")
+    op = emitted.whole_group_op
+    grid3 = tuple(int(g) for g in grid)
+    if op is not None and any(g % b for g, b in zip(grid3, dims)):
+        where = f" ({op.loc})" if op.loc else ""
+        raise LaunchError(
+            f"kernel '{name}': grid {grid3} is not a multiple of the group {dims}, and the kernel uses "
+            f"{op.opcode}{where}, which every thread of a group must reach: round the grid up to whole groups "
+            f"and guard the tail with the kernel's own bounds check")

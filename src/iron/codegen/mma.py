@@ -555,6 +555,9 @@ VULKAN_KHR_COOPERATIVE_MATRIX = MmaStrategy(
 )
 
 # ---- AMD CDNA2 MFMA, wave64 (AMD Matrix Instruction Calculator; CDNA2 ISA, MFMA section).
+# The calculator's gfx9 rule for an M x K input with one block: A[i][k] sits in lane 16*(k // 4) + i, 16-bit
+# item k % 4 of a VGPR pair (B[k][j] the same with j for i); a 16x16 f32 output puts D[i][j] in VGPR i % 4
+# of lane 16*(i // 4) + j.  Per lane and item i:
 # a (16x16): row = lane % 16, k = 4*(lane // 16) + i        (4 halves = 2 VGPRs)
 # b (16x16): k = 4*(lane // 16) + i, col = lane % 16        (4 halves = 2 VGPRs)
 # c (16x16): row = 4*(lane // 16) + i, col = lane % 16      (4 floats = 4 VGPRs)
@@ -563,7 +566,9 @@ _MFMA_B = BitFieldLayout(16, 16, 64, 4, row_bits=("r0", "r1", "l4", "l5"), col_b
 _MFMA_C = BitFieldLayout(16, 16, 64, 4, row_bits=("r0", "r1", "l4", "l5"), col_bits=("l0", "l1", "l2", "l3"))
 
 AMD_MFMA_GFX90A = MmaStrategy(
-    name="amd_mfma_gfx90a", targets=("hip",), archs=ArchSet(names=("gfx90a", "gfx942")), lane_width=64,
+    # gfx940-942 (CDNA3) run both with these layouts (the bf16 one is spelled v_mfma_f32_16x16x16_bf16 there).
+    name="amd_mfma_gfx90a", targets=("hip",), archs=ArchSet(names=("gfx90a", "gfx940", "gfx941", "gfx942")),
+    lane_width=64,
     combos=(
         MmaCombo(16, 16, 16, D.f16, D.f32, "v_mfma_f32_16x16x16f16"),
         MmaCombo(16, 16, 16, D.bf16, D.f32, "v_mfma_f32_16x16x16bf16_1k"),
@@ -574,13 +579,14 @@ AMD_MFMA_GFX90A = MmaStrategy(
         LayoutRule("acc", 16, 16, (D.f32,), _MFMA_C),
     ),
     layout_status="normative",
-    sources=("AMD Matrix Instruction Calculator (amd_matrix_instruction_calculator), v_mfma_f32_16x16x16f16 "
-             "and v_mfma_f32_16x16x16bf16_1k, --detail-instruction / --register-layout",
+    sources=("AMD Matrix Instruction Calculator (ROCm/amd_matrix_instruction_calculator, matrix_calculator.py, "
+             "InstCalcGfx9), v_mfma_f32_16x16x16f16 and v_mfma_f32_16x16x16bf16_1k, --register-layout",
              "AMD Instinct MI200 (CDNA2) ISA reference, 'Matrix Arithmetic Instructions'"),
 )
 
 # ---- AMD RDNA3 WMMA, wave32 (RDNA3 ISA, 'Wave Matrix Multiply Accumulate'; AMD GPUOpen, "How to
-# accelerate AI applications on RDNA 3 using WMMA").
+# accelerate AI applications on RDNA 3 using WMMA"; the calculator's gfx11 rule: A[i][k] is 16-bit item k of
+# lanes i and i + 16, D[i][j] (f32) VGPR i // 2 of lane 16*(i % 2) + j).
 # a (16x16): row = lane % 16, k = i; b: k = i, col = lane % 16  (16 halves = 8 VGPRs; lanes 16-31 repeat 0-15)
 # c (16x16): row = 2*i + lane // 16, col = lane % 16          (8 floats = 8 VGPRs)
 _WMMA_A = BitFieldLayout(16, 16, 32, 16, row_bits=("l0", "l1", "l2", "l3"), col_bits=("r0", "r1", "r2", "r3"))
@@ -602,6 +608,8 @@ AMD_WMMA_RDNA3 = MmaStrategy(
     layout_status="normative",
     sources=("AMD RDNA3 Instruction Set Architecture reference guide, 'Wave Matrix Multiply Accumulate "
              "(WMMA)'",
+             "AMD Matrix Instruction Calculator (matrix_calculator.py, InstCalcGfx11), v_wmma_f32_16x16x16_f16 "
+             "and v_wmma_f32_16x16x16_bf16, wave32 --register-layout",
              "AMD GPUOpen, 'How to accelerate AI applications on RDNA 3 using WMMA'"),
     notes="wave32 only; a and b are replicated: lanes 16-31 must hold the same values as lanes 0-15.",
 )

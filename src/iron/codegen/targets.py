@@ -28,7 +28,7 @@ compiler, and ``fp_contract`` (``iron.config``) overrides it either way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.dtypes import ALL_DTYPES
 from ..core.errors import IronError
@@ -100,6 +100,9 @@ class TargetProfile:
     mma_strategy: str | None = None
     #: Optional device features and extensions the emitter may rely on.
     features: frozenset[str] = frozenset()
+    #: For a device-queried strategy (Vulkan cooperative matrices): the ``(M, N, K, input, accumulator)``
+    #: dtype-name combos the device reports; None for fixed strategies, whose combos are their own.
+    mma_offered: frozenset[tuple[int, int, int, str, str]] | None = None
 
     @property
     def key(self) -> str:
@@ -178,10 +181,41 @@ def _vulkan(arch: str, lane: int, shared: int, mma: str | None, features: frozen
                          mma, features | {"subgroups"})
 
 
+def vulkan_device_profile(name: str, lane_width: int, max_threads: int, max_group_dims: tuple[int, int, int],
+                          max_shared_bytes: int, features: frozenset[str],
+                          cooperative_matrix: frozenset[tuple[int, int, int, str, str]] = frozenset()
+                          ) -> TargetProfile:
+    """The profile of one Vulkan device, built from what it reports (``VulkanDevice.profile``).
+
+    ``features`` uses the names of :data:`VULKAN_FEATURES`; ``cooperative_matrix`` is the set of
+    subgroup-scope ``(M, N, K, input, accumulator)`` combos the device's
+    ``vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR`` lists, with dtype names.  A device
+    that lists any combo gets the ``vulkan_khr_cooperative_matrix`` strategy; which multiplies
+    then run on it is the emitter's intersection (``emit.fragments.native_combos``).
+    """
+    unknown = features - VULKAN_FEATURES
+    if unknown:
+        raise ValueError(f"unknown Vulkan feature name(s): {', '.join(sorted(unknown))}")
+    base = _vulkan(f"vulkan-device:{name}", lane_width, max_shared_bytes, None, features)
+    combos = frozenset(cooperative_matrix) if "cooperative_matrix" in features else frozenset()
+    return replace(base, max_threads_per_group=max_threads, max_group_dims=tuple(max_group_dims),
+                   mma_strategy="vulkan_khr_cooperative_matrix" if combos else None,
+                   mma_offered=combos or None)
+
+
+#: The Vulkan feature names a device profile may carry (what the GLSL emitter and capability checks read).
+VULKAN_FEATURES = frozenset({"f64", "int64", "f16", "int8", "int16", "storage8", "storage16", "atomic_int64",
+                             "atomic_float_add", "subgroup_extended_types", "cooperative_matrix"})
+
+
 def _metal(arch: str) -> TargetProfile:
     return TargetProfile("metal", arch, 32, 1024, (1024, 1024, 1024), 32 * 1024, _ALL_DTYPES - {"f64"},
                          _METAL_ATOMICS, _METAL_ATOMICS, "metal_simdgroup_8x8", frozenset({"subgroups"}))
 
+
+#: The subgroup-scope cooperative-matrix combos with f16 inputs that the H200's driver (580.159) reports
+#: (scripts/device/vulkan_probe.py), in Iron's fragment shapes; it also lists 16x8x8, 8-bit and bf16 ones.
+_NVIDIA_COOPMAT = frozenset((m, n, k, "f16", acc) for (m, n, k) in ((16, 16, 16), (16, 8, 16)) for acc in ("f16", "f32"))
 
 _VK_COMMON = frozenset({"f64", "int64", "f16", "int8", "int16", "storage8", "storage16"})
 
@@ -197,8 +231,9 @@ PROFILES: dict[tuple[str, str], TargetProfile] = {(p.target, p.arch): p for p in
     _hip("gfx1100", 32, "amd_wmma_rdna3"),
     _vulkan("vulkan-lavapipe", 8, 32 * 1024, None,
             _VK_COMMON | {"atomic_int64", "atomic_float_add", "subgroup_extended_types"}),
-    _vulkan("vulkan-nvidia", 32, 48 * 1024, "vulkan_khr_cooperative_matrix",
-            _VK_COMMON | {"atomic_int64", "atomic_float_add", "subgroup_extended_types", "cooperative_matrix"}),
+    replace(_vulkan("vulkan-nvidia", 32, 48 * 1024, "vulkan_khr_cooperative_matrix",
+                    _VK_COMMON | {"atomic_int64", "atomic_float_add", "subgroup_extended_types", "cooperative_matrix"}),
+            mma_offered=_NVIDIA_COOPMAT),
     # The least a Vulkan 1.2 device with 16-bit storage and subgroup arithmetic offers.
     _vulkan("vulkan-baseline", 32, 16 * 1024, None, frozenset({"storage16", "f16", "int16", "int8", "storage8"})),
     _metal("apple-m1"),

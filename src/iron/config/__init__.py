@@ -40,6 +40,24 @@ def _opt_bool(s: Any) -> bool | None:
     return _bool(s)
 
 
+def _choice(s: Any) -> str:
+    return str(s).strip().lower()
+
+
+#: ``cache_dir`` values that turn the on-disk caches off.
+CACHE_OFF = "off"
+
+
+def _cache_dir(s: Any) -> str | None:
+    """None for the default place (:func:`cache_dir`), ``"off"``, or an absolute path."""
+    v = "" if s is None else str(s).strip()
+    if v.lower() in ("", "auto", "default"):
+        return None
+    if v.lower() in ("off", "none", "0", "false"):
+        return CACHE_OFF
+    return str(Path(v).expanduser().resolve())
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -68,6 +86,13 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "Vulkan device to run on: auto (a GPU first, else the CPU driver lavapipe), an index, or part of its name."),
     Option("vulkan_validation", False, _bool,
            "Run the vulkan device under the Khronos validation layer; a launch it warns about raises an error."),
+    Option("vulkan_staging", "auto", _choice,
+           "Vulkan storage buffers: auto (device-local memory filled by staging copies where the device's main "
+           "memory is not host-visible, i.e. a discrete GPU without resizable BAR; else mapped host-visible "
+           "memory), always, or never.", ("auto", "always", "never")),
+    Option("cache_dir", None, _cache_dir,
+           "Directory of Iron's on-disk caches (compiled SPIR-V, Vulkan pipeline caches): auto "
+           "($XDG_CACHE_HOME/iron, else ~/.cache/iron), a path, or off."),
     Option("interp_fragment_layout", None, lambda s: None if s is None or str(s).strip().lower() in ("", "none")
            else str(s).strip(),
            "Interpreter: hold matrix fragments per lane, placed by this MMA strategy (iron.codegen.mma, e.g. "
@@ -170,6 +195,27 @@ def set_option(name: str, value: Any) -> None:
         raise ConfigError(f"unknown option {name!r}; known: {', '.join(OPTIONS)}")
     _overrides[name] = _parse(OPTIONS[name], value, "set in code")
     reload()
+
+
+def cache_dir() -> Path | None:
+    """Where the on-disk caches live (the ``cache_dir`` option resolved), or None when they are off."""
+    value = get("cache_dir")
+    if value == CACHE_OFF:
+        return None
+    if value is not None:
+        return Path(value)
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "iron"
+
+
+def child_environment(prepend_paths: dict[str, str]) -> dict[str, str]:
+    """This process's environment for a child process, with each of ``prepend_paths``' directories put
+    first on its search-path variable (``LD_LIBRARY_PATH`` for a tool whose libraries travel with it)."""
+    env = dict(os.environ)
+    for name, directory in prepend_paths.items():
+        env[name] = os.pathsep.join(p for p in (directory, env.get(name, "")) if p)
+    return env
 
 
 def clear_overrides() -> None:

@@ -19,13 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...core.errors import IronCompileError
-from ...core.ir import Kernel
+from ...core.ir import Kernel, Op
 from ..abi import KernelABI, kernel_abi
-from ..capabilities import check_kernel
+from ..capabilities import WHOLE_GROUP_OPCODES, check_kernel, shared_bytes
 from ..legalize import INEXACT_POW, legalize, small_int_powers
 from ..targets import TargetProfile, UnknownTargetError, default_profile
 from .cstyle import KernelPrinter
 from .cxx import CudaDialect, HipDialect
+from .fragments import native_fragment_types, scratch_floats_per_subgroup, scratch_subgroups
 from .glsl import GlslDialect
 from .msl import MslDialect
 
@@ -44,6 +45,13 @@ class EmittedKernel:
     profile: TargetProfile
     #: "cuda", "hip", "glsl" or "msl".
     language: str
+    #: Threads a group may have: the profile's limit, or fewer where a static mma scratch was sized to fit.
+    max_group_threads: int = 0
+    #: Static shared memory per group in bytes (the kernel's arrays and a static mma scratch).
+    shared_bytes: int = 0
+    #: The first op every thread of a group must reach together (a barrier, a fragment op), if any:
+    #: launches of such kernels must cover whole groups.
+    whole_group_op: Op | None = None
 
 
 def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = None) -> EmittedKernel:
@@ -64,7 +72,24 @@ def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = Non
     dialect = _DIALECTS[target](prof, kernel.name)
     source = KernelPrinter(legal, dialect, abi).print()
     entry = "main" if target == "spirv" else abi.entry
-    return EmittedKernel(target, source, abi, entry, prof, dialect.language)
+    threads, shared = launch_limits(legal, prof)
+    whole = next((op for op in legal.walk() if op.opcode in WHOLE_GROUP_OPCODES), None)
+    return EmittedKernel(target, source, abi, entry, prof, dialect.language, threads, shared, whole)
 
 
-__all__ = ["EmittedKernel", "emit_kernel"]
+def launch_limits(kernel: Kernel, profile: TargetProfile) -> tuple[int, int]:
+    """(most threads per group, static shared bytes) of ``kernel`` as emitted for ``profile``.
+
+    CUDA, HIP and Metal declare the portable mma scratch statically, for as many subgroups as fit
+    beside the kernel's own shared arrays (:func:`.fragments.scratch_subgroups`): a group may not
+    have more subgroups than that.  GLSL sizes the scratch from the pipeline's group size.
+    """
+    arrays = shared_bytes(kernel)
+    per = scratch_floats_per_subgroup(kernel, native_fragment_types(kernel, profile)) * 4
+    if per == 0 or profile.target == "spirv":
+        return profile.max_threads_per_group, arrays
+    subgroups = scratch_subgroups(kernel, profile, arrays)
+    return min(profile.max_threads_per_group, subgroups * profile.lane_width), arrays + subgroups * per
+
+
+__all__ = ["EmittedKernel", "emit_kernel", "launch_limits"]

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from ...core import dtypes as D
 from ...core.ir import Op
 from ...core.types import VectorType
+from ..mma import get_strategy
 from . import cxx_helpers as H
 from .cstyle import ModuleParts, Operand
 from .dialect import Dialect
@@ -39,6 +40,17 @@ _NATIVE_ATOMIC = {"add": "atomicAdd", "max": "atomicMax", "min": "atomicMin", "x
 _BITCAST_INTRINSICS = {(D.f32, D.u32): "__float_as_uint", (D.f32, D.i32): "__float_as_int",
                        (D.u32, D.f32): "__uint_as_float", (D.i32, D.f32): "__int_as_float",
                        (D.f64, D.i64): "__double_as_longlong", (D.i64, D.f64): "__longlong_as_double"}
+
+#: AMD matrix instructions (``MmaCombo.instruction``) -> clang builtin and its trailing immediates
+#: (MFMA's cbsz, abid, blgp: no broadcast, no lane-group permutation).
+_AMD_MATRIX_BUILTINS = {
+    "v_mfma_f32_16x16x16f16": ("__builtin_amdgcn_mfma_f32_16x16x16f16", (0, 0, 0)),
+    "v_mfma_f32_16x16x16bf16_1k": ("__builtin_amdgcn_mfma_f32_16x16x16bf16_1k", (0, 0, 0)),
+    "v_wmma_f32_16x16x16_f16": ("__builtin_amdgcn_wmma_f32_16x16x16_f16_w32", ()),
+    "v_wmma_f32_16x16x16_bf16": ("__builtin_amdgcn_wmma_f32_16x16x16_bf16_w32", ()),
+}
+#: Element type of the builtins' vectors: bf16 travels as its 16 bits in a short.
+_AMD_VECTOR_ELEMENT = {D.f16: "_Float16", D.bf16: "short", D.f32: "float"}
 
 
 class CxxDialect(Dialect):
@@ -392,6 +404,45 @@ class HipDialect(CxxDialect):
             return f"{self.require('iron_round_bf16', H.ROUND_BF16)}({text})"
         return super().frag_round(text, dt)
 
+    def frag_native_mma(self, combo: Any, out: str, a: Operand, b: Operand, c: Operand) -> list[str]:
+        """MFMA (CDNA) or WMMA (RDNA3) through clang's builtin, on registers in the unit's layout.
+
+        Register slot i is element i of the builtin's vector operand (the even slot in the low half of
+        a VGPR, as the ISA numbers 16-bit items).  The f32 registers hold values of their dtype, so the
+        16-bit conversions are exact: f16 by a cast, bf16 by taking the upper half of the f32 bits.
+        """
+        builtin, immediates = _AMD_MATRIX_BUILTINS[combo.instruction]
+        strategy = get_strategy(self.profile.mma_strategy)
+        words = {role: strategy.layout(role, combo.shape, dt).registers_per_lane
+                 for role, dt in (("a", combo.in_dtype), ("b", combo.in_dtype), ("acc", combo.acc_dtype))}
+        ind = self.indent
+        lines = [f"{{  // {combo.instruction}: register slot i is element i of each vector operand"]
+        for name, operand, role in (("iron_mma_a", a, "a"), ("iron_mma_b", b, "b"), ("iron_mma_c", c, "acc")):
+            dt = combo.acc_dtype if role == "acc" else combo.in_dtype
+            vector = self._amd_vector(dt, words[role])
+            elements = [self._amd_pack(f"{operand.text}[{i}]", dt) for i in range(words[role])]
+            lines += _wrapped(f"{ind}const {vector} {name} = {{", elements, "};", ind * 3)
+        args = ", ".join(["iron_mma_a", "iron_mma_b", "iron_mma_c", *map(str, immediates)])
+        lines.append(f"{ind}const {self._amd_vector(combo.acc_dtype, words['acc'])} iron_mma_d = {builtin}({args});")
+        lines += [f"{ind}{out}[{i}] = iron_mma_d[{i}];" for i in range(words["acc"])]
+        return [*lines, "}"]
+
+    def _amd_vector(self, dt: D.DType, width: int) -> str:
+        """The clang vector type (``ext_vector_type``) a matrix builtin takes for ``width`` values of ``dt``."""
+        name = f"iron_{dt.name}x{width}"
+        bits = " (bf16 bits)" if dt == D.bf16 else ""
+        text = (f"// {width} {dt} values{bits}: an operand of AMD's matrix builtins.\n"
+                f"typedef {_AMD_VECTOR_ELEMENT[dt]} {name} __attribute__((ext_vector_type({width})));")
+        return self.require(name, text)
+
+    @staticmethod
+    def _amd_pack(register: str, dt: D.DType) -> str:
+        if dt == D.f16:
+            return f"(_Float16){register}"
+        if dt == D.bf16:  # exact: the register holds a bf16 value
+            return f"(short)(__float_as_uint({register}) >> 16)"
+        return register
+
     def shuffle(self, value: str, lane: str) -> str:
         return f"__shfl({value}, {lane})"
 
@@ -410,3 +461,16 @@ class HipDialect(CxxDialect):
         lines = H.banner(parts, "HIP C++ (hipRTC / hipcc)", self.profile)
         lines += ["#ifndef __HIPCC_RTC__", "#include <hip/hip_runtime.h>", "#endif", ""]
         return lines + self.helper_lines()
+
+
+def _wrapped(head: str, items: list[str], tail: str, indent: str, width: int = 110) -> list[str]:
+    """``head`` + comma-separated ``items`` + ``tail``, wrapped to ``width`` with continuation lines at ``indent``."""
+    lines, line = [], head
+    for n, item in enumerate(items):
+        piece = item + (", " if n + 1 < len(items) else "")
+        if len(line) + len(piece.rstrip()) > width and line.strip() and not line.endswith("{"):
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    lines.append(line + tail)
+    return lines

@@ -3,8 +3,11 @@
 Where the profile's ``mma_strategy`` is a unit in :data:`NATIVE_UNITS`, the
 fragment types of the ``mma`` ops it runs use it (:func:`native_fragment_types`):
 CUDA's ``mma.sync`` keeps registers in the PTX layout and multiplies with
-inline PTX; Metal's ``simdgroup_matrix`` is a whole-matrix value the
-dialect loads, stores and multiplies.  Everything else is portable:
+inline PTX; HIP's MFMA (CDNA) and WMMA (RDNA3) keep them in AMD's layouts and
+multiply through clang's builtins (WMMA's ``a``/``b`` layouts replicate lanes
+0-15 into 16-31, so those lanes load the same elements); Metal's
+``simdgroup_matrix`` is a whole-matrix value the dialect loads, stores and
+multiplies.  Everything else is portable:
 
 A fragment (docs/ir.md, "Matrix fragments") belongs to a subgroup; here each
 lane holds its share in a local ``float`` array, one slot per register of
@@ -35,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ...core import dtypes as D
 from ...core.errors import UnsupportedOnTarget
 from ...core.ir import Kernel, Op
-from ...core.types import FragmentType
+from ...core.types import MMA_SHAPES, FragmentType
 from ..mma import (
     PORTABLE,
     BitFieldLayout,
@@ -70,12 +73,20 @@ class NativeUnit:
 
 
 _EIGHT = (8, 8, 8)
+#: AMD's 16x16x16 units (MFMA on CDNA, WMMA on RDNA3): f16 or bf16 operands into an f32 accumulator.
+_AMD_16 = frozenset({((16, 16, 16), D.f16, D.f32), ((16, 16, 16), D.bf16, D.f32)})
+#: GLSL cooperative matrices hold f16 operands (bf16 needs GL_EXT_bfloat16, which Iron's glslang lacks);
+#: a device runs only the combos it reports (``TargetProfile.mma_offered``).
+_COOPMAT = frozenset((shape, D.f16, acc) for shape in MMA_SHAPES for acc in (D.f32, D.f16))
 NATIVE_UNITS: dict[str, NativeUnit] = {
     "cuda_mma_sync_m16n8k16": NativeUnit(frozenset({((16, 8, 16), D.f16, D.f32), ((16, 8, 16), D.bf16, D.f32)}),
                                          whole_matrix=False),
     "metal_simdgroup_8x8": NativeUnit(frozenset({(_EIGHT, D.f32, D.f32), (_EIGHT, D.f16, D.f16),
                                                  (_EIGHT, D.bf16, D.bf16), (_EIGHT, D.f16, D.f32),
                                                  (_EIGHT, D.bf16, D.f32)}), whole_matrix=True),
+    "vulkan_khr_cooperative_matrix": NativeUnit(_COOPMAT, whole_matrix=True),
+    "amd_mfma_gfx90a": NativeUnit(_AMD_16, whole_matrix=False),
+    "amd_wmma_rdna3": NativeUnit(_AMD_16, whole_matrix=False),
 }
 
 
@@ -87,6 +98,18 @@ def fragment_layout(t: FragmentType, profile: TargetProfile) -> FragmentLayout:
 def native_strategy(profile: TargetProfile) -> MmaStrategy | None:
     """The matrix-unit strategy the profile names (``TargetProfile.mma_strategy``) when this emitter drives it."""
     return get_strategy(profile.mma_strategy) if profile.mma_strategy in NATIVE_UNITS else None
+
+
+def native_combos(profile: TargetProfile) -> frozenset[Combo]:
+    """The combos the profile's matrix unit runs here: the emitter's, narrowed to what the device reports."""
+    strategy = native_strategy(profile)
+    if strategy is None:
+        return frozenset()
+    combos = NATIVE_UNITS[strategy.name].combos
+    if profile.mma_offered is None:
+        return combos
+    offered = {((m, n, k), D.by_name(i), D.by_name(a)) for m, n, k, i, a in profile.mma_offered}
+    return combos & offered
 
 
 def _mma_key(op: Op) -> Combo:
@@ -105,7 +128,7 @@ def native_fragment_types(kernel: Kernel, profile: TargetProfile) -> frozenset[F
     strategy = native_strategy(profile)
     if strategy is None:
         return frozenset()
-    combos = NATIVE_UNITS[strategy.name].combos
+    combos = native_combos(profile)
     mmas = [(_mma_key(op) in combos, {op.result.type, *(v.type for v in op.operands)})
             for op in kernel.walk() if op.opcode == "mma"]
     native = set().union(*(types for ok, types in mmas if ok)) if mmas else set()

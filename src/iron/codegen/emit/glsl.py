@@ -22,7 +22,7 @@ from typing import Any
 
 from ...core import dtypes as D
 from ...core.ir import Op
-from ...core.types import TensorType, VectorType
+from ...core.types import FragmentType, TensorType, VectorType
 from . import portable_math
 from .cstyle import ModuleParts, Operand
 from .cxx_helpers import banner, used_dtypes
@@ -50,6 +50,7 @@ _BITCASTS = {(D.f32, D.i32): "floatBitsToInt", (D.f32, D.u32): "floatBitsToUint"
              (D.u64, D.f64): "uint64BitsToDouble", (D.f16, D.i16): "float16BitsToInt16",
              (D.f16, D.u16): "float16BitsToUint16", (D.i16, D.f16): "int16BitsToFloat16",
              (D.u16, D.f16): "uint16BitsToFloat16"}
+_COOPMAT_USE = {"a": "gl_MatrixUseA", "b": "gl_MatrixUseB", "acc": "gl_MatrixUseAccumulator"}
 _ATOMIC = {"atomic_add": "atomicAdd", "atomic_max": "atomicMax", "atomic_min": "atomicMin",
            "atomic_xchg": "atomicExchange", "atomic_cas": "atomicCompSwap"}
 _SUBGROUP = {"simd_sum": ("subgroupAdd", "arithmetic"), "simd_max": ("subgroupMax", "arithmetic"),
@@ -239,6 +240,32 @@ class GlslDialect(Dialect):
         if dt == D.bf16:
             return f"{self.require('iron_round_bf16', _ROUND_BF16)}({text})"
         return super().frag_round(text, dt)
+
+    # KHR cooperative matrices: whole-matrix values (fragments.py, vulkan_khr_cooperative_matrix)
+
+    def frag_matrix_type(self, t: FragmentType) -> str:
+        self.extensions.update(("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics"))
+        if t.dtype == D.f16:
+            self.extensions.add("GL_EXT_shader_explicit_arithmetic_types_float16")
+        use = _COOPMAT_USE[t.role]
+        return f"coopmat<{_NAMES[t.dtype]}, gl_ScopeSubgroup, {t.rows}, {t.cols}, {use}>"
+
+    def frag_matrix_fill(self, t: FragmentType, value: str) -> str:
+        return f"{self.frag_matrix_type(t)}({_NAMES[t.dtype]}({value}))"
+
+    def frag_matrix_load(self, name: str, t: Operand, base: Operand, ld: Operand, transpose: bool) -> str:
+        return f"coopMatLoad({name}, {t.text}, {self._coopmat_place(base, ld, transpose)})"
+
+    def frag_matrix_store(self, frag: str, t: Operand, base: Operand, ld: Operand, transpose: bool) -> str:
+        return f"coopMatStore({frag}, {t.text}, {self._coopmat_place(base, ld, transpose)})"
+
+    def frag_matrix_mma(self, out: str, a: str, b: str, c: str) -> str:
+        return f"{out} = coopMatMulAdd({a}, {b}, {c})"
+
+    def _coopmat_place(self, base: Operand, ld: Operand, column: bool) -> str:
+        """Element offset, stride (in elements of the buffer) and layout: (r, c) at base + r*ld + c, or + c*ld + r."""
+        layout = "gl_CooperativeMatrixLayoutColumnMajor" if column else "gl_CooperativeMatrixLayoutRowMajor"
+        return f"uint({base.text}), uint({ld.text}), {layout}"
 
     def scratch_decl(self, name: str, floats_per_subgroup: int) -> str:
         """The mma scratch, sized from the pipeline's group size (a specialization constant)."""

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ...core.errors import IronError
 
@@ -38,6 +38,33 @@ class CompiledArtifact:
     report: dict[str, Any]
     tool: str
     version: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What looking for one toolchain found (each wrapper caches its own ``_probe()``).
+
+    ``version`` is the string for cache keys, or None when the toolchain is unusable, and then
+    ``reason`` says why; ``found`` is whatever the wrapper needs to run it (paths, a directory).
+    """
+
+    version: str | None
+    found: Any = None
+    reason: str | None = None
+
+    @classmethod
+    def missing(cls, reason: str) -> "Probe":
+        return cls(None, None, reason)
+
+    @property
+    def ok(self) -> bool:
+        return self.version is not None
+
+    def require(self, tool: str, install: str) -> "Probe":
+        """This probe if usable, else :class:`ToolchainMissing` naming the tool, why and how to install it."""
+        if self.version is None:
+            raise ToolchainMissing(tool, install, self.reason)
+        return self
 
 
 class ToolchainMissing(IronError):
@@ -143,10 +170,12 @@ def find_tool(names: Sequence[str]) -> str | None:
 
 
 def run_tool(argv: Sequence[str], *, tool: str, install: str, cwd: Path | None = None,
-             input_bytes: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+             input_bytes: bytes | None = None, env: Mapping[str, str] | None = None
+             ) -> subprocess.CompletedProcess[bytes]:
     """Run a compiler; a missing executable is :class:`ToolchainMissing`, a hang a :class:`ToolchainError`."""
     try:
-        return subprocess.run(list(argv), cwd=cwd, input=input_bytes, capture_output=True, timeout=TOOL_TIMEOUT_S)
+        return subprocess.run(list(argv), cwd=cwd, input=input_bytes, capture_output=True, timeout=TOOL_TIMEOUT_S,
+                              env=None if env is None else dict(env))
     except FileNotFoundError:
         raise ToolchainMissing(tool, install, f"{argv[0]} not found") from None
     except subprocess.TimeoutExpired:

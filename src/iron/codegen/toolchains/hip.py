@@ -4,52 +4,83 @@
 NVIDIA platform unless HIP_PLATFORM=amd), so the compiler is called directly: device-only,
 unbundled, giving a raw ELF code object per architecture.  ``llvm-readelf --notes`` prints the
 code object's AMDGPU metadata, from which the report takes each kernel's VGPR/SGPR/AGPR counts,
-spills, wavefront size and LDS use.  gfx90a (CDNA2, wave64) and gfx1030 (RDNA2, wave32) work;
-gfx942 and gfx11xx need a newer ROCm than Debian 12 has.
+spills, wavefront size and LDS use; :func:`disassemble` lists its instructions (llvm-objdump).
+
+Architectures: gfx90a (CDNA2, wave64, MFMA), gfx940 (CDNA3), gfx1030 (RDNA2, wave32) and
+gfx1100-gfx1103 (RDNA3, wave32, WMMA).  gfx942 needs a newer clang than 15.
+
+RDNA3 (measured with Debian's clang 15.0.6 and rocm-device-libs 5.2.3): clang 15 already has the
+gfx11 WMMA builtins (``__builtin_amdgcn_wmma_f32_16x16x16_{f16,bf16}_w32``) and emits
+``v_wmma_*``; what ROCm 5.2 lacks is the one per-arch device library, ``oclc_isa_version_1100.bc``,
+which only defines the constant ``__oclc_ISA_version`` (11000 for gfx1100).  For gfx11xx the
+compiler is therefore pointed at a per-process overlay of the installed device libraries plus that
+constant, made by rewriting the installed ``oclc_isa_version_1030.bc`` (llvm-dis-15 / llvm-as-15).
+The rest of ROCm 5.2's ockl/ocml is generic bitcode and compiles for gfx11, but it predates gfx11:
+code objects for it are for validating Iron's output, and the report says the overlay was used
+(``device_libs``).  clang++-19 was tried as well: its front end and code generator accept
+Iron's output with these HIP 5.2 headers and emit WMMA, but it cannot link a code object here
+(it needs lld 19, which is not installed; lld 15 rejects its link command), and it needs the same
+missing ISA-version library, so it brings nothing clang 15 lacks.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import glob
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from .common import (CompiledArtifact, SourceWorkdir, ToolchainError, ToolchainMissing, decode,
+from .common import (CompiledArtifact, Probe, SourceWorkdir, ToolchainError, ToolchainMissing, decode,
                      error_from_diagnostics, find_tool, parse_clang_diagnostics, run_tool)
 
 TOOL = "hip-clang"
-PURPOSE = "HIP C++ -> AMDGPU code objects (gfx90a, gfx1030), compile-only"
+PURPOSE = "HIP C++ -> AMDGPU code objects (gfx90a, gfx940, gfx1030, gfx1100), compile-only"
 INSTALL = "apt-get install hipcc libamdhip64-dev rocm-device-libs llvm-15 (or: bash scripts/install_toolchains.sh)"
 
 _CLANG = ("clang++-15",)
 _READELF = ("llvm-readelf-15",)
+_OBJDUMP = ("llvm-objdump-15",)
+_LLVM_DIS = ("llvm-dis-15",)
+_LLVM_AS = ("llvm-as-15",)
 _ARCH = re.compile(r"^gfx[0-9a-f]+$")
+
+#: RDNA3 archs whose ``oclc_isa_version`` library ROCm 5.2 lacks: the value of ``__oclc_ISA_version``
+#: (major * 1000 + minor * 100 + stepping) the overlay defines for each.
+_SYNTHESIZED_ISA = {"gfx1100": 11000, "gfx1101": 11001, "gfx1102": 11002, "gfx1103": 11003}
+#: The installed ISA-version library the overlay's is rewritten from.
+_ISA_TEMPLATE = ("1030", 10300)
 
 
 @functools.cache
-def _probe() -> tuple[str | None, dict[str, str], str | None]:
-    """(version, paths of clang/readelf/device libs/headers, why unavailable)."""
+def _probe() -> Probe:
+    """clang-15, readelf, the device libraries and the headers are here; ``found`` maps tool names to paths."""
     clang = find_tool(_CLANG)
     if clang is None:
-        return None, {}, "clang++-15 (ROCm 5.2's HIP compiler) not found"
+        return Probe.missing("clang++-15 (ROCm 5.2's HIP compiler) not found")
     readelf = find_tool(_READELF)
     if readelf is None:
-        return None, {}, "llvm-readelf-15 not found"
+        return Probe.missing("llvm-readelf-15 not found")
     libs = sorted(glob.glob("/usr/lib/*/amdgcn/bitcode")) + sorted(glob.glob("/opt/rocm*/amdgcn/bitcode"))
     libs = [d for d in libs if Path(d, "ockl.bc").is_file()]
     if not libs:
-        return None, {}, "the AMDGPU device libraries (ockl.bc) are not installed"
+        return Probe.missing("the AMDGPU device libraries (ockl.bc) are not installed")
     if not Path("/usr/include/hip/hip_runtime.h").is_file():
-        return None, {}, "the HIP headers (hip/hip_runtime.h) are not installed"
+        return Probe.missing("the HIP headers (hip/hip_runtime.h) are not installed")
     out = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"clang version (\S+)", out)
     clang_version = m.group(1) if m else "unknown"
     libs_version = _package_version("rocm-device-libs")
-    return (f"clang {clang_version} (rocm-device-libs {libs_version})",
-            {"clang": clang, "readelf": readelf, "device_libs": libs[0]}, None)
+    paths = {"clang": clang, "readelf": readelf, "device_libs": libs[0]}
+    for key, names in (("objdump", _OBJDUMP), ("llvm_dis", _LLVM_DIS), ("llvm_as", _LLVM_AS)):
+        found = find_tool(names)
+        if found:  # optional: disassembly and the gfx11 overlay need them, plain compiles do not
+            paths[key] = found
+    return Probe(f"clang {clang_version} (rocm-device-libs {libs_version})", paths)
 
 
 def _package_version(package: str) -> str:
@@ -61,19 +92,16 @@ def _package_version(package: str) -> str:
 
 
 def available() -> bool:
-    return _probe()[0] is not None
+    return _probe().ok
 
 
 def unavailable_reason() -> str | None:
-    return _probe()[2]
+    return _probe().reason
 
 
 def version() -> str:
     """The clang and device-library versions, for cache keys."""
-    found, _, why = _probe()
-    if found is None:
-        raise ToolchainMissing(TOOL, INSTALL, why)
-    return found
+    return _probe().require(TOOL, INSTALL).version
 
 
 def compile_hip(source: str, *, arch: str = "gfx90a", name: str = "kernel.hip") -> CompiledArtifact:
@@ -81,11 +109,12 @@ def compile_hip(source: str, *, arch: str = "gfx90a", name: str = "kernel.hip") 
     if not _ARCH.match(arch):
         raise ValueError(f"arch must look like gfx90a or gfx1030, not {arch!r}")
     ver = version()
-    paths = _probe()[1]
+    paths = _probe().found
+    libs, overlay = _device_libs(arch, paths)
     with SourceWorkdir(source, name) as work:
         out = work.dir / "kernel.co"
         argv = [paths["clang"], "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output",
-                f"--offload-arch={arch}", "--rocm-path=/usr", f"--hip-device-lib-path={paths['device_libs']}",
+                f"--offload-arch={arch}", "--rocm-path=/usr", f"--hip-device-lib-path={libs}",
                 "-std=c++17", "-O3", "-o", str(out), str(work.source_path)]
         proc = run_tool(argv, tool=TOOL, install=INSTALL)
         log = work.relocate(decode(proc.stderr + proc.stdout)).strip()
@@ -97,9 +126,71 @@ def compile_hip(source: str, *, arch: str = "gfx90a", name: str = "kernel.hip") 
         raise ToolchainError(TOOL, f"llvm-readelf could not read the code object: {decode(notes.stderr).strip()}")
     report = parse_amdgpu_notes(decode(notes.stdout))
     report["arch"] = arch
+    report["device_libs"] = (f"rocm-device-libs + Iron's oclc_isa_version_{arch[3:]} ({_SYNTHESIZED_ISA[arch]})"
+                             if overlay else "rocm-device-libs")
     report["warnings"] = [f"{d.file}:{d.line}: {d.message}" for d in parse_clang_diagnostics(log)
                           if d.severity == "warning"]
     return CompiledArtifact(binary, log, report, TOOL, ver)
+
+
+def disassemble(code_object: bytes, arch: str) -> str:
+    """The instructions of an AMDGPU code object (``llvm-objdump -d --mcpu=arch``), for tests and inspection."""
+    if not _ARCH.match(arch):
+        raise ValueError(f"arch must look like gfx90a or gfx1030, not {arch!r}")
+    version()
+    objdump = _probe().found.get("objdump")
+    if objdump is None:
+        raise ToolchainMissing(TOOL, INSTALL, "llvm-objdump-15 not found")
+    with tempfile.TemporaryDirectory(prefix="iron-hip-") as tmp:
+        path = Path(tmp, "kernel.co")
+        path.write_bytes(code_object)
+        proc = run_tool([objdump, "-d", f"--mcpu={arch}", str(path)], tool=TOOL, install=INSTALL)
+    if proc.returncode != 0:
+        raise ToolchainError(TOOL, f"llvm-objdump could not read the code object: {decode(proc.stderr).strip()}")
+    return decode(proc.stdout)
+
+
+def _device_libs(arch: str, paths: dict[str, str]) -> tuple[str, bool]:
+    """The device-library directory for ``arch``, and whether it is the gfx11 overlay (module docstring)."""
+    installed = paths["device_libs"]
+    if arch not in _SYNTHESIZED_ISA or Path(installed, f"oclc_isa_version_{arch[3:]}.bc").is_file():
+        return installed, False
+    missing = [tool for key, tool in (("llvm_dis", "llvm-dis-15"), ("llvm_as", "llvm-as-15")) if key not in paths]
+    if missing:
+        raise ToolchainMissing(TOOL, INSTALL, f"{arch} needs {' and '.join(missing)} to add the device library "
+                                              "ROCm 5.2 lacks")
+    return _overlay(arch, installed, paths["llvm_dis"], paths["llvm_as"]), True
+
+
+@functools.cache
+def _overlay(arch: str, installed: str, llvm_dis: str, llvm_as: str) -> str:
+    """A directory of links to the installed device libraries plus ``oclc_isa_version_<arch>.bc`` (once per process).
+
+    The new library is the installed gfx1030 one with its one constant changed, so its data layout,
+    linkage and metadata are exactly those of the real libraries.
+    """
+    number, template_value = _ISA_TEMPLATE
+    template = Path(installed, f"oclc_isa_version_{number}.bc")
+    if not template.is_file():
+        raise ToolchainError(TOOL, f"cannot make the {arch} device library: {template} is missing")
+    work = Path(tempfile.mkdtemp(prefix=f"iron-hip-devlibs-{arch}-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    for lib in Path(installed).glob("*.bc"):
+        (work / lib.name).symlink_to(lib)
+    dis = run_tool([llvm_dis, str(template), "-o", "-"], tool=TOOL, install=INSTALL)
+    text = decode(dis.stdout)
+    old = f"constant i32 {template_value},"
+    if dis.returncode != 0 or text.count(old) != 1:
+        raise ToolchainError(TOOL, f"cannot make the {arch} device library from {template}: "
+                                   f"{decode(dis.stderr).strip() or 'unexpected contents'}")
+    source = work / f"oclc_isa_version_{arch[3:]}.ll"
+    source.write_text(text.replace(old, f"constant i32 {_SYNTHESIZED_ISA[arch]},"))
+    built = run_tool([llvm_as, str(source), "-o", str(work / f"oclc_isa_version_{arch[3:]}.bc")],
+                     tool=TOOL, install=INSTALL)
+    if built.returncode != 0:
+        raise ToolchainError(TOOL, f"llvm-as could not build the {arch} device library: "
+                                   f"{decode(built.stderr).strip()}")
+    return str(work)
 
 
 _KERNEL_FIELDS = {

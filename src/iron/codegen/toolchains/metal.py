@@ -16,7 +16,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from .common import (CompiledArtifact, SourceWorkdir, ToolchainError, ToolchainMissing, decode,
+from .common import (CompiledArtifact, Probe, SourceWorkdir, ToolchainError, decode,
                      error_from_diagnostics, find_tool, parse_clang_diagnostics, run_tool, source_line)
 from .msl_source import check_kernel_signatures, kernel_names, prepare_for_clang
 
@@ -38,16 +38,16 @@ _FLAGS = (
 
 
 @functools.cache
-def _probe() -> tuple[str | None, str | None, str | None]:
-    """(version, clang path, why unavailable)."""
+def _probe() -> Probe:
+    """clang++-19 and the shim are here; ``found`` is clang's path."""
     clang = find_tool(("clang++-19",))
     if clang is None:
-        return None, None, "clang++-19 not found (clang-15 cannot do bfloat arithmetic)"
+        return Probe.missing("clang++-19 not found (clang-15 cannot do bfloat arithmetic)")
     if not SHIM_HEADER.is_file():
-        return None, None, f"the Metal shim header is missing: {SHIM_HEADER}"
+        return Probe.missing(f"the Metal shim header is missing: {SHIM_HEADER}")
     out = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"clang version (\S+)", out)
-    return f"clang {m.group(1) if m else 'unknown'} + shim {_shim_digest()}", clang, None
+    return Probe(f"clang {m.group(1) if m else 'unknown'} + shim {_shim_digest()}", clang)
 
 
 def _shim_digest() -> str:
@@ -60,19 +60,16 @@ def _shim_digest() -> str:
 
 
 def available() -> bool:
-    return _probe()[0] is not None
+    return _probe().ok
 
 
 def unavailable_reason() -> str | None:
-    return _probe()[2]
+    return _probe().reason
 
 
 def version() -> str:
     """clang's version and the shim's hash, for cache keys."""
-    found, _, why = _probe()
-    if found is None:
-        raise ToolchainMissing(TOOL, INSTALL, why)
-    return found
+    return _probe().require(TOOL, INSTALL).version
 
 
 def check_msl(source: str, *, name: str = "kernel.metal") -> CompiledArtifact:
@@ -82,7 +79,7 @@ def check_msl(source: str, *, name: str = "kernel.metal") -> CompiledArtifact:
     warnings clang gave.
     """
     ver = version()
-    clang = _probe()[1]
+    clang = _probe().found
     assert clang is not None
     with SourceWorkdir(prepare_for_clang(source), name) as work:
         argv = [clang, *_FLAGS, f"-I{SHIM_DIR}", "-include", SHIM_HEADER.name, str(work.source_path)]

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from .common import CompiledArtifact, Diagnostic, ToolchainError, ToolchainMissing, error_from_diagnostics
+from .common import CompiledArtifact, Diagnostic, Probe, ToolchainError, error_from_diagnostics
 
 TOOL = "nvrtc"
 PURPOSE = "CUDA C++ -> PTX / CUBIN for NVIDIA GPUs (sm_80, sm_90, sm_90a, ...), no GPU needed"
@@ -28,24 +28,24 @@ _ARCH = re.compile(r"^(sm|compute)_\d+[af]?$")
 
 
 @functools.cache
-def _probe() -> tuple[str | None, str | None, str | None]:
-    """(version, include directory, why unavailable): NVRTC loads and the fp16 headers exist."""
+def _probe() -> Probe:
+    """NVRTC loads and the fp16 headers exist; ``found`` is the include directory."""
     try:
         from cuda.bindings import nvrtc
     except ImportError as e:
-        return None, None, f"cuda-bindings is not installed ({e})"
+        return Probe.missing(f"cuda-bindings is not installed ({e})")
     try:
         err, major, minor = nvrtc.nvrtcVersion()
     except Exception as e:  # the binding raises when libnvrtc cannot be loaded
-        return None, None, f"libnvrtc cannot be loaded: {e}"
+        return Probe.missing(f"libnvrtc cannot be loaded: {e}")
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        return None, None, f"nvrtcVersion failed: {err}"
+        return Probe.missing(f"nvrtcVersion failed: {err}")
     include = _header_directory()
     if include is None:
-        return None, None, "cuda_fp16.h not found: nvidia-cuda-runtime is not installed"
+        return Probe.missing("cuda_fp16.h not found: nvidia-cuda-runtime is not installed")
     bindings = _dist_version("cuda-bindings")
     headers = _dist_version("nvidia-cuda-runtime")
-    return f"nvrtc {major}.{minor} (cuda-bindings {bindings}, headers {headers})", include, None
+    return Probe(f"nvrtc {major}.{minor} (cuda-bindings {bindings}, headers {headers})", include)
 
 
 def _dist_version(dist: str) -> str:
@@ -77,19 +77,16 @@ def _header_directory() -> str | None:
 
 
 def available() -> bool:
-    return _probe()[0] is not None
+    return _probe().ok
 
 
 def unavailable_reason() -> str | None:
-    return _probe()[2]
+    return _probe().reason
 
 
 def version() -> str:
     """The NVRTC, binding and header versions, for cache keys."""
-    found, _, why = _probe()
-    if found is None:
-        raise ToolchainMissing(TOOL, INSTALL, why)
-    return found
+    return _probe().require(TOOL, INSTALL).version
 
 
 def compile_cuda(source: str, *, arch: str = "sm_90", options: Sequence[str] = (), name: str = "kernel.cu",
@@ -108,7 +105,7 @@ def compile_cuda(source: str, *, arch: str = "sm_90", options: Sequence[str] = (
     ver = version()
     from cuda.bindings import nvrtc
 
-    include = _probe()[1]
+    include = _probe().found
     opts = [f"--gpu-architecture={arch}", f"-I{include}", "-std=c++17"]
     if arch.startswith("sm_"):
         opts.append("--ptxas-options=-v")

@@ -1,64 +1,57 @@
-"""GLSL 4.5 compute shaders to SPIR-V: glslc (shaderc) compiles, spirv-val validates, spirv-dis prints.
+"""GLSL 4.5 compute shaders to SPIR-V: glslc or glslang compiles, spirv-val validates, spirv-dis prints.
 
 The SPIR-V that Iron runs on Vulkan (Mesa lavapipe here, NVIDIA's driver on a GPU) is compiled
 once by :func:`compile_glsl` and checked by :func:`validate_spirv` against the Vulkan target
 environment; the report lists what the module declares (capabilities, extensions, local size,
 descriptor bindings) so a test can see, e.g., that an fp16 kernel really asks for Float16.
+Which compiler runs is :mod:`.glsl_compilers`' choice: glslc, or glslang 13 from PyPI for what
+glslc's front end predates (cooperative matrices).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from . import glsl_compilers
 from .common import (CompiledArtifact, Diagnostic, SourceWorkdir, ToolchainError, ToolchainMissing, decode,
-                     error_from_diagnostics, find_tool, run_tool)
+                     error_from_diagnostics, run_tool)
+from .glsl_compilers import INSTALL, TOOL
 
-TOOL = "glslc"
 PURPOSE = "GLSL 4.5 compute -> SPIR-V for Vulkan, validated by spirv-val"
-INSTALL = "apt-get install glslc spirv-tools (or: bash scripts/install_toolchains.sh)"
 TARGET_ENVS = ("vulkan1.0", "vulkan1.1", "vulkan1.2", "vulkan1.3")
 
 
-@functools.cache
-def _probe() -> tuple[str | None, dict[str, str], str | None]:
-    """(version, tool paths, why unavailable)."""
-    paths = {}
-    for tool in ("glslc", "spirv-val", "spirv-dis"):
-        found = find_tool((tool,))
-        if found is None:
-            return None, {}, f"{tool} not found"
-        paths[tool] = found
-    glslc = subprocess.run([paths["glslc"], "--version"], capture_output=True, text=True).stdout
-    val = subprocess.run([paths["spirv-val"], "--version"], capture_output=True, text=True).stdout
-    versions = [ln.strip() for ln in glslc.splitlines()[:3] if ln.strip()]
-    val_first = val.splitlines()[0].strip() if val.strip() else "spirv-val (unknown version)"
-    return f"{', '.join(versions)}; {val_first}", paths, None
-
-
 def available() -> bool:
-    return _probe()[0] is not None
+    return glsl_compilers.probe().missing is None
 
 
 def unavailable_reason() -> str | None:
-    return _probe()[2]
+    return glsl_compilers.probe().missing
 
 
 def version() -> str:
-    """glslc's (shaderc, spirv-tools, glslang) and spirv-val's versions, for cache keys."""
-    found, _, why = _probe()
-    if found is None:
-        raise ToolchainMissing(TOOL, INSTALL, why)
-    return found
+    """Every GLSL compiler's and the SPIR-V tools' versions, for cache keys."""
+    tools = glsl_compilers.probe()
+    if tools.missing:
+        raise ToolchainMissing(TOOL, INSTALL, tools.missing)
+    return tools.version
+
+
+def supports_extension(extension: str) -> bool:
+    """Whether an installed compiler takes ``#extension EXTENSION`` (e.g. ``GL_KHR_cooperative_matrix``)."""
+    return any(extension in c.extensions for c in glsl_compilers.probe().compilers)
 
 
 def _tool(name: str) -> str:
     version()
-    return _probe()[1][name]
+    tools = glsl_compilers.probe()
+    path = {"spirv-val": tools.validator, "spirv-dis": tools.disassembler}[name]
+    assert path is not None
+    return path
 
 
 def _check_env(target_env: str) -> None:
@@ -67,27 +60,41 @@ def _check_env(target_env: str) -> None:
 
 
 def compile_glsl(source: str, *, name: str = "kernel.comp", target_env: str = "vulkan1.2",
-                 validate: bool = True) -> CompiledArtifact:
-    """Compile a GLSL compute shader to optimised SPIR-V (``glslc -O``); validate it unless told not to."""
+                 validate: bool = True, compiler: str | None = None) -> CompiledArtifact:
+    """Compile a GLSL compute shader to optimised SPIR-V; validate it unless told not to.
+
+    ``compiler`` ("glslc" or "glslang") picks the front end; by default glslc unless the source
+    needs the newer glslang (:mod:`.glsl_compilers`).
+    """
     _check_env(target_env)
     ver = version()
+    front = glsl_compilers.choose(source, compiler)
     with SourceWorkdir(source, name) as work:
         out = work.dir / "kernel.spv"
-        argv = [_tool("glslc"), "-O", f"--target-env={target_env}", "-fshader-stage=compute",
-                "-o", str(out), str(work.source_path)]
-        proc = run_tool(argv, tool=TOOL, install=INSTALL)
+        proc = _run(front.argv(work.source_path, out, target_env), front)
         log = work.relocate(decode(proc.stderr + proc.stdout)).strip()
+        diagnostics = parse_glsl_diagnostics(log)
         if proc.returncode != 0 or not out.is_file():
-            raise error_from_diagnostics(TOOL, parse_glslc_diagnostics(log), source, name, log)
+            raise error_from_diagnostics(front.name, diagnostics, source, name, log)
+        if front.optimizer is not None:
+            optimized = work.dir / "kernel.opt.spv"
+            opt = _run([front.optimizer, "-O", f"--target-env={target_env}", "-o", str(optimized), str(out)], front)
+            if opt.returncode != 0:
+                raise ToolchainError("spirv-opt", decode(opt.stderr + opt.stdout).strip() or "failed", log=log)
+            out = optimized
         binary = out.read_bytes()
     if validate:
         validate_spirv(binary, target_env=target_env)
     report = parse_spirv_module(disassemble(binary))
     report["target_env"] = target_env
     report["words"] = len(binary) // 4
-    report["warnings"] = [f"{d.file}:{d.line}: {d.message}" for d in parse_glslc_diagnostics(log)
-                          if d.severity == "warning"]
-    return CompiledArtifact(binary, log, report, TOOL, ver)
+    report["compiler"] = front.name
+    report["warnings"] = [f"{d.file}:{d.line}: {d.message}" for d in diagnostics if d.severity == "warning"]
+    return CompiledArtifact(binary, log, report, front.name, ver)
+
+
+def _run(argv: list[str], compiler: glsl_compilers.GlslCompiler) -> subprocess.CompletedProcess[bytes]:
+    return run_tool(argv, tool=compiler.name, install=INSTALL, env=compiler.env)
 
 
 def validate_spirv(binary: bytes, target_env: str = "vulkan1.2") -> None:
@@ -116,15 +123,24 @@ def _run_on_binary(argv: list[str], binary: bytes) -> subprocess.CompletedProces
 
 
 _GLSLC_DIAG = re.compile(r"^(?P<file>[^:\n]+):(?:(?P<line>\d+):)? (?P<sev>error|warning): (?P<msg>.*)$")
+_GLSLANG_DIAG = re.compile(r"^(?P<sev>ERROR|WARNING): (?P<file>[^:\n]+):(?P<line>\d+): (?P<msg>.*)$")
 
 
-def parse_glslc_diagnostics(log: str) -> list[Diagnostic]:
-    """glslc's ``file:line: error: message`` lines (the line is absent for file-level errors)."""
+def parse_glsl_diagnostics(log: str) -> list[Diagnostic]:
+    """glslc's ``file:line: error: message`` and glslang's ``ERROR: file:line: message`` lines.
+
+    The line is absent for glslc's file-level errors; glslang's closing ``compilation terminated``
+    and error-count lines are not diagnostics of their own.
+    """
     out = []
     for raw in log.splitlines():
         m = _GLSLC_DIAG.match(raw)
         if m:
             out.append(Diagnostic(m["file"], int(m["line"]) if m["line"] else None, m["sev"], m["msg"].strip()))
+            continue
+        m = _GLSLANG_DIAG.match(raw)
+        if m and "compilation terminated" not in m["msg"]:
+            out.append(Diagnostic(m["file"], int(m["line"]), m["sev"].lower(), m["msg"].strip()))
     return out
 
 

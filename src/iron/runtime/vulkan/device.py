@@ -15,12 +15,15 @@ import atexit
 import functools
 import threading
 import weakref
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ... import config
 from ...codegen.abi import KernelABI, pack_params
+from ...codegen.capabilities import check_emitted_launch
+from ...codegen.targets import TargetProfile
 from ...core import dtypes as D
 from ...core.errors import LaunchError
 from ...core.ir import Kernel
@@ -31,8 +34,10 @@ from .errors import VulkanValidationError
 from .geometry import default_group, workgroups
 from .instance import Instance
 from .logical import LogicalDevice
-from .memory import BufferPool, StorageBuffer
+from .pipeline_store import PipelineStore
 from .pipelines import PipelineCache
+from .placement import BufferPlacer
+from .profile import device_profile
 from .selection import select_device
 
 
@@ -43,10 +48,11 @@ def _close_at_exit(ref: weakref.ref[VulkanDevice]) -> None:
 
 
 class VulkanDevice:
-    """A Vulkan physical device chosen by ``vulkan_device``, with its queue, caches and buffer pool.
+    """A Vulkan physical device chosen by ``vulkan_device``, with its queue, caches and buffer pools.
 
-    ``device`` and ``validation`` override the ``vulkan_device`` and
-    ``vulkan_validation`` options.  With validation on, the Khronos layer
+    ``device``, ``validation``, ``staging`` and ``cache_dir`` override the
+    ``vulkan_device``, ``vulkan_validation``, ``vulkan_staging`` and
+    ``cache_dir`` options (``cache_dir="off"``: no disk caches).  With validation on, the Khronos layer
     checks every call and a launch that drew any warning or error raises
     :class:`VulkanValidationError` (all messages stay in
     :attr:`validation_messages`).  Not thread-safe beyond one launch at a
@@ -56,9 +62,12 @@ class VulkanDevice:
     name = "vulkan"
     target = "spirv"
 
-    def __init__(self, device: str | int | None = None, validation: bool | None = None) -> None:
+    def __init__(self, device: str | int | None = None, validation: bool | None = None, staging: str | None = None,
+                 cache_dir: str | Path | None = None) -> None:
         spec = str(config.get("vulkan_device") if device is None else device)
         self.validation = bool(config.get("vulkan_validation") if validation is None else validation)
+        staging_mode = _staging_mode(staging)
+        directory = _cache_directory(cache_dir)
         self._lock = threading.RLock()
         self._closed = False
         self._instance = Instance(self.validation)
@@ -68,15 +77,17 @@ class VulkanDevice:
         except BaseException:
             self._instance.destroy()
             raise
+        self._store = PipelineStore(directory, self._info)
         try:
-            self._pipelines = PipelineCache(self._device)
-            self._buffers = BufferPool(self._device)
+            self._pipelines = PipelineCache(self._device, self._store.load())
+            self._buffers = BufferPlacer(self._device, staging_mode)
             self._dispatcher = Dispatcher(self._device)
         except BaseException:
             self._device.destroy()
             self._instance.destroy()
             raise
-        self._compiler = KernelCompiler()
+        self.profile: TargetProfile = device_profile(self._info)
+        self._compiler = KernelCompiler(self.profile, directory)
         self._atexit_hook = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._atexit_hook)
         self._raise_on_validation(0)
@@ -84,8 +95,26 @@ class VulkanDevice:
     # ------------------------------------------------------------ description
     @property
     def info(self) -> dict[str, Any]:
-        """The device's name, type, driver, API version, subgroup size and operations, limits, enabled features."""
-        return self._info.to_dict()
+        """The device's name, type, driver, API version, subgroup size and operations, limits, enabled features,
+        cooperative-matrix shapes, its memory types, and where storage buffers live (``buffers``: "device-local"
+        or "mapped")."""
+        d = self._info.to_dict()
+        d["buffers"] = "device-local" if self._buffers.staged else "mapped"
+        d["memory_types"] = list(self._buffers.memory_types)
+        return d
+
+    @property
+    def staged(self) -> bool:
+        """Whether storage buffers are device-local, filled and read back through staging copies."""
+        return self._buffers.staged
+
+    @property
+    def cache_stats(self) -> dict[str, Any]:
+        """What the disk caches did: the pipeline cache file's fate, SPIR-V disk hits and compiles."""
+        return {"pipeline_cache": self._store.status, "pipeline_cache_file": self._store.path and str(self._store.path),
+                "pipelines_created": self._pipelines.created, "pipeline_cache_hits": self._pipelines.driver_hits,
+                "spirv_disk_hits": self._compiler.disk_hits, "spirv_compiles": self._compiler.compiles,
+                "spirv_last_miss": self._compiler.last_miss}
 
     @property
     def validation_messages(self) -> list[str]:
@@ -93,7 +122,7 @@ class VulkanDevice:
 
     @property
     def buffer_allocations(self) -> int:
-        """Storage buffers created so far (pooled buffers are reused, so this stops growing)."""
+        """Buffers (storage and staging) created so far (pooled buffers are reused, so this stops growing)."""
         return self._buffers.allocations
 
     def default_group(self, grid: tuple[int, ...]) -> tuple[int, ...]:
@@ -118,17 +147,15 @@ class VulkanDevice:
             # stop at the first stage the layer complains about, before anything runs.
             check = functools.partial(self._raise_on_validation, mark)
             pipeline = self._pipelines.get(spirv, abi, group3, check=check if self.validation else None)
-            bound = self._upload(buffers)
+            placed = self._buffers.place(buffers, [t.access != "read" for t in abi.tensors])
             try:
-                self._dispatcher.record(pipeline, [b for b, _ in bound], params, counts, timing)
+                self._dispatcher.record(pipeline, placed.bound, params, counts, timing,
+                                        placed.copies_in, placed.copies_out)
                 check()
                 elapsed = self._dispatcher.submit()
-                for (buffer, array), tensor in zip(bound, abi.tensors):
-                    if tensor.access != "read" and array.size:
-                        buffer.download(array)
+                placed.finish()
             finally:
-                for buffer in {id(b): b for b, _ in bound}.values():
-                    self._buffers.release(buffer)
+                self._buffers.release(placed)
             check()
             return elapsed
 
@@ -151,21 +178,6 @@ class VulkanDevice:
             raise LaunchError(f"'{abi.entry}': a {len(params)}-byte parameter block exceeds '{self._info.name}''s "
                               f"{self._info.max_push_constants_size} bytes of push constants; pass fewer scalars")
 
-    def _upload(self, arrays: Sequence[np.ndarray]) -> list[tuple[StorageBuffer, np.ndarray]]:
-        """A buffer per array, filled with its data; an array passed twice (in place) gets one buffer."""
-        by_span: dict[tuple[int, int], StorageBuffer] = {}
-        bound = []
-        for array in arrays:
-            span = (array.__array_interface__["data"][0], array.nbytes)
-            buffer = by_span.get(span) if array.nbytes else None
-            if buffer is None:
-                buffer = self._buffers.acquire(max(array.nbytes, 4))  # an empty tensor binds a dummy buffer
-                buffer.upload(array)
-                if array.nbytes:
-                    by_span[span] = buffer
-            bound.append((buffer, array))
-        return bound
-
     def launch(self, kernel: Kernel, args: Sequence[Any], grid: tuple[int, ...], group: tuple[int, ...]) -> None:
         """Run ``kernel`` (optimised IR for target "spirv") like the interpreter would, arrays updated in place."""
         self.launch_timed(kernel, args, grid, group, timing=False)
@@ -175,9 +187,9 @@ class VulkanDevice:
         """:meth:`launch`, returning the GPU time in ms (timestamp queries) when ``timing``."""
         grid3, group3, ndim = normalize_geometry(grid, group)
         workgroups(grid, group, self._info)  # reject a bad group before compiling
-        _check_full_groups(kernel, grid3, group3)
         bound = bind_arguments(kernel, args)
         compiled = self._compiler.compile(kernel)
+        check_emitted_launch(compiled.emitted, grid3[:ndim], group3[:ndim])
         tensors = {p.name: arg for p, arg in zip(kernel.params, bound) if p.is_tensor}
         scalars = {p.name: arg for p, arg in zip(kernel.params, bound) if not p.is_tensor}
         sizes = {name: buf.size for name, buf in tensors.items()}
@@ -204,6 +216,7 @@ class VulkanDevice:
             self._closed = True
             atexit.unregister(self._atexit_hook)
             self._device.wait_idle()
+            self._store.save(self._pipelines.data())
             self._dispatcher.close()
             self._pipelines.close()
             self._buffers.close()
@@ -221,24 +234,16 @@ class VulkanDevice:
         return f"<VulkanDevice '{self._info.name}' ({self._info.device_type}, Vulkan {state})>"
 
 
-#: Ops that need every invocation of a workgroup (or subgroup) to reach them together.
-_WHOLE_GROUP_OPS = frozenset({"barrier", "frag_fill", "frag_load", "frag_store", "mma"})
+def _staging_mode(override: str | None) -> str:
+    if override is None:
+        return str(config.get("vulkan_staging"))
+    mode = str(override).strip().lower()
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"staging must be auto, always or never, not {override!r}")
+    return mode
 
 
-def _check_full_groups(kernel: Kernel, grid: tuple[int, ...], group: tuple[int, ...]) -> None:
-    """Refuse a grid tail for kernels with barriers or fragment ops.
-
-    Threads past the grid return at entry (docs/backends.md); Vulkan leaves a barrier that some
-    invocations of the workgroup never reach undefined (it may hang or race on a real GPU, and
-    lavapipe happening to cope proves nothing), so such launches must cover whole groups.
-    """
-    if all(g % b == 0 for g, b in zip(grid, group)):
-        return
-    op = next((o for o in kernel.walk() if o.opcode in _WHOLE_GROUP_OPS), None)
-    if op is None:
-        return
-    where = f" ({op.loc})" if op.loc else ""
-    raise LaunchError(
-        f"kernel '{kernel.name}': grid {tuple(grid)} is not a multiple of the group {tuple(group)}, and the kernel "
-        f"uses {op.opcode}{where}, which on Vulkan every invocation of a group must reach: round the grid up to "
-        f"whole groups and guard the tail with the kernel's own bounds check")
+def _cache_directory(override: str | Path | None) -> Path | None:
+    if override is None:
+        return config.cache_dir()
+    return None if str(override).strip().lower() == config.CACHE_OFF else Path(override).expanduser()

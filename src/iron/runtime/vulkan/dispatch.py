@@ -2,7 +2,10 @@
 
 Launches are synchronous: each records one command buffer, submits it with
 a fence and waits, so a single command buffer, descriptor pool and query
-pool are reset and reused for every launch.
+pool are reset and reused for every launch.  On the staged path
+(:mod:`.placement`) the same command buffer holds the copies in, a barrier,
+the dispatch, a barrier and the copies out; the two timestamps bracket the
+dispatch alone.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from typing import Any, Sequence
 
 from .errors import VulkanError
 from .logical import LogicalDevice
-from .memory import StorageBuffer
+from .memory import Buffer
 from .pipelines import Pipeline
+from .placement import Copy
 
 #: How long a launch may run before the device reports it as hung (nanoseconds).
 FENCE_TIMEOUT_NS = 600 * 10**9
@@ -53,7 +57,7 @@ class Dispatcher:
         return vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(
             descriptorPool=self._descriptor_pool, descriptorSetCount=1, pSetLayouts=[pipeline.set_layout]))[0]
 
-    def _write_descriptors(self, descriptor_set: Any, pipeline: Pipeline, buffers: Sequence[StorageBuffer]) -> None:
+    def _write_descriptors(self, descriptor_set: Any, pipeline: Pipeline, buffers: Sequence[Buffer]) -> None:
         vk = self.device.vk
         if not buffers:
             return
@@ -64,9 +68,11 @@ class Dispatcher:
                   for binding, b in zip(pipeline.bindings, buffers)]
         vk.vkUpdateDescriptorSets(self.device.handle, len(writes), writes, 0, None)
 
-    def record(self, pipeline: Pipeline, buffers: Sequence[StorageBuffer], params: bytes,
-               workgroups: tuple[int, int, int], timing: bool) -> None:
-        """Record a dispatch of ``workgroups`` of ``pipeline`` over ``buffers`` (run it with :meth:`submit`)."""
+    def record(self, pipeline: Pipeline, buffers: Sequence[Buffer], params: bytes,
+               workgroups: tuple[int, int, int], timing: bool,
+               copies_in: Sequence[Copy] = (), copies_out: Sequence[Copy] = ()) -> None:
+        """Record ``copies_in``, a dispatch of ``workgroups`` of ``pipeline`` over ``buffers``, then
+        ``copies_out`` (run it all with :meth:`submit`)."""
         vk, cb = self.device.vk, self._command_buffer
         if timing and self._query_pool is None:
             raise VulkanError(f"'{self.device.info.name}' has no timestamps on its compute queue; launch without timing")
@@ -76,22 +82,49 @@ class Dispatcher:
             flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
         if timing:
             vk.vkCmdResetQueryPool(cb, self._query_pool, 0, 2)
+        if copies_in:
+            self._copy(copies_in)
+            # The copies' writes, visible to the shader's reads and ordered before its writes.
+            self._barrier(vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                          vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                          vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
         vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
         vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, [descriptor_set],
                                    0, None)
         block = vk.ffi.new("char[]", params)
         vk.vkCmdPushConstants(cb, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(params), block)
         if timing:
-            vk.vkCmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self._query_pool, 0)
+            # A top-of-pipe stamp may be taken while earlier copies still run; a bottom-of-pipe one
+            # waits for every earlier command, so it marks the moment the dispatch may start.
+            start = vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT if copies_in else vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT
+            vk.vkCmdWriteTimestamp(cb, start, self._query_pool, 0)
         vk.vkCmdDispatch(cb, *workgroups)
         if timing:
             vk.vkCmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._query_pool, 1)
-        # Make the shader's writes visible to the host's reads after the fence.
-        barrier = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
-        vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0,
-                                1, [barrier], 0, None, 0, None)
+        if copies_out:
+            self._barrier(vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
+                          vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT)
+            self._copy(copies_out)
+            # The copies' writes, visible to the host's reads after the fence.
+            self._barrier(vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                          vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
+        else:
+            # The shader's writes to mapped memory, visible to the host's reads after the fence.
+            self._barrier(vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
+                          vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
         vk.vkEndCommandBuffer(cb)
         self._timing = timing
+
+    def _copy(self, copies: Sequence[Copy]) -> None:
+        vk = self.device.vk
+        for c in copies:
+            vk.vkCmdCopyBuffer(self._command_buffer, c.src.handle, c.dst.handle, 1,
+                               [vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=c.size)])
+
+    def _barrier(self, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
+        vk = self.device.vk
+        barrier = vk.VkMemoryBarrier(srcAccessMask=src_access, dstAccessMask=dst_access)
+        vk.vkCmdPipelineBarrier(self._command_buffer, src_stage, dst_stage, 0, 1, [barrier], 0, None, 0, None)
 
     def submit(self) -> float | None:
         """Run the recorded dispatch and wait for it; the GPU time in milliseconds if it was timed."""

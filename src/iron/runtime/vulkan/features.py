@@ -4,7 +4,10 @@ Iron enables every wanted feature the device supports (and no others), so a
 shader that declares, say, ``float16_t`` arithmetic runs where the device
 allows it and the validation layer reports it where the device does not.
 Subgroup operations need no feature: they are core in Vulkan 1.1 and their
-support is a property (:mod:`.properties`).
+support is a property (:mod:`.properties`); subgroup operations on 8/16/64-bit
+types do (``shaderSubgroupExtendedTypes``, core in 1.2).  A device that offers
+VK_KHR_cooperative_matrix gets the extension and its ``cooperativeMatrix``
+feature; which shapes it runs is a property too (:mod:`.coopmat`).
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ WANTED: dict[str, tuple[str, ...]] = {
     "VkPhysicalDeviceVulkan11Features": ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess"),
     "VkPhysicalDeviceVulkan12Features": ("shaderFloat16", "shaderInt8", "storageBuffer8BitAccess",
                                          "uniformAndStorageBuffer8BitAccess", "shaderBufferInt64Atomics",
-                                         "vulkanMemoryModel", "vulkanMemoryModelDeviceScope"),
+                                         "vulkanMemoryModel", "vulkanMemoryModelDeviceScope",
+                                         "shaderSubgroupExtendedTypes"),
     "VkPhysicalDeviceShaderAtomicFloatFeaturesEXT": ("shaderBufferFloat32Atomics", "shaderBufferFloat32AtomicAdd"),
+    "VkPhysicalDeviceCooperativeMatrixFeaturesKHR": ("cooperativeMatrix",),
 }
 
 #: Device extensions enabled when offered, and the feature struct each one brings.
 OPTIONAL_EXTENSIONS: dict[str, str] = {
     "VK_EXT_shader_atomic_float": "VkPhysicalDeviceShaderAtomicFloatFeaturesEXT",
+    "VK_KHR_cooperative_matrix": "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
 }
 
 

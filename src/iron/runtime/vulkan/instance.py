@@ -1,5 +1,10 @@
 """The Vulkan instance and, when asked for, the Khronos validation layer's messages.
 
+With validation on, the layer's synchronization validation is enabled too
+(where the layer offers VK_EXT_validation_features): core validation checks
+each call, not whether copies, barriers and the dispatch are ordered, which
+is what the staged buffer path (:mod:`.placement`) relies on.
+
 The binding keeps a single Python callback for every debug messenger in the
 process, so one router is installed and each device's :class:`ValidationLog`
 is found again through the messenger's ``pUserData`` (a small integer id).
@@ -17,6 +22,7 @@ from .errors import VALIDATION_HINT, VulkanError, VulkanUnavailable
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEBUG_UTILS = "VK_EXT_debug_utils"
+VALIDATION_FEATURES = "VK_EXT_validation_features"
 
 #: The newest API this code asks for; the loader and the device may offer less.
 REQUESTED_API = (1, 3)
@@ -80,17 +86,24 @@ class Instance:
         self.handle = None
         loader = vk.vkEnumerateInstanceVersion()
         self.api_version = min(loader, make_version(*REQUESTED_API))
-        layers, extensions = [], []
+        layers, extensions, features = [], [], None
         if validation:
             available = {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
             if VALIDATION_LAYER not in available:
                 raise VulkanUnavailable(f"Vulkan validation was requested (vulkan_validation) but the layer "
                                         f"{VALIDATION_LAYER} is not installed; {VALIDATION_HINT}")
             layers, extensions = [VALIDATION_LAYER], [DEBUG_UTILS]
+            offered = {e.extensionName for e in vk.vkEnumerateInstanceExtensionProperties(VALIDATION_LAYER)}
+            if VALIDATION_FEATURES in offered:
+                extensions.append(VALIDATION_FEATURES)
+                features = vk.VkValidationFeaturesEXT(
+                    enabledValidationFeatureCount=1,
+                    pEnabledValidationFeatures=[vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
         app = vk.VkApplicationInfo(pApplicationName="iron", applicationVersion=1, pEngineName="iron",
                                    engineVersion=1, apiVersion=self.api_version)
-        info = vk.VkInstanceCreateInfo(pApplicationInfo=app, enabledLayerCount=len(layers), ppEnabledLayerNames=layers,
-                                       enabledExtensionCount=len(extensions), ppEnabledExtensionNames=extensions)
+        info = vk.VkInstanceCreateInfo(pNext=features, pApplicationInfo=app, enabledLayerCount=len(layers),
+                                       ppEnabledLayerNames=layers, enabledExtensionCount=len(extensions),
+                                       ppEnabledExtensionNames=extensions)
         try:
             self.handle = vk.vkCreateInstance(info, None)
         except vk.VkErrorIncompatibleDriver:

@@ -17,6 +17,8 @@ class LogicalDevice:
         vk = self.vk = instance.vk
         self.physical = physical
         self.info = info
+        #: The API version device-level calls may use: the lower of the instance's and the device's.
+        self.api_version = min(instance.api_version, info.api_version)
         extensions = [e for e in OPTIONAL_EXTENSIONS if e in info.features.extensions]
         queue = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=info.queue_family, queueCount=1,
                                            pQueuePriorities=[1.0])

@@ -1,19 +1,25 @@
-"""Storage buffers and the pool that reuses them across launches.
+"""Buffers, the memory types they live in, and the pools that reuse them across launches.
 
-Buffers live in host-visible, host-coherent memory that stays mapped, so
-uploads and downloads are plain copies into a numpy view.  That is the fast
-path on a CPU driver (lavapipe) and on unified-memory GPUs, and a slow one
-on a discrete GPU: an H200 reading host-visible memory runs an exp over 1M
-floats in ~0.1 ms, far from its ~4 TB/s.  Device-local buffers filled by
-staging copies belong behind the same two calls (:meth:`StorageBuffer.upload`
-and :meth:`StorageBuffer.download`, which then record transfer commands),
-so dispatch code does not change when they are added.
+Storage buffers live in one of two places (option ``vulkan_staging``, :func:`needs_staging`):
+
+* **mapped**: host-visible, host-coherent memory that stays mapped, so uploads
+  and downloads are plain copies into a numpy view.  That is the fast path
+  wherever the device's main memory is host-visible anyway: a CPU driver
+  (lavapipe), unified memory, a discrete GPU with resizable BAR.
+* **device-local**: memory the host cannot map (a discrete GPU's own memory
+  without resizable BAR).  Kernels read it at full bandwidth (an H200
+  reading host-visible system memory ran an exp over 1M floats in ~0.1 ms,
+  far from its ~4 TB/s); data moves through mapped staging buffers and
+  ``vkCmdCopyBuffer`` commands recorded with the dispatch (:mod:`.placement`).
+
+The choice of memory types is plain functions over :class:`MemoryType`
+records, so it is tested with the layouts of devices this machine lacks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -23,54 +29,125 @@ from .logical import LogicalDevice
 #: Allocation granularity: sizes round up to this, so nearby sizes share pooled buffers.
 GRANULE = 256
 
+# VkMemoryPropertyFlagBits (fixed by the Vulkan specification).
+DEVICE_LOCAL = 0x1
+HOST_VISIBLE = 0x2
+HOST_COHERENT = 0x4
+HOST_CACHED = 0x8
+MAPPABLE = HOST_VISIBLE | HOST_COHERENT
+
 
 def pooled_size(nbytes: int) -> int:
     """The allocation size of a buffer that holds ``nbytes`` (at least one granule)."""
     return max(GRANULE, -(-nbytes // GRANULE) * GRANULE)
 
 
+@dataclass(frozen=True)
+class MemoryType:
+    """One VkMemoryType with the size of its heap."""
+
+    index: int
+    flags: int
+    heap: int
+    heap_size: int
+
+
+def memory_types(props: Any) -> list[MemoryType]:
+    """The device's memory types (from VkPhysicalDeviceMemoryProperties) as plain records."""
+    return [MemoryType(i, int(props.memoryTypes[i].propertyFlags), int(props.memoryTypes[i].heapIndex),
+                       int(props.memoryHeaps[props.memoryTypes[i].heapIndex].size))
+            for i in range(props.memoryTypeCount)]
+
+
+_FLAG_NAMES = ((DEVICE_LOCAL, "device_local"), (HOST_VISIBLE, "host_visible"), (HOST_COHERENT, "host_coherent"),
+               (HOST_CACHED, "host_cached"))
+
+
+def describe_types(types: Sequence[MemoryType]) -> list[str]:
+    """One line per memory type, e.g. ``"0: device_local (heap 0, 141.0 GiB)"``, for ``info``."""
+    out = []
+    for t in types:
+        flags = "+".join(name for bit, name in _FLAG_NAMES if t.flags & bit) or "none"
+        out.append(f"{t.index}: {flags} (heap {t.heap}, {t.heap_size / 2**30:.1f} GiB)")
+    return out
+
+
+def needs_staging(types: Sequence[MemoryType], mode: str) -> bool:
+    """Whether storage buffers go to device-local memory behind staging copies.
+
+    ``auto``: yes when the largest device-local heap has no host-visible, coherent type: a
+    discrete GPU whose only mappable device memory is the 256 MiB BAR window (a heap of its own)
+    or none.  A CPU driver, unified memory and resizable BAR map the main heap, so no.
+    """
+    if mode in ("always", "never"):
+        return mode == "always"
+    local = [t for t in types if t.flags & DEVICE_LOCAL]
+    if not local:
+        return False
+    main = max(local, key=lambda t: t.heap_size).heap
+    return not any(t.heap == main and t.flags & MAPPABLE == MAPPABLE for t in local)
+
+
+def mapped_types(types: Sequence[MemoryType]) -> list[int]:
+    """Mappable (host-visible, coherent) types for directly mapped storage buffers, device-local first."""
+    ok = [t for t in types if t.flags & MAPPABLE == MAPPABLE]
+    return [t.index for t in sorted(ok, key=lambda t: (not t.flags & DEVICE_LOCAL, -t.heap_size))]
+
+
+def staging_types(types: Sequence[MemoryType]) -> list[int]:
+    """Mappable types for staging buffers: host-cached first (the host reads results back from them),
+    then system memory before a BAR window (which the host reads slowly and which is small)."""
+    ok = [t for t in types if t.flags & MAPPABLE == MAPPABLE]
+    return [t.index for t in sorted(ok, key=lambda t: (not t.flags & HOST_CACHED, bool(t.flags & DEVICE_LOCAL)))]
+
+
+def device_types(types: Sequence[MemoryType]) -> list[int]:
+    """Types for device-local storage buffers: unmappable device memory of the largest heap first."""
+    local = [t for t in types if t.flags & DEVICE_LOCAL]
+    return [t.index for t in sorted(local, key=lambda t: (bool(t.flags & HOST_VISIBLE), -t.heap_size))]
+
+
 @dataclass
-class StorageBuffer:
-    """A VkBuffer bound to its own mapped memory; ``view`` is the bytes as a numpy array."""
+class Buffer:
+    """A VkBuffer bound to its own memory; ``view`` is the mapped bytes (None for device-local memory)."""
 
     handle: Any
     memory: Any
     size: int
-    view: np.ndarray
+    view: np.ndarray | None
 
     def upload(self, array: np.ndarray) -> None:
+        assert self.view is not None, "only a mapped buffer takes host data"
         data = array.reshape(-1).view(np.uint8)
         self.view[:data.size] = data
 
     def download(self, array: np.ndarray) -> None:
         """Copy the buffer's first ``array.nbytes`` bytes into ``array`` in place."""
+        assert self.view is not None, "only a mapped buffer gives host data"
         flat = array.reshape(-1).view(np.uint8)
         flat[...] = self.view[:flat.size]
 
 
 class BufferPool:
-    """Hands out storage buffers by size and takes them back for the next launch.
+    """Hands out buffers of one kind by size and takes them back for the next launch.
 
-    Buffers are kept until :meth:`close`; ``allocations`` counts the buffers
-    ever created, which is how tests see reuse.
+    ``types`` are the memory-type indices to try, best first; ``mapped``
+    maps each buffer once for its lifetime.  Buffers are kept until
+    :meth:`close`; ``allocations`` counts the buffers ever created, which is
+    how tests see reuse.
     """
 
-    def __init__(self, device: LogicalDevice) -> None:
+    def __init__(self, device: LogicalDevice, types: list[int], mapped: bool, usage: int, what: str) -> None:
         self.device = device
-        self._free: dict[int, list[StorageBuffer]] = {}
-        self._all: list[StorageBuffer] = []
+        self.types = types
+        self.mapped = mapped
+        self.usage = usage
+        self.what = what
+        self._free: dict[int, list[Buffer]] = {}
+        self._all: list[Buffer] = []
         self.allocations = 0
-        self._memory_types = self._host_visible_types()
 
-    def _host_visible_types(self) -> list[int]:
-        """Host-visible, coherent memory types, device-local ones first (resizable BAR, unified memory)."""
-        vk, props = self.device.vk, self.device.memory_properties
-        wanted = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-        types = [i for i in range(props.memoryTypeCount) if props.memoryTypes[i].propertyFlags & wanted == wanted]
-        local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-        return sorted(types, key=lambda i: not props.memoryTypes[i].propertyFlags & local)
-
-    def acquire(self, nbytes: int) -> StorageBuffer:
+    def acquire(self, nbytes: int) -> Buffer:
         size = pooled_size(nbytes)
         free = self._free.get(size)
         if free:
@@ -80,17 +157,15 @@ class BufferPool:
         self.allocations += 1
         return buffer
 
-    def release(self, buffer: StorageBuffer) -> None:
+    def release(self, buffer: Buffer) -> None:
         self._free.setdefault(buffer.size, []).append(buffer)
 
-    def _allocate(self, size: int) -> StorageBuffer:
+    def _allocate(self, size: int) -> Buffer:
         vk, dev = self.device.vk, self.device.handle
-        usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
-        handle = vk.vkCreateBuffer(dev, vk.VkBufferCreateInfo(size=size, usage=usage,
+        handle = vk.vkCreateBuffer(dev, vk.VkBufferCreateInfo(size=size, usage=self.usage,
                                                               sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
         needs = vk.vkGetBufferMemoryRequirements(dev, handle)
-        for type_index in self._memory_types:
+        for type_index in self.types:
             if not needs.memoryTypeBits & (1 << type_index):
                 continue
             try:
@@ -99,16 +174,18 @@ class BufferPool:
             except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory):
                 continue
             vk.vkBindBufferMemory(dev, handle, memory, 0)
-            mapped = vk.vkMapMemory(dev, memory, 0, size, 0)
-            return StorageBuffer(handle, memory, size, np.frombuffer(mapped, dtype=np.uint8))
+            view = np.frombuffer(vk.vkMapMemory(dev, memory, 0, size, 0), dtype=np.uint8) if self.mapped else None
+            return Buffer(handle, memory, size, view)
         vk.vkDestroyBuffer(dev, handle, None)
-        raise VulkanError(f"cannot allocate a {size}-byte storage buffer in host-visible memory on "
+        where = "host-visible" if self.mapped else "device-local"
+        raise VulkanError(f"cannot allocate a {size}-byte {self.what} buffer in {where} memory on "
                           f"'{self.device.info.name}' (out of memory or no such memory type)")
 
     def close(self) -> None:
         vk, dev = self.device.vk, self.device.handle
         for buffer in self._all:
-            vk.vkUnmapMemory(dev, buffer.memory)
+            if buffer.view is not None:
+                vk.vkUnmapMemory(dev, buffer.memory)
             vk.vkDestroyBuffer(dev, buffer.handle, None)
             vk.vkFreeMemory(dev, buffer.memory, None)
         self._all.clear()

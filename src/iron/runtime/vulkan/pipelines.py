@@ -5,7 +5,11 @@ and 2 (``layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id
 = 2) in;``), so one SPIR-V module serves every group size.  Descriptor set
 layouts and pipeline layouts depend only on the bindings and the size of
 the parameter block, so kernels share them.  A VkPipelineCache lets the
-driver reuse its own compilation work between pipelines.
+driver reuse its own compilation work between pipelines, and between
+processes when it starts from the data a previous one saved
+(:mod:`.pipeline_store`).  Where pipeline-creation feedback is core (Vulkan
+1.3), :attr:`PipelineCache.driver_hits` counts the pipelines the driver
+reports it found in that cache.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, Callable
 from ...codegen.abi import KernelABI
 from .errors import VulkanError
 from .logical import LogicalDevice
+from .instance import make_version
 from .spirv import compute_entry_point
 
 
@@ -34,10 +39,23 @@ class Pipeline:
 class PipelineCache:
     """Shader modules, layouts and pipelines, keyed by content."""
 
-    def __init__(self, device: LogicalDevice) -> None:
+    def __init__(self, device: LogicalDevice, initial: bytes | None = None) -> None:
         self.device = device
         vk = device.vk
-        self.handle = vk.vkCreatePipelineCache(device.handle, vk.VkPipelineCacheCreateInfo(), None)
+        self.handle = None
+        if initial:
+            data = vk.ffi.from_buffer(initial)
+            info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(initial), pInitialData=data)
+            try:
+                self.handle = vk.vkCreatePipelineCache(device.handle, info, None)
+            except (vk.VkError, vk.VkException):
+                self.handle = None  # the driver refused the data after all: start empty
+        if self.handle is None:
+            self.handle = vk.vkCreatePipelineCache(device.handle, vk.VkPipelineCacheCreateInfo(), None)
+        self.feedback = device.api_version >= make_version(1, 3)
+        #: Pipelines created so far, and those the driver says came from the pipeline cache.
+        self.created = 0
+        self.driver_hits = 0
         self._modules: dict[str, Any] = {}
         self._set_layouts: dict[tuple[int, ...], Any] = {}
         self._layouts: dict[tuple[tuple[int, ...], int], Any] = {}
@@ -108,12 +126,34 @@ class PipelineCache:
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT,
                                                    module=self._module(digest, spirv), pName=entry,
                                                    pSpecializationInfo=specialization)
-        info = vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)
+        feedback = vk.ffi.new("VkPipelineCreationFeedback*") if self.feedback else None
+        chain = None
+        if feedback is not None:
+            stages = vk.ffi.new("VkPipelineCreationFeedback[1]")
+            chain = vk.VkPipelineCreationFeedbackCreateInfo(pPipelineCreationFeedback=feedback,
+                                                            pipelineStageCreationFeedbackCount=1,
+                                                            pPipelineStageCreationFeedbacks=stages)
+        info = vk.VkComputePipelineCreateInfo(pNext=chain, stage=stage, layout=layout)
         try:
             handle = vk.vkCreateComputePipelines(self.device.handle, self.handle, 1, [info], None)[0]
         except (vk.VkError, vk.VkException) as e:
             raise VulkanError(f"creating the compute pipeline for '{entry}' failed: {type(e).__name__}") from None
+        self.created += 1
+        if feedback is not None and feedback.flags & vk.VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT \
+                and feedback.flags & vk.VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT:
+            self.driver_hits += 1
         return Pipeline(handle, layout, self._set_layout(bindings), bindings, params_size)
+
+    def data(self) -> bytes:
+        """The driver's serialised cache (vkGetPipelineCacheData; the binding wraps no such call)."""
+        vk = self.device.vk
+        size = vk.ffi.new("size_t*")
+        if vk.lib.vkGetPipelineCacheData(self.device.handle, self.handle, size, vk.ffi.NULL) != vk.VK_SUCCESS:
+            return b""
+        buffer = vk.ffi.new("char[]", size[0])
+        if vk.lib.vkGetPipelineCacheData(self.device.handle, self.handle, size, buffer) != vk.VK_SUCCESS:
+            return b""
+        return bytes(vk.ffi.buffer(buffer, size[0]))
 
     def close(self) -> None:
         vk, dev = self.device.vk, self.device.handle

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
 
+from . import coopmat
 from .binding import api_version_text
 from .features import FeatureSet, query_features
 
@@ -27,6 +28,9 @@ class PhysicalDeviceInfo:
     vendor_id: int
     device_id: int
     api_version: int
+    #: The driver's own version number and its pipeline-cache compatibility id (hex): the disk cache's key.
+    driver_version: int
+    pipeline_cache_uuid: str
     driver_name: str
     driver_info: str
     subgroup_size: int
@@ -46,6 +50,10 @@ class PhysicalDeviceInfo:
     timestamp_valid_bits: int
     features: FeatureSet
     extensions: frozenset[str]
+    #: Subgroup-scope ``(M, N, K, input, accumulator)`` cooperative-matrix combos (:mod:`.coopmat`), and
+    #: whether the device runs cooperative-matrix instructions in compute shaders.
+    cooperative_matrices: tuple[coopmat.Combo, ...] = ()
+    cooperative_matrix_in_compute: bool = False
 
     @property
     def api_version_text(self) -> str:
@@ -60,6 +68,7 @@ class PhysicalDeviceInfo:
         d["max_workgroup_size"] = list(self.max_workgroup_size)
         d["max_workgroup_count"] = list(self.max_workgroup_count)
         d["subgroup_operations"] = list(self.subgroup_operations)
+        d["cooperative_matrices"] = [list(c) for c in self.cooperative_matrices]
         d["extension_count"] = len(self.extensions)
         del d["extensions"]
         return d
@@ -81,20 +90,26 @@ def compute_queue_family(vk: ModuleType, physical_device: Any) -> tuple[int, int
     return index, int(family.timestampValidBits)
 
 
-def describe(vk: ModuleType, physical_device: Any, index: int) -> PhysicalDeviceInfo | None:
-    """The device's properties, or None when it cannot run Iron's kernels (no compute queue)."""
+def describe(vk: ModuleType, physical_device: Any, index: int, instance: Any = None) -> PhysicalDeviceInfo | None:
+    """The device's properties, or None when it cannot run Iron's kernels (no compute queue).
+
+    ``instance`` (the VkInstance) is needed to list cooperative-matrix shapes, an instance-level query.
+    """
     queue = compute_queue_family(vk, physical_device)
     if queue is None:
         return None
-    subgroup = vk.VkPhysicalDeviceSubgroupProperties()
+    extensions = frozenset(e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical_device, None))
+    coop = coopmat.EXTENSION in extensions and instance is not None
+    subgroup = vk.VkPhysicalDeviceSubgroupProperties(
+        pNext=vk.VkPhysicalDeviceCooperativeMatrixPropertiesKHR() if coop else None)
     driver = vk.VkPhysicalDeviceDriverProperties(pNext=subgroup)
     props2 = vk.VkPhysicalDeviceProperties2(pNext=driver)
     vk.vkGetPhysicalDeviceProperties2(physical_device, pProperties=props2)
     driver = vk.ffi.cast("VkPhysicalDeviceDriverProperties*", props2.pNext)
     subgroup = vk.ffi.cast("VkPhysicalDeviceSubgroupProperties*", driver.pNext)
     p, limits = props2.properties, props2.properties.limits
-    extensions = frozenset(e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical_device, None))
     compute_ops = subgroup.supportedOperations if subgroup.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT else 0
+    coop_stages = vk.ffi.cast("VkPhysicalDeviceCooperativeMatrixPropertiesKHR*", subgroup.pNext) if coop else None
     return PhysicalDeviceInfo(
         index=index,
         name=_text(vk, p.deviceName),
@@ -102,6 +117,8 @@ def describe(vk: ModuleType, physical_device: Any, index: int) -> PhysicalDevice
         vendor_id=int(p.vendorID),
         device_id=int(p.deviceID),
         api_version=int(p.apiVersion),
+        driver_version=int(p.driverVersion),
+        pipeline_cache_uuid=bytes(p.pipelineCacheUUID).hex(),
         driver_name=_text(vk, driver.driverName),
         driver_info=_text(vk, driver.driverInfo),
         subgroup_size=int(subgroup.subgroupSize),
@@ -118,4 +135,7 @@ def describe(vk: ModuleType, physical_device: Any, index: int) -> PhysicalDevice
         timestamp_valid_bits=queue[1],
         features=query_features(vk, physical_device, extensions),
         extensions=extensions,
+        cooperative_matrices=coopmat.query_combos(vk, instance, physical_device) if coop else (),
+        cooperative_matrix_in_compute=bool(coop_stages is not None and coop_stages.cooperativeMatrixSupportedStages
+                                           & vk.VK_SHADER_STAGE_COMPUTE_BIT),
     )

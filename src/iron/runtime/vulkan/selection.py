@@ -16,7 +16,7 @@ def usable_devices(instance: Instance) -> list[tuple[Any, PhysicalDeviceInfo]]:
     """Every physical device with a compute queue and at least the minimum API version, in driver order."""
     found = []
     for index, pd in enumerate(instance.physical_devices()):
-        info = describe(instance.vk, pd, index)
+        info = describe(instance.vk, pd, index, instance.handle)
         if info is not None and info.api_version >= make_version(*MINIMUM_API):
             found.append((pd, info))
     return found
