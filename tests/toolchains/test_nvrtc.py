@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iron.codegen.toolchains import nvrtc
+from iron.codegen.toolchains import cubin, nvrtc
 from iron.codegen.toolchains.common import ToolchainError
 from toolchain_testing import mutate
 
@@ -55,6 +55,25 @@ def test_cubin_with_resource_report(arch):
     assert k["spill_stores"] == k["spill_loads"] == 0
     assert art.report["kernels"]["to_half2"]["shared_bytes"] == 0
     assert art.report["shared_bytes"] == 1024 and art.report["arch"] == arch
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_cubin_holds_the_register_counts_ptxas_reports(arch):
+    art = nvrtc.compile_cuda(REDUCE, arch=arch)
+    assert art.report["source"] == "ptxas"
+    want = {name: k["registers"] for name, k in art.report["kernels"].items()}
+    assert cubin.register_counts(art.binary) == want
+
+
+def test_without_ptxas_report_the_registers_come_from_the_cubin(monkeypatch):
+    """NVRTC 13.0 sometimes returns an empty log: the report then says so instead of showing zeros."""
+    want = nvrtc.compile_cuda(REDUCE, arch="sm_90").report
+    monkeypatch.setattr(nvrtc, "_program_log", lambda *_: "")
+    report = nvrtc.compile_cuda(REDUCE, arch="sm_90").report
+    assert report["source"] == "cubin"
+    assert {n: k["registers"] for n, k in report["kernels"].items()} == \
+        {n: k["registers"] for n, k in want["kernels"].items()}
+    assert report["spill_stores"] is None and any("no resource report" in w for w in report["warnings"])
 
 
 def test_ptx_for_the_requested_architecture():

@@ -50,7 +50,7 @@ void main() {
   int i = int(gl_GlobalInvocationID.x);
   bool v0 = i < n;
   if (v0) {
-    float v = a[i];
+    precise float v = a[i];
     uint old_bits = res_bits[0];
     while (true) {
       uint seen_bits = atomicCompSwap(res_bits[0], old_bits, floatBitsToUint(iron_fmax(uintBitsToFloat(old_bits), v)));

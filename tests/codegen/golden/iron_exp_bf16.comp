@@ -28,8 +28,8 @@ void main() {
   uint16_t v0 = a[idx];
   uint v1 = uint(v0);
   uint v2 = v1 << 16u;
-  float v3 = uintBitsToFloat(v2);
-  float v4 = exp(v3);
+  precise float v3 = uintBitsToFloat(v2);
+  precise float v4 = exp(v3);
   uint v5 = floatBitsToUint(v4);
   uint v6 = v5 >> 16u;
   uint v7 = v6 & 1u;

@@ -23,7 +23,7 @@ void main() {
     return;
   }
   int idx = int(gl_GlobalInvocationID.x);
-  float v0 = a[idx];
-  float v1 = exp(v0);
+  precise float v0 = a[idx];
+  precise float v1 = exp(v0);
   out_[idx] = v1;
 }

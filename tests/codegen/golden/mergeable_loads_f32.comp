@@ -31,20 +31,20 @@ void main() {
   bool v0 = i < m;
   if (v0) {
     int b = i << 2;
-    vec4 v1 = a_v4[b / 4];
-    float x0 = v1[0];
-    float x1 = v1[1];
-    float x2 = v1[2];
-    float x3 = v1[3];
-    float v2 = x0 + x1;
-    float v3 = x2 + x3;
-    float v4 = v2 + v3;
+    precise vec4 v1 = a_v4[b / 4];
+    precise float x0 = v1[0];
+    precise float x1 = v1[1];
+    precise float x2 = v1[2];
+    precise float x3 = v1[3];
+    precise float v2 = x0 + x1;
+    precise float v3 = x2 + x3;
+    precise float v4 = v2 + v3;
     sums[i] = v4;
-    float v5 = x0 * 2.0;
-    float v6 = x1 * 2.0;
-    float v7 = x2 * 2.0;
-    float v8 = x3 * 2.0;
-    vec4 v9 = vec4(v5, v6, v7, v8);
+    precise float v5 = x0 * 2.0;
+    precise float v6 = x1 * 2.0;
+    precise float v7 = x2 * 2.0;
+    precise float v8 = x3 * 2.0;
+    precise vec4 v9 = vec4(v5, v6, v7, v8);
     doubled_v4[b / 4] = v9;
   }
 }

@@ -20,8 +20,28 @@ layout(push_constant) uniform IronParams {
   layout(offset = 16) uint iron_grid_z;
 } p;
 
+// f32 rounded to the nearest f16 value (ties to even; past 65504 to infinity; f16 subnormals
+// in steps of 2^-24), as f32: converting it to float16_t is then exact, whatever the driver
+// does with a float -> half -> float round trip.
+float iron_round_f16(float x) {
+  const uint u = floatBitsToUint(x);
+  uint a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) {
+    return x;
+  }
+  if (a >= 0x477ff000u) {
+    return uintBitsToFloat((u & 0x80000000u) | 0x7f800000u);
+  }
+  if (a < 0x38800000u) {
+    precise float steps = roundEven(x * 16777216.0);
+    return steps * 5.9604644775390625e-8;
+  }
+  a = (a + 0x00000fffu + ((a >> 13) & 1u)) & 0xffffe000u;
+  return uintBitsToFloat((u & 0x80000000u) | a);
+}
+
 void main() {
-  const float16_t alpha = float16_t(p.alpha);
+  const float16_t alpha = float16_t(iron_round_f16(p.alpha));
   const int n = p.n;
   // Threads past the launch grid never run (docs/ir.md).
   if (gl_GlobalInvocationID.x >= p.iron_grid_x
@@ -32,18 +52,18 @@ void main() {
   int i = int(gl_GlobalInvocationID.x);
   bool v0 = i < n;
   if (v0) {
-    float16_t v1 = x[i];
-    float16_t v2 = y[i];
-    float v3 = float(alpha);
-    float v4 = float(v1);
-    float v5 = float(v2);
-    float v6 = v3 * v4;
-    float v7 = v6 + v5;
-    float v8 = v7 - v6;
-    float v9 = v7 - v8;
-    float v10 = v6 - v9;
-    float v11 = v5 - v8;
-    float v12 = v10 + v11;
+    precise float16_t v1 = x[i];
+    precise float16_t v2 = y[i];
+    precise float v3 = float(alpha);
+    precise float v4 = float(v1);
+    precise float v5 = float(v2);
+    precise float v6 = v3 * v4;
+    precise float v7 = v6 + v5;
+    precise float v8 = v7 - v6;
+    precise float v9 = v7 - v8;
+    precise float v10 = v6 - v9;
+    precise float v11 = v5 - v8;
+    precise float v12 = v10 + v11;
     uint v13 = floatBitsToUint(v7);
     uint v14 = v13 & 1u;
     bool v15 = v14 == 0u;
@@ -60,8 +80,8 @@ void main() {
     uint v26 = v13 - 1u;
     uint v27 = v24 ? v25 : v26;
     uint v28 = v21 ? v27 : v13;
-    float v29 = uintBitsToFloat(v28);
-    float16_t v30 = float16_t(v29);
+    precise float v29 = uintBitsToFloat(v28);
+    precise float16_t v30 = float16_t(iron_round_f16(v29));
     out_[i] = v30;
   }
 }

@@ -26,17 +26,17 @@ void main() {
       || gl_GlobalInvocationID.z >= p.iron_grid_z) {
     return;
   }
-  float v = 0.0;
+  precise float v = 0.0;
   int s = 0;
   int t = int(gl_LocalInvocationID.x);
   int i = int(gl_GlobalInvocationID.x);
   bool v0 = i < n;
   v = 0.0;
   if (v0) {
-    float v1 = a[i];
+    precise float v1 = a[i];
     v = v1;
   }
-  float v_1 = v;
+  precise float v_1 = v;
   buf[t] = v_1;
   groupMemoryBarrier();
   barrier();
@@ -49,10 +49,10 @@ void main() {
     }
     bool v3 = t < s_1;
     if (v3) {
-      float v4 = buf[t];
+      precise float v4 = buf[t];
       int v5 = t + s_1;
-      float v6 = buf[v5];
-      float v7 = v4 + v6;
+      precise float v6 = buf[v5];
+      precise float v7 = v4 + v6;
       buf[t] = v7;
     }
     groupMemoryBarrier();
@@ -62,7 +62,7 @@ void main() {
   }
   bool v9 = t == 0;
   if (v9) {
-    float v10 = buf[0];
+    precise float v10 = buf[0];
     int v11 = int(gl_WorkGroupID.x);
     partial[v11] = v10;
   }

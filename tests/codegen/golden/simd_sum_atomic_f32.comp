@@ -26,8 +26,8 @@ void main() {
     return;
   }
   int i = int(gl_GlobalInvocationID.x);
-  float v0 = a[i];
-  float s = subgroupAdd(v0);
+  precise float v0 = a[i];
+  precise float s = subgroupAdd(v0);
   int v1 = int(gl_SubgroupInvocationID);
   bool v2 = v1 == 0;
   if (v2) {

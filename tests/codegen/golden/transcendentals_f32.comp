@@ -26,6 +26,55 @@ layout(push_constant) uniform IronParams {
   layout(offset = 12) uint iron_grid_z;
 } p;
 
+// sin and cos within 2 ulp for |x| <= 1.5e6 (the driver's may be 2^-11 off under Vulkan's rules: NVIDIA's is
+// ~20 ulp near 0); the driver's beyond.  x = j*pi/2 + r, then polynomials on [-pi/4, pi/4] fitted here
+// (3.6e-9 and 6.9e-10 relative), every step precise so that no driver fuses it differently.  GLSL only.
+precise float iron_reduce_pio2(float x, out int quadrant) {
+  float j = roundEven(x * 0.63661975);
+  quadrant = int(j) & 3;
+  precise double jd = double(j);
+  precise double r = (double(x) - jd * 1.5707963267341256lf) - jd * 6.077100506506192e-11lf;
+  return float(r);
+}
+
+precise float iron_sin_reduced(float r) {
+  precise float z = r * r;
+  precise float p = 2.7180062716070097e-06;
+  p = p * z - 0.00019839298329316080;
+  p = p * z + 0.0083333291113376617;
+  p = p * z - 0.16666667163372040;
+  return r + r * (z * p);
+}
+
+precise float iron_cos_reduced(float r) {
+  precise float z = r * r;
+  precise float p = -2.7203702757105930e-07;
+  p = p * z + 2.4799432139843702e-05;
+  p = p * z - 0.0013888883404433727;
+  p = p * z + 0.041666667908430099;
+  return (1.0 - 0.5 * z) + (z * z) * p;
+}
+
+float iron_sin(float x) {
+  if (!(abs(x) <= 1.5e6) || x == 0.0) {
+    return x == 0.0 ? x : sin(x);  // sin(-0) = -0; NaN and infinities give NaN
+  }
+  int q;
+  precise float r = iron_reduce_pio2(x, q);
+  precise float v = (q & 1) == 0 ? iron_sin_reduced(r) : iron_cos_reduced(r);
+  return (q & 2) == 0 ? v : -v;
+}
+
+float iron_cos(float x) {
+  if (!(abs(x) <= 1.5e6)) {
+    return cos(x);
+  }
+  int q;
+  precise float r = iron_reduce_pio2(x, q);
+  precise float v = (q & 1) == 0 ? iron_cos_reduced(r) : iron_sin_reduced(r);
+  return (q == 1 || q == 2) ? -v : v;
+}
+
 // atan2 to within 4 ulp (the driver's atan(y, x) may be 4096 ulp off under Vulkan's rules); C's special cases.
 float iron_atan_reduced(float t) {
   float z = t * t;
@@ -135,30 +184,30 @@ void main() {
   int i = int(gl_GlobalInvocationID.x);
   bool v0 = i < n;
   if (v0) {
-    float x = a[i];
-    float y = b[i];
-    float v1 = sin(x);
+    precise float x = a[i];
+    precise float y = b[i];
+    precise float v1 = iron_sin(x);
     o_sin[i] = v1;
-    float v2 = cos(x);
+    precise float v2 = iron_cos(x);
     o_cos[i] = v2;
-    float v3 = iron_atan2(x, y);
+    precise float v3 = iron_atan2(x, y);
     o_atan2[i] = v3;
-    float v4 = iron_erf(x);
+    precise float v4 = iron_erf(x);
     o_erf[i] = v4;
-    float v5 = abs(x);
-    float v6 = iron_log1p(v5);
+    precise float v5 = abs(x);
+    precise float v6 = iron_log1p(v5);
     o_log1p[i] = v6;
-    float v7 = iron_expm1(x);
+    precise float v7 = iron_expm1(x);
     o_expm1[i] = v7;
-    float v8 = v5 + 0.5;
-    float v9 = inversesqrt(v8);
+    precise float v8 = v5 + 0.5;
+    precise float v9 = inversesqrt(v8);
     o_rsqrt[i] = v9;
-    float v10 = 1.0 / y;
+    precise float v10 = 1.0 / y;
     o_recip[i] = v10;
-    float v11 = exp2(x);
+    precise float v11 = exp2(x);
     o_exp2[i] = v11;
-    float v12 = v5 + 1.0;
-    float v13 = log2(v12);
+    precise float v12 = v5 + 1.0;
+    precise float v13 = log2(v12);
     o_log2[i] = v13;
   }
 }

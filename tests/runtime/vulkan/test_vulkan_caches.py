@@ -76,10 +76,17 @@ def test_pipeline_cache_headers_are_checked_field_by_field(device):
     assert "shorter than" in header_problem(_header(info)[:31], info)
     assert "header version 2" in header_problem(_header(info, version=2), info)
     assert "header size 64" in header_problem(_header(info, size=64), info)
-    assert "written for vendor 0x10de" in header_problem(_header(info, vendor=0x10DE), info)
-    assert "another driver build" in header_problem(_header(info, uuid="ff" * 16), info)
+    foreign = _foreign_vendor(info)
+    assert f"written for vendor {foreign:#06x}" in header_problem(_header(info, vendor=foreign), info)
+    other_uuid = "ff" * 16 if info.pipeline_cache_uuid != "ff" * 16 else "00" * 16
+    assert "another driver build" in header_problem(_header(info, uuid=other_uuid), info)
     other = dataclasses.replace(info, driver_version=info.driver_version + 1)
     assert cache_file(Path("/c"), other) != cache_file(Path("/c"), info)  # a driver update starts afresh
+
+
+def _foreign_vendor(info) -> int:
+    """A vendor ID that is not this device's: AMD's on any other device, else NVIDIA's."""
+    return 0x1002 if info.vendor_id != 0x1002 else 0x10DE
 
 
 def _device_with_cache(directory: Path):
@@ -120,12 +127,13 @@ def test_a_bad_pipeline_cache_file_is_ignored_and_replaced(tmp_path, damage):
     elif damage == "truncate":
         path.write_bytes(good[:-10])
     elif damage == "foreign":  # a sound envelope around another GPU's data
-        path.write_bytes(diskcache.wrap(KIND, _header(info, vendor=0x10DE, device=0x2335)))
+        path.write_bytes(diskcache.wrap(KIND, _header(info, vendor=_foreign_vendor(info), device=0x2335)))
     else:
         path.write_bytes(b"\0" * 4096)
     dev = _device_with_cache(tmp_path)
     status = dev.cache_stats["pipeline_cache"]
-    reason = {"flip": "checksum mismatch", "truncate": "checksum mismatch", "foreign": "written for vendor 0x10de",
+    reason = {"flip": "checksum mismatch", "truncate": "checksum mismatch",
+              "foreign": f"written for vendor {_foreign_vendor(info):#06x}",
               "garbage": "not an Iron cache file"}[damage]
     assert status.startswith("ignored") and reason in status, status
     x = np.ones(64, np.float32)

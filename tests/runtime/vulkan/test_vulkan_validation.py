@@ -53,6 +53,11 @@ def test_the_same_shader_with_the_right_binding_is_silent(fresh_device):
 
 
 def test_a_push_constant_block_larger_than_the_abi_block_is_reported(fresh_device):
+    """Seen with Debian's layer (1.3.239) on lavapipe, as CI runs; the 1.4.309 layer on NVIDIA's driver stays
+    silent about this one, so elsewhere the check belongs to the layer, not to Iron."""
+    if fresh_device.info["device_type"] != "cpu":
+        pytest.skip(f"the device is {fresh_device.info['name']}: whether its layer checks push constant ranges "
+                    "is the layer's business")
     shader = HEADER + """
 layout(set = 0, binding = 0) buffer Y { float y[]; };
 layout(push_constant) uniform Params { uint grid_x; uint grid_y; uint grid_z; float extra[5]; } p;

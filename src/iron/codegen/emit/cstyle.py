@@ -179,7 +179,7 @@ class KernelPrinter:
             if isinstance(t, FragmentType):
                 self.fragments.declare_slot(name, t)
             else:
-                self.line(f"{self.d.type_name(t)} {name} = {self.d.zero(t)};")
+                self.line(f"{self.d.qualifier(t)}{self.d.type_name(t)} {name} = {self.d.zero(t)};")
             return
         if code == "var_store":
             if isinstance(args[1].type, FragmentType):
@@ -207,7 +207,8 @@ class KernelPrinter:
 
     def _declare(self, op: Op, expr: str) -> None:
         name = self.names.define(op.result)
-        self.line(f"{self.d.type_name(op.result.type)} {name} = {expr};")
+        t = op.result.type
+        self.line(f"{self.d.qualifier(t)}{self.d.type_name(t)} {name} = {expr};")
 
     def _nested(self, b: Block) -> None:
         self.depth += 1

@@ -94,6 +94,10 @@ class Dialect:
     def vector_type(self, dt: D.DType, width: int) -> str:
         raise NotImplementedError
 
+    def qualifier(self, t: IRType) -> str:
+        """What precedes the type of a local of type ``t`` (GLSL: ``precise`` on floats)."""
+        return ""
+
     def zero(self, t: IRType) -> str:
         if isinstance(t, VectorType):
             return self.vector_zero(t)

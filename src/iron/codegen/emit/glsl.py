@@ -22,7 +22,7 @@ from typing import Any
 
 from ...core import dtypes as D
 from ...core.ir import Op
-from ...core.types import FragmentType, TensorType, VectorType
+from ...core.types import FragmentType, ScalarType, TensorType, VectorType
 from . import portable_math
 from .cstyle import ModuleParts, Operand
 from .cxx_helpers import banner, used_dtypes
@@ -69,6 +69,28 @@ float iron_round_bf16(float x) {
 }"""
 
 
+_ROUND_F16 = """\
+// f32 rounded to the nearest f16 value (ties to even; past 65504 to infinity; f16 subnormals
+// in steps of 2^-24), as f32: converting it to float16_t is then exact, whatever the driver
+// does with a float -> half -> float round trip.
+float iron_round_f16(float x) {
+  const uint u = floatBitsToUint(x);
+  uint a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) {
+    return x;
+  }
+  if (a >= 0x477ff000u) {
+    return uintBitsToFloat((u & 0x80000000u) | 0x7f800000u);
+  }
+  if (a < 0x38800000u) {
+    precise float steps = roundEven(x * 16777216.0);
+    return steps * 5.9604644775390625e-8;
+  }
+  a = (a + 0x00000fffu + ((a >> 13) & 1u)) & 0xffffe000u;
+  return uintBitsToFloat((u & 0x80000000u) | a);
+}"""
+
+
 class GlslDialect(Dialect):
     target = "spirv"
     language = "glsl"
@@ -83,6 +105,13 @@ class GlslDialect(Dialect):
         self.views: dict[str, dict[str, str]] = {}
 
     # ------------------------------------------------------------ types and literals
+
+    def qualifier(self, t: Any) -> str:
+        """``precise`` on every float local: GLSL lets a driver fuse ``a*b + c`` into one rounding unless the
+        result is precise, and NVIDIA's does, so without it results would depend on the driver.  Iron
+        contracts only where the pipeline made an explicit ``fma`` (the ``fp_contract`` option)."""
+        dt = getattr(t, "dtype", None)
+        return "precise " if isinstance(t, (ScalarType, VectorType)) and dt is not None and dt.is_float else ""
 
     def vector_type(self, dt: D.DType, width: int) -> str:
         return f"{_VEC_PREFIX[dt]}{width}" if width in (2, 4) else f"{_NAMES[dt]}[{width}]"
@@ -123,6 +152,9 @@ class GlslDialect(Dialect):
             return f"{x.atom} != {self.literal(0, src)}"
         if src.is_bool:
             return f"{x.atom} ? {self.literal(1, dst)} : {self.literal(0, dst)}"
+        if dst == D.f16 and src == D.f32:
+            # Round in software first: NVIDIA's driver folds float(float16_t(x)) to x, dropping the rounding.
+            return f"float16_t({self.require('iron_round_f16', _ROUND_F16)}({x.text}))"
         return f"{_NAMES[dst]}({x.text})"
 
     def bitcast(self, x: Operand, src: D.DType, dst: D.DType) -> str:
@@ -145,6 +177,9 @@ class GlslDialect(Dialect):
             if helper == "iron_fma":
                 self.extensions.add("GL_EXT_shader_explicit_arithmetic_types_int64")  # doubleBitsToUint64
             return self.require(helper, portable_math.helper_text(f"{helper}_f64", "", "", "", ""))
+        if name in ("sin", "cos"):
+            self.require("iron_sincos", portable_math.sincos_text("", "f64" in self.profile.features))
+            return f"iron_{name}"
         if name in _HELPER_MATH:
             return self.math_helper(_HELPER_MATH[name])
         return _MATH[name]

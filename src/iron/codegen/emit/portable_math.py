@@ -24,7 +24,11 @@ f64 on GLSL, which keeps the native functions it has) and follows C:
   (``z = t*t``, ``P`` a cubic fitted here by weighted least squares on Chebyshev
   nodes: 2.2e-8 relative), then the quadrant; 2.9 ulp at most over 2M random
   f32 pairs spanning 2**-29 .. 2**29 with correctly rounded f32 operations (4 with
-  Vulkan's 2.5-ulp division: 3.45 seen on lavapipe), signed zeros and infinities exact.
+  Vulkan's 2.5-ulp division: 3.45 seen on lavapipe), signed zeros and infinities exact;
+* ``iron_sin``/``iron_cos`` (GLSL): Vulkan lets ``sin``/``cos`` be 2**-11 off in
+  absolute terms and NVIDIA's driver is ~20 ulp off near zero; Cody-Waite
+  reduction by pi/2 (in double where the device has it) and fitted polynomials, 2 ulp
+  for ``|x| <= 1.5e6`` (6433 without f64, and there not next to multiples of pi/2).
 
 ``{f}`` in the templates is the float-literal suffix ("" in GLSL, "f" in MSL)
 and ``{bits}`` the float-to-int bit cast.
@@ -230,6 +234,79 @@ float iron_atan2(float y, float x) {{
   }}
   return (y < 0.0{f} || (y == 0.0{f} && {bits}(y) < 0)) ? -r : r;
 }}"""
+
+_SINCOS = """\
+// sin and cos within 2 ulp for |x| <= {limit} (the driver's may be 2^-11 off under Vulkan's rules: NVIDIA's is
+// ~20 ulp near 0); the driver's beyond.  x = j*pi/2 + r, then polynomials on [-pi/4, pi/4] fitted here
+// (3.6e-9 and 6.9e-10 relative), every step precise so that no driver fuses it differently.  GLSL only.
+{reduce}
+
+precise float iron_sin_reduced(float r) {{
+  precise float z = r * r;
+  precise float p = 2.7180062716070097e-06{f};
+  p = p * z - 0.00019839298329316080{f};
+  p = p * z + 0.0083333291113376617{f};
+  p = p * z - 0.16666667163372040{f};
+  return r + r * (z * p);
+}}
+
+precise float iron_cos_reduced(float r) {{
+  precise float z = r * r;
+  precise float p = -2.7203702757105930e-07{f};
+  p = p * z + 2.4799432139843702e-05{f};
+  p = p * z - 0.0013888883404433727{f};
+  p = p * z + 0.041666667908430099{f};
+  return (1.0{f} - 0.5{f} * z) + (z * z) * p;
+}}
+
+float iron_sin(float x) {{
+  if (!(abs(x) <= {limit}{f}) || x == 0.0{f}) {{
+    return x == 0.0{f} ? x : sin(x);  // sin(-0) = -0; NaN and infinities give NaN
+  }}
+  int q;
+  precise float r = iron_reduce_pio2(x, q);
+  precise float v = (q & 1) == 0 ? iron_sin_reduced(r) : iron_cos_reduced(r);
+  return (q & 2) == 0 ? v : -v;
+}}
+
+float iron_cos(float x) {{
+  if (!(abs(x) <= {limit}{f})) {{
+    return cos(x);
+  }}
+  int q;
+  precise float r = iron_reduce_pio2(x, q);
+  precise float v = (q & 1) == 0 ? iron_cos_reduced(r) : iron_sin_reduced(r);
+  return (q == 1 || q == 2) ? -v : v;
+}}"""
+
+#: pi/2 - j*r in double: pi/2 as a 33-bit part (exact times |j| < 2**20) and a 53-bit part; the rest is
+#: 3.5e-27, so r keeps its relative accuracy even next to a multiple of pi/2.
+_REDUCE_F64 = """\
+precise float iron_reduce_pio2(float x, out int quadrant) {{
+  float j = roundEven(x * 0.63661975{f});
+  quadrant = int(j) & 3;
+  precise double jd = double(j);
+  precise double r = (double(x) - jd * 1.5707963267341256lf) - jd * 6.077100506506192e-11lf;
+  return float(r);
+}}"""
+
+#: Without f64: three f32 parts of pi/2 (Cody-Waite; j*A and j*B exact for |j| < 4096).  Within ~1e-4
+#: of a multiple of pi/2 the result, then tiny, loses relative accuracy (hundreds of ulp, ~1e-15 absolute).
+_REDUCE_F32 = """\
+precise float iron_reduce_pio2(float x, out int quadrant) {{
+  precise float j = roundEven(x * 0.63661975{f});
+  quadrant = int(j) & 3;
+  precise float r = x - j * 1.5703125{f};
+  r = r - j * 0.00048375129699707031{f};
+  return r - j * 7.5497901264043315e-08{f};
+}}"""
+
+
+def sincos_text(suffix: str, f64: bool) -> str:
+    """``iron_sin`` and ``iron_cos`` (GLSL), reducing in double where the device has it."""
+    reduce = (_REDUCE_F64 if f64 else _REDUCE_F32).format(f=suffix)
+    return _SINCOS.format(f=suffix, reduce=reduce, limit="1.5e6" if f64 else "6433.0")
+
 
 TEMPLATES: dict[str, str] = {"iron_fmin": _FMIN, "iron_fmax": _FMAX, "iron_fmod": _FMOD, "iron_pow": _POW,
                              "iron_log1p": _LOG1P, "iron_expm1": _EXPM1, "iron_erf": _ERF,

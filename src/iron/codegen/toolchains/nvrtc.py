@@ -121,9 +121,17 @@ def compile_cuda(source: str, *, arch: str = "sm_90", options: Sequence[str] = (
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     report = parse_ptxas_report(log)
+    report["source"] = "ptxas"
+    warnings = [f"{d.file}:{d.line}: {d.message}" for d in parse_nvrtc_diagnostics(log) if d.severity == "warning"]
+    if want == "cubin" and not report["kernels"]:
+        from .cubin import resource_report
+
+        fallback = resource_report(binary)
+        if fallback["kernels"]:  # NVRTC 13.0 sometimes leaves ptxas's report out of the log
+            report = fallback
+            warnings.append("ptxas printed no resource report: registers read from the CUBIN, spills unknown")
     report["arch"] = arch
-    report["warnings"] = [f"{d.file}:{d.line}: {d.message}" for d in parse_nvrtc_diagnostics(log)
-                          if d.severity == "warning"]
+    report["warnings"] = warnings
     return CompiledArtifact(binary, log, report, TOOL, ver)
 
 
