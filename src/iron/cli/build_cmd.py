@@ -9,6 +9,8 @@ from pathlib import Path
 from ..harness.build import EMIT_KINDS, build, write_atomically
 
 
+HELP = "write every kernel variant's sources and compiled artifacts, a manifest and Swift bindings"
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--emit", action="append", metavar="KIND",
                    help=f"what to write (repeatable, comma-separated): {', '.join(EMIT_KINDS)}, all "

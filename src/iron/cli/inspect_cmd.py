@@ -11,6 +11,8 @@ from ..core.hashing import kernel_hash
 from ..core.printer import print_kernel
 
 
+HELP = "show a kernel's IR as written and after each optimisation pass, or its emitted source"
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kernel", metavar="KERNEL",
                    help="FILE.py:NAME, MODULE:NAME, or a kernel name from the modules in iron.toml")

@@ -3,46 +3,50 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import sys
-from typing import Callable, Sequence
+from typing import Any, Sequence
 
 from ..core.errors import IronCompileError, IronError
-from . import build_cmd, inspect_cmd
 
-#: command name -> (add its arguments, run it)
-COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
-    "inspect": (inspect_cmd.add_arguments, inspect_cmd.run),
-    "build": (build_cmd.add_arguments, build_cmd.run),
-}
+#: Every command is a module ``iron.cli.<name>_cmd`` with ``HELP``, ``add_arguments(parser)`` and
+#: ``run(args) -> exit code``; they are found by name, so adding a command touches no other file.
+CommandModule = Any
 
 
-def build_parser() -> argparse.ArgumentParser:
+def commands() -> dict[str, CommandModule]:
+    """Each command's module by command name, in alphabetical order."""
+    from .. import cli
+
+    found = {}
+    for info in sorted(pkgutil.iter_modules(cli.__path__), key=lambda m: m.name):
+        if info.name.endswith("_cmd"):
+            found[info.name.removesuffix("_cmd")] = importlib.import_module(f"{cli.__name__}.{info.name}")
+    return found
+
+
+def build_parser(found: dict[str, CommandModule] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iron", description="Write GPU kernels once; run them everywhere.")
     from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"iron {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (add_args, _) in COMMANDS.items():
-        p = sub.add_parser(name, help=(COMMAND_HELP.get(name, "")), description=COMMAND_HELP.get(name))
-        add_args(p)
+    for name, module in (found or commands()).items():
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
     return parser
 
 
-COMMAND_HELP = {
-    "inspect": "show a kernel's IR as written and after each optimisation pass",
-    "build": "write every kernel variant's sources and compiled artifacts, a manifest and Swift bindings",
-}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    found = commands()
+    parser = build_parser(found)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
         return 2
-    _, run = COMMANDS[args.command]
     try:
-        return run(args)
+        return found[args.command].run(args)
     except IronCompileError as e:
         print(str(e), file=sys.stderr)
         return 1
