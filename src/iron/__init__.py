@@ -47,4 +47,20 @@ ERRORS = ["IronError", "IronCompileError", "UnknownNameError", "UnsupportedSynta
           "ArityError", "ReadOnlyStoreError", "SharedShapeError", "RegisterIndexError", "DivergentBarrierError",
           "StaticAssertionError", "LaunchError"]
 
-__all__ = ["use", "config", "__version__", *ERRORS, *_lang_all]
+#: The test and bench registries (docs/runner.md), imported on first use: they need numpy, ``import iron`` does not.
+HARNESS = {"test_kernel": "registry", "bench": "registry", "Case": "cases", "Setup": "cases", "TestSetup": "cases",
+           "BenchSetup": "cases", "Depth": "tolerance", "Tolerance": "tolerance", "Expect": "tolerance",
+           "EXACT": "tolerance", "log2_ceil": "tolerance"}
+
+
+def __getattr__(name: str) -> object:
+    if name in HARNESS:
+        import importlib
+
+        value = getattr(importlib.import_module(f".harness.{HARNESS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'iron' has no attribute {name!r}")
+
+
+__all__ = ["use", "config", "__version__", *ERRORS, *_lang_all, *HARNESS]

@@ -134,7 +134,7 @@ def test_python_scalars_bind_no_type_variable() -> None:
         scaled_store[1](out, 1.5)
     scaled_store[1](out, np.float16(1.5))
     assert out[0] == 3.0
-    with pytest.raises(LaunchError, match="argument 'out': expects a numpy array, got list"):
+    with pytest.raises(LaunchError, match="argument 'out': expects an array .*got list"):
         fill[2]([0.0] * 4, 1.0)
     out = np.zeros(4, np.float16)
     fill[2](out, 0.5)  # T comes from the array; the Python float binds nothing
@@ -248,3 +248,68 @@ def test_while_true_and_while_false() -> None:
     out = np.zeros(1, np.int32)
     spin[1](out, 10)
     assert out[0] == 12
+
+
+def test_repeated_launches_reuse_what_they_resolved_until_an_option_changes(monkeypatch) -> None:
+    """The launch fast path: one resolution per (argument types, geometry, backend, options), no stale reuse."""
+    from iron import config
+
+    resolutions = []
+    original = type(iron_exp)._compiled_for
+    monkeypatch.setattr(type(iron_exp), "_compiled_for",
+                        lambda self, *a: resolutions.append(a[-1]) or original(self, *a))
+    a32 = np.linspace(-1, 1, 64, dtype=np.float32)
+    a16 = a32.astype(np.float16)
+    out32, out16 = np.zeros_like(a32), np.zeros_like(a16)
+    for _ in range(3):
+        iron_exp[64, 32](a32, out32)
+    assert len(resolutions) == 1
+    iron_exp[64, 32](a16, out16)  # another dtype: another variant, resolved once
+    iron_exp[64, 32](a16, out16)
+    assert len(resolutions) == 2
+    assert np.array_equal(out16, np.exp(a16.astype(np.float32)).astype(np.float16))
+    iron_exp[64, 16](a32, out32)  # another group
+    assert len(resolutions) == 3
+    try:
+        config.set_option("opt_level", 1)  # options feed the pipeline: the next launch resolves again
+        iron_exp[64, 32](a32, out32)
+        assert len(resolutions) == 4
+    finally:
+        config.clear_overrides()
+    np.testing.assert_allclose(out32, np.exp(a32), rtol=2e-7)
+
+
+class _DeviceArray:
+    """What a CUDA array library hands over: no numpy, a __cuda_array_interface__ with its typestr."""
+
+    def __init__(self, typestr: str, n: int):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": typestr, "data": (0, False), "version": 3}
+
+
+def test_device_arrays_bind_by_their_element_type_and_reach_the_device(monkeypatch) -> None:
+    """torch / CuPy / __cuda_array_interface__ arrays pick the variant by dtype (the cuda device takes them);
+    the interpreter then refuses them with its own clear message."""
+    seen = []
+
+    class Recording:
+        name, target = "recording", "interp"
+
+        def default_group(self, grid):
+            return (32,)
+
+        def launch(self, kernel, args, grid, group):
+            seen.append((kernel.name, [type(a).__name__ for a in args]))
+
+    import iron.runtime as rt
+
+    monkeypatch.setitem(rt._devices, "recording", Recording())
+    monkeypatch.setattr(rt, "resolve_backend", lambda explicit=None: "recording")
+    before = len(iron_exp._fast)
+    iron_exp[64](_DeviceArray("<f2", 64), _DeviceArray("<f2", 64))
+    iron_exp[64](_DeviceArray("<f4", 64), _DeviceArray("<f4", 64))
+    assert [name for name, _ in seen] == ["iron_exp", "iron_exp"]
+    assert len(iron_exp._fast) == before + 2  # one resolution per dtype: f16 and f32 are two variants
+    with pytest.raises(LaunchError, match="conflicting values for T"):
+        iron_exp[64](_DeviceArray("<f4", 64), _DeviceArray("<f2", 64))
+    with pytest.raises(LaunchError, match="expects an array"):
+        iron_exp[64](object(), _DeviceArray("<f2", 64))

@@ -91,14 +91,24 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "memory is not host-visible, i.e. a discrete GPU without resizable BAR; else mapped host-visible "
            "memory), always, or never.", ("auto", "always", "never")),
     Option("cache_dir", None, _cache_dir,
-           "Directory of Iron's on-disk caches (compiled SPIR-V, Vulkan pipeline caches): auto "
+           "Directory of Iron's on-disk caches (compiled SPIR-V, Vulkan pipeline caches, CUDA modules): auto "
            "($XDG_CACHE_HOME/iron, else ~/.cache/iron), a path, or off."),
+    Option("fmad", True, _bool,
+           "CUDA: let NVRTC fuse a multiply feeding an add into one FFMA (NVRTC's default); off compiles with "
+           "--fmad=false. Part of the CUDA module cache key."),
     Option("interp_fragment_layout", None, lambda s: None if s is None or str(s).strip().lower() in ("", "none")
            else str(s).strip(),
            "Interpreter: hold matrix fragments per lane, placed by this MMA strategy (iron.codegen.mma, e.g. "
            "cuda_mma_sync_m16n8k16, portable); none: one matrix per subgroup."),
     Option("require_toolchains", False, _bool,
            "Toolchain tests fail, instead of skipping, when a compiler (NVRTC, hip clang, glslc, clang-19) is missing."),
+    Option("runner_timeout", 300.0, float,
+           "Seconds one test or bench item may run in the runner process before it is stopped, its row failed "
+           "and the rest continued in a fresh runner."),
+    Option("bench_warmup", 10, int, "Launches of each bench row before timing starts."),
+    Option("bench_reps", 100, int, "Timed launches of each bench row (and of its reference); the median is reported."),
+    Option("bench_seconds", 2.0, float,
+           "Seconds of timed launches after which a bench row stops repeating early (after at least 5)."),
 )}
 
 _overrides: dict[str, Any] = {}
@@ -165,8 +175,17 @@ def resolve(toml_path: Path | None = None) -> dict[str, tuple[Any, str]]:
 
 def reload() -> None:
     """Forget the snapshot: the next read sees the current environment and iron.toml."""
-    global _snapshot
+    global _snapshot, _generation
     _snapshot = None
+    _generation += 1
+
+
+_generation = 0
+
+
+def generation() -> int:
+    """A number that changes whenever option values may have (caches keyed by options use it)."""
+    return _generation
 
 
 def _resolve_uncached(path: Path | None) -> dict[str, tuple[Any, str]]:

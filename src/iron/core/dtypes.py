@@ -22,6 +22,10 @@ class DType:
     kind: str
     bits: int
 
+    def __hash__(self) -> int:
+        # Names are unique among dtypes; launch caches hash dtypes on every call.
+        return hash(self.name)
+
     def __repr__(self) -> str:
         return self.name
 

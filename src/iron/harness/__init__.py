@@ -1,1 +1,2 @@
-"""iron.harness: finding a project's kernels (and, later, its benches and tests)."""
+"""iron.harness: a project's kernels, its registered tests and benches (registry, cases, tolerance), timing and
+metrics; the runner process (iron.runner) runs them."""

@@ -15,7 +15,7 @@ from ..core import dtypes as D
 from ..core.dtypes import DType
 from ..core.errors import LaunchError
 from .annotations import Variants, format_binding, format_value
-from .numpy_compat import is_ndarray, is_numpy_scalar
+from .numpy_compat import array_element_type, is_numpy_scalar
 from .params import NO_DEFAULT, ParamSpec
 
 
@@ -128,12 +128,15 @@ class BindingResolver:
         return values
 
     def _array_dtype(self, s: ParamSpec, v: Any) -> DType:
-        if not is_ndarray(v):
-            raise LaunchError(f"kernel '{self.kernel_name}', argument '{s.name}': expects a numpy array, "
-                              f"got {type(v).__name__}")
-        return self._dtype_of(s, v.dtype)
+        element = array_element_type(v)
+        if element is None:
+            raise LaunchError(f"kernel '{self.kernel_name}', argument '{s.name}': expects an array (numpy; torch, "
+                              f"CuPy or another CUDA array on the cuda backend), got {type(v).__name__}")
+        return self._dtype_of(s, element)
 
     def _dtype_of(self, s: ParamSpec, npdt: Any) -> DType:
+        if isinstance(npdt, DType):
+            return npdt
         try:
             return D.from_numpy(npdt)
         except ValueError:

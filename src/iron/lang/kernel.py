@@ -12,13 +12,14 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from .. import config
 from ..core.dtypes import DType
 from ..core.errors import LaunchError
 from ..core.ir import Kernel
 from .annotations import Variants, binding_key, format_binding
 from .binding import BindingResolver
 from .frontend import lower_kernel
-from .numpy_compat import is_ndarray, is_numpy_integer
+from .numpy_compat import array_element_type, element_signature, is_numpy_integer
 from .params import ParamSpec, check_signature, kernel_params
 from .source import parse_function
 
@@ -42,6 +43,9 @@ class KernelFunction:
         #: Call signature -> (binding key, binding): the launch fast path.
         self._calls: dict[tuple, tuple[tuple, dict[str, Any]]] = {}
         self._mask: tuple[bool, ...] | None = None
+        self._all_runtime = False
+        #: (call signature, grid, group, backend, options generation) -> (device name, device, IR, grid, group)
+        self._fast: dict[tuple, tuple[str, Any, Kernel, tuple[int, ...], tuple[int, ...]]] = {}
         functools.update_wrapper(self, fn)
 
     # ------------------------------------------------------------ specialisation
@@ -117,10 +121,27 @@ class KernelFunction:
 
     def _launch(self, fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any], grid: Any, group: Any,
                 backend: str | None) -> None:
-        from ..runtime import get_device, resolve_backend
-
         runtime_mask = self._runtime_mask()
-        call = _call_signature(fixed, args, kwargs, runtime_mask)
+        if self._all_runtime and not fixed and not kwargs:
+            call: tuple | None = ((),) + element_signature(args)  # the same summary, computed faster
+        else:
+            call = _call_signature(fixed, args, kwargs, runtime_mask)
+        fast_key = None
+        if call is not None:
+            # Everything a launch derives from the argument types, the geometry and the options, resolved
+            # once: a repeated launch is a dictionary hit and the device's own launch.
+            fast_key = (call, grid, group, backend, config.generation())
+            try:
+                fast = self._fast.get(fast_key)
+            except TypeError:  # a geometry given as a list: not hashable, take the slow path
+                fast, fast_key = None, None
+            if fast is not None:
+                device_name, device, compiled, grid_t, group_t = fast
+                if _DEVICES.get(device_name) is device:  # the same device object still serves that backend
+                    runtime = args if self._all_runtime else tuple(a for a, keep in zip(args, runtime_mask) if keep)
+                    device.launch(compiled, runtime, grid_t, group_t)
+                    return
+        rt = _runtime()
         hit = self._calls.get(call) if call is not None else None
         if hit is not None:
             key, binding = hit
@@ -132,15 +153,20 @@ class KernelFunction:
                 self._calls[call] = (key, binding)
         grid_t = normalize_grid(grid, "grid")
         group_t = None if group is None else normalize_grid(group, "group")
-        device = get_device(resolve_backend(backend))
+        device_name = rt.resolve_backend(backend)
+        device = rt.get_device(device_name)
         compiled = self._compiled_for(key, binding, device.target)
-        device.launch(compiled, runtime, grid_t, group_t or device.default_group(grid_t))
+        group_t = group_t or device.default_group(grid_t)
+        device.launch(compiled, runtime, grid_t, group_t)
+        if fast_key is not None:
+            self._fast[fast_key] = (device_name, device, compiled, grid_t, group_t)
 
     def _runtime_mask(self) -> tuple[bool, ...]:
         """For each parameter position, whether it is a run-time argument (not a constexpr)."""
         mask = self._mask
         if mask is None:
             mask = self._mask = tuple(s.kind != "constexpr" for s in self.params)
+            self._all_runtime = all(mask)
         return mask
 
     def __repr__(self) -> str:
@@ -221,6 +247,20 @@ def split_launch_key(key: Any) -> tuple[Any, Any]:
     return key, None
 
 
+@functools.cache
+def _runtime() -> Any:
+    """``iron.runtime``, imported on first launch (the language layer does not import devices up front)."""
+    global _DEVICES
+    from .. import runtime
+
+    _DEVICES = runtime._devices
+    return runtime
+
+
+#: iron.runtime's table of live devices once a launch imported it (the fast path checks against it).
+_DEVICES: dict[str, Any] = {}
+
+
 def normalize_grid(value: Any, what: str) -> tuple[int, ...]:
     """An int or a tuple of 1 to 3 positive ints, as a tuple."""
     items = value if isinstance(value, (tuple, list)) else (value,)
@@ -244,18 +284,21 @@ def _call_signature(fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any],
     if kwargs or len(args) > len(runtime_mask):
         return None
     parts: list[Any] = [binding_key(fixed) if fixed else ()]
+    constexprs = False
     for a, is_runtime in zip(args, runtime_mask):
         if not is_runtime:
             parts.append((type(a), a))
-        elif is_ndarray(a):
-            parts.append(a.dtype)
-        else:
-            parts.append(type(a))
-    try:
-        hash(tuple(parts))
-    except TypeError:
-        return None
-    return tuple(parts)
+            constexprs = True
+            continue
+        element = array_element_type(a)  # numpy, torch, CuPy, device arrays: their dtype decides the binding
+        parts.append(type(a) if element is None else (type(a), element))
+    summary = tuple(parts)
+    if constexprs:  # a constexpr's value may be unhashable (then the call is not cached)
+        try:
+            hash(summary)
+        except TypeError:
+            return None
+    return summary
 
 
 def kernel(*args: Any, fp_contract: bool | None = None, name: str | None = None) -> Any:

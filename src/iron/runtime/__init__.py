@@ -2,9 +2,9 @@
 
 Each device has a name, the codegen target whose pipeline prepares kernels
 for it, a default group size, and ``launch(kernel_ir, args, grid, group)``.
-Today: ``interp`` (numpy, always present) and ``vulkan`` (SPIR-V on any
-Vulkan driver; see docs/vulkan.md).  Other GPU devices register here as
-they land.
+Today: ``interp`` (numpy, always present), ``cuda`` (NVIDIA GPUs through
+cuda-bindings; see docs/cuda.md) and ``vulkan`` (SPIR-V on any Vulkan
+driver; see docs/vulkan.md).  Other GPU devices register here as they land.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ def get_device(name: str) -> Device:
         from .interp import InterpDevice
 
         dev: Device = InterpDevice()
+    elif name == "cuda":
+        from .cuda import CudaDevice
+
+        dev = CudaDevice()
     elif name == "vulkan":
         from .vulkan import VulkanDevice
 
@@ -54,20 +58,40 @@ def get_device(name: str) -> Device:
 
 
 def resolve_backend(explicit: str | None = None) -> str:
-    """An explicit choice, else the configured one (iron.use / IRON_BACKEND / iron.toml), else auto."""
+    """An explicit choice, else the configured one (iron.use / IRON_BACKEND / iron.toml), else auto.
+
+    ``auto`` still launches on the interpreter: the test suites and existing programs rely on its checks
+    (races, out-of-bounds).  Tools that want the fastest device ask :func:`best_backend`.
+    """
     name = explicit or config.get("backend")
     if name == "auto":
         return "interp"
     return name
 
 
-def best_backend() -> str:
-    """The fastest backend that works here: a Vulkan device when one answers, else the interpreter.
+#: The order ``best_backend`` tries GPU backends in.
+PREFERENCE = ("cuda", "vulkan")
 
-    (``auto`` still means the interpreter until the CUDA device lands; the CLI's main job asks this.)
-    """
+
+def best_backend() -> str:
+    """The fastest backend that works here: cuda where an NVIDIA GPU answers, else vulkan where a Vulkan
+    device exists, else the interpreter (``--backend auto`` of the CLI)."""
+    for name in PREFERENCE:
+        if backend_available(name)[0]:
+            return name
+    return "interp"
+
+
+def backend_available(name: str) -> tuple[bool, str]:
+    """(True, "") or (False, why not) for one backend, creating its device if need be."""
+    if name == "cuda" and "cuda" not in _devices:
+        from .cuda.driver import availability
+
+        ok, reason = availability()  # cheap: no context, no compiler
+        if not ok:
+            return False, reason
     try:
-        get_device("vulkan")
-    except BackendUnavailable:
-        return "interp"
-    return "vulkan"
+        get_device(name)
+    except BackendUnavailable as e:
+        return False, str(e)
+    return True, ""

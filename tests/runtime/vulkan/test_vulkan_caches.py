@@ -23,7 +23,7 @@ from iron import In, Tensor, config, f32, kernel
 from iron.codegen.pipeline import PassContext, run_pipeline
 from iron.codegen.toolchains import spirv as spirv_toolchain
 from iron.lang import program_id
-from iron.runtime.vulkan import diskcache
+from iron.runtime import diskcache
 from iron.runtime.vulkan.compile import KernelCompiler
 from iron.runtime.vulkan.pipeline_store import HEADER, KIND, cache_file, header_problem
 

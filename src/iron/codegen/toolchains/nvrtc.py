@@ -143,10 +143,10 @@ def _check(nvrtc: Any, err: Any, what: str) -> None:
 def _program_log(nvrtc: Any, prog: Any) -> str:
     err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     _check(nvrtc, err, "nvrtcGetProgramLogSize")
-    buf = b" " * size
+    buf = bytearray(size)  # never a bytes object: NVRTC writes into it, and b" " * 1 is the interned b" "
     (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
     _check(nvrtc, err, "nvrtcGetProgramLog")
-    return buf.rstrip(b"\0").decode("utf-8", errors="replace").strip()
+    return bytes(buf).rstrip(b"\0").decode("utf-8", errors="replace").strip()
 
 
 def _output(nvrtc: Any, prog: Any, want: str) -> bytes:
@@ -154,10 +154,10 @@ def _output(nvrtc: Any, prog: Any, want: str) -> bytes:
                      else (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX))
     err, size = get_size(prog)
     _check(nvrtc, err, get_size.__name__)
-    buf = b" " * size
+    buf = bytearray(size)
     (err,) = get(prog, buf)
     _check(nvrtc, err, get.__name__)
-    return buf.rstrip(b"\0") if want == "ptx" else buf
+    return bytes(buf).rstrip(b"\0") if want == "ptx" else bytes(buf)
 
 
 _NVRTC_DIAG = re.compile(r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning)"

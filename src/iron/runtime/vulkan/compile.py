@@ -7,7 +7,7 @@ the kernel's content hash and the device's profile, so relaunching a kernel
 costs a dictionary lookup.  On disk (``<cache_dir>/spirv/``), by the GLSL
 source and the compilers' identity (``toolchains.spirv.version()``), so a
 second process skips the GLSL compiler and spirv-val; a corrupt file there
-is recompiled and replaced (:mod:`.diskcache`).
+is recompiled and replaced (:mod:`iron.runtime.diskcache`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ...codegen.targets import TargetProfile
 from ...core.hashing import kernel_hash
 from ...core.ir import Kernel
 from .. import BackendUnavailable
-from . import diskcache
+from .. import diskcache
 from .spirv import MAGIC
 
 if TYPE_CHECKING:

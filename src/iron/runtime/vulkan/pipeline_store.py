@@ -6,7 +6,7 @@ handed to the driver only after its VkPipelineCacheHeaderVersionOne header
 (checked here, not left to the driver: a driver fed a foreign or damaged
 blob may crash) names this very device and driver build; anything else is
 ignored with the reason in :attr:`PipelineStore.status`, and the device
-starts from an empty cache.  Saved at close, atomically (:mod:`.diskcache`).
+starts from an empty cache.  Saved at close, atomically (:mod:`iron.runtime.diskcache`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from . import diskcache
+from .. import diskcache
 from .properties import PhysicalDeviceInfo
 
 #: VkPipelineCacheHeaderVersionOne: headerSize, headerVersion, vendorID, deviceID, pipelineCacheUUID,

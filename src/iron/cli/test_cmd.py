@@ -1,0 +1,61 @@
+"""``iron test``: every registered ``@test_kernel`` item against its float64 oracle, in the runner process."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+
+from . import render
+from .project_runner import ProjectRunner, RunResult, add_run_arguments, runner_arguments
+
+HELP = "run the project's registered tests (@test_kernel) against their oracles on a backend"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_run_arguments(p)
+    p.add_argument("-v", "--verbose", action="count", default=0, help="show what the runner prints (stderr)")
+
+
+def execute(command: str, args: argparse.Namespace, verbose: bool) -> tuple[RunResult, int]:
+    """Run ``command`` through the runner with a progress line; the result and the seed used."""
+    seed = args.seed if args.seed is not None else secrets.randbits(31)
+    progress = render.Progress(enabled=not args.json)
+
+    def log(text: str) -> None:
+        if verbose:
+            if progress.enabled:
+                progress.log(text)
+            else:
+                print(text, file=sys.stderr)
+
+    runner = ProjectRunner(command, runner_arguments(args, seed), on_plan=lambda items: progress.set_total(len(items)),
+                           on_start=progress.start, on_row=lambda row: progress.advance(), on_log=log,
+                           timeout=args.timeout)
+    try:
+        return runner.run(), seed
+    finally:
+        progress.close()
+
+
+def report_errors(command: str, result: RunResult) -> None:
+    for message in result.errors:
+        print(f"iron {command}: error: {message}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    result, seed = execute("test", args, verbose=args.verbose > 0)
+    report_errors("test", result)
+    if args.json:
+        render.print_json(render.test_document(result.rows, result.backend))
+    elif result.rows or not result.errors:
+        sys.stdout.write(render.test_summary(result.rows))
+    if not result.rows and not result.errors:
+        print("iron test: no tests matched: register them with @iron.test_kernel in the modules iron.toml lists "
+              "(or pass -m FILE.py)", file=sys.stderr)
+        return 1
+    if result.failed:
+        if any(not r.ok for r in result.rows):
+            print(f"inputs drawn from seed {seed}: rerun with --seed {seed} to replay them", file=sys.stderr)
+        return 1
+    return 0

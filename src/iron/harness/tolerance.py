@@ -1,0 +1,192 @@
+"""How a kernel's output is judged against its float64 oracle: tolerances, poisoning, comparison.
+
+A float output passes when ``|got - want| <= rtol * scale + atol`` for every element, where
+``scale`` is what the error is proportional to (``|want|`` by default; ``sum |term|`` for a sum,
+whose error bound is relative to its terms, not to a possibly cancelled result).
+
+``rtol`` follows from the arithmetic (see docs/runner.md): a correctly rounded operation adds at
+most the unit roundoff ``u`` of its dtype (f32 ``5.96e-8``, f16 ``4.88e-4``, bf16 ``3.91e-3``), so a
+value that went through ``d`` roundings is off by about ``d * u`` of its scale.  The base per dtype
+is two roundings' worth (f16 ``1e-3``, bf16 ``8e-3``), f32 ``1e-6`` (GPU math libraries are faithful
+only to a few ulp); ``rtol = BASE[dtype] * max(1, steps / 2)`` plus, in an f16/bf16 kernel with an
+f32 accumulator, ``BASE[f32] * max(1, f32_steps / 2)``.  ``atol`` is the dtype's smallest normal
+number, which absorbs results that underflow.  Integer and boolean outputs compare exactly.
+
+Poison: every write-only output is filled with NaN (floats) or a sentinel (the minimum of a signed
+integer dtype, the maximum of an unsigned one, True for bool) before each run, so an element the
+kernel forgot to write fails.  An oracle that expects an element unwritten expects the poison.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..core import dtypes as D
+from ..core.dtypes import DType
+
+#: Relative tolerance of two roundings' worth per float dtype.
+BASE_RTOL: dict[str, float] = {"f32": 1e-6, "f16": 1e-3, "bf16": 8e-3, "f64": 1e-13}
+
+
+@dataclass(frozen=True)
+class Depth:
+    """Rounding steps on the longest path to an output element.
+
+    ``steps`` are roundings in the output dtype (a sequential sum of n terms: n - 1; a tree or
+    butterfly sum: ceil(log2 n)); ``f32_steps`` those of an f32 accumulator inside an f16/bf16
+    kernel (in an f32 kernel the two simply add up).
+    """
+
+    steps: int = 1
+    f32_steps: int = 0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``|got - want| <= rtol * scale + atol``; ``exact`` demands identical values."""
+
+    rtol: float = 0.0
+    atol: float = 0.0
+    exact: bool = False
+
+    def __str__(self) -> str:
+        return "exact" if self.exact else f"rtol={self.rtol:.3g}, atol={self.atol:.3g}"
+
+
+EXACT = Tolerance(exact=True)
+
+
+@dataclass(frozen=True)
+class Expect:
+    """An oracle's value for one output and, optionally, the scale its error is relative to."""
+
+    value: Any
+    scale: Any = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The comparison of one output: ``worst`` is the largest error over its allowance (<= 1 passes)."""
+
+    ok: bool
+    worst: float | None
+    message: str | None = None
+
+
+def log2_ceil(n: int) -> int:
+    """Rounding steps of a tree or butterfly reduction over ``n`` terms."""
+    return math.ceil(math.log2(n)) if n > 1 else 0
+
+
+def finfo(dt: DType) -> Any:
+    """``np.finfo`` that also knows bf16."""
+    if dt == D.bf16:
+        return ml_dtypes.finfo(ml_dtypes.bfloat16)
+    return np.finfo(D.numpy_dtype(dt))
+
+
+def derive_tolerance(dtype: DType, depth: Depth | int = 1) -> Tolerance:
+    """The tolerance of an output of ``dtype`` after ``depth`` roundings (exact for integers and bool)."""
+    if isinstance(depth, int):
+        depth = Depth(depth)
+    if not dtype.is_float:
+        return EXACT
+    if dtype.name not in BASE_RTOL:
+        raise ValueError(f"no base tolerance for {dtype}; pass tolerance=Tolerance(rtol=..., atol=...)")
+    if dtype.bits >= 32:
+        rtol = BASE_RTOL[dtype.name] * max(1.0, (depth.steps + depth.f32_steps) / 2)
+    else:
+        rtol = BASE_RTOL[dtype.name] * max(1.0, depth.steps / 2)
+        if depth.f32_steps:
+            rtol += BASE_RTOL["f32"] * max(1.0, depth.f32_steps / 2)
+    return Tolerance(rtol=rtol, atol=float(finfo(dtype).tiny))
+
+
+def is_float_array(a: Any) -> bool:
+    dt = np.asarray(a).dtype
+    return dt.kind == "f" or dt == np.dtype(ml_dtypes.bfloat16)
+
+
+def widen(value: Any) -> Any:
+    """An argument as the oracle sees it: float arrays as float64 copies (exact), other arrays copied."""
+    if isinstance(value, np.ndarray):
+        return value.astype(np.float64) if is_float_array(value) else value.copy()
+    return value
+
+
+def poison_value(dt: np.dtype) -> Any:
+    if dt.kind == "f" or dt == np.dtype(ml_dtypes.bfloat16):
+        return np.nan
+    if dt.kind == "b":
+        return True
+    info = np.iinfo(dt)
+    return info.min if dt.kind == "i" else info.max
+
+
+def poison(a: np.ndarray) -> None:
+    """Fill ``a`` with its dtype's poison, in place."""
+    a[...] = poison_value(a.dtype)
+
+
+def compare(got: Any, expect: Expect | Any, tol: Tolerance) -> Verdict:
+    """Judge ``got`` against the oracle's ``expect``; NaN matches NaN (an element left poisoned on purpose)."""
+    if not isinstance(expect, Expect):
+        expect = Expect(expect)
+    got = np.asarray(got)
+    want = np.asarray(expect.value)
+    if got.size != want.size:
+        return Verdict(False, None, f"{got.size} elements, the oracle gave {want.size}")
+    got, want = got.reshape(-1), want.reshape(-1)
+    if not is_float_array(got) or tol.exact:
+        if is_float_array(got) or is_float_array(want):
+            g, w = got.astype(np.float64), want.astype(np.float64)
+            bad = ~((g == w) | (np.isnan(g) & np.isnan(w)))
+        else:
+            bad = got.astype(np.int64) != want.astype(np.int64) if got.dtype.kind != "b" else got != want.astype(bool)
+        return _verdict(got, want, bad, None, "exact")
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    scale = np.abs(w) if expect.scale is None else np.abs(np.asarray(expect.scale, dtype=np.float64)).reshape(-1)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        err = np.abs(g - w)
+        allowed = tol.rtol * scale + tol.atol
+        ok = (err <= allowed) | (np.isnan(g) & np.isnan(w)) | ((g == w) & np.isinf(w))
+        # A value within tolerance of the dtype's largest finite one may round to infinity of its sign.
+        top = float(ml_dtypes.finfo(got.dtype).max)
+        ok |= np.isinf(g) & np.isfinite(w) & (np.sign(g) == np.sign(w)) & (np.abs(w) + allowed > top)
+        ratio = np.where(ok & ~np.isfinite(err), 0.0, err / np.where(allowed > 0, allowed, np.inf))
+        ratio = np.where(ok, np.minimum(ratio, 1.0), ratio)
+    return _verdict(got, want, ~ok, err, str(tol), ratio)
+
+
+def _verdict(got: np.ndarray, want: np.ndarray, bad: np.ndarray, err: np.ndarray | None, tol: str,
+             ratio: np.ndarray | None = None) -> Verdict:
+    worst = None
+    if ratio is not None and ratio.size:
+        peak = float(np.nanmax(np.where(np.isnan(ratio), np.inf, ratio)))
+        worst = peak if math.isfinite(peak) else None
+    elif ratio is None:
+        worst = 0.0 if not bad.any() else None
+    nbad = int(np.count_nonzero(bad))
+    if nbad == 0:
+        return Verdict(True, worst if worst is not None else 0.0)
+    idx = np.flatnonzero(bad)
+    if err is not None:
+        e = np.where(np.isnan(err[idx]), np.inf, err[idx])
+        idx = idx[np.argsort(-e, kind="stable")]
+    shown = ", ".join(f"[{i}] got {_fmt(got[i])} want {_fmt(want[i])}" for i in idx[:4])
+    return Verdict(False, worst, f"{nbad}/{got.size} elements differ ({tol}); worst: {shown}")
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, (np.floating, float)) or getattr(v, "dtype", None) == np.dtype(ml_dtypes.bfloat16):
+        return f"{float(v):.7g}"
+    return str(v.item() if hasattr(v, "item") else v)
+
+
+__all__ = ["BASE_RTOL", "Depth", "EXACT", "Expect", "Tolerance", "Verdict", "compare", "derive_tolerance", "finfo",
+           "log2_ceil", "poison", "poison_value", "widen"]

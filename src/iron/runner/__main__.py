@@ -1,0 +1,7 @@
+"""``python -m iron.runner``: see :mod:`iron.runner.main`."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())

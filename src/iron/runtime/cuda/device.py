@@ -1,0 +1,287 @@
+"""The ``cuda`` device: Iron kernels on an NVIDIA GPU through the driver API and NVRTC (cuda-bindings).
+
+A launch goes: kernel IR -> :class:`.plan.KernelPlan` (emitted, compiled
+and loaded once; :mod:`.compile` caches modules in memory and on disk) ->
+arguments bound (:mod:`.binding`; device arrays by pointer, host arrays
+through pooled pinned staging, :mod:`.staging`) -> one packed argument
+buffer -> ``cuLaunchKernel`` on the producer's stream or the device's own
+(:mod:`.streams`).  Relaunches with device arrays take a generated fast
+path (:mod:`.fastpath`).  See docs/cuda.md.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import threading
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ... import config
+from ...core import dtypes as D
+from ...core.errors import LaunchError
+from ...core.ir import Kernel
+from ..interp.device import DEFAULT_GROUPS
+from .arch import compile_target, device_profile
+from .array import ArrayStore, CudaArray
+from .compile import ModuleCompiler, cache_directory, fmad_options, supported_archs
+from .context import Context
+from .dispatch import Dispatcher
+from .driver import load_driver
+from .graphs import Capture, CudaGraph
+from .modules import ModuleLoader
+from .plan import KernelPlan, emitted_check
+from .pools import device_pool, pinned_pool
+from .signature import of_kernel
+from .staging import Stager
+from .streams import StreamOrder, Timer
+
+if TYPE_CHECKING:
+    from .aot import AotLibrary
+
+
+def _close_at_exit(ref: weakref.ref[CudaDevice]) -> None:
+    device = ref()
+    if device is not None:
+        device.close()
+
+
+class CudaDevice:
+    """GPU ``ordinal`` with its context, stream, module cache, pools and launch plans.
+
+    ``fmad`` and ``cache_dir`` override the options of those names (``cache_dir="off"``: no disk cache).
+    ``follow_streams`` (default on) launches kernels whose arrays come from torch or CuPy on that library's
+    current stream; off, every launch goes to the device's own stream.  ``driver`` replaces cuda-bindings'
+    driver module (tests).  One launch at a time (a lock).
+    """
+
+    name = "cuda"
+    target = "cuda"
+
+    def __init__(self, ordinal: int = 0, fmad: bool | None = None, cache_dir: str | Path | None = None,
+                 follow_streams: bool = True, driver: Any = None, toolchain: Any = None) -> None:
+        drv = driver if driver is not None else load_driver()
+        self._drv = drv
+        self._lock = threading.RLock()
+        self._closed = False
+        self._ctx = Context(drv, ordinal)
+        try:
+            self._setup(drv, ordinal, fmad, cache_dir, follow_streams, toolchain)
+        except BaseException:
+            self._ctx.close()
+            raise
+        self._atexit_hook = functools.partial(_close_at_exit, weakref.ref(self))
+        atexit.register(self._atexit_hook)
+
+    def _setup(self, drv: Any, ordinal: int, fmad: bool | None, cache_dir: str | Path | None, follow_streams: bool,
+               toolchain: Any) -> None:
+        """Everything past the context, so that a failure here still releases the context."""
+        self.ordinal = ordinal
+        self.arch = self._ctx.info.arch
+        self.profile, self.profile_note = device_profile(self.arch)
+        self.fmad = bool(config.get("fmad") if fmad is None else fmad)
+        compile_arch, fmt = compile_target(self.arch, supported_archs())
+        self._compiler = ModuleCompiler(self.profile, compile_arch, fmt, fmad_options(self.fmad),
+                                        cache_directory(cache_dir), toolchain)
+        self._modules = ModuleLoader(drv)
+        self._device_pool, self._pinned_pool = device_pool(drv), pinned_pool(drv)
+        self.stream = self._ctx.stream
+        self._order = StreamOrder(drv, self.stream)
+        self._timer = Timer(drv)
+        self._capture = Capture(drv, self.stream)
+        self._plans: dict[int, KernelPlan] = {}
+        self._arrays = ArrayStore(self, drv, self._device_pool, self._pinned_pool)
+        self._dispatch = Dispatcher(drv, self._ctx, Stager(drv, self._device_pool, self._pinned_pool), self._order,
+                                    self._timer, self._capture)
+        self.follow_streams = follow_streams
+
+    # ------------------------------------------------------------ description
+    @property
+    def follow_streams(self) -> bool:
+        return self._follow
+
+    @follow_streams.setter
+    def follow_streams(self, value: bool) -> None:
+        self._follow = bool(value)
+        self._dispatch.forced = None if self._follow and not self._capture.active else self._order.own_handle
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """Name, architecture, multiprocessors, memory, clocks, driver and NVRTC versions, what Iron builds."""
+        d = self._ctx.info.to_dict()
+        try:
+            nvrtc_version = self._compiler.toolchain.version()
+        except Exception as e:  # a device without NVRTC can still run ahead-of-time builds
+            nvrtc_version = f"unavailable ({e})"
+        d.update({"nvrtc": nvrtc_version, "profile": self.profile.key, "profile_note": self.profile_note,
+                  "builds": f"{self._compiler.format} for {self._compiler.arch}", "fmad": self.fmad})
+        return d
+
+    @property
+    def cache_stats(self) -> dict[str, Any]:
+        """Module cache counters and last miss, modules loaded, launch plans, pools, stream changes."""
+        stats = dict(self._compiler.stats)
+        stats.update({"modules_loaded": len(self._modules), "plans": len(self._plans),
+                      "fast_plans": sum(p.fast is not None for p in self._plans.values()),
+                      "device_pool": self._device_pool.stats(), "pinned_pool": self._pinned_pool.stats(),
+                      "stream_switches": self._order.switches})
+        return stats
+
+    @property
+    def last_miss(self) -> str:
+        return self._compiler.last_miss
+
+    def kernel_report(self, kernel: Kernel, group: Sequence[int] | None = None) -> dict[str, Any]:
+        """Registers, shared memory, spills and occupancy of ``kernel`` for ``group`` (default: its last launch's)."""
+        from .report import kernel_report
+
+        with self._lock:
+            self._check_open()
+            plan = self._plan(kernel)
+            threads = int(np.prod(group)) if group else None
+            return kernel_report(self._drv, plan, self._modules.load(plan.module), self._ctx.info.max_threads_per_sm,
+                                 threads)
+
+    def default_group(self, grid: tuple[int, ...]) -> tuple[int, ...]:
+        return DEFAULT_GROUPS.get(len(grid), DEFAULT_GROUPS[1])
+
+    # ------------------------------------------------------------ launching
+    def launch(self, kernel: Kernel, args: Sequence[Any], grid: tuple[int, ...], group: tuple[int, ...]) -> None:
+        """Run ``kernel`` (IR after the cuda pass pipeline); host arrays are updated in place on return."""
+        plan = self._plans.get(id(kernel))
+        if plan is None or not self.launch_fast(plan, args, grid, group):
+            self.launch_timed(kernel, args, grid, group, timing=False)
+
+    def launch_fast(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any) -> bool:
+        """Launch through ``plan``'s generated fast path; False (nothing done) when it does not apply."""
+        if plan.fast is None:
+            return False
+        with self._lock:
+            return self._dispatch.fast(plan, args, grid, group)
+
+    def launch_timed(self, kernel: Kernel, args: Sequence[Any], grid: tuple[int, ...], group: tuple[int, ...],
+                     timing: bool = True) -> float | None:
+        """:meth:`launch`, returning the kernel's GPU time in ms (CUDA events on its stream) when ``timing``."""
+        with self._lock:
+            self._check_open()
+            return self._dispatch.run(self._plan(kernel), args, grid, group, timing)
+
+    def run_plan(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any, timing: bool = False
+                 ) -> float | None:
+        """Launch ``plan`` through the general path (then make its fast path when the arguments allow)."""
+        with self._lock:
+            self._check_open()
+            return self._dispatch.run(plan, args, grid, group, timing)
+
+    def _plan(self, kernel: Kernel) -> KernelPlan:
+        plan = self._plans.get(id(kernel))
+        if plan is None:
+            compiled = self._compiler.compile(kernel)
+            loaded = self._modules.load(compiled)
+            check_launch = functools.partial(emitted_check, compiled.emitted, loaded.max_threads)
+            plan = KernelPlan(of_kernel(kernel), compiled, loaded.function, check_launch, keep=kernel)
+            self._plans[id(kernel)] = plan
+        return plan
+
+    # ------------------------------------------------------------ graphs
+    def begin_capture(self) -> None:
+        """Record the following launches (device arrays only) into a CUDA graph instead of running them."""
+        with self._lock:
+            self._check_open()
+            self.synchronize()
+            self._capture.begin()
+            self._dispatch.forced = self._order.own_handle
+
+    def end_capture(self) -> CudaGraph:
+        """Stop recording; the instantiated graph, for :meth:`graph_launch`."""
+        with self._lock:
+            try:
+                return self._capture.end()
+            finally:
+                self.follow_streams = self._follow
+
+    def graph_launch(self, graph: CudaGraph, timing: bool = False) -> float | None:
+        """Replay ``graph`` on the device's stream (asynchronous); its GPU time in ms with ``timing``."""
+        with self._lock:
+            self._check_open()
+            stream = self._order.enter(self._order.own_handle)
+            if timing:
+                self._timer.start(stream)
+            self._capture.launch(graph, stream)
+            if timing:
+                self._timer.stop(stream)
+                return self._timer.elapsed_ms()
+            return None
+
+    # ------------------------------------------------------------ device arrays and ahead-of-time builds
+    def empty(self, shape: int | Sequence[int], dtype: D.DType) -> CudaArray:
+        """An uninitialised device array (from the pool)."""
+        return self._arrays.empty(shape, dtype)
+
+    def to_device(self, host: np.ndarray) -> CudaArray:
+        """A device copy of a numpy array (the copy has finished on return)."""
+        return self._arrays.to_device(host)
+
+    def copy_to_device(self, arr: CudaArray, host: np.ndarray) -> None:
+        self._arrays.copy(arr, host, to_device=True)
+
+    def copy_to_host(self, out: np.ndarray, arr: CudaArray) -> None:
+        self._arrays.copy(arr, out, to_device=False)
+
+    def release_array(self, arr: CudaArray) -> None:
+        """Give ``arr``'s block back (to the pool once the GPU can no longer be using it); ``arr`` is then freed."""
+        ptr, arr.ptr = arr.ptr, 0
+        if ptr and not self._closed and self._arrays.release(ptr):
+            self.synchronize()
+
+    def load_build(self, path: str | Path) -> "AotLibrary":
+        """The CUBIN (or PTX) kernels of an ``iron build --emit cubin,manifest`` folder, with no NVRTC."""
+        from .aot import load_build
+
+        return load_build(self, Path(path))
+
+    # ------------------------------------------------------------ teardown
+    def synchronize(self) -> None:
+        """Wait for every launch and copy on this GPU (the device's stream and the producers' streams)."""
+        with self._lock:
+            self._check_open()
+            self._ctx.make_current()
+            self._ctx.synchronize()
+            self._order.reset()
+            self._arrays.reclaim()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LaunchError("this CUDA device was closed; create a new one (iron.runtime.get_device('cuda'))")
+
+    def close(self) -> None:
+        """Free every CUDA object; safe to call twice, and called at interpreter exit."""
+        with self._lock:
+            if self._closed:
+                return
+            atexit.unregister(self._atexit_hook)
+            try:
+                self.synchronize()
+            except Exception:
+                pass  # a faulted context: free what can be freed
+            self._closed = True
+            for part in (self._capture, self._timer, self._order, self._modules, self._device_pool,
+                         self._pinned_pool, self._ctx):
+                try:
+                    part.close()
+                except Exception:
+                    pass
+            self._plans.clear()
+
+    def __enter__(self) -> CudaDevice:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{self.arch}, {self._compiler.format}"
+        return f"<CudaDevice {self.ordinal} '{self._ctx.info.name}' ({state})>"

@@ -1,0 +1,124 @@
+"""The general launch path: bind, stage host arrays, pack, launch on the right stream, copy back, time.
+
+Every launch that the generated fast path (:mod:`.fastpath`) does not
+take comes here; after a launch whose arguments all live on the GPU the
+plan gets a fast launcher for those argument kinds.  The caller (the
+device) holds its lock.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...core.errors import LaunchError
+from . import fastpath
+from .binding import Bound, bind
+from .context import Context
+from .graphs import Capture
+from .modules import launch_error
+from .plan import Geometry, KernelPlan
+from .staging import Stager
+from .streams import StreamOrder, Timer
+
+#: CUDA_ERROR_INVALID_CONTEXT: no context is current on the calling thread.
+INVALID_CONTEXT = 201
+
+
+class Dispatcher:
+    """Launches for one device.  ``forced`` (a raw stream handle) overrides the producers' streams."""
+
+    def __init__(self, drv: Any, ctx: Context, stager: Stager, order: StreamOrder, timer: Timer,
+                 capture: Capture) -> None:
+        self.drv = drv
+        self.ctx = ctx
+        self.stager = stager
+        self.order = order
+        self.timer = timer
+        self.capture = capture
+        self.forced: int | None = None
+
+    def fast(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any) -> bool:
+        try:
+            done = plan.fast(args, grid, group, self.forced)  # type: ignore[misc]
+        except TypeError:  # an unhashable grid, an odd argument: the general path says what is wrong
+            return False
+        if done and self.capture.active:
+            self.capture.launches += 1
+        return done
+
+    def run(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any, timing: bool) -> float | None:
+        self.ctx.make_current()
+        geo = plan.geometry(grid, group)
+        bound = bind(plan.signature, args, self.ctx.ordinal, plan.converters, self.ordinal_of, self.order.own_handle)
+        hosts = bound.host_arrays()
+        if hosts and self.capture.active:
+            raise LaunchError(f"kernel '{plan.signature.kernel}': argument '{hosts[0][0]}' is host memory, which a "
+                              f"CUDA graph cannot capture; pass device arrays (device.to_device(...), torch or CuPy) "
+                              f"while capturing")
+        stream = self._enter_stream(bound)
+        written = {p.name: p.written for p in plan.signature.params}
+        addresses, transfer = self.stager.copy_in([(a, written[n]) for n, a in hosts], stream)
+        synced = False
+        try:
+            pointers = {n: t.ptr for n, t in bound.tensors.items() if not isinstance(t, np.ndarray)}
+            pointers.update({n: addr for (n, _), addr in zip(hosts, addresses)})
+            plan.args.pack(plan.values(pointers, bound, geo))
+            if timing:
+                self.timer.start(stream)
+            self._launch(plan, geo, stream)
+            if timing:
+                self.timer.stop(stream)
+            if transfer:
+                self.stager.copy_out(transfer, stream)
+                self._sync(stream, plan)
+                synced = True
+            elapsed = self.timer.elapsed_ms() if timing else None
+        finally:
+            self.stager.finish(transfer) if synced else self.stager.release(transfer)
+        if not hosts:
+            self._remember_fast(plan, tuple(bound.kinds))
+        return elapsed
+
+    def _remember_fast(self, plan: KernelPlan, kinds: tuple[str, ...]) -> None:
+        if (plan.fast is not None and plan.fast_kinds == kinds) or not fastpath.eligible(kinds):
+            return
+        fast = plan.fast_by_kinds.get(kinds)
+        if fast is None:
+            fast = plan.fast_by_kinds[kinds] = fastpath.build(plan, kinds, self.ctx.ordinal, self.drv.cuLaunchKernel,
+                                                              self.order, functools.partial(self._failed, plan))
+        plan.fast, plan.fast_kinds = fast, kinds
+
+    def _launch(self, plan: KernelPlan, geo: Geometry, stream: Any) -> None:
+        b, t = geo.blocks, geo.threads
+        (err,) = self.drv.cuLaunchKernel(plan.function, b[0], b[1], b[2], t[0], t[1], t[2], 0, stream,
+                                         plan.args.params_address, 0)
+        if int(err):
+            raise launch_error(self.drv, err, plan.module.entry)
+        if self.capture.active:
+            self.capture.launches += 1
+
+    def _failed(self, plan: KernelPlan, err: Any) -> bool:
+        if int(err) == INVALID_CONTEXT:  # a thread that never made the context current: the general path does
+            return False
+        raise launch_error(self.drv, err, plan.module.entry)
+
+    def _sync(self, stream: Any, plan: KernelPlan) -> None:
+        (err,) = self.drv.cuStreamSynchronize(stream)
+        if int(err):
+            raise launch_error(self.drv, err, plan.module.entry)
+
+    def _enter_stream(self, bound: Bound) -> Any:
+        if self.forced is not None or not bound.streams:
+            return self.order.enter(self.forced if self.forced is not None else self.order.own_handle)
+        for other in bound.streams[1:]:  # several producers: the first one's stream waits for the others
+            self.order.enter(other)
+        return self.order.enter(bound.streams[0])
+
+    def ordinal_of(self, ptr: int) -> int:
+        """The GPU a device pointer belongs to (-1: not device memory the driver knows)."""
+        attr = self.drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        result = self.drv.cuPointerGetAttribute(attr, ptr)
+        return int(result[1]) if int(result[0]) == 0 else -1

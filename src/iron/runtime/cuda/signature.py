@@ -1,0 +1,98 @@
+"""What a launch takes, in call order, and how each scalar reaches the parameter block.
+
+A :class:`Signature` is the part of a kernel a launch needs: each
+parameter's name, whether it is a tensor, its dtype and whether the kernel
+writes it.  It comes from the IR (:func:`of_kernel`) or, for kernels loaded
+ahead of time, from the ABI in a build's manifest (:func:`of_abi`), so the
+same binding code serves both.  Scalars are checked exactly as the
+interpreter checks them (same errors, same rounding to the parameter's
+dtype), then widened to their storage type (:mod:`iron.codegen.abi`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Callable
+
+from ...codegen.abi import KernelABI, storage_dtype
+from ...core import dtypes as D
+from ...core.ir import Kernel
+from ...core.types import ScalarType, TensorType
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    is_tensor: bool
+    dtype: D.DType
+    #: Tensors: whether the kernel may write it (then the aliasing rule and copy-back apply).
+    written: bool = False
+
+
+@dataclass(frozen=True)
+class Signature:
+    kernel: str
+    params: tuple[ParamSpec, ...]
+
+    def names(self) -> str:
+        return ", ".join(p.name for p in self.params)
+
+
+def of_kernel(kernel: Kernel) -> Signature:
+    """The signature of an IR kernel (after the pass pipeline)."""
+    specs = []
+    for p in kernel.params:
+        t = p.type
+        if isinstance(t, TensorType):
+            written = p.access != "read" if p.access is not None else not t.readonly
+            specs.append(ParamSpec(p.name, True, t.dtype, written))
+        elif isinstance(t, ScalarType):
+            specs.append(ParamSpec(p.name, False, t.dtype))
+        else:  # pragma: no cover - the frontend makes only tensor and scalar parameters
+            raise TypeError(f"parameter {p.name} of type {t} cannot be bound at launch")
+    return Signature(kernel.name, tuple(specs))
+
+
+def of_abi(name: str, abi: KernelABI, order: list[str] | None = None) -> Signature:
+    """The signature of an ABI (from a manifest): in ``order`` when given, else tensors then scalars."""
+    specs = {t.name: ParamSpec(t.name, True, t.dtype, t.access != "read") for t in abi.tensors}
+    specs.update({f.name: ParamSpec(f.name, False, f.dtype) for f in abi.fields if f.kind == "param"})
+    names = order if order is not None else list(specs)
+    missing = [n for n in names if n not in specs]
+    if missing or len(names) != len(specs):
+        raise ValueError(f"parameter order {names} does not match the ABI's parameters {list(specs)}")
+    return Signature(name, tuple(specs[n] for n in names))
+
+
+_F32_MAX = 3.4028234663852886e38
+
+
+def scalar_converter(kernel: str, spec: ParamSpec) -> Callable[[Any], int | float]:
+    """A function from a launch argument to the value stored in the parameter block.
+
+    Python ints and floats in range take a short path; everything else (numpy scalars, narrow
+    dtypes, out-of-range values, wrong types) goes through the interpreter's check, which rounds
+    to the dtype or raises the interpreter's LaunchError.
+    """
+    dt = spec.dtype
+    slow = _checked(kernel, spec)
+    if dt.is_int and dt.bits >= 32:
+        lo, hi = D.min_value(dt), D.max_value(dt)
+        return lambda v: v if type(v) is int and lo <= v <= hi else slow(v)
+    if dt == D.f64:
+        return lambda v: v if type(v) is float else slow(v)
+    if dt == D.f32:
+        return lambda v: v if type(v) is float and -_F32_MAX <= v <= _F32_MAX else slow(v)
+    return slow
+
+
+def _checked(kernel: str, spec: ParamSpec) -> Callable[[Any], int | float]:
+    from ..interp.args import _bind_scalar
+
+    k, p = SimpleNamespace(name=kernel), SimpleNamespace(name=spec.name)
+    store = D.numpy_dtype(storage_dtype(spec.dtype))
+
+    def convert(v: Any) -> int | float:
+        return _bind_scalar(k, p, spec.dtype, v).astype(store).item()
+    return convert

@@ -1,0 +1,77 @@
+"""``iron bench``: the table on interp and vulkan, every row checked against oracle and reference."""
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from runner_testing import GOOD, quick_runs, require_vulkan, write_project  # noqa: E402,F401
+
+from iron import config  # noqa: E402
+from iron.cli.main import main  # noqa: E402
+
+SLOW_REFERENCE_WRONG = textwrap.dedent('''
+    import numpy as np
+    from iron import In, Setup, Tensor, bench, f32, kernel
+    from iron.lang import program_id
+
+    @kernel
+    def double(a: In[f32], out: Tensor[f32], n: int):
+        i = program_id(0)
+        if i < n:
+            out[i] = a[i] * 2.0
+
+    @bench(double, shapes=[1024], reference={"*": lambda a, out, n: a * 3})
+    def double_setup(case):
+        return Setup(args=[case.randn(1024), case.empty(1024), 1024], grid=1024, oracle=lambda a, out, n: 2 * a)
+''')
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, quick_runs):  # noqa: F811
+    root = write_project(tmp_path / "proj", {"kernels": GOOD})
+    monkeypatch.chdir(root)
+    config.reload()
+    return root
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+def test_the_table_has_a_checked_row_per_shape_and_dtype(project, backend, capsys):
+    if backend == "vulkan":
+        require_vulkan()
+    assert main(["bench", "--backend", backend]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("iron bench · ")
+    header = next(ln for ln in lines if ln.startswith("Shape"))
+    assert [c.strip() for c in header.split("│")] == ["Shape", "Iron(µs)", "Ref(GB/s)", "Iron(GB/s)", "Iron %",
+                                                      "GFLOP/s", "ok"]
+    rows = [ln for ln in lines if ln.startswith("N=4K")]
+    assert [r.split("│")[0].strip() for r in rows] == ["N=4K f32", "N=4K f16"]
+    assert all(r.rstrip().endswith("✓") for r in rows)
+    for r in rows:
+        cells = [c.strip() for c in r.split("│")]
+        assert all(cells[1:6]), f"every figure measured: {r}"
+    assert "2 rows: 2 ok" in out
+
+
+def test_verbose_levels_add_columns_and_json_keeps_every_figure(project, capsys):
+    assert main(["bench", "--backend", "interp", "-vv", "--dtype", "f32"]) == 0
+    header = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Shape"))
+    assert "%BW" in header and "Bound" in header and "Min(µs)" in header and "Compile(ms)" in header
+    assert main(["bench", "--backend", "interp", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "iron-bench" and doc["backend"] == "interp" and len(doc["rows"]) == 2
+    for row in doc["rows"]:
+        assert row["ok"] and row["samples"] == 5 and row["iron_us"] > 0 and row["ref_us"] > 0
+        assert row["iron"]["gbps"] > 0 and row["iron"]["flops"] == 4096
+
+
+def test_a_wrong_reference_fails_its_row_and_the_command(project, capsys):
+    (project / "wrong.py").write_text(SLOW_REFERENCE_WRONG)
+    assert main(["bench", "--backend", "interp", "-m", "wrong"]) == 1
+    out = capsys.readouterr().out
+    assert "✗" in out and "reference numpy" in out and "1 failed" in out

@@ -1,0 +1,78 @@
+"""Tolerances from dtype and depth, poisoning, and the comparison that judges every row."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from iron import Depth, Expect, Tolerance
+from iron.core import dtypes as D
+from iron.harness.tolerance import EXACT, compare, derive_tolerance, log2_ceil, poison, widen
+
+
+def test_tolerances_follow_dtype_and_depth():
+    assert derive_tolerance(D.f32) == Tolerance(1e-6, float(np.finfo(np.float32).tiny))
+    assert derive_tolerance(D.f16, Depth(8)).rtol == pytest.approx(4e-3)
+    assert derive_tolerance(D.bf16, Depth(1)).rtol == pytest.approx(8e-3)
+    # an f16 kernel with an f32 accumulator of 64 steps: one f16 rounding plus the accumulator's share
+    assert derive_tolerance(D.f16, Depth(1, 64)).rtol == pytest.approx(1e-3 + 32e-6)
+    assert derive_tolerance(D.f32, Depth(10, 10)).rtol == pytest.approx(1e-5)
+    assert derive_tolerance(D.i32, Depth(5)) is EXACT and derive_tolerance(D.f32, 4).rtol == pytest.approx(2e-6)
+    assert log2_ceil(1) == 0 and log2_ceil(1000) == 10
+
+
+def test_poison_fills_nan_or_a_sentinel():
+    a, b, c = np.zeros(3, np.float16), np.zeros(3, np.int8), np.zeros(3, np.uint32)
+    bf = np.zeros(2, ml_dtypes.bfloat16)
+    for x in (a, b, c, bf):
+        poison(x)
+    assert np.isnan(a).all() and np.isnan(bf.astype(np.float32)).all()
+    assert (b == -128).all() and (c == 2**32 - 1).all()
+
+
+def test_an_unwritten_element_fails_and_a_matching_one_passes():
+    want = np.arange(4, dtype=np.float64)
+    got = want.astype(np.float32)
+    assert compare(got, want, derive_tolerance(D.f32)).ok
+    got[2] = np.nan  # left poisoned
+    v = compare(got, want, derive_tolerance(D.f32))
+    assert not v.ok and v.worst is None and "1/4 elements differ" in v.message and "[2] got nan" in v.message
+    # where the oracle expects the poison, the poison passes
+    assert compare(got, np.where(np.arange(4) == 2, np.nan, want), derive_tolerance(D.f32)).ok
+
+
+def test_worst_is_the_error_over_its_allowance():
+    tol = Tolerance(rtol=1e-3, atol=0.0)
+    v = compare(np.array([1.0005, 2.0], np.float32), np.array([1.0, 2.0]), tol)
+    assert v.ok and v.worst == pytest.approx(0.5, rel=1e-3)
+    v = compare(np.array([1.003], np.float32), np.array([1.0]), tol)
+    assert not v.ok and v.worst == pytest.approx(3.0, rel=1e-3)
+
+
+def test_a_cancelled_sum_is_judged_against_its_terms():
+    terms = np.array([1.0, -0.9999])
+    got = np.float32(terms.astype(np.float32).sum())
+    tol = derive_tolerance(D.f32)
+    assert not compare(np.array([got]), np.array([terms.sum()]), tol).ok
+    assert compare(np.array([got]), Expect(np.array([terms.sum()]), np.array([np.abs(terms).sum()])), tol).ok
+
+
+def test_integers_compare_exactly_and_sizes_must_agree():
+    assert compare(np.array([1, 2], np.int32), np.array([1, 2]), EXACT).ok
+    v = compare(np.array([1, 3], np.int32), np.array([1, 2]), EXACT)
+    assert not v.ok and "exact" in v.message
+    assert not compare(np.zeros(3, np.float32), np.zeros(4), derive_tolerance(D.f32)).ok
+
+
+def test_overflow_to_infinity_of_the_right_sign_passes_near_the_top_of_the_range():
+    tol = derive_tolerance(D.f16)
+    assert compare(np.array([np.inf], np.float16), np.array([65519.0]), tol).ok
+    assert not compare(np.array([-np.inf], np.float16), np.array([65519.0]), tol).ok
+    assert not compare(np.array([np.inf], np.float16), np.array([1000.0]), tol).ok
+
+
+def test_widen_gives_the_oracle_exact_float64_copies():
+    a = np.array([0.1, 3.0], np.float16)
+    w = widen(a)
+    assert w.dtype == np.float64 and np.array_equal(w, a.astype(np.float64)) and widen(3) == 3
+    i = np.array([1, 2], np.int32)
+    assert widen(i) is not i and widen(i).dtype == np.int32

@@ -1,0 +1,58 @@
+"""Small kernels for the CUDA runtime tests, and their IR after the cuda pass pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iron import In, Tensor, f16, f32, i32, kernel
+from iron.codegen.pipeline import PassContext, run_pipeline
+from iron.core.ir import Kernel
+from iron.lang import barrier, group_id, program_id, shared, thread_id
+
+
+@kernel
+def axpy(x: In[f32], y: Tensor[f32], a: f32, n: int):
+    i = program_id(0)
+    if i < n:
+        y[i] = a * x[i] + y[i]
+
+
+@kernel
+def add(x: In[f32], y: In[f32], out: Tensor[f32]):
+    i = program_id(0)
+    out[i] = x[i] + y[i]
+
+
+@kernel
+def scale_into(out: Tensor[f32], x: In[f32]):
+    i = program_id(0)
+    out[i] = 2.0 * x[i]
+
+
+@kernel
+def muladd(a: In[f32], b: In[f32], c: In[f32], out: Tensor[f32]):
+    i = program_id(0)
+    out[i] = a[i] * b[i] + c[i]
+
+
+@kernel
+def half_scale(x: Tensor[f16], s: f16, k: i32):
+    i = program_id(0)
+    if i < x.size:
+        x[i] = x[i] * s + f16(k)
+
+
+@kernel
+def reverse_in_groups(x: Tensor[f32]):
+    tile = shared(f32, (64,))
+    t = thread_id(0)
+    base = group_id(0) * 64
+    tile[t] = x[base + t]
+    barrier()
+    x[base + t] = tile[63 - t]
+
+
+def ir(k: Any, **overrides: Any) -> Kernel:
+    """``k``'s IR after the cuda pipeline (``overrides``: PassContext fields, e.g. fp_contract=False)."""
+    spec = k.variant() if hasattr(k, "variant") else k
+    return run_pipeline(spec.ir, PassContext.for_target("cuda", **overrides))
