@@ -152,8 +152,19 @@ class CudaDevice:
     def launch(self, kernel: Kernel, args: Sequence[Any], grid: tuple[int, ...], group: tuple[int, ...]) -> None:
         """Run ``kernel`` (IR after the cuda pass pipeline); host arrays are updated in place on return."""
         plan = self._plans.get(id(kernel))
-        if plan is None or not self.launch_fast(plan, args, grid, group):
-            self.launch_timed(kernel, args, grid, group, timing=False)
+        if plan is not None and plan.fast is not None:
+            # launch_fast, inlined: this is the per-launch hot path (docs/cuda.md, "Launch overhead").
+            dispatch = self._dispatch
+            with self._lock:
+                try:
+                    done = plan.fast(args, grid, group, dispatch.forced)
+                except TypeError:  # an unhashable grid, an odd argument: the general path says what is wrong
+                    done = False
+                if done:
+                    if dispatch.capture.active:
+                        dispatch.capture.launches += 1
+                    return
+        self.launch_timed(kernel, args, grid, group, timing=False)
 
     def launch_fast(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any) -> bool:
         """Launch through ``plan``'s generated fast path; False (nothing done) when it does not apply."""
