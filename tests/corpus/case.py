@@ -44,76 +44,25 @@ poisoning catches a missed write only with high probability.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from iron.core import dtypes as D
+from iron.harness.tolerance import (  # noqa: F401 - shared with `iron test`; corpus modules import them from here
+    BASE_RTOL, EXACT, Depth, Expect, Tolerance, derive_tolerance, finfo, log2_ceil, poison, poison_value)
+from iron.harness.tolerance import compare as judge
 
 #: Variant bindings of one specialisation: ``{"T": f16, "BLOCK": 128}``.
 Binding = Mapping[str, Any]
 #: ``(grid, group)`` in threads per axis.
 LaunchShape = tuple[tuple[int, ...], tuple[int, ...]]
 
-#: Relative tolerance of two roundings' worth per dtype (see the module docstring).
-BASE_RTOL: dict[str, float] = {"f32": 1e-6, "f16": 1e-3, "bf16": 8e-3, "f64": 1e-13}
-
 #: The sizes every elementwise case tries: 1 and values that are no multiple of
 #: any group size or vector width used in the corpus.
 ODD_SIZES = (1, 7, 255, 1000, 4099)
-
-
-@dataclass(frozen=True)
-class Depth:
-    """Rounding steps on the longest path to an output element.
-
-    ``steps`` are roundings in the output dtype; ``f32_steps`` those of an f32
-    accumulator (in an f32 kernel the two simply add up).
-    """
-
-    steps: int = 1
-    f32_steps: int = 0
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """``|got - want| <= rtol * scale + atol``; ``exact`` demands identical bits."""
-
-    rtol: float = 0.0
-    atol: float = 0.0
-    exact: bool = False
-
-    def __str__(self) -> str:
-        return "exact" if self.exact else f"rtol={self.rtol:.3g}, atol={self.atol:.3g}"
-
-
-EXACT = Tolerance(exact=True)
-
-
-def derive_tolerance(dtype: D.DType, depth: Depth) -> Tolerance:
-    """The tolerance of a float output of ``dtype`` after ``depth`` roundings."""
-    if not dtype.is_float:
-        return EXACT
-    if dtype.bits >= 32:  # the "f32 accumulator" is the output dtype itself
-        rtol = BASE_RTOL[dtype.name] * max(1.0, (depth.steps + depth.f32_steps) / 2)
-    else:
-        rtol = BASE_RTOL[dtype.name] * max(1.0, depth.steps / 2)
-        if depth.f32_steps:
-            rtol += BASE_RTOL["f32"] * max(1.0, depth.f32_steps / 2)
-    atol = float(finfo(dtype).tiny)
-    return Tolerance(rtol=rtol, atol=atol)
-
-
-@dataclass(frozen=True)
-class Expect:
-    """The oracle's value for one output, and the scale its error is relative to."""
-
-    value: np.ndarray
-    scale: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -189,17 +138,6 @@ def binding_label(binding: Binding) -> str:
     return ",".join(f"{k}={v}" for k, v in binding.items())
 
 
-def finfo(dt: D.DType) -> Any:
-    """``np.finfo`` that also knows bf16."""
-    if dt == D.bf16:
-        import ml_dtypes
-
-        return ml_dtypes.finfo(ml_dtypes.bfloat16)
-    return np.finfo(D.numpy_dtype(dt))
-
-
-# ---------------------------------------------------------------- input generators
-
 def np_dtype(dt: D.DType) -> np.dtype:
     return D.numpy_dtype(dt)
 
@@ -229,19 +167,6 @@ def scalar(value: Any, dt: D.DType) -> Any:
 def f64(a: Any) -> np.ndarray:
     """An input as float64, exactly (every Iron float dtype widens exactly)."""
     return np.asarray(a).astype(np.float64)
-
-
-def poison_value(dt: np.dtype) -> Any:
-    if dt.kind == "f" or dt.name == "bfloat16":
-        return np.nan
-    if dt.kind == "b":
-        return True
-    info = np.iinfo(dt)
-    return info.min if dt.kind == "i" else info.max
-
-
-def poison(a: np.ndarray) -> None:
-    a[...] = poison_value(a.dtype)
 
 
 def poisoned_like(n: int, dt: np.dtype) -> np.ndarray:
@@ -281,10 +206,6 @@ def fixed_depth(steps: int = 1, f32_steps: int = 0) -> Callable[[Run], Depth]:
     return depth
 
 
-def log2_ceil(n: int) -> int:
-    return max(0, math.ceil(math.log2(n))) if n > 1 else 0
-
-
 # ---------------------------------------------------------------- judging
 
 def is_exact_dtype(dt: np.dtype) -> bool:
@@ -292,46 +213,7 @@ def is_exact_dtype(dt: np.dtype) -> bool:
 
 
 def compare(got: np.ndarray, expect: Expect | np.ndarray, tol: Tolerance) -> str | None:
-    """None when ``got`` matches, else a short report of the worst mismatches.
-
-    NaN matches NaN (an element the oracle expects unwritten keeps its poison).
-    """
-    if not isinstance(expect, Expect):
-        expect = Expect(np.asarray(expect))
-    want = np.asarray(expect.value)
-    got = np.asarray(got).reshape(-1)
-    want = want.reshape(-1)
-    if got.shape != want.shape:
-        return f"shape {got.shape}, expected {want.shape}"
-    if is_exact_dtype(got.dtype) or tol.exact:
-        if is_exact_dtype(got.dtype):
-            bad = got.astype(np.int64) != want.astype(np.int64) if got.dtype.kind != "b" else got != want
-        else:
-            g, w = got.astype(np.float64), want.astype(np.float64)
-            bad = ~((g == w) | (np.isnan(g) & np.isnan(w)))
-        return _report(got, want, bad, None, "exact")
-    g = got.astype(np.float64)
-    w = want.astype(np.float64)
-    scale = np.abs(w) if expect.scale is None else np.abs(np.asarray(expect.scale, dtype=np.float64)).reshape(-1)
-    both_nan = np.isnan(g) & np.isnan(w)
-    with np.errstate(invalid="ignore"):
-        err = np.abs(g - w)
-        allowed = tol.rtol * scale + tol.atol
-        ok = (err <= allowed) | both_nan | ((g == w) & np.isinf(w))
-        # Overflow: a value the tolerance puts past the dtype's largest finite one may round to
-        # infinity of its sign (1/1.4e-5 in f16 is +inf; the float64 oracle says 71428.6).
-        top = float(ml_dtypes.finfo(got.dtype).max)
-        ok |= np.isinf(g) & np.isfinite(w) & (np.sign(g) == np.sign(w)) & (np.abs(w) + allowed > top)
-    return _report(got, want, ~ok, err, str(tol))
-
-
-def _report(got: np.ndarray, want: np.ndarray, bad: np.ndarray, err: np.ndarray | None, tol: str) -> str | None:
-    nbad = int(np.count_nonzero(bad))
-    if nbad == 0:
-        return None
-    idx = np.flatnonzero(bad)
-    if err is not None:
-        e = np.where(np.isnan(err[idx]), np.inf, err[idx])
-        idx = idx[np.argsort(-e, kind="stable")]
-    shown = ", ".join(f"[{i}] got {got[i]!r} want {want[i]!r}" for i in idx[:6])
-    return f"{nbad}/{got.size} elements differ ({tol}); worst: {shown}"
+    """None when ``got`` matches, else a short report of the worst mismatches (``iron.harness.tolerance``:
+    the same judge ``iron test`` uses; NaN matches NaN, an element the oracle expects unwritten)."""
+    verdict = judge(got, expect, tol)
+    return None if verdict.ok else verdict.message

@@ -12,7 +12,7 @@ None here: the emitter knows the static shared memory, and only ptxas reports sp
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Iterator
 
 _ELF_MAGIC = b"\x7fELF"
 
@@ -42,24 +42,33 @@ def _symbol_names(elf: bytes, sections: dict[str, tuple[int, int, int]]) -> list
     return [_string(elf, strings + struct.unpack_from("<I", elf, offset + i)[0]) for i in range(0, size, 24)]
 
 
-def register_counts(cubin: bytes) -> dict[str, int]:
-    """Registers per thread of every kernel in ``cubin`` (``EIATTR_REGCOUNT`` of ``.nv.info``)."""
+def nv_info_attributes(cubin: bytes, section: str = ".nv.info") -> Iterator[tuple[int, int, int]]:
+    """``(attribute, offset of its data, data size)`` of each sized attribute in an ``.nv.info`` section."""
     sections = _sections(cubin)
-    if ".nv.info" not in sections:
-        return {}
-    symbols = _symbol_names(cubin, sections)
-    offset, size, _ = sections[".nv.info"]
-    counts: dict[str, int] = {}
+    if section not in sections:
+        return
+    offset, size, _ = sections[section]
     at, end = offset, offset + size
     while at + 4 <= end:
         fmt, attr, value = struct.unpack_from("<BBH", cubin, at)
         at += 4
         if fmt != _SVAL:
             continue
-        if attr == _REGCOUNT and value == 8:
+        yield attr, at, value
+        at += value
+
+
+def register_counts(cubin: bytes) -> dict[str, int]:
+    """Registers per thread of every kernel in ``cubin`` (``EIATTR_REGCOUNT`` of ``.nv.info``)."""
+    sections = _sections(cubin)
+    if ".nv.info" not in sections:
+        return {}
+    symbols = _symbol_names(cubin, sections)
+    counts: dict[str, int] = {}
+    for attr, at, size in nv_info_attributes(cubin):
+        if attr == _REGCOUNT and size == 8:
             symbol, registers = struct.unpack_from("<II", cubin, at)
             counts[symbols[symbol]] = registers
-        at += value
     return counts
 
 

@@ -29,7 +29,6 @@ SCHEMA = "iron.manifest/1"
 _FILE = re.compile(r"^(?P<folder>cubin|ptx)/(?P<entry>[A-Za-z0-9_]+)\.(?P<arch>(?:sm|compute)_\d+[af]?)\."
                    r"(?P<suffix>cubin|ptx)$")
 _KPARAM_INFO = 0x17
-_SVAL = 0x04
 
 
 @dataclass(frozen=True)
@@ -105,27 +104,16 @@ def pick_binary(variant: Variant, folder: Path, device_arch: str) -> tuple[Path,
 
 def cubin_params(cubin: bytes, entry: str) -> list[int] | None:
     """The byte size of each parameter of ``entry`` in ``cubin`` (EIATTR_KPARAM_INFO), or None if unreadable."""
-    from ...codegen.toolchains.cubin import _sections
+    from ...codegen.toolchains.cubin import nv_info_attributes
 
+    params: dict[int, int] = {}
     try:
-        sections = _sections(cubin)
+        for attr, at, size in nv_info_attributes(cubin, f".nv.info.{entry}"):
+            if attr == _KPARAM_INFO and size >= 12:
+                _, ordinal, _, flags = struct.unpack_from("<IHHI", cubin, at)
+                params[ordinal] = (flags >> 18) & 0x3FFF
     except (ValueError, struct.error, IndexError):
         return None
-    info = sections.get(f".nv.info.{entry}")
-    if info is None:
-        return None
-    offset, size, _ = info
-    params: dict[int, int] = {}
-    at, end = offset, offset + size
-    while at + 4 <= end:
-        fmt, attr, value = struct.unpack_from("<BBH", cubin, at)
-        at += 4
-        if fmt != _SVAL:
-            continue
-        if attr == _KPARAM_INFO and value >= 12:
-            _, ordinal, _, flags = struct.unpack_from("<IHHI", cubin, at)
-            params[ordinal] = (flags >> 18) & 0x3FFF
-        at += value
     return [params[i] for i in sorted(params)] if params else None
 
 
