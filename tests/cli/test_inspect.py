@@ -40,6 +40,11 @@ def test_ir_as_written_for_a_chosen_variant(kernels_file, capsys):
     assert "// hash " in out
 
 
+def test_repeated_variant_flags_add_up(kernels_file, capsys):
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--variant", "T=f16", "--variant", "SCALE=4"]) == 0
+    assert "[SCALE = 4, T = f16] {" in capsys.readouterr().out
+
+
 def test_passes_shows_every_stage_in_order(kernels_file, capsys):
     assert main(["inspect", f"{kernels_file}:scaled_exp", "--passes"]) == 0
     out = capsys.readouterr().out

@@ -16,8 +16,9 @@ HELP = "show a kernel's IR as written and after each optimisation pass, or its e
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kernel", metavar="KERNEL",
                    help="FILE.py:NAME, MODULE:NAME, or a kernel name from the modules in iron.toml")
-    p.add_argument("--variant", default="", metavar="K=V,...",
-                   help="which variant, e.g. T=f16,BLOCK=256 (default: the first)")
+    p.add_argument("--variant", action="append", default=[], metavar="K=V,...",
+                   help="which variant, e.g. T=f16,BLOCK=256 (repeatable: --variant T=f16 --variant BLOCK=256; "
+                        "default: the first)")
     p.add_argument("--ir", action="store_true", help="print the IR as the frontend wrote it (the default)")
     p.add_argument("--passes", action="store_true", help="print the IR after every pass of the pipeline")
     p.add_argument("--optimized", action="store_true", help="print only the IR after the whole pipeline")
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from ..harness.discovery import find_kernel
 
     k = find_kernel(args.kernel)
-    binding = parse_variant(args.variant)
+    binding = parse_variant(",".join(v for v in args.variant if v))
     spec = k.variant(**binding) if binding else k.variant(**k.variants[0]) if k.variants else k.variant()
     ir = spec.ir
     overrides = {} if args.opt_level is None else {"opt_level": args.opt_level}
