@@ -104,6 +104,14 @@ def test_clean_removes_iron_files_only(dirty, project, capsys):
     assert "nothing to clean" in capsys.readouterr().out
 
 
+def test_clean_never_removes_a_build_dir_holding_anything_else(dirty, project, capsys):
+    """--build-dir is the user's choice: pointing it at the project must not delete the project."""
+    (project / "kernels.py").write_text("# the user's work")
+    assert main(["clean", "--build-only", "--build-dir", "."]) == 0
+    assert "kept . (not only iron build's output)" in capsys.readouterr().out
+    assert (project / "kernels.py").is_file() and (project / "build" / "iron" / "cuda" / "k.cu").is_file()
+
+
 def test_clean_build_only_and_cache_only(dirty, project, capsys):
     assert main(["clean", "--build-only"]) == 0
     assert (dirty / "spirv").exists() and not (project / "build" / "iron").exists()

@@ -53,12 +53,24 @@ def _is_iron_folder(folder: Path) -> bool:
     return True
 
 
+def is_build_output(folder: Path) -> bool:
+    """Whether ``folder`` holds only what ``iron build`` writes (its kind folders and manifest.json).
+
+    ``--build-dir`` is the user's to choose; a folder with anything else in it (a project, a home
+    directory) is never removed.
+    """
+    from ..harness.build import EMIT_KINDS
+
+    names = {folder_name for _, folder_name, _, _ in EMIT_KINDS.values() if folder_name} | {"manifest.json"}
+    return folder.is_dir() and not folder.is_symlink() and all(e.name in names for e in folder.iterdir())
+
+
 def targets(build_dir: Path | None, cache: Path | None) -> tuple[list[Path], list[Path]]:
     """(paths to remove, paths in the cache directory left alone because they are not Iron's)."""
     remove: list[Path] = []
     kept: list[Path] = []
     if build_dir is not None and build_dir.exists():
-        remove.append(build_dir)
+        (remove if is_build_output(build_dir) else kept).append(build_dir)
     if cache is not None and cache.is_dir():
         for entry in sorted(cache.iterdir()):
             if entry.is_dir() and not entry.is_symlink() and (entry.name in CACHE_FOLDERS or _is_iron_folder(entry)):
@@ -81,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         print(f"{verb} {path} ({_human(size)})")
     for path in kept:
-        print(f"kept {path} (not one of Iron's caches)")
+        what = "not only iron build's output" if path == build_dir else "not one of Iron's caches"
+        print(f"kept {path} ({what})")
     if cache is not None and cache.is_dir() and not args.dry_run and not any(cache.iterdir()):
         cache.rmdir()
     if not remove:
