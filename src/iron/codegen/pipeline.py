@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .. import config
-from ..core.ir import Kernel
+from ..core.ir import Kernel, clone_kernel
 from ..core.verifier import verify
 from .passes import PASSES, Pass
 from .targets import get_target
@@ -99,6 +99,11 @@ def run_pipeline(kernel: Kernel, ctx: PassContext, dump: Callable[[str, Kernel],
             verify(k, stage=p.name)
         if dump is not None:
             dump(p.name, k)
+    if k.meta.get("contract") != ctx.contract:
+        # Whether a*b + c may fuse travels with the IR: a backend whose compiler fuses on its own (NVRTC's
+        # --fmad) must be told not to when the pipeline did not contract (it is part of the content hash).
+        k = clone_kernel(k) if k is kernel else k
+        k.meta["contract"] = ctx.contract
     return k
 
 

@@ -100,6 +100,7 @@ def test_each_reason_to_recompile_is_named(nvrtc, tmp_path, monkeypatch, change)
 
 def test_fmad_off_builds_other_machine_code(nvrtc, tmp_path):
     kir = ir(muladd, fp_contract=False)  # a separate multiply and add in the source: NVRTC decides
+    del kir.meta["contract"]  # as for IR that does not say (else fp_contract=False alone turns fmad off)
     on = compiler(tmp_path).compile(kir)
     off = compiler(tmp_path, fmad_options(False)).compile(kir)
     assert fmad_options(True) == [] and fmad_options(False) == ["--fmad=false"]
@@ -226,3 +227,13 @@ def test_a_reader_never_sees_a_half_written_entry(tmp_path):
             seen.add(entry.report["i"])
     assert writer.returncode == 0, writer.stderr.read()
     assert len(seen) > 1, "the reader raced the writer"
+
+
+def test_without_contraction_nvrtc_is_told_not_to_fuse(nvrtc, tmp_path):
+    """fp_contract off leaves a*b + c apart in the IR; NVRTC's default --fmad would fuse them anyway."""
+    c = compiler(tmp_path)
+    fused, apart = ir(muladd, fp_contract=True), ir(muladd, fp_contract=False)
+    assert fused.meta["contract"] is True and apart.meta["contract"] is False
+    assert c.options_for(fused) == () and c.options_for(apart) == ("--fmad=false",)
+    assert compiler(tmp_path, options=("--fmad=false",)).options_for(apart) == ("--fmad=false",)
+    assert c.compile(apart).binary == compiler(tmp_path / "b", options=("--fmad=false",)).compile(apart).binary

@@ -118,7 +118,8 @@ class ModuleCompiler:
     def compile(self, kernel: Kernel) -> CompiledModule:
         """The module of ``kernel`` (call-free IR after the cuda pass pipeline)."""
         ir_hash = kernel_hash(kernel)
-        mkey = (ir_hash, self.profile.key, self.arch, self.format, *self.options)
+        options = self.options_for(kernel)
+        mkey = (ir_hash, self.profile.key, self.arch, self.format, *options)
         with self._lock:
             hit = self._memory.get(mkey)
             if hit is not None:
@@ -127,15 +128,24 @@ class ModuleCompiler:
         from ...codegen.emit import emit_kernel
 
         emitted = emit_kernel(kernel, "cuda", self.profile)
-        module = self.build(emitted, ir_hash)
+        module = self.build(emitted, ir_hash, options)
         with self._lock:
             self._memory.setdefault(mkey, module)
             return self._memory[mkey]
 
-    def build(self, emitted: "EmittedKernel", ir_hash: str) -> CompiledModule:
+    def options_for(self, kernel: Kernel) -> tuple[str, ...]:
+        """The NVRTC options for ``kernel``: the device's, plus ``--fmad=false`` when its pipeline did not
+        contract (``fp_contract`` off): NVRTC would otherwise fuse the multiplies and adds it left apart."""
+        if kernel.meta.get("contract") is False and "--fmad=false" not in self.options:
+            return (*self.options, "--fmad=false")
+        return self.options
+
+    def build(self, emitted: "EmittedKernel", ir_hash: str, options: tuple[str, ...] | None = None
+              ) -> CompiledModule:
         """The module of an emitted kernel: from the disk cache when it holds a sound entry, else NVRTC."""
         tool = self.toolchain
-        parts = cachekey.components(ir_hash, emitted.source, tool.version(), self.arch, self.format, self.options,
+        options = self.options if options is None else options
+        parts = cachekey.components(ir_hash, emitted.source, tool.version(), self.arch, self.format, options,
                                     self.profile.key)
         digest = cachekey.digest(parts)
         entry, why = self.store.read(digest, parts)
@@ -148,7 +158,7 @@ class ModuleCompiler:
             self.rebuilt += 1
             why = f"{self.store.path(digest, self.format)}: {why}; rebuilt"
         self.last_miss = why
-        art = tool.compile_cuda(emitted.source, arch=self.arch, options=list(self.options),
+        art = tool.compile_cuda(emitted.source, arch=self.arch, options=list(options),
                                 name=f"{emitted.entry}.cu", want=self.format)
         self.compiles += 1
         report = {k: v for k, v in art.report.items() if k != "kernels"}
