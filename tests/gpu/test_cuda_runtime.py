@@ -204,11 +204,20 @@ def test_ahead_of_time_build_loads_and_runs(cuda, tmp_path):
 
 
 def test_fmad_off_rounds_the_product(cuda, tmp_path_factory):
-    """a*b+c with the product's low bits mattering: one rounding (FFMA) or two (FMUL, FADD)."""
+    """a*b+c with the product's low bits mattering: one rounding (FFMA) or two (FMUL, FADD).
+
+    fp_contract off keeps the multiply and the add apart in the IR and turns NVRTC's fusion off for that
+    kernel, so it rounds like the interpreter; for IR that does not say, the device's fmad option decides.
+    """
     no_fmad = _open(tmp_path_factory, fmad=False)
-    kir = ir(muladd, fp_contract=False)  # the IR keeps the multiply and the add apart: NVRTC decides
     e = np.float32(1 + 2**-12)
     a, b, c = np.full(32, e), np.full(32, e), np.full(32, -(1 + 2**-11), np.float32)
+    apart = ir(muladd, fp_contract=False)
+    twice = np.empty(32, np.float32)
+    cuda.launch(apart, [a, b, c, twice], (32,), (32,))
+    assert twice[0] == 0, "fp_contract off must not fuse on CUDA either"
+    kir = ir(muladd, fp_contract=False)
+    del kir.meta["contract"]  # IR that does not say: NVRTC's default (--fmad=true) decides
     fused, split = np.empty(32, np.float32), np.empty(32, np.float32)
     cuda.launch(kir, [a, b, c, fused], (32,), (32,))
     no_fmad.launch(kir, [a, b, c, split], (32,), (32,))
