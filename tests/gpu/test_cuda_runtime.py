@@ -1,96 +1,27 @@
 """The ``cuda`` device (iron.runtime.cuda) on a real NVIDIA GPU; skips cleanly where there is none.
 
-The corpus runs against its oracles; numpy, torch, CuPy and CudaArray arguments, in-place launches, the
-fast path, CUDA graphs, event timing, the pools, ahead-of-time builds and the ``fmad`` gate each run
-for real.  The host side of all of it is also covered without a GPU in tests/runtime/cuda/.
+numpy, torch, CuPy and CudaArray arguments, in-place launches, the fast path, CUDA graphs, event
+timing, the pools, ahead-of-time builds and the ``fmad`` gate each run for real (the corpus:
+test_cuda_corpus.py).  The host side of all of it is also covered without a GPU in tests/runtime/cuda/.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from corpus import CASES, Run, binding_label, harness
+from gpu_device import open_cuda
 
-from iron import In, Tensor, f32, kernel
-from iron.codegen.pipeline import PassContext, run_pipeline
-from iron.core.errors import LaunchError, UnsupportedOnTarget
-from iron.lang import barrier, group_id, program_id, shared, thread_id
+from iron.core.errors import LaunchError
 
 
-def _open(tmp_path_factory, **kwargs):
-    try:
-        from iron.runtime.cuda import CudaDevice
-
-        return CudaDevice(cache_dir=tmp_path_factory.mktemp("cuda-cache"), **kwargs)
-    except Exception as e:  # noqa: BLE001 - no binding, no driver, no GPU: all mean skip
-        pytest.skip(f"no CUDA GPU here ({type(e).__name__}: {e})")
-
-
-@pytest.fixture(scope="module")
-def cuda(tmp_path_factory):
-    dev = _open(tmp_path_factory)
-    yield dev
-    dev.close()
-
-
-@kernel
-def axpy(x: In[f32], y: Tensor[f32], a: f32, n: int):
-    i = program_id(0)
-    if i < n:
-        y[i] = a * x[i] + y[i]
-
-
-@kernel
-def add(x: In[f32], y: In[f32], out: Tensor[f32]):
-    i = program_id(0)
-    out[i] = x[i] + y[i]
-
-
-@kernel
-def muladd(a: In[f32], b: In[f32], c: In[f32], out: Tensor[f32]):
-    i = program_id(0)
-    out[i] = a[i] * b[i] + c[i]
-
-
-@kernel
-def reverse_in_groups(x: Tensor[f32]):
-    tile = shared(f32, (64,))
-    t = thread_id(0)
-    base = group_id(0) * 64
-    tile[t] = x[base + t]
-    barrier()
-    x[base + t] = tile[63 - t]
-
-
-def ir(k, **overrides):
-    return run_pipeline(k.variant().ir, PassContext.for_target("cuda", **overrides))
-
-
-# ------------------------------------------------------------ the corpus
-def _matrix():
-    for case in CASES:
-        for binding in case.bindings:
-            size = case.sizes[-1]
-            yield pytest.param(case, binding, size, id=f"{case.name}-{binding_label(binding)}-n{size}")
-
-
-@pytest.mark.parametrize(("case", "binding", "size"), list(_matrix()))
-def test_corpus_on_the_cuda_device(cuda, case, binding, size, seed) -> None:
-    run = Run(size, binding, 32)
-    pristine = harness.make_inputs(case, run, seed.value)
-    args = harness.fresh_args(case, pristine)
-    kir = harness.optimized_ir(harness.frontend_ir(case, run, args), "cuda")
-    grid, group = case.launch(run)
-    try:
-        cuda.launch(kir, harness.ir_args(kir, case, args), grid, group)
-    except UnsupportedOnTarget:
-        assert any(op.opcode == "mma" for op in kir.walk()), "only fragment kernels may be unsupported"
-        pytest.xfail("matrix fragments are not lowered for CUDA yet")
-    problems = harness.verdict(case, run, pristine, args)
-    assert not problems, harness.describe(case, run, seed) + "\n  " + "\n  ".join(problems)
+# The kernels the host-side tests use too (tests/runtime/cuda/cudakernels.py); the corpus runs in test_cuda_corpus.py.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime" / "cuda"))
+from cudakernels import add, axpy, ir, muladd, reverse_in_groups  # noqa: E402
 
 
 # ------------------------------------------------------------ arguments
@@ -209,7 +140,7 @@ def test_fmad_off_rounds_the_product(cuda, tmp_path_factory):
     fp_contract off keeps the multiply and the add apart in the IR and turns NVRTC's fusion off for that
     kernel, so it rounds like the interpreter; for IR that does not say, the device's fmad option decides.
     """
-    no_fmad = _open(tmp_path_factory, fmad=False)
+    no_fmad = open_cuda(tmp_path_factory, fmad=False)
     e = np.float32(1 + 2**-12)
     a, b, c = np.full(32, e), np.full(32, e), np.full(32, -(1 + 2**-11), np.float32)
     apart = ir(muladd, fp_contract=False)
