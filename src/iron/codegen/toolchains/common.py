@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ...core.errors import IronError
 
@@ -65,6 +66,29 @@ class Probe:
         if self.version is None:
             raise ToolchainMissing(tool, install, self.reason)
         return self
+
+
+def probe_accessors(module: str, tool: str, install: str) -> tuple[Callable[[], bool], Callable[[], str | None],
+                                                                   Callable[[], str]]:
+    """``available()``, ``unavailable_reason()`` and ``version()`` over the ``_probe()`` of ``module``.
+
+    The probe is looked up in the module at each call, so a test may replace it there.  ``version()``
+    (the string that goes into cache keys) raises :class:`ToolchainMissing` when the tool is absent.
+    """
+
+    def probe() -> Probe:
+        return sys.modules[module]._probe()
+
+    def available() -> bool:
+        return probe().ok
+
+    def unavailable_reason() -> str | None:
+        return probe().reason
+
+    def version() -> str:
+        return probe().require(tool, install).version  # type: ignore[return-value]
+
+    return available, unavailable_reason, version
 
 
 class ToolchainMissing(IronError):

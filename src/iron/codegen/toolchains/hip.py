@@ -35,8 +35,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .common import (CompiledArtifact, Probe, SourceWorkdir, ToolchainError, ToolchainMissing, decode,
-                     error_from_diagnostics, find_tool, parse_clang_diagnostics, run_tool)
+from .common import (
+    CompiledArtifact,
+    Probe,
+    SourceWorkdir,
+    ToolchainError,
+    ToolchainMissing,
+    decode,
+    error_from_diagnostics,
+    find_tool,
+    parse_clang_diagnostics,
+    probe_accessors,
+    run_tool,
+)
 
 TOOL = "hip-clang"
 PURPOSE = "HIP C++ -> AMDGPU code objects (gfx90a, gfx940, gfx1030, gfx1100), compile-only"
@@ -91,17 +102,7 @@ def _package_version(package: str) -> str:
     return out.stdout.strip() or "unknown"
 
 
-def available() -> bool:
-    return _probe().ok
-
-
-def unavailable_reason() -> str | None:
-    return _probe().reason
-
-
-def version() -> str:
-    """The clang and device-library versions, for cache keys."""
-    return _probe().require(TOOL, INSTALL).version
+available, unavailable_reason, version = probe_accessors(__name__, TOOL, INSTALL)
 
 
 def compile_hip(source: str, *, arch: str = "gfx90a", name: str = "kernel.hip") -> CompiledArtifact:

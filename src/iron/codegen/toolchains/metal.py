@@ -16,8 +16,19 @@ import re
 import subprocess
 from pathlib import Path
 
-from .common import (CompiledArtifact, Probe, SourceWorkdir, ToolchainError, decode,
-                     error_from_diagnostics, find_tool, parse_clang_diagnostics, run_tool, source_line)
+from .common import (
+    CompiledArtifact,
+    Probe,
+    SourceWorkdir,
+    ToolchainError,
+    decode,
+    error_from_diagnostics,
+    find_tool,
+    parse_clang_diagnostics,
+    probe_accessors,
+    run_tool,
+    source_line,
+)
 from .msl_source import check_kernel_signatures, kernel_names, prepare_for_clang
 
 TOOL = "clang++-19 (Metal shim)"
@@ -59,17 +70,7 @@ def _shim_digest() -> str:
     return h.hexdigest()[:12]
 
 
-def available() -> bool:
-    return _probe().ok
-
-
-def unavailable_reason() -> str | None:
-    return _probe().reason
-
-
-def version() -> str:
-    """clang's version and the shim's hash, for cache keys."""
-    return _probe().require(TOOL, INSTALL).version
+available, unavailable_reason, version = probe_accessors(__name__, TOOL, INSTALL)
 
 
 def check_msl(source: str, *, name: str = "kernel.metal") -> CompiledArtifact:

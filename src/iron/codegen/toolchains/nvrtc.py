@@ -16,7 +16,14 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from .common import CompiledArtifact, Diagnostic, Probe, ToolchainError, error_from_diagnostics
+from .common import (
+    CompiledArtifact,
+    Diagnostic,
+    Probe,
+    ToolchainError,
+    error_from_diagnostics,
+    probe_accessors,
+)
 
 TOOL = "nvrtc"
 PURPOSE = "CUDA C++ -> PTX / CUBIN for NVIDIA GPUs (sm_80, sm_90, sm_90a, ...), no GPU needed"
@@ -76,17 +83,7 @@ def _header_directory() -> str | None:
     return None
 
 
-def available() -> bool:
-    return _probe().ok
-
-
-def unavailable_reason() -> str | None:
-    return _probe().reason
-
-
-def version() -> str:
-    """The NVRTC, binding and header versions, for cache keys."""
-    return _probe().require(TOOL, INSTALL).version
+available, unavailable_reason, version = probe_accessors(__name__, TOOL, INSTALL)
 
 
 def compile_cuda(source: str, *, arch: str = "sm_90", options: Sequence[str] = (), name: str = "kernel.cu",

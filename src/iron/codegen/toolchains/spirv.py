@@ -17,8 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from . import glsl_compilers
-from .common import (CompiledArtifact, Diagnostic, SourceWorkdir, ToolchainError, ToolchainMissing, decode,
-                     error_from_diagnostics, run_tool)
+from .common import (
+    CompiledArtifact,
+    Diagnostic,
+    SourceWorkdir,
+    ToolchainError,
+    ToolchainMissing,
+    decode,
+    error_from_diagnostics,
+    run_tool,
+)
 from .glsl_compilers import INSTALL, TOOL
 
 PURPOSE = "GLSL 4.5 compute -> SPIR-V for Vulkan, validated by spirv-val"
