@@ -365,6 +365,8 @@ class HipDialect(CxxDialect):
     target = "hip"
     language = "hip"
     memcpy = "__builtin_memcpy"
+    BF16_BITS = ("__uint_as_float((unsigned int)({}) << 16)", "(unsigned short)(__float_as_uint({}) >> 16)",
+                 H.ROUND_BF16)
 
     def narrow_names(self) -> dict[D.DType, str]:
         # bf16 remains only as the storage of tensors that fragments access (legalize.py).
@@ -386,23 +388,6 @@ class HipDialect(CxxDialect):
         # A wavefront runs in lock step; the barrier keeps the compiler from moving LDS accesses across it.
         return ["__builtin_amdgcn_fence(__ATOMIC_RELEASE, \"wavefront\");", "__builtin_amdgcn_wave_barrier();",
                 "__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, \"wavefront\");"]
-
-    # bf16 tensors that fragments access stay bf16 in the IR, stored as their 16 bits (legalize.py).
-
-    def frag_to_f32(self, text: str, dt: D.DType) -> str:
-        if dt == D.bf16:
-            return f"__uint_as_float((unsigned int)({text}) << 16)"
-        return super().frag_to_f32(text, dt)
-
-    def frag_from_f32(self, text: str, dt: D.DType) -> str:
-        if dt == D.bf16:  # exact: the register holds a bf16 value
-            return f"(unsigned short)(__float_as_uint({text}) >> 16)"
-        return super().frag_from_f32(text, dt)
-
-    def frag_round(self, text: str, dt: D.DType) -> str:
-        if dt == D.bf16:
-            return f"{self.require('iron_round_bf16', H.ROUND_BF16)}({text})"
-        return super().frag_round(text, dt)
 
     def frag_native_mma(self, combo: Any, out: str, a: Operand, b: Operand, c: Operand) -> list[str]:
         """MFMA (CDNA) or WMMA (RDNA3) through clang's builtin, on registers in the unit's layout.

@@ -305,18 +305,29 @@ class Dialect:
 
     # -- matrix fragments (fragments.py): registers are f32, every fragment value is exact in f32
 
+    #: Where bf16 tensors that fragments access are stored as their 16 bits (GLSL, HIP; legalize.py):
+    #: (bits -> f32 template, f32 -> bits template (exact: the value is a bf16 one), the source of the
+    #: ``iron_round_bf16`` helper); None where bf16 is a type of the language.
+    BF16_BITS: tuple[str, str, str] | None = None
+
     def frag_to_f32(self, text: str, dt: D.DType) -> str:
         """A fragment element of ``dt`` (a tensor element or fill value) as the f32 register value."""
+        if dt == D.bf16 and self.BF16_BITS:
+            return self.BF16_BITS[0].format(text)
         return self.convert(Operand(text, ScalarType(dt)), dt, D.f32)
 
     def frag_from_f32(self, text: str, dt: D.DType) -> str:
         """A register (holding a value of ``dt`` exactly) as a ``dt`` tensor element."""
+        if dt == D.bf16 and self.BF16_BITS:
+            return self.BF16_BITS[1].format(text)
         return self.convert(Operand(text, ScalarType(D.f32)), D.f32, dt)
 
     def frag_round(self, text: str, dt: D.DType) -> str:
         """An f32 result rounded once to ``dt`` and held as f32 again (the accumulator's rounding)."""
         if dt == D.f32:
             return text
+        if dt == D.bf16 and self.BF16_BITS:
+            return f"{self.require('iron_round_bf16', self.BF16_BITS[2])}({text})"
         return self.frag_to_f32(self.frag_from_f32(text, dt), dt)
 
     def frag_subgroup_sync(self) -> list[str]:

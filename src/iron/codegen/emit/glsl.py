@@ -97,6 +97,7 @@ class GlslDialect(Dialect):
     reserved = frozenset({"float16_t", "int8_t", "int16_t", "int64_t", "uint8_t", "uint16_t", "uint64_t",
                           "double", "uint", "dvec4", "sampler", "image"})
     SCALAR_NAMES = _NAMES
+    BF16_BITS = ("uintBitsToFloat(uint({}) << 16)", "uint16_t(floatBitsToUint({}) >> 16)", _ROUND_BF16)
 
     def __init__(self, profile: Any, kernel_name: str) -> None:
         super().__init__(profile, kernel_name)
@@ -258,23 +259,6 @@ class GlslDialect(Dialect):
     def frag_subgroup_sync(self) -> list[str]:
         self.extensions.add("GL_KHR_shader_subgroup_basic")
         return ["subgroupMemoryBarrierShared();", "subgroupBarrier();"]
-
-    # bf16 tensors that fragments access stay bf16 in the IR, stored as their 16 bits (legalize.py).
-
-    def frag_to_f32(self, text: str, dt: D.DType) -> str:
-        if dt == D.bf16:
-            return f"uintBitsToFloat(uint({text}) << 16)"
-        return super().frag_to_f32(text, dt)
-
-    def frag_from_f32(self, text: str, dt: D.DType) -> str:
-        if dt == D.bf16:  # exact: the register holds a bf16 value
-            return f"uint16_t(floatBitsToUint({text}) >> 16)"
-        return super().frag_from_f32(text, dt)
-
-    def frag_round(self, text: str, dt: D.DType) -> str:
-        if dt == D.bf16:
-            return f"{self.require('iron_round_bf16', _ROUND_BF16)}({text})"
-        return super().frag_round(text, dt)
 
     # KHR cooperative matrices: whole-matrix values (fragments.py, vulkan_khr_cooperative_matrix)
 
