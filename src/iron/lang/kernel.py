@@ -44,6 +44,7 @@ class KernelFunction:
         self._calls: dict[tuple, tuple[tuple, dict[str, Any]]] = {}
         self._mask: tuple[bool, ...] | None = None
         self._all_runtime = False
+        self._launchers: dict[Any, Launcher] = {}
         #: (call signature, grid, group, backend, options generation) -> (device name, device, IR, grid, group)
         self._fast: dict[tuple, tuple[str, Any, Kernel, tuple[int, ...], tuple[int, ...]]] = {}
         functools.update_wrapper(self, fn)
@@ -104,8 +105,20 @@ class KernelFunction:
 
     # ------------------------------------------------------------ launching
     def __getitem__(self, key: Any) -> "Launcher":
-        grid, group = split_launch_key(key)
-        return Launcher(self, {}, grid, group)
+        # A launcher holds only the kernel and the geometry: the same k[grid] reuses one (a hot path).
+        try:
+            hit = self._launchers.get(key)
+        except TypeError:  # a geometry given as a list
+            hit = None
+        if hit is None:
+            grid, group = split_launch_key(key)
+            hit = Launcher(self, {}, grid, group)
+            try:
+                if len(self._launchers) < 256:
+                    self._launchers[key] = hit
+            except TypeError:
+                pass
+        return hit
 
     def launch(self, *args: Any, grid: Any, group: Any = None, backend: str | None = None, **kwargs: Any) -> None:
         """Run the kernel over ``grid`` threads (groups of ``group``); numpy arrays are updated in place."""
