@@ -1,0 +1,110 @@
+"""Running the library's registered tests inside pytest: every row on a backend, a mutant's rows, and
+every kernel emitted and compiled for the four targets.
+
+The suite modules (src/iron/std/suite) register ``std/<module>/...`` items; these helpers run them
+in-process through the runner's own code (iron.runner.tests), so pytest sees exactly what
+``iron test`` sees.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from iron.core.protocol import TestRow
+from iron.harness import registry
+from iron.runner import execute
+from iron.runner.tests import run_tests
+
+#: The seed of the compile points (their inputs do not matter); the runs take the fixture ``seed``.
+SEED = 20261129
+
+
+def suite(module: str) -> list[registry.Registered]:
+    """Import ``iron.std.suite.<module>`` and return its test registrations."""
+    importlib.import_module(f"iron.std.suite.{module}")
+    prefix = f"std/{module}/"
+    entries = [e for e in registry.registered("test") if e.name.startswith(prefix)]
+    assert entries, f"iron.std.suite.{module} registers no test named {prefix}..."
+    return entries
+
+
+def device(backend: str) -> Any:
+    if backend == "vulkan":
+        from runner_testing import require_vulkan
+
+        require_vulkan()
+    from iron.runtime import get_device
+
+    return get_device(backend)
+
+
+def run_entry(entry: registry.Registered, backend: str, seed: int) -> list[TestRow]:
+    """Every item of ``entry`` on ``backend``; the rows in order."""
+    rows: list[TestRow] = []
+    run_tests(entry.items(backend), device(backend), backend, seed,
+              lambda kind, payload: rows.append(payload) if kind == "test_row" else None, lookahead=0)
+    return rows
+
+
+def assert_rows_pass(rows: Sequence[TestRow], seed: int) -> None:
+    failed = [f"{r.test}[{r.case},{r.dtype}]: {r.error or f'worst {r.worst}'}" for r in rows if not r.ok]
+    assert rows, "no rows ran"
+    assert not failed, f"seed {seed} (replay: pytest --corpus-seed {seed}):\n" + "\n".join(failed)
+
+
+def mutant_rows(name: str, mutant: Any, seed: int, backend: str = "interp", shapes: Any = None) -> list[TestRow]:
+    """The rows of registration ``name`` with its kernel replaced by ``mutant`` (same parameters)."""
+    entry = next(e for e in registry.registered("test") if e.name == name)
+    fake = registry.Registered("test", name + "#mutant", mutant, entry.setup,
+                               entry.shapes if shapes is None else shapes, entry.dtypes, entry.bindings, None,
+                               entry.origin)
+    return run_entry(fake, backend, seed)
+
+
+def assert_mutant_caught(name: str, mutant: Any, seed: int, backend: str = "interp", shapes: Any = None) -> None:
+    """The known-bad ``mutant`` must fail at least one row of ``name``'s oracle check."""
+    rows = mutant_rows(name, mutant, seed, backend, shapes)
+    assert rows and any(not r.ok for r in rows), f"the mutant of {name} passed every row: the test is too weak"
+
+
+def compile_points(module: str) -> list[tuple[str, dict[str, Any]]]:
+    """(registration name, kernel binding) for every distinct kernel specialisation the module's tests run."""
+    points: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    for entry in suite(module):
+        for item in entry.items("interp"):
+            case, setup = execute.make_setup(item, SEED, device("interp"))
+            launch = execute.resolve(item, case, setup)
+            key = (launch.kernel.name, repr(sorted(launch.binding.items(), key=lambda kv: kv[0])))
+            points.setdefault(key, (entry.name, launch))
+    return list(points.values())
+
+
+TOOLCHAIN_OF = {"cuda": "nvrtc", "hip": "hip", "spirv": "spirv", "metal": "metal"}
+
+
+def compile_for(target: str, launch: Any) -> None:
+    """Emit ``launch``'s kernel for ``target`` and compile it with the real toolchain."""
+    from iron.codegen.emit import emit_kernel
+    from iron.codegen.toolchains import hip, metal, nvrtc, spirv
+
+    source = emit_kernel(launch.compiled(target), target).source
+    if target == "cuda":
+        nvrtc.compile_cuda(source, arch="sm_90")
+    elif target == "hip":
+        hip.compile_hip(source, arch="gfx90a")
+    elif target == "spirv":
+        spirv.validate_spirv(spirv.compile_glsl(source).binary)
+    else:
+        metal.check_msl(source)
+
+
+def parametrize_compile(module: str):
+    """``@pytest.mark.parametrize`` over (target, launch) for every specialisation of ``module``."""
+    points = compile_points(module)
+    params = [pytest.param(t, launch, id=f"{t}-{launch.kernel.name}-{i}")
+              for i, (_, launch) in enumerate(points) for t in TOOLCHAIN_OF]
+    return pytest.mark.parametrize("target,launch", params)
