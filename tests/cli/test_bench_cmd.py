@@ -75,3 +75,14 @@ def test_a_wrong_reference_fails_its_row_and_the_command(project, capsys):
     assert main(["bench", "--backend", "interp", "-m", "wrong"]) == 1
     out = capsys.readouterr().out
     assert "✗" in out and "reference numpy" in out and "1 failed" in out
+
+
+def test_save_writes_the_json_rows_while_the_table_prints(project, tmp_path, capsys):
+    saved = tmp_path / "out" / "bench.json"
+    saved.parent.mkdir()
+    assert main(["bench", "--backend", "interp", "--save", str(saved)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("iron bench · ") and f"saved 2 rows to {saved}" in captured.err
+    doc = json.loads(saved.read_text())
+    assert doc["format"] == "iron-bench" and [r["dtype"] for r in doc["rows"]] == ["f32", "f16"]
+    assert main(["snap", "--from", str(saved), "--out", str(tmp_path / "snap.json")]) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import render
 from .project_runner import add_run_arguments
@@ -17,11 +18,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="-v: roofline, registers, occupancy, bottleneck; -vv: min/max, runs, compile time "
                         "(and what the runner prints)")
+    p.add_argument("--save", metavar="FILE.json",
+                   help="also write the rows as 'iron bench --json' would print them (for iron snap --from, "
+                        "iron diff --from) while the table prints")
 
 
 def run(args: argparse.Namespace) -> int:
     result, _ = execute("bench", args, verbose=args.verbose >= 2)
     report_errors("bench", result)
+    if args.save and result.rows:
+        _save(Path(args.save), render.bench_document(result.rows, result.device, result.backend))
     if args.json:
         render.print_json(render.bench_document(result.rows, result.device, result.backend))
     elif result.rows or not result.errors:
@@ -31,3 +37,14 @@ def run(args: argparse.Namespace) -> int:
               "(or pass -m FILE.py)", file=sys.stderr)
         return 1
     return 1 if result.failed else 0
+
+
+def _save(path: Path, document: dict) -> None:
+    from ..harness.measured import write_json_atomically
+
+    try:
+        write_json_atomically(path, document)
+    except OSError as e:
+        print(f"iron bench: cannot write {path}: {e.strerror or e}; the table below is all there is", file=sys.stderr)
+        return
+    print(f"iron bench: saved {len(document['rows'])} rows to {path}", file=sys.stderr)
