@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from iron import In, Tensor, f32, kernel
+from iron.codegen.emit import emit_kernel
 from iron.codegen.toolchains import cubin, nvrtc
+from iron.lang import lane_id, program_id, simd_sum
 from iron.codegen.toolchains.common import ToolchainError
 from toolchain_testing import mutate
 
@@ -158,3 +161,21 @@ def test_bad_arguments_are_rejected_before_compiling():
         nvrtc.compile_cuda(REDUCE, want="sass")
     with pytest.raises(ValueError):
         nvrtc.compile_cuda(REDUCE, arch="90")
+
+
+def test_a_subgroup_sum_inside_nested_loops_compiles_for_sm_90():
+    """ptxas (NVRTC 13.5) failed register allocation on simd_sum's old partial-subgroup fallback (a shuffle
+    from every lane) when the reduction sat in a loop holding another loop: std.gemv's row loop met it."""
+    @kernel
+    def rows_sum(a: In[f32], out: Tensor[f32], m: int, k: int):
+        r = program_id(0) // 32
+        while r < m:
+            s = 0.0
+            for c in range(lane_id(), k, 32):
+                s += a[r * k + c]
+            s = simd_sum(s)
+            if lane_id() == 0:
+                out[r] = s
+            r += 7
+
+    nvrtc.compile_cuda(emit_kernel(rows_sum.variant().compiled("cuda"), "cuda").source, arch="sm_90")

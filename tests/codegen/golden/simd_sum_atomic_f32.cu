@@ -12,11 +12,9 @@ __device__ inline float iron_simd_sum_f32(float value) {
     return value;
   }
   float total = -0.0f;
-  for (int lane = 0; lane < 32; ++lane) {
-    const float other = __shfl_sync(active, value, lane);
-    if ((active >> lane) & 1u) {
-      total = total + other;
-    }
+  for (unsigned int rest = active; rest != 0; rest &= rest - 1u) {
+    const float other = __shfl_sync(active, value, __ffs(rest) - 1);
+    total = total + other;
   }
   return total;
 }

@@ -16,11 +16,9 @@ __device__ inline float iron_simd_sum_f32(float value) {
     return value;
   }
   float total = -0.0f;
-  for (int lane = 0; lane < 64; ++lane) {
-    const float other = __shfl(value, lane);
-    if ((active >> lane) & 1ull) {
-      total = total + other;
-    }
+  for (unsigned long long rest = active; rest != 0; rest &= rest - 1ull) {
+    const float other = __shfl(value, __ffsll(rest) - 1);
+    total = total + other;
   }
   return total;
 }

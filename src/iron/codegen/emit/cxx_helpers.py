@@ -156,6 +156,10 @@ def simd_reduce(dialect: Any, kind: str, dt: D.DType) -> str:
                    else "{a} " + ("<" if kind == "min" else ">") + " {b} ? {a} : {b}")
         start = "value"
         note = "ignores NaN like " + (dialect.math(kind, dt) if dt.is_float else kind)
+    # Partial subgroups visit only the active lanes, lowest first: a shuffle from an inactive lane is
+    # undefined, and the loop over all 32 lanes made ptxas (NVRTC 13.5, sm_90) fail register allocation
+    # when the reduction sat in a loop.
+    first = "__ffsll" if mask_t == "unsigned long long" else "__ffs"
     # The shuffle goes into a local first: inside a ternary it would run in only some lanes,
     # and a shuffle executed by part of the mask it names is undefined (it broke int max/min).
     tree = combine.format(a="value", b="other")
@@ -172,11 +176,9 @@ __device__ inline {t} iron_simd_{kind}_{dt.name}({t} value) {{
     return value;
   }}
   {t} total = {start};
-  for (int lane = 0; lane < {w}; ++lane) {{
-    const {t} other = {dialect.shuffle_from("active", "value", "lane")};
-    if ((active >> lane) & {one}) {{
-      total = {ordered};
-    }}
+  for ({mask_t} rest = active; rest != 0; rest &= rest - {one}) {{
+    const {t} other = {dialect.shuffle_from("active", "value", f"{first}(rest) - 1")};
+    total = {ordered};
   }}
   return total;
 }}"""
