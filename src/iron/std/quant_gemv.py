@@ -1,0 +1,368 @@
+"""``y = W x`` with W stored in a GGUF block format (Q8_0, Q4_0, Q4_K, Q6_K): the decode-time matvec.
+
+W is never expanded: each subgroup takes two rows at a time, every lane whole pieces of blocks
+(its x slice loaded once for both rows), the block's scales applied once per piece to an f32 dot
+product of the small integers with x, then a xor-butterfly across the lanes.  The kernels are bound by the quantised
+bytes they stream (0.56 to 1.06 bytes per weight against 2 for f16), so bandwidth is counted on
+those bytes.  ``quant_gemv(data, "Q4_K", x, M, K)`` launches the matching kernel (docs/std/quant_gemv.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, u8, u16, variants
+from iron.lang import bitcast, grid_size, lane_id, program_id, simd_shuffle_xor, simd_size, static_range, vec
+
+from . import _host
+from .gguf import bytes8, check_data, format_of, half_at, int_f32
+
+#: Threads per group.
+GROUP = 256
+#: Rows one subgroup computes together: x is loaded once per piece for both (halves x's cache traffic).
+ROWS = 2
+#: Vulkan caps a grid axis at 65535 groups; the kernels loop over row pairs past that.
+MAX_GROUPS = 65535
+
+
+# ---------------------------------------------------------------- pieces shared by the kernels
+
+@func
+def load_x8(x, i):
+    """x[i .. i + 8] (``i`` a multiple of 8) as an f32 8-vector, in 16-byte loads."""
+    if x.dtype is f32:
+        a = x.load(i, width=4)
+        b = x.load(i + 4, width=4)
+        v = vec(a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3])
+    else:
+        v = f32(x.load(i, width=8))
+    return v
+
+
+@func
+def dot8(a, b, s):
+    """``s + a[0] b[0] + ... + a[7] b[7]``, added in that order (f32)."""
+    for k in static_range(8):
+        s = s + a[k] * b[k]
+    return s
+
+
+@func
+def lane_sum(v):
+    """The sum of ``v`` over the subgroup's W lanes, every lane active: a xor butterfly of log2 W levels,
+    the same order on every backend.  (Not simd_sum: NVRTC 13.5's ptxas fails, "Register allocation
+    failed", on its partial-mask fallback loop inside a run-time loop; see docs/std/quant_gemv.md.)"""
+    o = simd_size() // 2
+    while o > 0:
+        v = v + simd_shuffle_xor(v, o)
+        o = o // 2
+    return v
+
+
+@func
+def sum8(a, s):
+    """``s + a[0] + ... + a[7]``, in that order (f32)."""
+    for k in static_range(8):
+        s = s + a[k]
+    return s
+
+
+@func
+def q8_0_piece(data, base, part, xv):
+    """Row part of one lane's piece: weights 8 part .. + 8 of the Q8_0 block at byte ``base``."""
+    d = half_at(data, base)
+    q = bytes8(data, base + 2 + 8 * part)
+    return d * dot8(int_f32(q ^ 128, 128), xv, 0.0)
+
+
+@func
+def q4_0_piece(data, base, part, xl, xh):
+    """Weights 8 part .. + 8 (low nibbles, x in ``xl``) and 16 + 8 part .. + 8 (high, ``xh``) of the Q4_0
+    block at ``base``: one 16-term dot product, then d."""
+    d = half_at(data, base)
+    q = bytes8(data, base + 2 + 8 * part)
+    s = dot8(int_f32(q & 15, 8), xl, 0.0)
+    s = dot8(int_f32(q >> 4, 8), xh, s)
+    return d * s
+
+
+@func
+def q4_k_piece(data, base, j, h, xl0, xl1, xh0, xh1, sxl, sxh):
+    """16 bytes of nibble chunk ``j`` (bytes 16 h .. + 16) of the Q4_K super-block at ``base``: weights
+    64 j + 16 h .. + 16 of sub-block 2 j (low nibbles) and the same 16 of sub-block 2 j + 1 (high).
+    ``sxl``/``sxh`` are the sums of their x: the mins apply once, ``dmin m (sum x)``."""
+    head = data.load(base, width=4)
+    d = f32(bitcast(u16(head[0]) | (u16(head[1]) << 8), f16))
+    dmin = f32(bitcast(u16(head[2]) | (u16(head[3]) << 8), f16))
+    v0 = data.load(base + 4, width=4)
+    v1 = data.load(base + 8, width=4)
+    v2 = data.load(base + 12, width=4)
+    # sub-blocks 2j, 2j+1 read bytes t, t+1 of each scale word (t = 2 (j % 2)); j >= 2 takes the split form
+    odd = (j & 1) == 1
+    a0 = v0[2] if odd else v0[0]
+    a1 = v0[3] if odd else v0[1]
+    b0 = v1[2] if odd else v1[0]
+    b1 = v1[3] if odd else v1[1]
+    c0 = v2[2] if odd else v2[0]
+    c1 = v2[3] if odd else v2[1]
+    split = j >= 2
+    sc0 = ((c0 & 15) | ((a0 >> 6) << 4)) if split else (a0 & 63)
+    m0 = ((c0 >> 4) | ((b0 >> 6) << 4)) if split else (b0 & 63)
+    sc1 = ((c1 & 15) | ((a1 >> 6) << 4)) if split else (a1 & 63)
+    m1 = ((c1 >> 4) | ((b1 >> 6) << 4)) if split else (b1 & 63)
+    q0 = data.load(base + 16 + 32 * j + 16 * h, width=8)
+    q1 = data.load(base + 24 + 32 * j + 16 * h, width=8)
+    s_lo = dot8(int_f32(q1 & 15, 0), xl1, dot8(int_f32(q0 & 15, 0), xl0, 0.0))
+    s_hi = dot8(int_f32(q1 >> 4, 0), xh1, dot8(int_f32(q0 >> 4, 0), xh0, 0.0))
+    return ((d * int_f32(sc0, 0)) * s_lo - (dmin * int_f32(m0, 0)) * sxl
+            + (d * int_f32(sc1, 0)) * s_hi - (dmin * int_f32(m1, 0)) * sxh)
+
+
+@func
+def q6_k_piece(data, base, half, col, x0, x1, x2, x3):
+    """Weights 128 half + 32 t + col .. + 8 (t < 4) of the Q6_K super-block at ``base``: four 8-term dot
+    products of q - 32 with x, each times its i8 scale, summed, then times d."""
+    d = half_at(data, base + 208)
+    qa = bytes8(data, base + 64 * half + col)
+    qb = bytes8(data, base + 64 * half + 32 + col)
+    qh = bytes8(data, base + 128 + 32 * half + col)
+    first = base + 192 + 8 * half + col // 16
+    s = 0.0
+    for t in static_range(4):
+        if t == 0:
+            q = (qa & 15) | ((qh & 3) << 4)
+            xt = x0
+        elif t == 1:
+            q = (qb & 15) | (((qh >> 2) & 3) << 4)
+            xt = x1
+        elif t == 2:
+            q = (qa >> 4) | (((qh >> 4) & 3) << 4)
+            xt = x2
+        else:
+            q = (qb >> 4) | ((qh >> 6) << 4)
+            xt = x3
+        s = s + int_f32(data[first + 2 * t] ^ 128, 128) * dot8(int_f32(q, 32), xt, 0.0)
+    return d * s
+
+
+# ---------------------------------------------------------------- kernels
+# Each kernel's docstring is its whole contract; the four share the row/lane scheme and the policies.
+
+@kernel(variants(T=[f32, f16, bf16]))
+def gemv_q8_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
+    """y = W x, W (m, k) in Q8_0 (34-byte blocks of 32: f16 d, 32 x i8 q; weight d q).
+
+    data: m rows of k weights, each row k / 32 blocks back to back (gguf.py), the buffer 2-byte aligned;
+    x: (k,), y: (m,), T in f32/f16/bf16; k a positive multiple of 32, m >= 1, bytes < 2**31.
+    Rows: subgroup s of the grid (W lanes, the group a multiple of W) takes rows 2 s and 2 s + 1, then
+    2 (s + S), ... (S subgroups); an odd last row is computed on a clamped row and not stored.
+    Order: lane l adds its pieces l, l + W, ... in order (f32), then a xor butterfly over the W lanes
+    (log2 W levels); one rounding to T.  No atomics: deterministic.
+    Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
+    unspecified); finite inputs give finite y unless the sum overflows.
+    A piece is a quarter block: an 8-term dot product of q with x, then times d.
+    """
+    w = simd_size()
+    lane = lane_id()
+    teams = grid_size(0) // w
+    nb = k // 32
+    stride = nb * 34
+    r = (program_id(0) // w) * ROWS
+    while r < m:
+        ra = r * stride
+        rb = min(r + 1, m - 1) * stride
+        acc_a = 0.0
+        acc_b = 0.0
+        for p in range(lane, nb * 4, w, unroll=2):
+            blk = p // 4
+            part = p % 4
+            xv = load_x8(x, blk * 32 + 8 * part)
+            acc_a += q8_0_piece(data, ra + blk * 34, part, xv)
+            acc_b += q8_0_piece(data, rb + blk * 34, part, xv)
+        acc_a = lane_sum(acc_a)
+        acc_b = lane_sum(acc_b)
+        if lane == 0:
+            y[r] = T(acc_a)
+            if r + 1 < m:
+                y[r + 1] = T(acc_b)
+        r += teams * ROWS
+
+
+@kernel(variants(T=[f32, f16, bf16]))
+def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
+    """y = W x, W (m, k) in Q4_0 (18-byte blocks of 32: f16 d, 16 bytes of nibbles; weight d (q - 8)).
+
+    data: m rows of k weights, each row k / 32 blocks back to back (gguf.py), the buffer 2-byte aligned;
+    x: (k,), y: (m,), T in f32/f16/bf16; k a positive multiple of 32, m >= 1, bytes < 2**31.
+    Rows: subgroup s of the grid (W lanes, the group a multiple of W) takes rows 2 s and 2 s + 1, then
+    2 (s + S), ... (S subgroups); an odd last row is computed on a clamped row and not stored.
+    Order: lane l adds its pieces l, l + W, ... in order (f32), then a xor butterfly over the W lanes
+    (log2 W levels); one rounding to T.  No atomics: deterministic.
+    Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
+    unspecified); finite inputs give finite y unless the sum overflows.
+    A piece is half a block, 8 bytes: weights 8 h .. + 8 (low nibbles) and 16 + 8 h .. + 8 (high), one
+    16-term dot product then times d.
+    """
+    w = simd_size()
+    lane = lane_id()
+    teams = grid_size(0) // w
+    nb = k // 32
+    stride = nb * 18
+    r = (program_id(0) // w) * ROWS
+    while r < m:
+        ra = r * stride
+        rb = min(r + 1, m - 1) * stride
+        acc_a = 0.0
+        acc_b = 0.0
+        for p in range(lane, nb * 2, w, unroll=2):
+            blk = p // 2
+            part = p % 2
+            xl = load_x8(x, blk * 32 + 8 * part)
+            xh = load_x8(x, blk * 32 + 16 + 8 * part)
+            acc_a += q4_0_piece(data, ra + blk * 18, part, xl, xh)
+            acc_b += q4_0_piece(data, rb + blk * 18, part, xl, xh)
+        acc_a = lane_sum(acc_a)
+        acc_b = lane_sum(acc_b)
+        if lane == 0:
+            y[r] = T(acc_a)
+            if r + 1 < m:
+                y[r + 1] = T(acc_b)
+        r += teams * ROWS
+
+
+@kernel(variants(T=[f32, f16, bf16]))
+def gemv_q4_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
+    """y = W x, W (m, k) in Q4_K (144-byte super-blocks of 256; weight (d sc_s) q - dmin m_s).
+
+    data: m rows of k weights, each row k / 256 blocks back to back (gguf.py), the buffer 8-byte aligned;
+    x: (k,), y: (m,), T in f32/f16/bf16; k a positive multiple of 256, m >= 1, bytes < 2**31.
+    Rows: subgroup s of the grid (W lanes, the group a multiple of W) takes rows 2 s and 2 s + 1, then
+    2 (s + S), ... (S subgroups); an odd last row is computed on a clamped row and not stored.
+    Order: lane l adds its pieces l, l + W, ... in order (f32), then a xor butterfly over the W lanes
+    (log2 W levels); one rounding to T.  No atomics: deterministic.
+    Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
+    unspecified); finite inputs give finite y unless the sum overflows.
+    A piece is 16 bytes of one 32-byte nibble chunk: 16 weights of each of two sub-blocks, each a 16-term
+    dot product times d sc, minus dmin m times the sum of its x; the four terms added in that order.
+    Nibbles load 8 bytes at a time, the header and scales 4.
+    """
+    w = simd_size()
+    lane = lane_id()
+    teams = grid_size(0) // w
+    nb = k // 256
+    stride = nb * 144
+    r = (program_id(0) // w) * ROWS
+    while r < m:
+        ra = r * stride
+        rb = min(r + 1, m - 1) * stride
+        acc_a = 0.0
+        acc_b = 0.0
+        for p in range(lane, nb * 8, w, unroll=2):
+            sb = p // 8
+            j = (p % 8) // 2
+            h = p % 2
+            lo = sb * 256 + 64 * j + 16 * h
+            xl0 = load_x8(x, lo)
+            xl1 = load_x8(x, lo + 8)
+            xh0 = load_x8(x, lo + 32)
+            xh1 = load_x8(x, lo + 40)
+            sxl = sum8(xl1, sum8(xl0, 0.0))
+            sxh = sum8(xh1, sum8(xh0, 0.0))
+            acc_a += q4_k_piece(data, ra + sb * 144, j, h, xl0, xl1, xh0, xh1, sxl, sxh)
+            acc_b += q4_k_piece(data, rb + sb * 144, j, h, xl0, xl1, xh0, xh1, sxl, sxh)
+        acc_a = lane_sum(acc_a)
+        acc_b = lane_sum(acc_b)
+        if lane == 0:
+            y[r] = T(acc_a)
+            if r + 1 < m:
+                y[r + 1] = T(acc_b)
+        r += teams * ROWS
+
+
+@kernel(variants(T=[f32, f16, bf16]))
+def gemv_q6_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
+    """y = W x, W (m, k) in Q6_K (210-byte super-blocks of 256; weight d sc_{i // 16} (q - 32)).
+
+    data: m rows of k weights, each row k / 256 blocks back to back (gguf.py), the buffer 2-byte aligned;
+    x: (k,), y: (m,), T in f32/f16/bf16; k a positive multiple of 256, m >= 1, bytes < 2**31.
+    Rows: subgroup s of the grid (W lanes, the group a multiple of W) takes rows 2 s and 2 s + 1, then
+    2 (s + S), ... (S subgroups); an odd last row is computed on a clamped row and not stored.
+    Order: lane l adds its pieces l, l + W, ... in order (f32), then a xor butterfly over the W lanes
+    (log2 W levels); one rounding to T.  No atomics: deterministic.
+    Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
+    unspecified); finite inputs give finite y unless the sum overflows.
+    A piece is (half n, columns c .. c + 8): weights 128 n + 32 t + c .. + 8 for t < 4, four 8-term dot
+    products each times its i8 scale, added in t order, then times d.
+    """
+    w = simd_size()
+    lane = lane_id()
+    teams = grid_size(0) // w
+    nb = k // 256
+    stride = nb * 210
+    r = (program_id(0) // w) * ROWS
+    while r < m:
+        ra = r * stride
+        rb = min(r + 1, m - 1) * stride
+        acc_a = 0.0
+        acc_b = 0.0
+        for p in range(lane, nb * 8, w, unroll=2):
+            sb = p // 8
+            half = (p % 8) // 4
+            col = 8 * (p % 4)
+            first = sb * 256 + 128 * half + col
+            x0 = load_x8(x, first)
+            x1 = load_x8(x, first + 32)
+            x2 = load_x8(x, first + 64)
+            x3 = load_x8(x, first + 96)
+            acc_a += q6_k_piece(data, ra + sb * 210, half, col, x0, x1, x2, x3)
+            acc_b += q6_k_piece(data, rb + sb * 210, half, col, x0, x1, x2, x3)
+        acc_a = lane_sum(acc_a)
+        acc_b = lane_sum(acc_b)
+        if lane == 0:
+            y[r] = T(acc_a)
+            if r + 1 < m:
+                y[r + 1] = T(acc_b)
+        r += teams * ROWS
+
+
+KERNELS = {"Q8_0": gemv_q8_0, "Q4_0": gemv_q4_0, "Q4_K": gemv_q4_k, "Q6_K": gemv_q6_k}
+#: Pieces per block (the lanes' unit of work), per format.
+PIECES = {"Q8_0": 4, "Q4_0": 2, "Q4_K": 8, "Q6_K": 8}
+
+
+def grid_for(m: int) -> int:
+    """Threads for m rows: 32 lanes per row pair (a subgroup on NVIDIA; wider subgroups loop over more
+    pairs, narrower ones leave their spare subgroups idle), capped at MAX_GROUPS groups."""
+    return min(_host.ceil_div(_host.ceil_div(m, ROWS) * 32, GROUP), MAX_GROUPS) * GROUP
+
+
+def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, backend: str | None = None) -> Any:
+    """``W @ x`` for W (M, K) stored as ``qtype`` ("Q8_0", "Q4_0", "Q4_K", "Q6_K") in the uint8 ``data``.
+
+    x: (K,) f32/f16/bf16; returns (or writes ``out``) y (M,) of x's dtype, accumulated in f32.
+    K must be a positive multiple of the format's block (32 or 256).
+    """
+    fmt = format_of(qtype)
+    M, K = int(M), int(K)
+    if M < 1:
+        raise LaunchError(f"quant_gemv: M must be at least 1, got {M}")
+    if K < 1 or K % fmt.block:
+        raise LaunchError(f"quant_gemv: {qtype} rows hold whole blocks of {fmt.block} weights; K = {K} is not a "
+                          f"positive multiple of {fmt.block}")
+    check_data(data, fmt, M, K, "quant_gemv")
+    dt = _host.check_float(x, "quant_gemv: x")
+    _host.check_shape(x, (K,), "quant_gemv: x")
+    if out is None:
+        out = _host.empty_like(x, (M,), dt)
+    else:
+        _host.check_shape(out, (M,), "quant_gemv: out")
+        if _host.dtype_of(out, "quant_gemv: out") != dt:
+            raise LaunchError(f"quant_gemv: out must be {dt.name} like x, got {_host.dtype_of(out).name}")
+    kern = KERNELS[fmt.name].variant(T=dt)
+    kern.launch(data, x, out, M, K, grid=(grid_for(M),), group=(GROUP,), backend=backend)
+    return out
+
+
+__all__ = ["GROUP", "KERNELS", "PIECES", "ROWS", "dot8", "gemv_q4_0", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0",
+           "grid_for", "lane_sum", "load_x8", "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_piece", "quant_gemv",
+           "sum8"]

@@ -1,0 +1,129 @@
+"""Tests and benches of iron.std.quant_gemv: ``y = W x`` on GGUF-quantised W against float64.
+
+The oracle is ``W @ x`` in float64, W being gguf's own dequantisation of the bytes the kernel reads
+(``gguf.quants.dequantize``, independent of the kernels).  The error is relative to the terms the
+kernel sums: ``Expect(scale = |W| @ |x|)``, and for Q4_K, whose weights are ``d sc q - dmin m``, the
+two parts' magnitudes (the min part is gguf's dequantisation with d zeroed).  The depth counts the
+kernel's documented order (quant_gemv.py) per output, plus the one f32 rounding gguf's W itself
+carries for Q4_K (the difference) and Q6_K (the product); Q8_0 and Q4_0 weights are exact in f32.
+
+Bench references (there is no GGUF kernel in PyTorch): on CUDA ``torch.mv`` of the weight already
+dequantised to the activation dtype, which is what a user without one runs; it reads 2 bytes per
+weight (f16/bf16; 4 for f32) where the kernels read 0.56 (Q4_0, Q4_K) to 1.06 (Q8_0), so the fair
+figure is each side's time for the same product: GB/s are counted on the quantised bytes + x + y for
+both (``Ref(GB/s)`` is thus the quantised-byte rate the reference achieves).  Its weight copies rotate
+past the L2 like the kernel's inputs.  numpy's ``W @ x`` in f32 elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from iron import Depth, Expect, Setup, bench, log2_ceil, test_kernel
+from iron.core import dtypes as D
+
+from ..gguf import FORMATS
+from ..quant_gemv import GROUP, KERNELS, PIECES, grid_for
+from .gguf import extents, make_data, reference_dequantize
+
+# Rows M by blocks per row B: one row and one block; two rows (one pair); an odd count (the last pair's
+# second row clamped, not stored); pieces past one subgroup's stride (several per lane); G = 1: one
+# group, so each subgroup loops over several row pairs.
+SHAPES = [{"M": 1, "B": 1}, {"M": 2, "B": 1}, {"M": 3, "B": 2}, {"M": 5, "B": 9}, {"M": 4, "B": 37},
+          {"M": 37, "B": 3, "G": 1}]
+BENCH_SHAPES = {"interp": [{"M": 256, "K": 1024}], "vulkan": [{"M": 1024, "K": 4096}],
+                "*": [{"M": 4096, "K": 4096}, {"M": 11008, "K": 4096}, {"M": 4096, "K": 11008}]}
+
+#: f32 roundings inside one piece, per format (quant_gemv.py): Q8_0 an 8-term dot product then d;
+#: Q4_0 16 terms then d; Q4_K a 16-term dot times (d sc) [2] beside a 16-term x sum times (dmin m) [2],
+#: four such terms added [3]; Q6_K 8-term dots times sc [1], four added [4], times d [1].
+PIECE_STEPS = {"Q8_0": 8 + 1, "Q4_0": 16 + 1, "Q4_K": 16 + 2 + 3, "Q6_K": 8 + 1 + 4 + 1}
+#: Roundings in gguf's f32 W itself (the oracle's input): Q4_K's difference, Q6_K's product.
+ORACLE_STEPS = {"Q8_0": 0, "Q4_0": 0, "Q4_K": 1, "Q6_K": 1}
+
+
+def depth(qtype: str, k: int, w: int) -> Depth:
+    """Roundings on the longest path to y[r]: the piece, the lane's adds of its pieces in order, the
+    log2 W butterfly, the oracle's own W rounding; then one rounding to T."""
+    pieces = k // FORMATS[qtype].block * PIECES[qtype]
+    chain = PIECE_STEPS[qtype] + -(-pieces // w) + log2_ceil(w) + ORACLE_STEPS[qtype]
+    return Depth(steps=1, f32_steps=chain)
+
+
+def oracle_of(qtype: str, rows: int, k: int) -> Any:
+    def oracle(data, x, y, m, kk):
+        W = reference_dequantize(data, qtype).astype(np.float64).reshape(rows, k)
+        scale = np.abs(W) @ np.abs(x)
+        if qtype == "Q4_K":  # W = P - O (P = d sc q, O = dmin m): the error follows |P| + |O|
+            zeroed = np.array(data, dtype=np.uint8).reshape(-1, FORMATS[qtype].nbytes)
+            zeroed[:, 0:2] = 0
+            offset = reference_dequantize(zeroed, qtype).astype(np.float64).reshape(rows, k)  # = -O
+            scale = (np.abs(W - offset) + np.abs(offset)) @ np.abs(x)
+        return Expect(W @ x, scale=scale)
+
+    return oracle
+
+
+class MvReference:
+    """``W @ x`` with W dequantised once, on the first (untimed, correctness) call, in x's dtype: torch.mv
+    on the GPU (``copies`` of W rotated, so no call finds W in L2), numpy in f32 elsewhere."""
+
+    def __init__(self, qtype: str, rows: int, k: int, torch: bool):
+        self.qtype, self.rows, self.k, self.torch = qtype, rows, k, torch
+        self.weights: list[Any] = []
+        self.calls = 0
+        self.__name__ = "mv_dequantised" if torch else "matmul_dequantised"
+
+    def _prepare(self, data: Any, x: Any) -> None:
+        host = data.cpu().numpy() if self.torch else data
+        W = reference_dequantize(host, self.qtype).reshape(self.rows, self.k)
+        if not self.torch:
+            self.weights = [W]
+            return
+        import torch
+
+        w = torch.from_numpy(W).to("cuda").to(x.dtype)
+        copies = max(2, -(-(256 << 20) // (w.numel() * w.element_size())))
+        self.weights = [w] + [w.clone() for _ in range(copies - 1)]
+
+    def __call__(self, data, x, y, m, k):
+        if not self.weights:
+            self._prepare(data, x)
+        W = self.weights[self.calls % len(self.weights)]
+        self.calls += 1
+        if self.torch:
+            import torch
+
+            return torch.mv(W, x)
+        return (W @ x.astype(np.float32)).astype(y.dtype)
+
+
+def _gemv_setup(qtype: str) -> Any:
+    fmt = FORMATS[qtype]
+
+    def setup(case):
+        rows, k = extents(case, fmt.block)
+        grid = int(case.shape["G"]) * GROUP if "G" in case.shape else grid_for(rows)
+        data = make_data(case.rng, qtype, rows, k)
+        x = case.randn(k)
+        nbytes = data.nbytes + (k + rows) * D.numpy_dtype(case.T).itemsize
+        return Setup(args=[data, x, case.empty(rows), rows, k], grid=grid, group=GROUP,
+                     oracle=oracle_of(qtype, rows, k), depth=depth(qtype, k, case.simd_width),
+                     flops=2 * rows * k, bytes_moved=nbytes,
+                     reference={"cuda": MvReference(qtype, rows, k, torch=True),
+                                "*": MvReference(qtype, rows, k, torch=False)})
+
+    setup.__name__ = f"gemv_{qtype.lower()}_setup"
+    return setup
+
+
+SETUPS = {}
+for _qtype, _kernel in KERNELS.items():
+    _name = f"std/quant_gemv/{_qtype.lower()}"
+    SETUPS[_qtype] = bench(_kernel, shapes=BENCH_SHAPES, name=_name)(
+        test_kernel(_kernel, shapes=SHAPES, name=_name)(_gemv_setup(_qtype)))
+
+
+__all__ = ["BENCH_SHAPES", "MvReference", "ORACLE_STEPS", "PIECE_STEPS", "SETUPS", "SHAPES", "depth", "oracle_of"]

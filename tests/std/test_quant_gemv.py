@@ -1,0 +1,203 @@
+"""iron.std.quant_gemv: the registered rows on interp (three subgroup widths) and lavapipe, mutants,
+four-target compiles, the host function on shapes the registry never runs, its errors and the
+non-finite policy."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, mutant_rows,
+                         parametrize_compile, run_entry, suite)
+
+import iron
+from iron import bf16, config, f16, f32
+from iron.core import dtypes as D
+from iron.harness.tolerance import compare, derive_tolerance
+from iron.std import gguf as G
+from iron.std import quant_gemv as Q
+from iron.std.suite import gguf as SG
+from iron.std.suite import quant_gemv as SQ
+
+ENTRIES = suite("quant_gemv")
+QTYPES = list(G.FORMATS)
+NUMPY = {f32: np.float32, f16: np.float16, bf16: ml_dtypes.bfloat16}
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_registered_rows_pass(entry, backend, seed):
+    assert_rows_pass(run_entry(entry, backend, seed), seed)
+
+
+@pytest.mark.parametrize("width", [8, 64])
+def test_registered_rows_pass_at_other_subgroup_widths(width, seed):
+    """8: three of four subgroups of a group find no row pair; 64: each subgroup loops over two pairs."""
+    config.set_option("simd_width", width)
+    for entry in ENTRIES:
+        assert_rows_pass(run_entry(entry, "interp", seed), seed)
+
+
+@parametrize_compile("quant_gemv")
+def test_compiles(target, launch, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF[target])
+    compile_for(target, launch)
+
+
+# ---------------------------------------------------------------- mutants
+
+def mutant_module(tmp_path: Path, *edits: tuple[str, str]):
+    """A copy of iron/std/quant_gemv.py with each ``old`` (occurring exactly once) replaced by ``new``."""
+    source = Path(Q.__file__).read_text().replace("from . import _host", "from iron.std import _host")
+    source = source.replace("from .gguf import", "from iron.std.gguf import")
+    for old, new in edits:
+        assert source.count(old) == 1, f"the mutation site {old!r} is not unique in quant_gemv.py"
+        source = source.replace(old, new)
+    path = tmp_path / f"quant_gemv_mutant_{abs(hash(edits))}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+MUTANTS = {
+    # Q4_0's nibbles paired with the wrong half of x.
+    "q4_0_nibble_order": ("gemv_q4_0", [("s = dot8(int_f32(q & 15, 8), xl, 0.0)",
+                                         "s = dot8(int_f32(q & 15, 8), xh, 0.0)"),
+                                        ("s = dot8(int_f32(q >> 4, 8), xh, s)",
+                                         "s = dot8(int_f32(q >> 4, 8), xl, s)")]),
+    # Q4_K's mins dropped for the high sub-block (a dropped term).
+    "q4_k_min_dropped": ("gemv_q4_k", [("+ (d * int_f32(sc1, 0)) * s_hi - (dmin * int_f32(m1, 0)) * sxh)",
+                                        "+ (d * int_f32(sc1, 0)) * s_hi)")]),
+    # Q4_K's split scales (sub-blocks 4..7) without their top two bits.
+    "q4_k_scale_high_bits_dropped": ("gemv_q4_k", [("sc0 = ((c0 & 15) | ((a0 >> 6) << 4)) if split else (a0 & 63)",
+                                                    "sc0 = (c0 & 15) if split else (a0 & 63)")]),
+    # Q6_K's qh bit offset off by one for the third quarter.
+    "q6_k_qh_offset": ("gemv_q6_k", [("q = (qa >> 4) | (((qh >> 4) & 3) << 4)",
+                                      "q = (qa >> 4) | (((qh >> 5) & 3) << 4)")]),
+    # Q8_0: the last piece of each row never added (a missing tail).
+    "q8_0_last_piece": ("gemv_q8_0", [("for p in range(lane, nb * 4, w, unroll=2):",
+                                       "for p in range(lane, nb * 4 - 1, w, unroll=2):")]),
+    # the butterfly starts one level too low: half the lanes' partials never meet.
+    "butterfly_half": ("gemv_q6_k", [("    o = simd_size() // 2\n", "    o = simd_size() // 4\n")]),
+    # the second row of a pair is read from the first row's bytes.
+    "pair_second_row": ("gemv_q4_0", [("        rb = min(r + 1, m - 1) * stride\n        acc_a = 0.0\n"
+                                       "        acc_b = 0.0\n        for p in range(lane, nb * 2, w, unroll=2):",
+                                       "        rb = r * stride\n        acc_a = 0.0\n"
+                                       "        acc_b = 0.0\n        for p in range(lane, nb * 2, w, unroll=2):")]),
+}
+
+
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+def test_mutant_caught(mutant, tmp_path, seed):
+    kernel, edits = MUTANTS[mutant]
+    module = mutant_module(tmp_path, *edits)
+    assert_mutant_caught(f"std/quant_gemv/{kernel.removeprefix('gemv_')}", getattr(module, kernel), seed)
+
+
+def test_unmutated_copy_passes(tmp_path, seed):
+    """The mutant machinery itself: a copy with no edit passes, so a caught mutant is caught by its edit."""
+    module = mutant_module(tmp_path)
+    assert_rows_pass(mutant_rows("std/quant_gemv/q4_k", module.gemv_q4_k, seed), seed)
+
+
+# ---------------------------------------------------------------- host function
+
+def check(y, data, qtype, x, m, k, backend="interp"):
+    """``y`` against the suite's float64 oracle within the depth of the kernel that ran."""
+    want = SQ.oracle_of(qtype, m, k)(data, x.astype(np.float64), None, m, k)
+    w = 8 if backend == "vulkan" else config.get("simd_width")
+    dt = D.from_numpy(x.dtype)
+    verdict = compare(y, want, derive_tolerance(dt, SQ.depth(qtype, k, w)))
+    assert verdict.ok, verdict.message
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+@pytest.mark.parametrize("dtype", [f32, f16, bf16], ids=lambda d: d.name)
+def test_quant_gemv_matches_the_oracle(qtype, dtype, seed):
+    """Row counts and lengths the registry never runs: 7 rows (odd), 1 row of 23 blocks, 64 rows."""
+    rng = np.random.default_rng(seed)
+    block = G.block_size(qtype)
+    for m, blocks in [(7, 3), (1, 23), (64, 2)]:
+        k = blocks * block
+        data = SG.make_data(rng, qtype, m, k)
+        x = rng.standard_normal(k).astype(NUMPY[dtype])
+        y = Q.quant_gemv(data, qtype, x, m, k, backend="interp")
+        assert y.shape == (m,) and y.dtype == NUMPY[dtype]
+        check(y, data, qtype, x, m, k)
+
+
+def test_quant_gemv_out_and_vulkan(seed):
+    from std_testing import device
+
+    device("vulkan")
+    rng = np.random.default_rng(seed)
+    for qtype in QTYPES:
+        m, k = 5, 4 * G.block_size(qtype)
+        data = SG.make_data(rng, qtype, m, k)
+        x = rng.standard_normal(k).astype(np.float32)
+        out = np.full(m, np.nan, np.float32)
+        assert Q.quant_gemv(data.reshape(-1), qtype, x, m, k, out=out, backend="vulkan") is out
+        check(out, data, qtype, x, m, k, backend="vulkan")
+
+
+def test_quant_gemv_equals_dequantize_then_matvec(seed):
+    """The two modules agree: quant_gemv(W) == dequantize(W) @ x within the gemv's rounding."""
+    rng = np.random.default_rng(seed)
+    data = SG.make_data(rng, "Q4_K", 6, 768)
+    x = rng.standard_normal(768).astype(np.float32)
+    W = G.dequantize(data, "Q4_K", (6, 768), backend="interp").astype(np.float64)
+    y = Q.quant_gemv(data, "Q4_K", x, 6, 768, backend="interp")
+    np.testing.assert_allclose(y, W @ x, rtol=0, atol=1e-5 * (np.abs(W) @ np.abs(x)).max())
+
+
+def test_bad_inputs_raise_launch_errors():
+    data = np.zeros((2, 36), np.uint8)
+    x = np.zeros(64, np.float32)
+    with pytest.raises(iron.LaunchError, match="unknown GGUF quantisation 'q4_0'"):
+        Q.quant_gemv(data, "q4_0", x, 2, 64)
+    with pytest.raises(iron.LaunchError, match="M must be at least 1"):
+        Q.quant_gemv(data, "Q4_0", x, 0, 64)
+    with pytest.raises(iron.LaunchError, match="K = 40 is not a positive multiple of 32"):
+        Q.quant_gemv(data, "Q4_0", np.zeros(40, np.float32), 2, 40)
+    with pytest.raises(iron.LaunchError, match="are 108 bytes, data has 72"):
+        Q.quant_gemv(data, "Q4_0", x, 3, 64)
+    with pytest.raises(iron.LaunchError, match="expected shape \\(64,\\)"):
+        Q.quant_gemv(data, "Q4_0", np.zeros(65, np.float32), 2, 64)
+    with pytest.raises(iron.LaunchError, match="f32, f16 or bf16"):
+        Q.quant_gemv(data, "Q4_0", np.zeros(64, np.int32), 2, 64)
+    with pytest.raises(iron.LaunchError, match="out must be f16 like x"):
+        Q.quant_gemv(data, "Q4_0", x.astype(np.float16), 2, 64, out=np.zeros(2, np.float32))
+    with pytest.raises(iron.LaunchError, match="raw bytes as uint8"):
+        Q.quant_gemv(data.view(np.int8), "Q4_0", x, 2, 64)
+
+
+def test_grid_covers_every_row_pair():
+    assert Q.grid_for(1) == 256 and Q.grid_for(16) == 256 and Q.grid_for(17) == 512
+    assert Q.grid_for(4096) == 256 * 256 and Q.grid_for(10 ** 7) == Q.MAX_GROUPS * 256
+
+
+# ---------------------------------------------------------------- non-finite policy
+
+@pytest.mark.parametrize("qtype", QTYPES)
+def test_non_finite_policy(qtype, seed):
+    """A non-finite scale makes its row's y non-finite and leaves the others exact; a NaN in x makes
+    every y non-finite."""
+    rng = np.random.default_rng(seed)
+    m, k = 5, 2 * G.block_size(qtype)
+    data = SG.make_data(rng, qtype, m, k)
+    blocks = data.reshape(m, -1, G.block_bytes(qtype))
+    fields = SG.SCALE_FIELDS[qtype]
+    blocks[1, 1, fields[0]:fields[0] + 2] = np.array([np.inf], np.float16).view(np.uint8)
+    blocks[3, 0, fields[-1]:fields[-1] + 2] = np.array([np.nan], np.float16).view(np.uint8)
+    x = rng.standard_normal(k).astype(np.float32)
+    y = Q.quant_gemv(data, qtype, x, m, k, backend="interp")
+    assert not np.isfinite(y[[1, 3]]).any()
+    keep = [0, 2, 4]
+    check(y[keep], np.ascontiguousarray(data[keep]), qtype, x, len(keep), k)
+    x[k // 3] = np.nan
+    assert np.isnan(Q.quant_gemv(np.ascontiguousarray(data[keep]), qtype, x, 3, k, backend="interp")).all()
