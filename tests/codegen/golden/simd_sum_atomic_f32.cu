@@ -12,9 +12,12 @@ __device__ inline float iron_simd_sum_f32(float value) {
     return value;
   }
   float total = -0.0f;
-  for (unsigned int rest = active; rest != 0; rest &= rest - 1u) {
-    const float other = __shfl_sync(active, value, __ffs(rest) - 1);
-    total = total + other;
+  #pragma unroll
+  for (int lane = 0; lane < 32; ++lane) {
+    if ((active >> lane) & 1u) {
+      const float other = __shfl_sync(active, value, lane);
+      total = total + other;
+    }
   }
   return total;
 }

@@ -16,9 +16,12 @@ __device__ inline float iron_simd_sum_f32(float value) {
     return value;
   }
   float total = -0.0f;
-  for (unsigned long long rest = active; rest != 0; rest &= rest - 1ull) {
-    const float other = __shfl(value, __ffsll(rest) - 1);
-    total = total + other;
+  #pragma unroll
+  for (int lane = 0; lane < 64; ++lane) {
+    if ((active >> lane) & 1ull) {
+      const float other = __shfl(value, lane);
+      total = total + other;
+    }
   }
   return total;
 }

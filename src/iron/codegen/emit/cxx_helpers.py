@@ -156,10 +156,12 @@ def simd_reduce(dialect: Any, kind: str, dt: D.DType) -> str:
                    else "{a} " + ("<" if kind == "min" else ">") + " {b} ? {a} : {b}")
         start = "value"
         note = "ignores NaN like " + (dialect.math(kind, dt) if dt.is_float else kind)
-    # Partial subgroups visit only the active lanes, lowest first: a shuffle from an inactive lane is
-    # undefined, and the loop over all 32 lanes made ptxas (NVRTC 13.5, sm_90) fail register allocation
-    # when the reduction sat in a loop.
-    first = "__ffsll" if mask_t == "unsigned long long" else "__ffs"
+    # A partial subgroup reads only its active lanes, in lane order: a shuffle from an inactive lane is
+    # undefined, and the condition is the same in every active lane, so they all take each shuffle.
+    # Fully unrolled on purpose, measured with NVRTC 13.5 for sm_90: reading every lane unconditionally
+    # made ptxas fail register allocation when the reduction sat in nested loops, and any loop left
+    # rolled here (over the lanes or the mask's bits) took std.softmax's 64-value rows from 109 registers
+    # to 172 (two groups of 256 per SM down to one).
     # The shuffle goes into a local first: inside a ternary it would run in only some lanes,
     # and a shuffle executed by part of the mask it names is undefined (it broke int max/min).
     tree = combine.format(a="value", b="other")
@@ -176,9 +178,12 @@ __device__ inline {t} iron_simd_{kind}_{dt.name}({t} value) {{
     return value;
   }}
   {t} total = {start};
-  for ({mask_t} rest = active; rest != 0; rest &= rest - {one}) {{
-    const {t} other = {dialect.shuffle_from("active", "value", f"{first}(rest) - 1")};
-    total = {ordered};
+  #pragma unroll
+  for (int lane = 0; lane < {w}; ++lane) {{
+    if ((active >> lane) & {one}) {{
+      const {t} other = {dialect.shuffle_from("active", "value", "lane")};
+      total = {ordered};
+    }}
   }}
   return total;
 }}"""
