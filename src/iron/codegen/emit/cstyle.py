@@ -20,7 +20,7 @@ from ...core.ops import OPS
 from ...core.types import FragmentType
 from ..abi import KernelABI
 from .fragments import FRAGMENT_OPCODES, FragmentPrinter
-from .names import Namer
+from .names import Namer, field_ident
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,8 @@ class KernelPrinter:
         for p in k.params:
             if not p.is_tensor:
                 field_ = _param_field(self.abi, p.name)
-                value = self.d.param_value(f"p.{field_.name}", field_.storage, p.type.dtype)
+                member = field_ident(field_.name, self.d.reserved)
+                value = self.d.param_value(f"p.{member}", field_.storage, p.type.dtype)
                 self.line(f"const {self.d.type_name(p.type)} {self.names[p.value]} = {value};")
         for text in self.d.grid_guard():
             self.line(text)

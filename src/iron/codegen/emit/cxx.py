@@ -251,8 +251,9 @@ class CxxDialect(Dialect):
         raise NotImplementedError
 
     def shared_decl(self, name: str, dtype: D.DType, count: int, align: int) -> str:
-        aligned = f" alignas({align})" if align > dtype.itemsize else ""
-        return f"__shared__{aligned} {self.scalar_names[dtype]} {name}[{count}];"
+        # alignas first: hip-clang rejects an attribute list after __shared__ (NVRTC takes either order).
+        aligned = f"alignas({align}) " if align > dtype.itemsize else ""
+        return f"{aligned}__shared__ {self.scalar_names[dtype]} {name}[{count}];"
 
     def module(self, parts: ModuleParts) -> str:
         abi = parts.abi

@@ -18,6 +18,7 @@ from ...core.ir import Kernel
 from ...core.types import ScalarType, TensorType, VarType, VectorType
 from ..abi import KernelABI
 from ..targets import TargetProfile
+from .names import field_ident
 from .cstyle import ModuleParts
 
 IRON_VEC = """\
@@ -107,7 +108,8 @@ def params_struct(dialect: Any, abi: KernelABI) -> list[str]:
              "struct IronParams {"]
     end, align = 0, 4
     for f in abi.fields:
-        lines.append(f"{dialect.indent}{dialect.scalar_names[f.storage]} {f.name};  // offset {f.offset}")
+        member = field_ident(f.name, dialect.reserved)
+        lines.append(f"{dialect.indent}{dialect.scalar_names[f.storage]} {member};  // offset {f.offset}")
         end = f.offset + f.storage.itemsize
         align = max(align, f.storage.itemsize)
     natural = (end + align - 1) // align * align

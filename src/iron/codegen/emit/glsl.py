@@ -27,6 +27,7 @@ from . import portable_math
 from .cstyle import ModuleParts, Operand
 from .cxx_helpers import banner, used_dtypes
 from .dialect import Dialect
+from .names import field_ident
 
 #: bf16 remains only as the storage of tensors that fragments access (legalize.py).
 _NAMES = {D.bf16: "uint16_t", D.f16: "float16_t", D.f32: "float", D.f64: "double", D.i8: "int8_t",
@@ -391,7 +392,7 @@ class GlslDialect(Dialect):
                 lines.append(f"{layout} IronBuffer{arg.binding}_{view.rsplit('_', 1)[1]} {{ {view_type} {view}[]; }};")
         lines += ["", "layout(push_constant) uniform IronParams {"]
         for f in abi.fields:
-            lines.append(f"{self.indent}layout(offset = {f.offset}) {_NAMES[f.storage]} {f.name};")
+            lines.append(f"{self.indent}layout(offset = {f.offset}) {_NAMES[f.storage]} {field_ident(f.name, self.reserved)};")
         lines += ["} p;", ""]
         for s in parts.shared:
             lines.append(f"shared {_NAMES[s.dtype]} {s.name}[{s.count}];")

@@ -243,7 +243,7 @@ class MslDialect(Dialect):
         lines += [f"{self.indent * 2}{p}{',' if n + 1 < len(params) else ') {'}" for n, p in enumerate(params)]
         for s in parts.shared:
             align = f"alignas({s.align}) " if s.align > s.dtype.itemsize else ""
-            lines.append(f"{self.indent}threadgroup {align}{_NAMES[s.dtype]} {s.name}[{s.count}];")
+            lines.append(f"{self.indent}{align}threadgroup {_NAMES[s.dtype]} {s.name}[{s.count}];")  # alignas first, as C++ wants
         if "mma_scratch" in parts.extra:
             count = static_scratch_floats(parts, self.profile)
             lines.append(f"{self.indent}threadgroup float {parts.extra['mma_scratch'].name}[{count}];")

@@ -14,9 +14,17 @@ from ...core.ir import Value
 
 #: Words no target may use as an identifier (C/C++, GLSL and MSL keywords and builtins
 #: an emitted kernel refers to), plus the names the emitters declare themselves.
-RESERVED = frozenset(["auto", "bool", "break", "case", "char", "const", "constant", "continue", "default", "device", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "half", "if", "inline", "int", "kernel", "long", "main", "namespace", "new", "out", "in", "inout", "operator", "private", "public", "register", "restrict", "return", "sample", "short", "signed", "sizeof", "static", "struct", "switch", "template", "this", "thread", "threadgroup", "true", "typedef", "typename", "uniform", "union", "unsigned", "using", "vec2", "vec3", "vec4", "ivec4", "uvec4", "bvec4", "void", "volatile", "while", "buffer", "shared", "layout", "precision", "highp", "mediump", "lowp", "attribute", "varying", "coherent", "readonly", "writeonly", "invariant", "discard", "active", "filter", "input", "output", "common", "partition", "texture", "sampler", "image", "atomic_uint", "bfloat", "float4", "half4", "uint", "ushort", "uchar", "ulong", "min", "max", "abs", "sign", "exp", "log", "pow", "sqrt", "fma", "select", "clamp", "mix", "step", "round", "floor", "ceil", "trunc", "fract", "mod", "dot", "cross", "length", "distance", "normalize", "all", "any", "not", "equal", "lessThan", "greaterThan", "barrier", "memoryBarrier", "p"])
+RESERVED = frozenset(["auto", "bool", "break", "case", "char", "const", "constant", "continue", "default", "device", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "half", "if", "inline", "int", "kernel", "long", "main", "namespace", "new", "out", "in", "inout", "operator", "private", "public", "register", "restrict", "return", "sample", "short", "signed", "sizeof", "static", "struct", "switch", "template", "this", "thread", "threadgroup", "true", "typedef", "typename", "uniform", "union", "unsigned", "using", "vec2", "vec3", "vec4", "ivec4", "uvec4", "bvec4", "void", "volatile", "while", "buffer", "shared", "layout", "precision", "highp", "mediump", "lowp", "attribute", "varying", "coherent", "readonly", "writeonly", "invariant", "discard", "active", "filter", "input", "output", "common", "partition", "texture", "sampler", "image", "atomic_uint", "bfloat", "float4", "half4", "uint", "ushort", "uchar", "ulong", "min", "max", "abs", "sign", "exp", "log", "pow", "sqrt", "fma", "select", "clamp", "mix", "step", "round", "floor", "ceil", "trunc", "fract", "mod", "dot", "cross", "length", "distance", "normalize", "all", "any", "not", "equal", "lessThan", "greaterThan", "barrier", "memoryBarrier", "p",
+                      # C++ alternative tokens: a short-circuit temporary was once named `and`
+                      "and", "and_eq", "bitand", "bitor", "compl", "not_eq", "or", "or_eq", "xor", "xor_eq"])
 
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+def field_ident(name: str, extra_reserved: frozenset[str] = frozenset()) -> str:
+    """The parameter block's member for scalar parameter ``name``: the name itself unless the target reserves
+    it (a parameter named ``short`` or ``sample``), then ``iron_p_<name>``.  The ABI keeps the Python name."""
+    return f"iron_p_{name}" if name in RESERVED or name in extra_reserved else name
 
 
 class Namer:

@@ -30,6 +30,10 @@ _LOCAL_THREADGROUP = "iron_tg_loc"
 _THREADGROUP_ATTRIBUTE = "iron_tg_buf"
 
 
+#: ``alignas(16)`` opening a statement, just before a function-scope ``threadgroup`` declaration.
+_ALIGNED_DECLARATION = re.compile(r"[{};]\s*alignas\s*\(\s*\d+\s*\)\s*$")
+
+
 def prepare_for_clang(source: str) -> str:
     """The source with function-scope threadgroup declarations and [[threadgroup(n)]] renamed for the shim."""
     masked = mask_comments_and_literals(source)
@@ -55,7 +59,8 @@ def prepare_for_clang(source: str) -> str:
             following = masked[m.end():].lstrip()
             if following.startswith("("):
                 out[m.start():m.end()] = _THREADGROUP_ATTRIBUTE
-            elif braces > 0 and parens == 0 and last_significant in "{};":
+            elif braces > 0 and parens == 0 and (last_significant in "{};"
+                                                 or _ALIGNED_DECLARATION.search(masked, 0, m.start())):
                 out[m.start():m.end()] = _LOCAL_THREADGROUP
         last_significant = tok[-1]
     return "".join(out)

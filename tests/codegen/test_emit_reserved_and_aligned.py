@@ -1,0 +1,86 @@
+"""Two emitter corners the standard library met: a scalar parameter named like a target's reserved word
+(`short`, `sample`), and a vectorised shared array (`alignas`), on every target's real compiler and on
+the Vulkan device, where the parameter's value must still arrive."""
+
+import numpy as np
+import pytest
+
+from iron import In, Tensor, f32, func, kernel
+from iron.codegen.emit import emit_kernel
+from iron.lang import barrier, program_id, shared, static_range, thread_id
+
+TOOLCHAIN_OF = {"cuda": "nvrtc", "hip": "hip", "spirv": "spirv", "metal": "metal"}
+
+
+@kernel
+def reserved_names(a: In[f32], out: Tensor[f32], short: bool, sample: f32, n: int):
+    i = program_id(0)
+    if i < n:
+        out[i] = a[i] * sample if short else a[i]
+
+
+@kernel
+def aligned_shared(a: In[f32], out: Tensor[f32]):
+    buf = shared(f32, 256)
+    t = thread_id(0)
+    for j in static_range(4):  # four adjacent stores: the vectoriser makes one 16-byte store
+        buf[4 * t + j] = a[4 * t + j]
+    barrier()
+    for j in static_range(4):
+        out[4 * t + j] = buf[(4 * t + j + 4) % 256] + 1.0
+
+
+def _compile(target: str, source: str) -> None:
+    from iron.codegen.toolchains import hip, metal, nvrtc, spirv
+
+    if target == "cuda":
+        nvrtc.compile_cuda(source, arch="sm_90")
+    elif target == "hip":
+        hip.compile_hip(source, arch="gfx90a")
+    elif target == "spirv":
+        spirv.validate_spirv(spirv.compile_glsl(source).binary)
+    else:
+        metal.check_msl(source)
+
+
+@pytest.mark.parametrize("target", list(TOOLCHAIN_OF))
+@pytest.mark.parametrize("k", [reserved_names, aligned_shared], ids=["reserved", "aligned"])
+def test_compiles(k, target, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF[target])
+    _compile(target, emit_kernel(k.variant().compiled(target), target).source)
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+def test_a_parameter_named_short_still_carries_its_value(backend):
+    if backend == "vulkan":
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+        from runner_testing import require_vulkan
+
+        require_vulkan()
+    a = np.arange(100, dtype=np.float32)
+    out = np.full(100, np.nan, np.float32)
+    reserved_names.launch(a, out, True, np.float32(3.0), 100, grid=100, group=64, backend=backend)
+    np.testing.assert_array_equal(out, a * 3)
+    reserved_names.launch(a, out, False, np.float32(3.0), 100, grid=100, group=64, backend=backend)
+    np.testing.assert_array_equal(out, a)
+
+
+@func
+def positive(x: f32) -> bool:
+    return x > 0.0
+
+
+@kernel
+def short_circuit(a: In[f32], out: Tensor[f32], n: int):
+    i = program_id(0)
+    if i < n and positive(a[i]):  # a helper call on the right: lowered through a temporary named after `and`
+        out[i] = a[i]
+
+
+@pytest.mark.parametrize("target", list(TOOLCHAIN_OF))
+def test_a_short_circuit_temporary_is_not_named_and(target, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF[target])
+    _compile(target, emit_kernel(short_circuit.variant().compiled(target), target).source)
