@@ -1,0 +1,593 @@
+"""Convolutions: dense conv1d/conv2d (NCHW and NHWC) and depthwise conv2d, direct, f32 accumulation.
+
+The dense kernel is an implicit GEMM through shared memory: out[p, co] = sum_r A[p, r] B[r, co] over the
+output pixels p (all images flattened, so no tile is wasted on a ragged H x W), the output channels co and
+r = (tap, input channel).  A group stages 16 input channels of one tap for its 256 pixels (padding as
+zeros) and the tap's weights for its 64 channels, and each thread accumulates an 8 x 8 register tile.
+The layout is only strides, so NCHW, NHWC and conv1d (H = KH = 1) share it.  The depthwise kernels are
+memory-bound: each thread keeps a few outputs in registers and reads its windows from global memory (L1
+serves the overlap).  Stride, padding, dilation, the kernel's extent and every size are run-time values:
+one specialisation per dtype.  Host functions (numpy on interp/vulkan, torch CUDA tensors on cuda):
+:func:`conv1d`, :func:`conv2d`, :func:`depthwise_conv2d`.  Design and bounds: docs/std/conv.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, i32, kernel, u32, variants
+from iron.lang import (barrier, group_id, group_size, local, num_groups, shared, static_range, thread_id,
+                       vec)
+
+from . import _host
+
+# ---------------------------------------------------------------- tile shapes
+
+#: Dense kernel: a group of GROUP threads owns BP output pixels x BC output channels and walks the
+#: reduction one tap (kh, kw) and KC input channels at a time through shared memory; each thread keeps a
+#: TP x TC register tile (32 pixel lanes x 8 channel lanes: one warp = 32 pixels of one channel lane).
+GROUP = 256
+BP, BC, KC = 256, 64, 16
+TP, TC = 8, 8
+PIX_LANES = BP // TP
+CH_LANES = BC // TC
+#: The k loop over a shared-memory stage is unrolled this much (a full unroll quadruples compile times
+#: for little gain: the body is already TP * TC = 64 FMAs).
+K_UNROLL = 4
+#: Read the register tile's operands from shared memory as 16-byte vectors (a thread's pixels then run in
+#: two runs of 4, BP/2 apart, and its channels are 8 contiguous ones).  Off for now: the HIP and Metal
+#: emitters declare such arrays as `__shared__ alignas(16) float a[..]` / `threadgroup alignas(16) float
+#: a[..]`, which hip-clang and the Metal compiler reject ("an attribute list cannot appear here"; NVRTC
+#: accepts it).  Off, a thread's pixels and channels are strided (32 and 8 apart) so that no four of its
+#: shared reads are adjacent: the vectorize pass would merge them and meet the same bug.
+SHARED_VEC = False
+#: Depthwise kernels: outputs per thread; NHWC stages weights for at most DW_WCAP floats at once.
+DW_PX = 2
+DWH_PX = 4
+DW_WCAP = 4096
+#: A row coordinate that fails every bounds check (a pixel past the end).
+FAR = -(1 << 29)
+#: Lavapipe and many Vulkan devices allow at most this many groups per grid axis; kernels loop past it.
+MAX_GROUPS = 65535
+
+
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
+def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: int, wd: int, c_out: int,
+                  kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int, h_out: int,
+                  w_out: int, n_pix: int, nhwc: int, vec_ok: int, has_bias: int):
+    """Dense 2-D convolution (groups = 1), direct, as an implicit GEMM through shared memory.
+
+    nhwc == 0: x (N, C_in, H, W), w (C_out, C_in, KH, KW), y (N, C_out, H_out, W_out).
+    nhwc != 0: x (N, H, W, C_in), w (C_out, KH, KW, C_in), y (N, H_out, W_out, C_out).
+    All C-contiguous, dtype T; bias (C_out) read only when has_bias != 0.  Zero padding (ph, pw),
+    strides (sh, sw), dilations (dh, dw); H_out = (H + 2ph - dh(KH-1) - 1) // sh + 1 (same for W);
+    n_pix = N * H_out * W_out.  Grid: (groups(0) * 256, ceil(C_out / 64)); groups(0) may be fewer than
+    the ceil(n_pix / 256) pixel tiles (the kernel loops over them).  The layout is only strides.
+    Each output is one sequential f32 multiply-add chain from 0 over the taps (kh, kw) row-major and,
+    inside each tap, the input channels ascending (both layouts); then + bias and one rounding to T.
+    vec_ok != 0 (NHWC with C_in % VEC == 0) moves x and w in VEC-element (16-byte) loads along C.
+    Padding contributes exact zeros (0 * w: an Inf/NaN weight over padding gives NaN, as explicit
+    zero padding does); NaN/Inf inputs propagate as IEEE arithmetic does.
+    """
+    a_s = shared(f32, KC * BP)
+    b_s = shared(f32, KC * BC)
+    t = thread_id(0)
+    tp = t % PIX_LANES
+    tc = t // PIX_LANES
+    hw = h * wd
+    hw_out = h_out * w_out
+    khw = kh * kw
+    red = c_in * khw
+    # the layout as strides: x's pixel and channel, w's tap and channel, y's pixel and channel
+    xs_p = c_in if nhwc != 0 else 1
+    xs_c = 1 if nhwc != 0 else hw
+    ws_t = c_in if nhwc != 0 else 1
+    ws_c = 1 if nhwc != 0 else khw
+    ys_p = c_out if nhwc != 0 else 1
+    ys_c = 1 if nhwc != 0 else hw_out
+    n_tiles = (n_pix + BP - 1) // BP
+    co0 = group_id(1) * BC
+    tile = group_id(0)
+    while tile < n_tiles:
+        p0 = tile * BP
+        p = p0 + t                       # the pixel this thread stages (BP == GROUP)
+        ih0 = FAR
+        iw0 = 0
+        xb = 0
+        if p < n_pix:
+            n = p // hw_out
+            q = p - n * hw_out
+            oh = q // w_out
+            ih0 = oh * sh - ph
+            iw0 = (q - oh * w_out) * sw - pw
+            xb = n * c_in * hw
+        acc = local(f32, TP * TC)
+        for tap in range(khw):
+            ikh = tap // kw
+            ikw = tap - ikh * kw
+            ih = ih0 + ikh * dh
+            iw = iw0 + ikw * dw
+            ok = u32(ih) < u32(h) and u32(iw) < u32(wd)
+            xa = 0
+            if ok:
+                xa = xb + (ih * wd + iw) * xs_p
+            wa = tap * ws_t
+            for c0 in range(0, c_in, KC):
+                barrier()
+                if vec_ok != 0:
+                    # A and B in VEC-element loads along the contiguous C (NHWC, C_in % VEC == 0)
+                    for i in static_range(KC // VEC):
+                        if ok and c0 + i * VEC < c_in:
+                            xv = f32(x.load(xa + c0 + i * VEC, width=VEC))
+                            for e in static_range(VEC):
+                                a_s[(i * VEC + e) * BP + t] = xv[e]
+                        else:
+                            for e in static_range(VEC):
+                                a_s[(i * VEC + e) * BP + t] = 0.0
+                    for s in static_range((BC * KC // VEC + GROUP - 1) // GROUP):
+                        idx = t + GROUP * s
+                        if idx < BC * KC // VEC:
+                            iv = idx % (KC // VEC)
+                            cl = idx // (KC // VEC)
+                            co = co0 + cl
+                            if co < c_out and c0 + iv * VEC < c_in:
+                                wvv = f32(w.load(co * red + wa + c0 + iv * VEC, width=VEC))
+                                for e in static_range(VEC):
+                                    b_s[(iv * VEC + e) * BC + cl] = wvv[e]
+                            else:
+                                for e in static_range(VEC):
+                                    b_s[(iv * VEC + e) * BC + cl] = 0.0
+                else:
+                    # A: channels c0.. of the tap for BP pixels, zeros for padding and past the ends
+                    for i in static_range(KC):
+                        v = 0.0
+                        if ok and c0 + i < c_in:
+                            v = f32(x[xa + (c0 + i) * xs_c])
+                        a_s[i * BP + t] = v
+                    # B: the tap's weights for BC output x KC input channels, as [ci][co]
+                    for s in static_range(BC * KC // GROUP):
+                        idx = t + GROUP * s
+                        i = idx % KC
+                        cl = idx // KC
+                        co = co0 + cl
+                        wv = 0.0
+                        if co < c_out and c0 + i < c_in:
+                            wv = f32(w[co * red + wa + (c0 + i) * ws_c])
+                        b_s[i * BC + cl] = wv
+                barrier()
+                for k in range(KC, unroll=K_UNROLL):
+                    av = local(f32, TP)
+                    bw = local(f32, TC)
+                    if SHARED_VEC:
+                        for r in static_range(TP // 4):
+                            va = a_s.load(k * BP + r * (BP // 2) + tp * 4, width=4)
+                            for e in static_range(4):
+                                av[r * 4 + e] = va[e]
+                        for r in static_range(TC // 4):
+                            vb = b_s.load(k * BC + tc * TC + r * 4, width=4)
+                            for e in static_range(4):
+                                bw[r * 4 + e] = vb[e]
+                    else:
+                        for i in static_range(TP):
+                            av[i] = a_s[k * BP + tp + PIX_LANES * i]
+                        for j in static_range(TC):
+                            bw[j] = b_s[k * BC + tc + CH_LANES * j]
+                    for i in static_range(TP):
+                        for j in static_range(TC):
+                            acc[i * TC + j] += av[i] * bw[j]
+        # epilogue: + bias, one rounding, the store
+        bv = local(f32, TC)
+        if has_bias != 0:
+            for j in static_range(TC):
+                co = co0 + (tc * TC + j if SHARED_VEC else tc + CH_LANES * j)
+                if co < c_out:
+                    bv[j] = f32(bias[co])
+        for i in static_range(TP):
+            pix = p0 + ((i // 4) * (BP // 2) + tp * 4 + i % 4 if SHARED_VEC else tp + PIX_LANES * i)
+            if pix < n_pix:
+                n = pix // hw_out
+                q = pix - n * hw_out
+                yb = n * c_out * hw_out + q * ys_p
+                for j in static_range(TC):
+                    co = co0 + (tc * TC + j if SHARED_VEC else tc + CH_LANES * j)
+                    if co < c_out:
+                        y[yb + co * ys_c] = T(acc[i * TC + j] + bv[j])
+        tile += num_groups(0)
+
+
+@kernel(variants(T=[f32, f16, bf16]))
+def dwconv2d_nchw_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int, h: int, wd: int, kh: int,
+                         kw: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
+                         planes: int, has_bias: int):
+    """Depthwise 2-D convolution (groups = C), NCHW; memory-bound.
+
+    x (N, C, H, W), w (C, 1, KH, KW), bias (C) read only when has_bias != 0, y (N, C, H_out, W_out); all
+    C-contiguous, dtype T; planes = N * C.  Padding, stride, dilation and H_out/W_out as in conv2d.
+    Grid: (groups(0) * 256, groups(1)): a group owns a tile of GROUP * DW_PX outputs of one plane (axis 0:
+    the tiles of a plane, axis 1: the planes; either may be short, the kernel loops); a thread DW_PX of
+    them, 256 apart (coalesced), and reads the plane's weights as uniform loads.  Each output is one f32
+    multiply-add chain over (kh, kw) row-major from 0, then + bias and one rounding to T.  Padded taps
+    are skipped (even an Inf weight adds nothing there); NaN/Inf that are read propagate as IEEE does.
+    """
+    t = thread_id(0)
+    hw_out = h_out * w_out
+    hw = h * wd
+    khw = kh * kw
+    per_plane = (hw_out + GROUP * DW_PX - 1) // (GROUP * DW_PX)
+    step_h = GROUP // w_out              # a thread's next output is GROUP further: this many rows ...
+    step_w = GROUP - step_h * w_out      # ... and columns on
+    plane = group_id(1)
+    while plane < planes:
+        c = plane % ch
+        xb = plane * hw
+        tile = group_id(0)
+        while tile < per_plane:
+            q0 = tile * (GROUP * DW_PX) + t
+            ih0 = local(i32, DW_PX)
+            iw0 = local(i32, DW_PX)
+            oh = q0 // w_out
+            ow = q0 - oh * w_out
+            for j in static_range(DW_PX):
+                if j > 0:
+                    oh += step_h
+                    ow += step_w
+                    if ow >= w_out:
+                        ow -= w_out
+                        oh += 1
+                ih0[j] = select_i32(q0 + j * GROUP < hw_out, oh * sh - ph, FAR)
+                iw0[j] = ow * sw - pw
+            acc = local(f32, DW_PX)
+            rowlim = local(i32, DW_PX)       # W where the tap row is inside the input, else 0: one check a tap
+            rowb = local(i32, DW_PX)
+            for ikh in range(kh):
+                for j in static_range(DW_PX):
+                    ih = ih0[j] + ikh * dh
+                    rowlim[j] = select_i32(u32(ih) < u32(h), wd, 0)
+                    rowb[j] = xb + ih * wd
+                for ikw in range(kw):
+                    wv = f32(w[c * khw + ikh * kw + ikw])
+                    for j in static_range(DW_PX):
+                        iw = iw0[j] + ikw * dw
+                        if u32(iw) < u32(rowlim[j]):
+                            acc[j] += f32(x[rowb[j] + iw]) * wv
+            bv = 0.0
+            if has_bias != 0:
+                bv = f32(bias[c])
+            for j in static_range(DW_PX):
+                q = q0 + j * GROUP
+                if q < hw_out:
+                    y[plane * hw_out + q] = T(acc[j] + bv)
+            tile += num_groups(0)
+        plane += num_groups(1)
+
+
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
+def dwconv2d_nhwc_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int, h: int, wd: int, kh: int,
+                         kw: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
+                         n_pix: int, vec_ok: int, has_bias: int):
+    """Depthwise 2-D convolution (groups = C), NHWC; memory-bound.
+
+    x (N, H, W, C), w (C, 1, KH, KW), bias (C) read only when has_bias != 0, y (N, H_out, W_out, C); all
+    C-contiguous, dtype T; n_pix = N * H_out * W_out.  Padding, stride, dilation as in conv2d.
+    Group (gx, gy), gx * gy = 256, gx a power of two <= 32: thread (tx, ty) owns VEC channels of DWH_PX = 4
+    consecutive pixels (vec_ok != 0, i.e. C % VEC == 0: one 16-byte load per tap and pixel; else VEC
+    scalar loads); gx threads cover gx * VEC contiguous channels of a pixel (coalesced).  Grid:
+    (ceil(C / (VEC gx)) * gx, groups(1) * gy); the kernel loops past groups(1).  The group stages its
+    channels' weights in shared memory (f32, [tap][channel], DW_WCAP floats a pass).  Each output is one
+    f32 multiply-add chain over (kh, kw) row-major from 0, then + bias and one rounding to T.  Padded taps
+    are skipped; NaN/Inf that are read propagate as IEEE arithmetic does.
+    """
+    ws = shared(f32, DW_WCAP)
+    tx = thread_id(0)
+    ty = thread_id(1)
+    gx = group_size(0)
+    gy = group_size(1)
+    t = ty * gx + tx
+    cw = gx * VEC                        # channels per group
+    c0 = group_id(0) * cw
+    c = c0 + tx * VEC
+    khw = kh * kw
+    taps = DW_WCAP // cw                 # taps staged per pass
+    cl = t % cw                          # the channel this thread stages, and where its weights go:
+    slot = (cl % VEC) * gx + cl // VEC   # the VEC weights of a thread gx apart
+    hw_out = h_out * w_out
+    n_tiles = (n_pix + gy * DWH_PX - 1) // (gy * DWH_PX)
+    tile = group_id(1)
+    while tile < n_tiles:
+        pb = (tile * gy + ty) * DWH_PX
+        ih0 = local(i32, DWH_PX)
+        iw0 = local(i32, DWH_PX)
+        xb = local(i32, DWH_PX)
+        n = pb // hw_out                 # the first pixel's coordinates; the next ones step along W
+        oh = (pb - n * hw_out) // w_out
+        ow = pb - n * hw_out - oh * w_out
+        for j in static_range(DWH_PX):
+            if j > 0:
+                ow += 1
+                if ow == w_out:
+                    ow = 0
+                    oh += 1
+                    if oh == h_out:
+                        oh = 0
+                        n += 1
+            ih0[j] = select_i32(pb + j < n_pix, oh * sh - ph, FAR)
+            iw0[j] = ow * sw - pw
+            xb[j] = n * h * wd
+        acc = local(f32, DWH_PX * VEC)
+        for r0 in range(0, khw, taps):
+            barrier()
+            for rl in range(t // cw, min(taps, khw - r0), GROUP // cw):   # cw divides GROUP
+                wv = 0.0
+                if c0 + cl < ch:
+                    wv = f32(w[(c0 + cl) * khw + r0 + rl])
+                ws[rl * cw + slot] = wv
+            barrier()
+            ikh = r0 // kw
+            ikw = r0 - ikh * kw
+            for rl in range(min(taps, khw - r0)):
+                if c < ch:
+                    wvec = local(f32, VEC)
+                    for e in static_range(VEC):
+                        wvec[e] = ws[rl * cw + e * gx + tx]
+                    for j in static_range(DWH_PX):
+                        ih = ih0[j] + ikh * dh
+                        iw = iw0[j] + ikw * dw
+                        if u32(ih) < u32(h) and u32(iw) < u32(wd):
+                            at = (xb[j] + ih * wd + iw) * ch + c
+                            if vec_ok != 0:
+                                xv = f32(x.load(at, width=VEC))
+                                for e in static_range(VEC):
+                                    acc[j * VEC + e] += xv[e] * wvec[e]
+                            else:
+                                for e in static_range(VEC):
+                                    if c + e < ch:
+                                        acc[j * VEC + e] += f32(x[at + e]) * wvec[e]
+                ikw += 1
+                if ikw == kw:
+                    ikw = 0
+                    ikh += 1
+        if c < ch:
+            bv = local(f32, VEC)
+            if has_bias != 0:
+                for e in static_range(VEC):
+                    if c + e < ch:
+                        bv[e] = f32(bias[c + e])
+            for j in static_range(DWH_PX):
+                p = pb + j
+                o = j * VEC
+                if p < n_pix and vec_ok == 0:
+                    for e in static_range(VEC):
+                        if c + e < ch:
+                            y[p * ch + c + e] = T(acc[o + e] + bv[e])
+                elif p < n_pix:
+                    if VEC == 8:
+                        y.store(p * ch + c, T(vec(acc[o] + bv[0], acc[o + 1] + bv[1], acc[o + 2] + bv[2],
+                                                  acc[o + 3] + bv[3], acc[o + 4] + bv[4], acc[o + 5] + bv[5],
+                                                  acc[o + 6] + bv[6], acc[o + 7] + bv[7])))
+                    else:
+                        y.store(p * ch + c, T(vec(acc[o] + bv[0], acc[o + 1] + bv[1], acc[o + 2] + bv[2],
+                                                  acc[o + 3] + bv[3])))
+        tile += num_groups(1)
+
+
+@func
+def select_i32(cond: bool, a: i32, b: i32):
+    """``a`` where ``cond`` holds, else ``b`` (both evaluated; neither loads)."""
+    return a if cond else b
+
+
+# ---------------------------------------------------------------- host functions
+
+def _pair(v: int | tuple[int, int], what: str) -> tuple[int, int]:
+    pair = (v, v) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(pair) != 2 or not all(isinstance(e, int) and not isinstance(e, bool) for e in pair):
+        raise LaunchError(f"{what}: expected an int or a pair of ints, got {v!r}")
+    return pair  # type: ignore[return-value]
+
+
+def _extent(size: int, k: int, s: int, p: int, d: int, axis: str) -> int:
+    """Output extent along one axis; a LaunchError when the dilated kernel does not fit the padded input."""
+    if s < 1 or d < 1 or p < 0:
+        raise LaunchError(f"conv: stride and dilation must be >= 1 and padding >= 0 along {axis}; "
+                          f"got stride {s}, padding {p}, dilation {d}")
+    span = d * (k - 1) + 1
+    if span > size + 2 * p:
+        raise LaunchError(f"conv: along {axis} the kernel spans {span} (size {k}, dilation {d}), larger than "
+                          f"the padded input {size + 2 * p} (size {size} + 2 * padding {p})")
+    return (size + 2 * p - span) // s + 1
+
+
+def _contiguous(a: Any, what: str) -> Any:
+    """``a`` itself when C-contiguous, else a contiguous copy (numpy, torch)."""
+    flags = getattr(a, "flags", None)
+    if flags is not None and hasattr(flags, "c_contiguous"):
+        if flags.c_contiguous:
+            return a
+        import numpy as np
+
+        return np.ascontiguousarray(a)
+    if hasattr(a, "is_contiguous"):
+        return a if a.is_contiguous() else a.contiguous()
+    return a
+
+
+def _operands(x: Any, w: Any, bias: Any, x_rank: int, w_rank: int, op: str) -> tuple[Any, Any, Any, Any]:
+    """(dtype, x, w, bias) checked for rank and dtype, made contiguous."""
+    dt = _host.check_float(x, f"{op}: x")
+    if _host.dtype_of(w, f"{op}: w") != dt:
+        raise LaunchError(f"{op}: w has dtype {_host.dtype_of(w).name}, x has {dt.name}; they must match")
+    xs, ws = _host.shape_of(x), _host.shape_of(w)
+    if len(xs) != x_rank:
+        raise LaunchError(f"{op}: x must have {x_rank} dimensions, got shape {xs}")
+    if len(ws) != w_rank:
+        raise LaunchError(f"{op}: w must have {w_rank} dimensions, got shape {ws}")
+    if bias is not None and _host.dtype_of(bias, f"{op}: bias") != dt:
+        raise LaunchError(f"{op}: bias has dtype {_host.dtype_of(bias).name}, x has {dt.name}; they must match")
+    x, w = _contiguous(x, "x"), _contiguous(w, "w")
+    return dt, x, w, None if bias is None else _contiguous(bias, "bias")
+
+
+def _output(x: Any, out: Any, shape: tuple[int, ...], dt: Any, op: str) -> Any:
+    if out is None:
+        return _host.empty_like(x, shape, dt)
+    _host.check_shape(out, shape, f"{op}: out")
+    if _host.dtype_of(out, f"{op}: out") != dt:
+        raise LaunchError(f"{op}: out has dtype {_host.dtype_of(out).name}, expected {dt.name}")
+    if _contiguous(out, "out") is not out:
+        raise LaunchError(f"{op}: out must be C-contiguous (it is written in place)")
+    return out
+
+
+def _aligned(*arrays: Any) -> bool:
+    """Whether every device array starts on 16 bytes (a torch/CuPy view may not); host arrays are copied."""
+    for a in arrays:
+        if hasattr(a, "data_ptr"):
+            ptr = a.data_ptr()
+        elif hasattr(a, "__cuda_array_interface__"):
+            ptr = a.__cuda_array_interface__["data"][0]
+        else:
+            continue
+        if ptr % _host.VECTOR_BYTES:
+            return False
+    return True
+
+
+def _check_bias(bias: Any, channels: int, op: str) -> None:
+    if bias is not None:
+        _host.check_shape(bias, (channels,), f"{op}: bias")
+
+
+def _check_int32(op: str, *arrays_or_sizes: int) -> None:
+    for n in arrays_or_sizes:
+        if n >= 1 << 31:
+            raise LaunchError(f"{op}: a tensor of {n} elements exceeds the kernels' 32-bit indexing")
+
+
+def _dense(x: Any, w: Any, bias: Any, out: Any, dt: Any, nhwc: bool, geometry: tuple[int, ...],
+           backend: str | None) -> Any:
+    """Launch conv2d_kernel; geometry = (N, C_in, H, W, C_out, KH, KW, sh, sw, ph, pw, dh, dw, H_out, W_out)."""
+    n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out = geometry
+    n_pix = n * h_out * w_out
+    if n_pix == 0 or c_out == 0:
+        return out
+    red = c_in * kh * kw
+    _check_int32("conv", n * c_in * h * wd, c_out * red, n_pix * c_out)
+    vw = _host.vector_width(dt)
+    tiles = min(_host.ceil_div(n_pix, BP), MAX_GROUPS)
+    kernel_ = conv2d_kernel.variant(T=dt, VEC=vw)
+    kernel_.launch(x, w, w if bias is None else bias, out, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw,
+                   h_out, w_out, n_pix, int(nhwc), int(nhwc and c_in % vw == 0 and _aligned(x, w)),
+                   int(bias is not None),
+                   grid=(tiles * GROUP, _host.ceil_div(c_out, BC)), group=(GROUP, 1), backend=backend)
+    return out
+
+
+def conv1d(x: Any, w: Any, bias: Any = None, stride: int = 1, padding: int = 0, dilation: int = 1,
+           out: Any = None, backend: str | None = None) -> Any:
+    """y (N, C_out, L_out) = conv1d(x (N, C_in, L), w (C_out, C_in, K)) + bias, zero padding.
+
+    L_out = (L + 2 padding - dilation (K - 1) - 1) // stride + 1; the dense conv2d kernel with H = KH = 1.
+    """
+    dt, x, w, bias = _operands(x, w, bias, 3, 3, "conv1d")
+    (n, c_in, length), (c_out, wc, k) = _host.shape_of(x), _host.shape_of(w)
+    if wc != c_in:
+        raise LaunchError(f"conv1d: x has {c_in} input channels, w expects {wc} (w is (C_out, C_in, K))")
+    if not all(isinstance(v, int) for v in (stride, padding, dilation)):
+        raise LaunchError("conv1d: stride, padding and dilation must be ints")
+    if k < 1:
+        raise LaunchError("conv1d: the kernel size K must be >= 1")
+    _check_bias(bias, c_out, "conv1d")
+    l_out = _extent(length, k, stride, padding, dilation, "L")
+    out = _output(x, out, (n, c_out, l_out), dt, "conv1d")
+    return _dense(x, w, bias, out, dt, False,
+                  (n, c_in, 1, length, c_out, 1, k, 1, stride, 0, padding, 1, dilation, 1, l_out), backend)
+
+
+def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1, 1),
+           padding: int | tuple[int, int] = (0, 0), dilation: int | tuple[int, int] = (1, 1),
+           layout: str = "NCHW", out: Any = None, backend: str | None = None) -> Any:
+    """Dense 2-D convolution (groups = 1) with zero padding and an optional bias.
+
+    layout "NCHW": x (N, C_in, H, W), w (C_out, C_in, KH, KW) (PyTorch's), y (N, C_out, H_out, W_out).
+    layout "NHWC": x (N, H, W, C_in), w (C_out, KH, KW, C_in) (PyTorch's weight in channels_last order:
+    ``w.permute(0, 2, 3, 1)``), y (N, H_out, W_out, C_out).
+    """
+    if layout not in ("NCHW", "NHWC"):
+        raise LaunchError(f"conv2d: layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    nhwc = layout == "NHWC"
+    dt, x, w, bias = _operands(x, w, bias, 4, 4, "conv2d")
+    xs, ws = _host.shape_of(x), _host.shape_of(w)
+    (n, h, wd, c_in) = xs if nhwc else (xs[0], xs[2], xs[3], xs[1])
+    (c_out, kh, kw, wc) = ws if nhwc else (ws[0], ws[2], ws[3], ws[1])
+    if wc != c_in:
+        wshape = "(C_out, KH, KW, C_in)" if nhwc else "(C_out, C_in, KH, KW)"
+        raise LaunchError(f"conv2d: x has {c_in} input channels, w expects {wc} (w is {wshape} in {layout})")
+    if kh < 1 or kw < 1:
+        raise LaunchError(f"conv2d: the kernel must be at least 1 x 1, got {kh} x {kw}")
+    _check_bias(bias, c_out, "conv2d")
+    (sh, sw), (ph, pw), (dh, dw) = (_pair(stride, "conv2d: stride"), _pair(padding, "conv2d: padding"),
+                                    _pair(dilation, "conv2d: dilation"))
+    h_out, w_out = _extent(h, kh, sh, ph, dh, "H"), _extent(wd, kw, sw, pw, dw, "W")
+    shape = (n, h_out, w_out, c_out) if nhwc else (n, c_out, h_out, w_out)
+    out = _output(x, out, shape, dt, "conv2d")
+    return _dense(x, w, bias, out, dt, nhwc,
+                  (n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out), backend)
+
+
+def depthwise_conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1, 1),
+                     padding: int | tuple[int, int] = (0, 0), dilation: int | tuple[int, int] = (1, 1),
+                     layout: str = "NCHW", out: Any = None, backend: str | None = None) -> Any:
+    """Depthwise 2-D convolution (groups = C, one filter per channel) with zero padding, optional bias.
+
+    w is (C, 1, KH, KW) in both layouts; x and y are (N, C, H, W) / (N, C, H_out, W_out) in "NCHW" and
+    (N, H, W, C) / (N, H_out, W_out, C) in "NHWC".
+    """
+    if layout not in ("NCHW", "NHWC"):
+        raise LaunchError(f"depthwise_conv2d: layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    nhwc = layout == "NHWC"
+    op = "depthwise_conv2d"
+    dt, x, w, bias = _operands(x, w, bias, 4, 4, op)
+    xs, (wc, one, kh, kw) = _host.shape_of(x), _host.shape_of(w)
+    (n, h, wd, c) = xs if nhwc else (xs[0], xs[2], xs[3], xs[1])
+    if wc != c or one != 1:
+        raise LaunchError(f"{op}: w must be (C, 1, KH, KW) with C = {c} (the input's channels); "
+                          f"got {(wc, one, kh, kw)}")
+    if kh < 1 or kw < 1:
+        raise LaunchError(f"{op}: the kernel must be at least 1 x 1, got {kh} x {kw}")
+    _check_bias(bias, c, op)
+    (sh, sw), (ph, pw), (dh, dw) = (_pair(stride, f"{op}: stride"), _pair(padding, f"{op}: padding"),
+                                    _pair(dilation, f"{op}: dilation"))
+    h_out, w_out = _extent(h, kh, sh, ph, dh, "H"), _extent(wd, kw, sw, pw, dw, "W")
+    out = _output(x, out, (n, h_out, w_out, c) if nhwc else (n, c, h_out, w_out), dt, op)
+    if n * c * h_out * w_out == 0:
+        return out
+    _check_int32(op, n * c * h * wd, n * c * h_out * w_out)
+    b = w if bias is None else bias
+    geometry = (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out)
+    if nhwc:
+        vw = _host.vector_width(dt)
+        gx, gy = dw_nhwc_group(c, vw)
+        n_pix = n * h_out * w_out
+        tiles = min(_host.ceil_div(n_pix, gy * DWH_PX), MAX_GROUPS)
+        dwconv2d_nhwc_kernel.variant(T=dt, VEC=vw).launch(
+            x, w, b, out, *geometry, n_pix, int(c % vw == 0 and _aligned(x, out)), int(bias is not None),
+            grid=(_host.ceil_div(c, vw * gx) * gx, tiles * gy), group=(gx, gy), backend=backend)
+    else:
+        per_plane = _host.ceil_div(h_out * w_out, GROUP * DW_PX)
+        dwconv2d_nchw_kernel.variant(T=dt).launch(
+            x, w, b, out, *geometry, n * c, int(bias is not None),
+            grid=(min(per_plane, MAX_GROUPS) * GROUP, min(n * c, MAX_GROUPS)), group=(GROUP, 1), backend=backend)
+    return out
+
+
+def dw_nhwc_group(c: int, vec: int) -> tuple[int, int]:
+    """The NHWC depthwise group: gx threads across the channel vectors (a power of two up to 32), 256 in all."""
+    lanes = _host.ceil_div(c, vec)
+    gx = 1
+    while gx < lanes and gx < 32:
+        gx *= 2
+    return gx, GROUP // gx
+
+
+__all__ = ["conv1d", "conv2d", "conv2d_kernel", "depthwise_conv2d", "dwconv2d_nchw_kernel",
+           "dwconv2d_nhwc_kernel"]

@@ -1,0 +1,215 @@
+"""Matrix-vector products: ``y = A x`` (rows) and ``y = x^T A`` (columns), memory bound.
+
+Both read A exactly once, in 16-byte vector loads (4 f32, 8 f16/bf16), and accumulate in f32 with
+a fixed, documented summation order: no float atomics, so a result does not change from run to
+run.  ``gemv(A, x, transpose=False)`` picks the kernel and launches it (docs/std/gemv.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iron import In, LaunchError, T, Tensor, bf16, f16, f32, kernel, variants
+from iron.lang import (barrier, grid_size, group_id, lane_id, local, num_groups, program_id, shared,
+                       simd_shuffle_xor, simd_size, static_range, thread_id)
+
+from . import _host
+
+#: Threads per group of both kernels (the columns kernel's shared combine is sized for it).
+GROUP = 256
+#: Vulkan (lavapipe and most drivers) caps a grid axis at 65535 groups; the kernels loop past it.
+MAX_GROUPS = 65535
+#: The columns kernel aims for at least this many groups: two per SM of a 132-SM GPU (the H200).
+TARGET_GROUPS = 264
+#: Column threads per group the columns kernel may use (powers of two; the rest of the group splits K).
+COLUMN_THREADS = (32, 16, 8, 4, 2)
+
+
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
+def gemv_rows(a: In[T], x: In[T], y: Tensor[T], m: int, k: int, vectors: bool):
+    """y[r] = sum_c A[r, c] * x[c]: one subgroup per row, rows strided over the grid's subgroups.
+
+    A: (m, k) row-major contiguous; x: (k,); y: (m,); all of dtype T (f32, f16, bf16); f32 products
+    and sums, one rounding to T at the store.  m >= 1, k >= 1, m * k < 2**31.  The grid must be a
+    whole number of groups and the group size a multiple of the subgroup width W (full subgroups).
+    vectors: rows move as 16-byte vectors (the host sets it when k % VEC == 0 and A and x are 16-byte
+    aligned; it must not otherwise).  Order: with vectors, lane l keeps VEC f32 accumulators;
+    accumulator j adds (fma) A[r, c] x[c] for c = (l + i W) VEC + j, i = 0, 1, ... in order; the VEC
+    accumulators meet in a pairwise tree, then the W lanes in a xor butterfly (log2 W levels).
+    Without (the scalar path) lane l adds c = l, l + W, ... in order, then the butterfly.
+    Non-finite: IEEE f32 arithmetic; a NaN in row r or in x makes y[r] NaN (also an Inf times 0);
+    Infs of both signs give NaN, finite inputs whose sum overflows T give +-Inf.
+    """
+    w = simd_size()
+    lane = lane_id()
+    teams = grid_size(0) // w
+    row = program_id(0) // w
+    while row < m:
+        base = row * k
+        total = 0.0
+        if vectors:
+            acc = local(f32, VEC)
+            for c in range(lane * VEC, k, w * VEC, unroll=4):
+                av = f32(a.load(base + c, width=VEC))
+                xv = f32(x.load(c, width=VEC))
+                for j in static_range(VEC):
+                    acc[j] = av[j] * xv[j] + acc[j]
+            span = VEC // 2
+            for level in static_range(3):  # the pairwise tree over the VEC accumulators
+                if span >= 1:
+                    for j in static_range(span):
+                        acc[j] = acc[j] + acc[j + span]
+                span = span // 2
+            total = acc[0]
+        else:
+            for c in range(lane, k, w, unroll=4):
+                total = f32(a[base + c]) * f32(x[c]) + total
+        half = w // 2
+        while half > 0:  # a xor butterfly (not simd_sum: see docs/std/gemv.md, "sm_90 ptxas")
+            total = total + simd_shuffle_xor(total, half)
+            half = half // 2
+        if lane == 0:
+            y[row] = T(total)
+        row += teams
+
+
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
+def gemv_cols(a: In[T], x: In[T], y: Tensor[T], k: int, n: int, ct: int, vectors: bool):
+    """y[c] = sum_r x[r] * A[r, c]: a group per block of CT * VEC columns, K split across the group.
+
+    A: (k, n) row-major contiguous; x: (k,); y: (n,); dtype T (f32, f16, bf16); f32 products and sums,
+    one rounding to T.  k >= 1, n >= 1, k * n < 2**31.  Groups of exactly 256 threads (1-D); ct (column
+    threads, CT) a power of two with CT * VEC <= 256; the grid a whole number of groups (blocks loop).
+    Thread t owns columns [b + (t % CT) VEC, + VEC) of block b and rows r = s, s + S, ... (s = t // CT,
+    S = 256 / CT): one 16-byte load of A per row with vectors (the host's: n % VEC == 0 and A 16-byte
+    aligned), else VEC scalar loads, each column checked against n (the tail).
+    Order: each thread adds its rows in order (fma); a xor butterfly sums the R = max(1, W / CT)
+    slices in one subgroup (log2 R levels); the P = 256 / max(CT, W) subgroup partials meet in shared
+    memory and one thread per column adds them in slice order.  Deterministic: no atomics.
+    Non-finite: IEEE f32 arithmetic; a NaN in column c or in x makes y[c] NaN (also Inf * 0).
+    """
+    buf = shared(f32, 256 * VEC)
+    t = thread_id(0)
+    w = simd_size()
+    slices = 256 // ct
+    col_thread = t % ct
+    s = t // ct
+    width = ct * VEC
+    blocks = (n + width - 1) // width
+    block = group_id(0)
+    while block < blocks:
+        first = block * width + col_thread * VEC
+        acc = local(f32, VEC)
+        if vectors:
+            if first < n:
+                for r in range(s, k, slices, unroll=4):
+                    av = f32(a.load(r * n + first, width=VEC))
+                    xr = f32(x[r])
+                    for j in static_range(VEC):
+                        acc[j] = av[j] * xr + acc[j]
+        else:
+            for r in range(s, k, slices, unroll=4):
+                xr = f32(x[r])
+                for j in static_range(VEC):
+                    if first + j < n:
+                        acc[j] = f32(a[r * n + first + j]) * xr + acc[j]
+        mask = ct
+        while mask < w:  # lanes mask apart hold one column chunk's other K slices
+            for j in static_range(VEC):
+                acc[j] = acc[j] + simd_shuffle_xor(acc[j], mask)
+            mask = mask * 2
+        reps = max(ct, w) // ct  # slices one subgroup held (R)
+        # Plane j of buf holds element j of every chunk, partial p at p * CT + chunk (a layout of
+        # scalar stores: HIP rejects the aligned array that vectorised ones would need).
+        if s % reps == 0:
+            for j in static_range(VEC):
+                buf[j * 256 + (s // reps) * ct + col_thread] = acc[j]
+        barrier()
+        if t < width:
+            col = block * width + t
+            if col < n:
+                plane = (t % VEC) * 256 + t // VEC
+                total = buf[plane]
+                for p in range(1, 256 // max(ct, w)):
+                    total = total + buf[plane + p * ct]
+                y[col] = T(total)
+        barrier()
+        block += num_groups(0)
+
+
+def choose_column_threads(n: int, vec: int) -> int:
+    """The widest column block (CT threads of VEC columns) that still gives TARGET_GROUPS groups.
+
+    Wider blocks read longer row segments per group; narrower ones split K further and give more
+    groups.  At least 2 threads (32 bytes, one memory sector) per row segment.
+    """
+    for ct in COLUMN_THREADS:
+        if _host.ceil_div(n, ct * vec) >= TARGET_GROUPS:
+            return ct
+    return COLUMN_THREADS[-1]
+
+
+def aligned(*arrays: Any, boundary: int = _host.VECTOR_BYTES) -> bool:
+    """Whether every array's first element sits on a ``boundary``-byte boundary (unknown addresses
+    count as aligned: the interpreter and Vulkan copy arrays into their own buffers)."""
+    for a in arrays:
+        if hasattr(a, "data_ptr"):
+            address = int(a.data_ptr())
+        else:
+            iface = getattr(a, "__cuda_array_interface__", None) or getattr(a, "__array_interface__", None)
+            address = int(iface["data"][0]) if iface is not None else 0
+        if address % boundary:
+            return False
+    return True
+
+
+def rows_grid(m: int) -> int:
+    """Threads for ``gemv_rows``: 32 per row (a subgroup on NVIDIA; wider subgroups take several rows
+    each, narrower ones leave the spare subgroups idle), capped at MAX_GROUPS groups (rows then loop)."""
+    return min(_host.ceil_div(m * 32, GROUP), MAX_GROUPS) * GROUP
+
+
+def cols_grid(n: int, vec: int, ct: int) -> int:
+    """Threads for ``gemv_cols``: a group per block of ``ct * vec`` columns, capped at MAX_GROUPS groups."""
+    return min(_host.ceil_div(n, ct * vec), MAX_GROUPS) * GROUP
+
+
+def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str | None = None) -> Any:
+    """``A @ x`` (A (M, K)), or ``x @ A`` with ``transpose=True`` (A (K, N)); f32/f16/bf16, f32 sums.
+
+    A and x must share a dtype and be contiguous; ``out`` (M,) or (N,) of that dtype is written and
+    returned, else a new array like ``x`` is.
+    """
+    dt = _host.check_float(A, "gemv: A")
+    xdt = _host.check_float(x, "gemv: x")
+    if xdt != dt:
+        raise LaunchError(f"gemv: A is {dt.name} but x is {xdt.name}; give both one dtype")
+    shape = _host.shape_of(A)
+    if len(shape) != 2:
+        raise LaunchError(f"gemv: A must be a matrix (2-D), got shape {shape}")
+    rows, cols = shape
+    inner, outer = (rows, cols) if transpose else (cols, rows)
+    _host.check_shape(x, (inner,), "gemv: x")
+    if rows == 0 or cols == 0:
+        raise LaunchError(f"gemv: A has an empty extent {shape}")
+    if rows * cols >= 1 << 31:
+        raise LaunchError(f"gemv: A has {rows * cols} elements; the kernels index with i32 (< 2**31)")
+    if out is None:
+        out = _host.empty_like(x, (outer,), dt)
+    else:
+        _host.check_shape(out, (outer,), "gemv: out")
+        if _host.dtype_of(out, "gemv: out") != dt:
+            raise LaunchError(f"gemv: out must be {dt.name}, got {_host.dtype_of(out).name}")
+    vec = _host.vector_width(dt)
+    vectors = cols % vec == 0 and aligned(A, x)
+    if transpose:
+        ct = choose_column_threads(cols, vec)
+        gemv_cols.variant(T=dt, VEC=vec).launch(A, x, out, rows, cols, ct, vectors,
+                                                 grid=(cols_grid(cols, vec, ct),), group=(GROUP,), backend=backend)
+    else:
+        gemv_rows.variant(T=dt, VEC=vec).launch(A, x, out, rows, cols, vectors, grid=(rows_grid(rows),),
+                                                 group=(GROUP,), backend=backend)
+    return out
+
+
+__all__ = ["aligned", "choose_column_threads", "cols_grid", "gemv", "gemv_cols", "gemv_rows", "rows_grid"]

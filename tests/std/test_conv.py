@@ -1,0 +1,253 @@
+"""iron.std.conv: the registered rows on interp and lavapipe, mutants, four-target compiles, the host
+functions (values on odd shapes, both layouts, out=, grids past one row, errors) and the non-finite policy."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from std_testing import TOOLCHAIN_OF, assert_rows_pass, compile_for, parametrize_compile, run_entry, suite
+
+import iron
+from iron.core import dtypes as D
+from iron.harness import registry
+from iron.harness.tolerance import Depth, compare, derive_tolerance
+from iron.std import conv
+from iron.std.suite import conv as SC
+
+ENTRIES = suite("conv")
+NP = {D.f32: np.float32, D.f16: np.float16, D.bf16: ml_dtypes.bfloat16}
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_registered_rows_pass(entry, backend, seed):
+    assert_rows_pass(run_entry(entry, backend, seed), seed)
+
+
+@parametrize_compile("conv")
+def test_compiles(target, launch, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF[target])
+    compile_for(target, launch)
+
+
+# ---------------------------------------------------------------- mutants: one edit of conv.py each
+
+def mutant_module(tmp_path: Path, old: str, new: str):
+    """A copy of iron/std/conv.py with ``old`` (which must occur exactly once) replaced by ``new``."""
+    source = Path(conv.__file__).read_text().replace("from . import _host", "from iron.std import _host")
+    assert source.count(old) == 1, f"the mutation site {old!r} is not unique in conv.py"
+    path = tmp_path / f"conv_mutant_{abs(hash((old, new)))}.py"
+    path.write_text(source.replace(old, new))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Cheap shapes (a few taps, one group) that still see every mutation: padding, dilation 2, a bias.
+_PAD = SC._dense_shape(1, 2, 5, 6, 3, 2, P=1, D=2)
+MUTANTS = {
+    # dense: the row padding one short (every window shifted down a row)
+    "dense_padding_off_by_one": ("std/conv/conv2d", "conv2d_kernel", "ih0 = oh * sh - ph",
+                                 "ih0 = oh * sh - (ph - 1)", [_PAD]),
+    # dense: the column dilation ignored
+    "dense_dilation_ignored": ("std/conv/conv2d", "conv2d_kernel", "iw = iw0 + ikw * dw",
+                               "iw = iw0 + ikw", [_PAD]),
+    # dense: the bias dropped
+    "dense_bias_dropped": ("std/conv/conv2d", "conv2d_kernel", "y[yb + co * ys_c] = T(acc[i * TC + j] + bv[j])",
+                           "y[yb + co * ys_c] = T(acc[i * TC + j])", [SC._dense_shape(1, 3, 4, 5, 2, 1, L=1)]),
+    # dense NHWC vector path: every lane of a 16-byte load takes the first channel
+    "dense_vector_lane": ("std/conv/conv2d", "conv2d_kernel", "a_s[(i * VEC + e) * BP + t] = xv[e]",
+                          "a_s[(i * VEC + e) * BP + t] = xv[0]", [SC._dense_shape(1, 8, 3, 5, 9, 1, L=1)]),
+    # dense: the ragged channel chunk stops one channel short
+    "dense_channel_tail": ("std/conv/conv1d", "conv2d_kernel", "if ok and c0 + i < c_in:",
+                           "if ok and c0 + i < c_in - 1:", [SC._conv1d_shape(1, 20, 9, 5, 1)]),
+    # depthwise NCHW: the row padding off by one
+    "dw_nchw_padding": ("std/conv/depthwise_nchw", "dwconv2d_nchw_kernel", "q0 + j * GROUP < hw_out, oh * sh - ph, FAR",
+                        "q0 + j * GROUP < hw_out, oh * sh - ph + 1, FAR",
+                        [SC._dense_shape(1, 8, 3, 3, 8, 3, S=2, P=1)]),
+    # depthwise NHWC: the column dilation ignored
+    "dw_nhwc_dilation": ("std/conv/depthwise_nhwc", "dwconv2d_nhwc_kernel",
+                         "ih = ih0[j] + ikh * dh\n                        iw = iw0[j] + ikw * dw",
+                         "ih = ih0[j] + ikh * dh\n                        iw = iw0[j] + ikw",
+                         [SC._dense_shape(2, 3, 6, 13, 3, 3, D=2, P=2)]),
+    # depthwise NHWC: the bias dropped
+    "dw_nhwc_bias": ("std/conv/depthwise_nhwc", "dwconv2d_nhwc_kernel", "bv[e] = f32(bias[c + e])",
+                     "bv[e] = 0.0", [SC._dense_shape(1, 40, 5, 4, 40, 3, P=1)]),
+}
+
+
+def f32_rows(name: str, mutant, seed: int, shapes) -> list:
+    """The f32 rows of registration ``name`` with its kernel replaced (f32 has the tightest tolerance)."""
+    entry = next(e for e in registry.registered("test") if e.name == name)
+    dtypes = tuple(d for d in entry.dtypes if d in (None, D.f32))
+    bindings = tuple(b for b in entry.bindings if b.get("T", D.f32) == D.f32)
+    fake = registry.Registered("test", name + "#mutant", mutant, entry.setup, shapes, dtypes, bindings, None,
+                               entry.origin)
+    return run_entry(fake, "interp", seed)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=str)
+def test_mutant_fails_its_oracle(mutant, tmp_path, seed):
+    name, kernel, old, new, shapes = MUTANTS[mutant]
+    module = mutant_module(tmp_path, old, new)
+    rows = f32_rows(name, getattr(module, kernel), seed, shapes)
+    assert rows and any(not r.ok for r in rows), f"the mutant {mutant} passed every row: the test is too weak"
+
+
+def test_unmutated_copy_passes(tmp_path, seed):
+    """The mutation machinery itself changes nothing: a copy with a no-op edit passes its rows."""
+    module = mutant_module(tmp_path, "ih0 = oh * sh - ph", "ih0 = oh * sh - ph ")
+    assert_rows_pass(f32_rows("std/conv/conv2d", module.conv2d_kernel, seed, [_PAD]), seed)
+
+
+# ---------------------------------------------------------------- host functions
+
+def _close(got: np.ndarray, want: iron.Expect, dtype: D.DType, terms: int) -> None:
+    tol = derive_tolerance(dtype, Depth(1, terms + 1))
+    verdict = compare(np.asarray(got).astype(np.float64).reshape(-1),
+                      iron.Expect(want.value.reshape(-1), scale=want.scale.reshape(-1)), tol)
+    assert verdict.ok, verdict.message
+
+
+def _f64(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", [D.f32, D.f16, D.bf16], ids=lambda d: d.name)
+def test_conv2d_host_both_layouts(dtype):
+    """Odd shapes the registry never saw: 11 output channels, a 3x2 kernel, every parameter per axis."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 6, 7, 10)).astype(NP[dtype])
+    w = rng.standard_normal((11, 6, 3, 2)).astype(NP[dtype])
+    b = rng.standard_normal(11).astype(NP[dtype])
+    args = dict(stride=(1, 2), padding=(2, 0), dilation=(1, 3))
+    want = SC.dense_nchw(_f64(x), _f64(w), _f64(b), (1, 2), (2, 0), (1, 3))
+    y = conv.conv2d(x, w, b, **args, backend="interp")
+    assert y.shape == want.value.shape == (2, 11, 9, 4) and y.dtype == x.dtype
+    _close(y, want, dtype, 6 * 3 * 2)
+    xh, wh = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+    out = np.empty((2, 9, 4, 11), x.dtype)
+    assert conv.conv2d(xh, wh, b, **args, layout="NHWC", out=out, backend="interp") is out
+    _close(out, SC.to_nhwc(want), dtype, 6 * 3 * 2)
+
+
+def test_conv1d_host_matches_conv2d_and_oracle():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((3, 7, 31)).astype(np.float32)
+    w = rng.standard_normal((5, 7, 4)).astype(np.float32)
+    y = conv.conv1d(x, w, stride=3, padding=2, dilation=2, backend="interp")
+    want = SC.dense_nchw(_f64(x)[:, :, None], _f64(w)[:, :, None], None, (1, 3), (0, 2), (1, 2))
+    assert y.shape == (3, 5, 10)
+    _close(y, iron.Expect(want.value[:, :, 0], scale=want.scale[:, :, 0]), D.f32, 7 * 4)
+    # a non-contiguous input is copied, not misread
+    xt = np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
+    assert np.array_equal(conv.conv1d(xt, w, stride=3, padding=2, dilation=2, backend="interp"), y)
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+def test_depthwise_host_both_layouts(backend):
+    rng = np.random.default_rng(13)
+    for dt, c in ((np.float32, 12), (np.float16, 24), (ml_dtypes.bfloat16, 9)):   # 9: the scalar NHWC path
+        x = rng.standard_normal((2, c, 10, 7)).astype(dt)
+        w = rng.standard_normal((c, 1, 3, 5)).astype(dt)
+        b = rng.standard_normal(c).astype(dt)
+        want = SC.depthwise_nchw(_f64(x), _f64(w), _f64(b), (2, 1), (1, 2), (1, 1))
+        dtype = D.from_numpy(np.dtype(dt))
+        _close(conv.depthwise_conv2d(x, w, b, stride=(2, 1), padding=(1, 2), backend=backend), want, dtype, 15)
+        xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        yh = conv.depthwise_conv2d(xh, w, b, stride=(2, 1), padding=(1, 2), layout="NHWC", backend=backend)
+        _close(yh, SC.to_nhwc(want), dtype, 15)
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+def test_grids_past_one_row(backend, monkeypatch):
+    """With at most one group per grid axis every kernel loops over its tiles / planes: all outputs once."""
+    monkeypatch.setattr(conv, "MAX_GROUPS", 1)
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((2, 3, 24, 26)).astype(np.float32)      # 1248 output pixels: five dense tiles
+    w = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    _close(conv.conv2d(x, w, backend=backend), SC.dense_nchw(_f64(x), _f64(w), None, (1, 1), (0, 0), (1, 1)),
+           D.f32, 3)
+    wd = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    want = SC.depthwise_nchw(_f64(x), _f64(wd), None, (1, 1), (1, 1), (1, 1))
+    _close(conv.depthwise_conv2d(x, wd, padding=1, backend=backend), want, D.f32, 9)   # 6 planes, 1 group
+    xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))                    # 1 x 256 lanes: 1024 pixels a tile
+    _close(conv.depthwise_conv2d(xh, wd, padding=1, layout="NHWC", backend=backend), SC.to_nhwc(want), D.f32, 9)
+
+
+def test_empty_batch_launches_nothing():
+    x = np.empty((0, 3, 5, 5), np.float32)
+    assert conv.conv2d(x, np.ones((2, 3, 3, 3), np.float32), backend="interp").shape == (0, 2, 3, 3)
+    assert conv.depthwise_conv2d(x, np.ones((3, 1, 3, 3), np.float32), backend="interp").shape == (0, 3, 3, 3)
+
+
+def test_nonfinite_inputs_propagate():
+    """NaN in x gives NaN exactly in the outputs whose window holds it; Inf gives +-Inf or NaN as IEEE does."""
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    x[0, 0, 1, 1], x[0, 1, 4, 3] = np.nan, np.inf
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    wd = rng.standard_normal((2, 1, 3, 3)).astype(np.float32)
+    cases = [(conv.conv2d(x, w, padding=1, backend="interp"),
+              SC.dense_nchw(_f64(x), _f64(w), None, (1, 1), (1, 1), (1, 1)).value),
+             (conv.depthwise_conv2d(x, wd, padding=1, backend="interp"),
+              SC.depthwise_nchw(_f64(x), _f64(wd), None, (1, 1), (1, 1), (1, 1)).value),
+             (conv.depthwise_conv2d(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), wd, padding=1, layout="NHWC",
+                                    backend="interp").transpose(0, 3, 1, 2),
+              SC.depthwise_nchw(_f64(x), _f64(wd), None, (1, 1), (1, 1), (1, 1)).value)]
+    for got, want in cases:
+        assert np.isnan(want).any() and np.isinf(want).any()
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        assert np.array_equal(np.isinf(got), np.isinf(want)) and np.array_equal(got[np.isinf(got)],
+                                                                                 want[np.isinf(want)])
+        finite = np.isfinite(want)
+        assert np.allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+
+
+X4 = np.ones((1, 3, 5, 5), np.float32)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: conv.conv2d(X4, np.ones((2, 4, 3, 3), np.float32)), "x has 3 input channels, w expects 4"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 6, 3), np.float32)), "kernel spans 6 (size 6, dilation 1), larger "
+                                                                  "than the padded input 5"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float32), dilation=(1, 3)), "along W the kernel spans 7"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float32), stride=0), "stride and dilation must be >= 1"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float32), padding=-1), "padding >= 0"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float32), stride=1.5), "expected an int or a pair"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float32), layout="NCWH"), "layout must be 'NCHW' or 'NHWC'"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float16)), "w has dtype f16, x has f32"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 3), np.float32)), "w must have 4 dimensions"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float32), np.ones(3, np.float32)), "bias: expected shape (2,)"),
+    (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float32), out=np.empty((1, 2, 3, 4), np.float32)),
+     "out: expected shape (1, 2, 3, 3)"),
+    (lambda: conv.conv2d(X4.astype(np.int32), np.ones((2, 3, 3, 3), np.int32)), "takes f32, f16 or bf16"),
+    (lambda: conv.conv1d(X4[:, :, 0], np.ones((2, 3, 9), np.float32), padding=1), "along L the kernel spans 9"),
+    (lambda: conv.conv1d(X4[:, :, 0], np.ones((2, 3, 2), np.float32), stride=(1, 1)), "must be ints"),
+    (lambda: conv.depthwise_conv2d(X4, np.ones((3, 2, 3, 3), np.float32)), "w must be (C, 1, KH, KW) with C = 3"),
+    (lambda: conv.depthwise_conv2d(X4, np.ones((3, 1, 3, 3), np.float32), layout="NHWC"),
+     "w must be (C, 1, KH, KW) with C = 5"),
+    (lambda: conv.conv2d([[1.0]], np.ones((2, 3, 3, 3), np.float32)), "x: expected an array"),
+])
+def test_bad_arguments_are_launch_errors(call, message):
+    with pytest.raises(iron.LaunchError) as err:
+        call()
+    assert message in str(err.value)
+
+
+def test_vector_paths_need_16_byte_aligned_device_arrays():
+    """A torch/CuPy view may start mid-vector: the host then takes the scalar path (host arrays are copied)."""
+    class DeviceView:
+        def __init__(self, ptr: int):
+            self.ptr = ptr
+
+        def data_ptr(self) -> int:
+            return self.ptr
+
+    assert conv._aligned(np.ones(3, np.float32), DeviceView(1 << 20), DeviceView(4096 + 16))
+    assert not conv._aligned(DeviceView(1 << 20), DeviceView(4096 + 4))

@@ -1,0 +1,124 @@
+"""iron.std.transpose: the registered rows on interp and lavapipe, mutants, four-target compiles, the host
+function (values, out=, errors) and bit-exact copies of NaN, Inf and -0.0."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, mutant_rows,
+                         parametrize_compile, run_entry, suite)
+
+import iron
+from iron.std import transpose as TR
+
+ENTRIES = suite("transpose")
+DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
+DTYPE_IDS = ["f32", "f16", "bf16"]
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_registered_rows_pass(entry, backend, seed):
+    assert_rows_pass(run_entry(entry, backend, seed), seed)
+
+
+@parametrize_compile("transpose")
+def test_compiles(target, launch, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF[target])
+    compile_for(target, launch)
+
+
+# ---------------------------------------------------------------- mutants
+
+def mutant_module(tmp_path: Path, *edits: tuple[str, str]):
+    """A copy of iron/std/transpose.py with each ``old`` (which must occur exactly once) replaced by ``new``."""
+    source = Path(TR.__file__).read_text().replace("from . import _host", "from iron.std import _host")
+    for old, new in edits:
+        assert source.count(old) == 1, f"the mutation site {old!r} is not unique in transpose.py"
+        source = source.replace(old, new)
+    path = tmp_path / f"transpose_mutant_{abs(hash(edits))}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+MUTANTS = {
+    # the tile is read back as written: a copy of each tile, not its transpose.
+    "tile_not_transposed": [("T(tile[tx, ty + k * (TILE // ROWS_PER_THREAD)])",
+                             "T(tile[ty + k * (TILE // ROWS_PER_THREAD), tx])")],
+    # each thread writes one row of the tile too few: a quarter of the output stays poisoned.
+    "rows_per_thread_short": [("            for k in static_range(ROWS_PER_THREAD):\n                c = c0 + ty",
+                               "            for k in static_range(ROWS_PER_THREAD - 1):\n                c = c0 + ty")],
+    # the column tail is not masked on the way in: a row's end reads into the next row (or past x).
+    "column_tail_unmasked": [("                if r < rows and c < cols:", "                if r < rows:")],
+    # the output's row stride is x's (cols), not out's (rows): right only for square inputs.
+    "output_stride_swapped": [("out[c * rows + r] = T(", "out[c * cols + r] = T(")],
+}
+
+
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+def test_mutant_caught(mutant, tmp_path, seed):
+    module = mutant_module(tmp_path, *MUTANTS[mutant])
+    assert_mutant_caught("std/transpose/tiles", module.transpose_tiles, seed)
+
+
+def test_unmutated_copy_passes(tmp_path, seed):
+    module = mutant_module(tmp_path)
+    assert_rows_pass(mutant_rows("std/transpose/tiles", module.transpose_tiles, seed), seed)
+
+
+# ---------------------------------------------------------------- host function
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1, 1), (2, 95), (95, 2), (31, 33), (129, 40)])
+def test_transpose_is_exact(shape, dtype, backend, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(dtype)
+    y = TR.transpose(x, backend=backend)
+    assert y.shape == shape[::-1] and y.dtype == x.dtype and y.flags.c_contiguous
+    np.testing.assert_array_equal(y, x.T)
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_non_finite_values_are_copied_bit_for_bit(dtype, backend):
+    """NaN (with a payload in f32), +-Inf and -0.0 pass through the f32 tile unchanged."""
+    x = np.array([[np.nan, np.inf, -np.inf], [-0.0, 0.0, 1.5]], dtype=dtype)
+    if dtype == np.float32:
+        x.view(np.uint32)[0, 0] = 0x7FC00123     # a quiet NaN with a payload
+    y = TR.transpose(x, backend=backend)
+    bits = np.uint32 if dtype == np.float32 else np.uint16
+    np.testing.assert_array_equal(y.view(bits), np.ascontiguousarray(x.T).view(bits))
+
+
+def test_out_is_written_and_returned(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((40, 70)).astype(np.float16)
+    out = np.full((70, 40), np.nan, np.float16)
+    assert TR.transpose(x, out=out, backend="interp") is out
+    np.testing.assert_array_equal(out, x.T)
+
+
+def test_empty_extent_gives_an_empty_transpose():
+    assert TR.transpose(np.zeros((0, 5), np.float32), backend="interp").shape == (5, 0)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: TR.transpose(np.ones(4, np.float32)), "2-D"),
+    (lambda: TR.transpose(np.ones((2, 2, 2), np.float32)), "2-D"),
+    (lambda: TR.transpose(np.ones((2, 3), np.int32)), "f32, f16 or bf16"),
+    (lambda: TR.transpose([[1.0]]), "expected an array"),
+    (lambda: TR.transpose(np.ones((2, 3), np.float32), out=np.ones((2, 3), np.float32)), "expected shape"),
+    (lambda: TR.transpose(np.ones((2, 3), np.float32), out=np.ones((3, 2), np.float16)), "dtype f16"),
+    (lambda: TR.transpose(np.ones((4, 4), np.float32)[:, ::2], backend="interp"), "C-contiguous"),
+])
+def test_bad_input_is_a_launch_error(call, message):
+    with pytest.raises(iron.LaunchError, match=message):
+        call()
