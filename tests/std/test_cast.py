@@ -1,0 +1,129 @@
+"""iron.std.cast: the registered rows (all nine pairs) on interp and lavapipe, mutants, four-target
+compiles, the host functions (every pair on odd shapes, dtype spellings, copy, out=, errors) and the
+non-finite and rounding policy (ties to even, overflow to inf, NaN kept, subnormals)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, parametrize_compile,
+                         run_entry, suite)
+
+import iron
+from iron.core import dtypes as D
+from iron.std import cast as C
+
+ENTRIES = suite("cast")
+NP = {D.f32: np.float32, D.f16: np.float16, D.bf16: ml_dtypes.bfloat16}
+FLOATS = (D.f32, D.f16, D.bf16)
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_registered_rows_pass(entry, backend, seed):
+    assert_rows_pass(run_entry(entry, backend, seed), seed)
+
+
+@parametrize_compile("cast")
+def test_compiles(target, launch, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF[target])
+    compile_for(target, launch)
+
+
+# ---------------------------------------------------------------- mutants: one edit of cast.py each
+
+def mutant_kernel(tmp_path: Path, old: str, new: str):
+    source = (Path(C.__file__).read_text().replace("from . import _host", "from iron.std import _host")
+              .replace("from .elementwise import", "from iron.std.elementwise import"))
+    assert source.count(old) == 1, f"the mutation site {old!r} is not unique in cast.py"
+    path = tmp_path / f"cast_mutant_{abs(hash((old, new)))}.py"
+    path.write_text(source.replace(old, new))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module.cast_kernel
+
+
+@pytest.mark.parametrize("old, new", [
+    # the scalar tail stops one element short
+    ("            if i + k < n:", "            if i + k < n - 1:"),
+    # rounding through f16 first: double rounding, f16's range (f32 -> bf16 overflows at 65520)
+    ("r = il.cast(f32(v), DST)", "r = il.cast(f16(v), DST)"),
+    # rounding through bf16 first: 8 bits of mantissa where f16 keeps 11
+    ("r = il.cast(f32(v), DST)", "r = il.cast(bf16(v), DST)"),
+], ids=["tail_short", "through_f16", "through_bf16"])
+def test_mutant_fails_its_oracle(old, new, tmp_path, seed):
+    assert_mutant_caught("std/cast/cast", mutant_kernel(tmp_path, old, new), seed, shapes=[7, 255])
+
+
+# ---------------------------------------------------------------- host functions
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+def test_every_pair_on_an_odd_shape(backend):
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((3, 7, 11)) * 2.0 ** rng.uniform(-12, 12, (3, 7, 11))
+    for src in FLOATS:
+        with np.errstate(over="ignore"):
+            x = base.astype(NP[src])
+        for dst in FLOATS:
+            y = C.cast(x, dst, backend=backend)
+            assert y.shape == x.shape and y.dtype == NP[dst]
+            with np.errstate(over="ignore"):
+                want = x.astype(np.float64).astype(NP[dst])
+            assert np.array_equal(y.view(np.uint8), want.view(np.uint8)), (src, dst)  # bit for bit
+
+
+def test_dtype_spellings_copy_and_out():
+    x = np.linspace(-3, 3, 37, dtype=np.float32)
+    want = x.astype(ml_dtypes.bfloat16)
+    for spelling in ("bf16", "bfloat16", D.bf16, ml_dtypes.bfloat16, np.dtype(ml_dtypes.bfloat16)):
+        assert np.array_equal(C.cast(x, spelling, backend="interp"), want)
+    assert C.cast(x, np.float16, backend="interp").dtype == np.float16
+    out = np.empty(37, ml_dtypes.bfloat16)
+    assert C.cast(x, "bf16", out=out, backend="interp") is out and np.array_equal(out, want)
+    h = x.astype(np.float16)
+    c = C.copy(h, backend="interp")
+    assert c is not h and c.dtype == h.dtype and np.array_equal(c, h)
+    assert C.copy(np.empty((0, 3), np.float32), backend="interp").shape == (0, 3)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: C.cast(np.ones(4, np.float32), "f64"), "among f32, f16 and bf16"),
+    (lambda: C.cast(np.ones(4, np.float32), "half-float"), "unknown dtype"),
+    (lambda: C.cast(np.ones(4, np.int32), "f16"), "f32, f16 or bf16"),
+    (lambda: C.cast(np.ones(4, np.float32), "f16", out=np.empty(4, np.float32)), "expected f16"),
+    (lambda: C.cast(np.ones(4, np.float32), "f16", out=np.empty(5, np.float16)), "expected shape"),
+    (lambda: C.copy("not an array"), "expected an array"),
+])
+def test_bad_input_is_a_launch_error(call, message):
+    with pytest.raises(iron.LaunchError, match=message):
+        call()
+
+
+# ---------------------------------------------------------------- rounding and the non-finite policy
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+def test_ties_overflow_and_non_finite(backend):
+    x = np.array([1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 65519.0, 65520.0, -1e6, np.inf, -np.inf, np.nan, -0.0,
+                  1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, 3.3961775292304986e38, -3.4e38], np.float32)
+    h = C.cast(x, "f16", backend=backend).astype(np.float64)
+    assert list(h[:7]) == [1.0, 1 + 2.0 ** -9, 65504.0, np.inf, -np.inf, np.inf, -np.inf]
+    assert np.isnan(h[7]) and h[8] == 0 and np.signbit(h[8])
+    b = C.cast(x, "bf16", backend=backend).astype(np.float64)
+    assert list(b[9:]) == [1.0, 1 + 2.0 ** -6, np.inf, -np.inf]
+    assert list(b[5:7]) == [np.inf, -np.inf] and np.isnan(b[7])
+    back = C.cast(C.cast(x, "bf16", backend=backend), "f16", backend=backend).astype(np.float64)
+    assert np.isnan(back[7]) and back[5] == np.inf and back[11] == np.inf
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+def test_subnormal_results_are_kept(backend):
+    """f16's subnormals (below 2^-14) round to the nearest multiple of 2^-24, ties to even."""
+    x = np.array([2.0 ** -24, 2.0 ** -25, 3 * 2.0 ** -25, 5 * 2.0 ** -26, 1e-6, -2.0 ** -15], np.float32)
+    got = C.cast(x, "f16", backend=backend).astype(np.float64)
+    assert list(got) == [2.0 ** -24, 0.0, 2 * 2.0 ** -24, 2.0 ** -24, 17 * 2.0 ** -24, -2.0 ** -15]
+    assert np.array_equal(C.cast(got.astype(np.float16), "f32", backend=backend), got.astype(np.float32))
