@@ -18,7 +18,7 @@ from iron.codegen.abi import pack_params
 from iron.codegen.emit import emit_kernel
 from iron.codegen.toolchains.spirv import compile_glsl
 from iron.codegen.pipeline import PassContext, run_pipeline
-from iron.lang import atan2, cos, program_id, sin
+from iron.lang import atan2, cos, pow, program_id, sin
 
 
 @kernel
@@ -128,3 +128,25 @@ def test_sin_and_cos_special_values(device):
     assert s[0] == 0 and not np.signbit(s[0]) and s[1] == 0 and np.signbit(s[1]) and c[0] == 1 and c[1] == 1
     assert np.isnan(s[2:5]).all() and np.isnan(c[2:5]).all()
     assert np.all(np.abs(s[5:]) <= 1) and np.all(np.abs(c[5:]) <= 1)  # large arguments: the driver's, bounded
+
+
+@kernel
+def pow_kernel(x: In[f32], y: In[f32], out: Tensor[f32]):
+    i = program_id(0)
+    out[i] = pow(x[i], y[i])
+
+
+def test_pow_special_values_follow_c(device):
+    """iron_pow: C's pow at zeros, infinities, NaN and negative bases (pow(-inf, 0.5) is +inf, not NaN)."""
+    xs = np.array([-np.inf, -2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 2.0, np.inf, np.nan], np.float32)
+    ys = np.array([-np.inf, -2.5, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, np.inf, np.nan], np.float32)
+    xx, yy = (a.ravel().copy() for a in np.meshgrid(xs, ys))
+    out = np.full_like(xx, 7.0)
+    ir = run_pipeline(pow_kernel.ir(), PassContext.for_target("spirv"))
+    device.launch(ir, [xx, yy, out], (xx.size,), (256,))
+    with np.errstate(all="ignore"):
+        want = np.power(xx.astype(np.float64), yy.astype(np.float64)).astype(np.float32)  # C's pow
+    close = np.isclose(out, want, rtol=2e-6) & (np.signbit(out) == np.signbit(want))
+    same = close | (np.isnan(out) & np.isnan(want))
+    assert same.all(), [(float(a), float(b), float(g), float(w))
+                        for a, b, g, w in zip(xx[~same], yy[~same], out[~same], want[~same])]

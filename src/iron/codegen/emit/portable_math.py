@@ -87,7 +87,7 @@ float iron_pow(float x, float y) {{
   float r = ax == 0.0{f} ? (y < 0.0{f} ? {inf} : 0.0{f}) : pow(ax, y);
   if ({bits}(x) < 0) {{
     if (trunc(y) != y) {{
-      return ax == 0.0{f} ? r : {nan};
+      return (ax == 0.0{f} || isinf(x)) ? r : {nan};  // pow(-0 or -inf, 0.5) is +0 or +inf in C
     }}
     if (abs(y) < 16777216.0{f} && abs(y - 2.0{f} * trunc(y * 0.5{f})) == 1.0{f}) {{
       r = -r;
