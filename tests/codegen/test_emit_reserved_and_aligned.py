@@ -1,11 +1,12 @@
-"""Two emitter corners the standard library met: a scalar parameter named like a target's reserved word
-(`short`, `sample`), and a vectorised shared array (`alignas`), on every target's real compiler and on
-the Vulkan device, where the parameter's value must still arrive."""
+"""Emitter corners the standard library met: a scalar parameter named like a target's reserved word
+(`short`, `sample`), a vectorised shared array (`alignas`), a short-circuit temporary, casts between f16
+and bf16 (Metal has no direct one), on every target's real compiler; and on the Vulkan device the
+renamed parameter's value must still arrive."""
 
 import numpy as np
 import pytest
 
-from iron import In, Tensor, f32, func, kernel
+from iron import In, Tensor, bf16, f16, f32, func, kernel
 from iron.codegen.emit import emit_kernel
 from iron.lang import barrier, program_id, shared, static_range, thread_id
 
@@ -84,3 +85,16 @@ def short_circuit(a: In[f32], out: Tensor[f32], n: int):
 def test_a_short_circuit_temporary_is_not_named_and(target, require_toolchain):
     require_toolchain(TOOLCHAIN_OF[target])
     _compile(target, emit_kernel(short_circuit.variant().compiled(target), target).source)
+
+
+@kernel
+def half_to_bfloat(a: In[f16], b: In[bf16], out_b: Tensor[bf16], out_h: Tensor[f16]):
+    i = program_id(0)
+    out_b[i] = bf16(a[i])
+    out_h[i] = f16(b[i])
+
+
+@pytest.mark.parametrize("target", list(TOOLCHAIN_OF))
+def test_casts_between_f16_and_bf16_compile(target, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF[target])
+    _compile(target, emit_kernel(half_to_bfloat.variant().compiled(target), target).source)

@@ -99,6 +99,8 @@ class MslDialect(Dialect):
             return x.text
         if dst.is_bool:
             return f"{x.atom} != {self.literal(0, src)}"
+        if {src, dst} == {D.f16, D.bf16}:  # MSL converts neither way directly; through float is exact, one rounding
+            return f"{_NAMES[dst]}(float({x.text}))"
         return f"{_NAMES[dst]}({x.text})"
 
     def bitcast(self, x: Operand, src: D.DType, dst: D.DType) -> str:
