@@ -83,7 +83,7 @@ MUTANTS = {
 
 def f32_rows(name: str, mutant, seed: int, shapes) -> list:
     """The f32 rows of registration ``name`` with its kernel replaced (f32 has the tightest tolerance)."""
-    entry = next(e for e in registry.registered("test") if e.name == name)
+    entry = next(e for e in suite("conv") if e.name == name)
     dtypes = tuple(d for d in entry.dtypes if d in (None, D.f32))
     bindings = tuple(b for b in entry.bindings if b.get("T", D.f32) == D.f32)
     fake = registry.Registered("test", name + "#mutant", mutant, entry.setup, shapes, dtypes, bindings, None,
