@@ -1,0 +1,596 @@
+"""GEMM: C = act(A @ B + bias), with f32 accumulation and one rounding to T.
+
+Two kernels, one contract:
+
+* :data:`gemm_fma` (f32, and f16/bf16 where no matrix unit runs): a 128x128 block tile per
+  group of 256 threads, each thread an 8x8 register tile, K in steps of 8 through shared
+  memory (A and B stored k-major and padded, so the inner loop reads 16-byte vectors without
+  bank conflicts), double-buffered with a register prefetch of the next K step.
+* :data:`gemm_mma` (f16/bf16): the matrix units through the fragment API.  Each subgroup owns
+  a warp tile of up to 4 x 8 fragments (64x64 with CUDA's 16x8x16 ``mma.sync``), a group of
+  ``WARPS`` subgroups a block tile; A and B tiles go through double-buffered shared memory
+  with 16-byte global loads prefetched into registers while the current tile multiplies;
+  fragments load from shared memory.  The epilogue stages the f32 accumulators in shared
+  memory, one pair of fragments at a time, to add the bias, apply the activation and store
+  16-byte vectors of T.
+
+The host function :func:`gemm` picks the kernel and its configuration per backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, variants
+from iron.lang import (barrier, cast, exp, fma, frag_a, frag_acc, frag_b, frag_store, group_id, lane_id, local, mma,
+                       num_groups, select, shared, simd_group_id, simd_size, static_range, tanh, thread_id, vec)
+
+from . import _host
+
+#: The epilogue activations, a compile-time variant of both kernels.
+ACTIVATIONS = ("none", "relu", "gelu_tanh", "silu")
+#: Output tiles per "super row" of the block swizzle: neighbouring groups share A rows and B columns in L2.
+SWIZZLE = 8
+
+
+@func
+def activate(x, act):
+    """The epilogue activation in f32 (scalar or vector); ``act`` is compile-time."""
+    y = x
+    if act == "relu":
+        y = select(x < 0.0, 0.0, x)  # not max(): that would turn a NaN into 0
+    elif act == "silu":
+        y = x / (1.0 + exp(-x))
+    elif act == "gelu_tanh":
+        y = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    return y
+
+
+@func
+def swizzled_tile():
+    """(tile row, tile column) of this group: groups walk SWIZZLE tile rows at a time, column by column."""
+    tiles_n = num_groups(0)
+    tiles_m = num_groups(1)
+    pid = group_id(1) * tiles_n + group_id(0)
+    width = SWIZZLE * tiles_n
+    first = (pid // width) * SWIZZLE
+    rows = min(tiles_m - first, SWIZZLE)
+    within = pid % width
+    return first + within % rows, within // rows
+
+
+@func
+def load_chunk(t, ld, row, col, rows, cols, fast, width):
+    """Elements (row, col .. col+width-1) of a row-major rows x cols matrix as a vector; 0 outside it.
+
+    ``fast``: rows keep width-element chunks aligned (ld % width == 0), so a chunk wholly inside the
+    matrix is one 16-byte (or 8-byte) load; a chunk on an edge reads element by element.
+    """
+    if fast and row < rows and col + width <= cols:
+        v = t.load(row * ld + col, width=width)
+    else:
+        part = local(t.dtype, width)
+        for e in static_range(width):
+            if row < rows and col + e < cols:
+                part[e] = t[row * ld + col + e]
+        if width == 4:
+            v = vec(part[0], part[1], part[2], part[3])
+        else:
+            v = vec(part[0], part[1], part[2], part[3], part[4], part[5], part[6], part[7])
+    return v
+
+
+# ---------------------------------------------------------------- FMA: 128x128 block, 8x8 per thread
+
+FMA_BM = 128
+FMA_BN = 128
+FMA_BK = 8
+FMA_THREADS = 256
+FMA_LD = FMA_BM + 4  # k-major rows padded by 4 floats: the transposing stores spread over all banks
+
+
+@kernel(variants(T=[f32, f16, bf16], BT=[False, True], BIAS=[False, True], ACT=list(ACTIVATIONS)))
+def gemm_fma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
+    """C = act(A @ B + bias) on the FMA units (docs/std/gemm.md).
+
+    a: (m, k) row-major; b: (k, n) row-major, or (n, k) row-major when BT ("B transposed", the
+    nn.Linear weight); bias: (n,) when BIAS (else any one element, unread); c: (m, n) row-major.
+    T in f32/f16/bf16; products and sums in f32, bias added and ACT (none, relu, gelu_tanh, silu)
+    applied in f32, one rounding to T.  Launch: grid (ceil(n/128)*256, ceil(m/128)), group (256, 1).
+    Shapes: m, n >= 1, k >= 0 (k = 0 gives act(bias)), every product of two extents < 2**31 (i32
+    indices); loads past m, n or k read 0, stores past m or n are skipped.  Reduction: each
+    element is one fma chain over k = 0..k-1 in order.  Non-finite: IEEE propagation through the sum
+    (NaN in a row of A or column of B gives NaN; inf gives +-inf, or NaN against a 0 or an opposite inf),
+    then the activation's formula: relu keeps NaN and +inf (-inf gives 0); silu and gelu_tanh give NaN
+    at -inf; finite sums past T's range round to +-inf.
+    """
+    tid = thread_id(0)
+    tm, tn = swizzled_tile()
+    bm = tm * FMA_BM
+    bn = tn * FMA_BN
+    a_s = shared(f32, 2 * FMA_BK * FMA_LD)  # [stage][k][m]
+    b_s = shared(f32, 2 * FMA_BK * FMA_LD)  # [stage][k][n]
+    acc = local(f32, 64)
+    # This thread's output rows ty*4 + {0..3} and 64 + ty*4 + {0..3}, columns likewise with tx: the
+    # 16 threads of a row read 256 contiguous bytes of the B tile per vector load.
+    ty = tid // 16
+    tx = tid % 16
+    # Global loads: one 4-vector of A (row tid/2, k (tid%2)*4) and of B per thread per K step; B's
+    # chunk is k (tid%2)*4 of row n = tid/2 (BT), or columns (tid%32)*4 of row k = tid/32.
+    vec_a = k % 4 == 0
+    vec_b = (k if BT else n) % 4 == 0
+    ktiles = (k + FMA_BK - 1) // FMA_BK
+    for kt in range(ktiles + 1):
+        # Iteration kt loads K step kt into registers (past the last step: zeros, no memory access),
+        # multiplies step kt-1 from shared memory, then stores step kt into the other buffer: the
+        # global loads fly while the FMAs run.
+        k0 = kt * FMA_BK
+        va = f32(load_chunk(a, k, bm + tid // 2, k0 + (tid % 2) * 4, m, k, vec_a, 4))
+        if BT:
+            vb = f32(load_chunk(b, k, bn + tid // 2, k0 + (tid % 2) * 4, n, k, vec_b, 4))
+        else:
+            vb = f32(load_chunk(b, n, k0 + tid // 32, bn + (tid % 32) * 4, k, n, vec_b, 4))
+        if kt > 0:
+            base = ((kt - 1) % 2) * FMA_BK * FMA_LD
+            for kk in static_range(FMA_BK):
+                row = base + kk * FMA_LD
+                a0 = a_s.load(row + ty * 4, width=4)
+                a1 = a_s.load(row + 64 + ty * 4, width=4)
+                b0 = b_s.load(row + tx * 4, width=4)
+                b1 = b_s.load(row + 64 + tx * 4, width=4)
+                for i in static_range(8):
+                    ai = a0[i] if i < 4 else a1[i - 4]
+                    for j in static_range(8):
+                        bj = b0[j] if j < 4 else b1[j - 4]
+                        acc[i * 8 + j] = fma(ai, bj, acc[i * 8 + j])
+        if kt < ktiles:
+            base = (kt % 2) * FMA_BK * FMA_LD
+            for e in static_range(4):
+                a_s[base + ((tid % 2) * 4 + e) * FMA_LD + tid // 2] = va[e]
+            if BT:
+                for e in static_range(4):
+                    b_s[base + ((tid % 2) * 4 + e) * FMA_LD + tid // 2] = vb[e]
+            else:
+                b_s.store(base + (tid // 32) * FMA_LD + (tid % 32) * 4, vb)
+        barrier()
+    vec_c = n % 4 == 0
+    for i in static_range(8):
+        row = bm + (i % 4) + ty * 4 + (i // 4) * 64
+        if row < m:
+            for h in static_range(2):
+                col = bn + h * 64 + tx * 4
+                y = vec(acc[i * 8 + h * 4], acc[i * 8 + h * 4 + 1], acc[i * 8 + h * 4 + 2], acc[i * 8 + h * 4 + 3])
+                if vec_c and col + 4 <= n:
+                    if BIAS:
+                        y = y + f32(bias.load(col, width=4))
+                    c.store(row * n + col, T(activate(y, ACT)))
+                else:
+                    for e in static_range(4):
+                        if col + e < n:
+                            x = y[e]
+                            if BIAS:
+                                x = x + f32(bias[col + e])
+                            c[row * n + col + e] = T(activate(x, ACT))
+
+
+# ---------------------------------------------------------------- matrix units: 4 x 8 fragments per subgroup
+
+#: Fragment shapes (M x N x K) of :data:`gemm_mma`, and which one each matrix unit runs natively
+#: (docs/matrix-units.md): CUDA mma.sync and Vulkan cooperative matrices on NVIDIA 16x8x16, AMD MFMA/WMMA
+#: 16x16x16, Metal simdgroup_matrix 8x8x8; elsewhere every shape runs the portable path.
+FRAGS = ("16x8x16", "16x16x16", "8x8x8")
+#: Subgroups per group, as (along M) x (along N).
+WARP_GRIDS = ("2x2", "2x1", "1x1", "1x2", "2x4")
+#: Fragments per subgroup (its warp tile), as (along M) x (along N): at most 4 x 8.
+WARP_TILES = ("4x8", "4x4", "2x4", "2x2", "1x2")
+PAD = 8  # elements added to each shared row: rows stay 16-byte aligned, fragment rows fall on distinct banks
+
+
+@func
+def frag_dims(frag):
+    """(M, N, K) of a FRAGS name."""
+    fm, fn, fk = 16, 8, 16
+    if frag == "16x16x16":
+        fn = 16
+    elif frag == "8x8x8":
+        fm, fn, fk = 8, 8, 8
+    return fm, fn, fk
+
+
+@func
+def grid_dims(name):
+    """(along M, along N) of a WARP_GRIDS or WARP_TILES name."""
+    rows, cols = 4, 8
+    if name == "2x2":
+        rows, cols = 2, 2
+    elif name == "2x1":
+        rows, cols = 2, 1
+    elif name == "1x1":
+        rows, cols = 1, 1
+    elif name == "1x2":
+        rows, cols = 1, 2
+    elif name == "4x4":
+        rows, cols = 4, 4
+    elif name == "2x4":
+        rows, cols = 2, 4
+    return rows, cols
+
+
+@func
+def load_b_frags(b_s, base, step, ld, fk, fn, layout, cols):
+    """The B fragments of a warp tile's K step: columns base + j*step (row layout) or rows (col), j < cols.
+
+    Always 8 values; those past ``cols`` repeat the first and are never multiplied.
+    """
+    f0 = frag_b(b_s, base, ld, fk, fn, layout=layout)
+    f1 = frag_b(b_s, base + step, ld, fk, fn, layout=layout)
+    if cols == 2:
+        frags = (f0, f1, f0, f0, f0, f0, f0, f0)
+    elif cols == 4:
+        frags = (f0, f1, frag_b(b_s, base + 2 * step, ld, fk, fn, layout=layout),
+                 frag_b(b_s, base + 3 * step, ld, fk, fn, layout=layout), f0, f0, f0, f0)
+    else:
+        frags = (f0, f1, frag_b(b_s, base + 2 * step, ld, fk, fn, layout=layout),
+                 frag_b(b_s, base + 3 * step, ld, fk, fn, layout=layout),
+                 frag_b(b_s, base + 4 * step, ld, fk, fn, layout=layout),
+                 frag_b(b_s, base + 5 * step, ld, fk, fn, layout=layout),
+                 frag_b(b_s, base + 6 * step, ld, fk, fn, layout=layout),
+                 frag_b(b_s, base + 7 * step, ld, fk, fn, layout=layout))
+    return frags
+
+
+@func
+def mma_row(fa, b0, b1, b2, b3, b4, b5, b6, b7, c0, c1, c2, c3, c4, c5, c6, c7, cols):
+    """One A fragment against the first ``cols`` B fragments: a row of the warp tile's accumulators."""
+    if cols == 2:
+        out = (mma(fa, b0, c0), mma(fa, b1, c1), c2, c3, c4, c5, c6, c7)
+    elif cols == 4:
+        out = (mma(fa, b0, c0), mma(fa, b1, c1), mma(fa, b2, c2), mma(fa, b3, c3), c4, c5, c6, c7)
+    else:
+        out = (mma(fa, b0, c0), mma(fa, b1, c1), mma(fa, b2, c2), mma(fa, b3, c3), mma(fa, b4, c4),
+               mma(fa, b5, c5), mma(fa, b6, c6), mma(fa, b7, c7))
+    return out
+
+
+@func
+def store_row(c, bias, stage, m, n, row0, col0, c0, c1, c2, c3, c4, c5, c6, c7, fm, fn, cols, computes, has_bias,
+              act):
+    """Write one row of a warp tile's fragments (rows row0.., columns col0 + j*fn, j < cols) through staging.
+
+    Two fragments at a time go to the subgroup's f32 staging tile (fm x 2fn); after a barrier each
+    lane takes 8 consecutive columns of a row: bias, activation, one rounding, a 16-byte store.
+    ``computes``: this subgroup owns a warp tile (the others only keep the barriers company).
+    """
+    frags = (c0, c1, c2, c3, c4, c5, c6, c7)
+    ld = 2 * fn + 4
+    sbase = simd_group_id() * fm * ld
+    chunks = 2 * fn // 8
+    for p in static_range(cols // 2):
+        if computes:
+            frag_store(stage, sbase, ld, frags[2 * p])
+            frag_store(stage, sbase + fn, ld, frags[2 * p + 1])
+        barrier()
+        if computes:
+            for task in range(lane_id(), fm * chunks, simd_size()):
+                row = row0 + task // chunks
+                col = col0 + p * 2 * fn + (task % chunks) * 8
+                if row < m and col < n:
+                    at = sbase + (task // chunks) * ld + (task % chunks) * 8
+                    lo = stage.load(at, width=4)
+                    hi = stage.load(at + 4, width=4)
+                    y = vec(lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3])
+                    whole = n % 8 == 0 and col + 8 <= n
+                    if has_bias:
+                        y = y + f32(load_chunk(bias, 0, 0, col, 1, n, whole, 8))
+                    out = cast(activate(y, act), c.dtype)
+                    if whole:
+                        c.store(row * n + col, out)
+                    else:
+                        for e in static_range(8):
+                            if col + e < n:
+                                c[row * n + col + e] = out[e]
+        barrier()
+
+
+@kernel(variants(T=[f16, bf16], FRAG=list(FRAGS), WARPS=list(WARP_GRIDS), WT=list(WARP_TILES), BK=[32, 16],
+                 THREADS=[128, 256, 64, 32, 512],
+                 BT=[False, True], BIAS=[False, True], ACT=list(ACTIVATIONS)))
+def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
+    """C = act(A @ B + bias) on the matrix units (docs/std/gemm.md).
+
+    a: (m, k) row-major; b: (k, n) row-major, or (n, k) row-major when BT; bias: (n,) when BIAS (else
+    one unread element); c: (m, n) row-major; T in f16/bf16.  Products exact, sums in f32 (fragment
+    accumulators), bias and ACT in f32, one rounding to T.  FRAG is the fragment shape (fm x fn x fk);
+    subgroup s < wm*wn of WARPS owns a warp tile of WT = r x c fragments, (r fm) x (c fn), of the
+    (wm r fm) x (wn c fn) block tile (the others only load); K goes in BK steps.  Launch: grid (ceil(n/BN) * THREADS, ceil(m/BM)), group (THREADS, 1), with
+    THREADS >= wm*wn*(subgroup width).  Shapes as gemm_fma: loads past m, n, k read 0; stores past
+    m, n are skipped.  Reduction: per fk step a dot product in the unit's order, the steps in order.
+    Non-finite: IEEE propagation, as gemm_fma.
+    """
+    fm, fn, fk = frag_dims(FRAG)
+    wgm, wgn = grid_dims(WARPS)
+    frows, fcols = grid_dims(WT)
+    wtm = frows * fm
+    wtn = fcols * fn
+    bm_size = wgm * wtm
+    bn_size = wgn * wtn
+    lda = BK + PAD  # A tile [stage][row m][k]
+    if BT:
+        ldb = BK + PAD  # B tile [stage][n][k]: fragments read it column-major
+        b_rows = bn_size
+    else:
+        ldb = bn_size + PAD  # B tile [stage][k][n]
+        b_rows = BK
+    a_stage = bm_size * lda
+    b_stage = b_rows * ldb
+    a_s = shared(T, 2 * a_stage)
+    b_s = shared(T, 2 * b_stage)
+    stage = shared(f32, wgm * wgn * fm * (2 * fn + 4))
+    # 16-byte chunks of the next K step, prefetched into registers: a_chunks / b_chunks per thread.
+    a_cpr = BK // 8
+    b_cpr = (ldb - PAD) // 8
+    a_chunks = bm_size * a_cpr // THREADS
+    b_chunks = b_rows * b_cpr // THREADS
+    assert a_chunks * THREADS == bm_size * a_cpr and b_chunks * THREADS == b_rows * b_cpr, \
+        "every thread loads whole 16-byte chunks of both tiles"
+    assert (a_chunks == 1 or a_chunks == 2 or a_chunks == 4) and (b_chunks == 1 or b_chunks == 2 or b_chunks == 4), \
+        "1, 2 or 4 chunks of each tile per thread"
+    tid = thread_id(0)
+    sg = simd_group_id()
+    computes = sg < wgm * wgn
+    wm = sg // wgn
+    wn = sg % wgn
+    tm, tn = swizzled_tile()
+    bm = tm * bm_size
+    bn = tn * bn_size
+    vec_a = k % 8 == 0
+    vec_b = (k if BT else n) % 8 == 0
+    if BT:
+        b_lim_rows = n
+        b_lim_cols = k
+    else:
+        b_lim_rows = k
+        b_lim_cols = n
+    c00 = frag_acc(f32, fm, fn)
+    c01 = frag_acc(f32, fm, fn)
+    c02 = frag_acc(f32, fm, fn)
+    c03 = frag_acc(f32, fm, fn)
+    c04 = frag_acc(f32, fm, fn)
+    c05 = frag_acc(f32, fm, fn)
+    c06 = frag_acc(f32, fm, fn)
+    c07 = frag_acc(f32, fm, fn)
+    c10 = frag_acc(f32, fm, fn)
+    c11 = frag_acc(f32, fm, fn)
+    c12 = frag_acc(f32, fm, fn)
+    c13 = frag_acc(f32, fm, fn)
+    c14 = frag_acc(f32, fm, fn)
+    c15 = frag_acc(f32, fm, fn)
+    c16 = frag_acc(f32, fm, fn)
+    c17 = frag_acc(f32, fm, fn)
+    c20 = frag_acc(f32, fm, fn)
+    c21 = frag_acc(f32, fm, fn)
+    c22 = frag_acc(f32, fm, fn)
+    c23 = frag_acc(f32, fm, fn)
+    c24 = frag_acc(f32, fm, fn)
+    c25 = frag_acc(f32, fm, fn)
+    c26 = frag_acc(f32, fm, fn)
+    c27 = frag_acc(f32, fm, fn)
+    c30 = frag_acc(f32, fm, fn)
+    c31 = frag_acc(f32, fm, fn)
+    c32 = frag_acc(f32, fm, fn)
+    c33 = frag_acc(f32, fm, fn)
+    c34 = frag_acc(f32, fm, fn)
+    c35 = frag_acc(f32, fm, fn)
+    c36 = frag_acc(f32, fm, fn)
+    c37 = frag_acc(f32, fm, fn)
+    ktiles = (k + BK - 1) // BK
+    for kt in range(ktiles + 1):
+        # Iteration kt loads K step kt into registers (past the last step: zeros, no memory access),
+        # multiplies step kt-1 from shared memory, then stores step kt into the other buffer: one
+        # barrier per step, and the global loads fly while the matrix units work.
+        k0 = kt * BK
+        # B's tile rows are n (BT) or k; its columns k (BT) or n.
+        b_row0 = bn if BT else k0
+        b_col0 = k0 if BT else bn
+        ra0 = load_chunk(a, k, bm + tid // a_cpr, k0 + (tid % a_cpr) * 8, m, k, vec_a, 8)
+        rb0 = load_chunk(b, b_lim_cols, b_row0 + tid // b_cpr, b_col0 + (tid % b_cpr) * 8, b_lim_rows, b_lim_cols,
+                    vec_b, 8)
+        if a_chunks > 1:
+            q = tid + THREADS
+            ra1 = load_chunk(a, k, bm + q // a_cpr, k0 + (q % a_cpr) * 8, m, k, vec_a, 8)
+        if b_chunks > 1:
+            q = tid + THREADS
+            rb1 = load_chunk(b, b_lim_cols, b_row0 + q // b_cpr, b_col0 + (q % b_cpr) * 8, b_lim_rows, b_lim_cols,
+                        vec_b, 8)
+        if a_chunks > 2:
+            q = tid + 2 * THREADS
+            ra2 = load_chunk(a, k, bm + q // a_cpr, k0 + (q % a_cpr) * 8, m, k, vec_a, 8)
+            q = tid + 3 * THREADS
+            ra3 = load_chunk(a, k, bm + q // a_cpr, k0 + (q % a_cpr) * 8, m, k, vec_a, 8)
+        if b_chunks > 2:
+            q = tid + 2 * THREADS
+            rb2 = load_chunk(b, b_lim_cols, b_row0 + q // b_cpr, b_col0 + (q % b_cpr) * 8, b_lim_rows, b_lim_cols,
+                        vec_b, 8)
+            q = tid + 3 * THREADS
+            rb3 = load_chunk(b, b_lim_cols, b_row0 + q // b_cpr, b_col0 + (q % b_cpr) * 8, b_lim_rows, b_lim_cols,
+                        vec_b, 8)
+        if kt > 0 and computes:
+            a_base = ((kt - 1) % 2) * a_stage + wm * wtm * lda
+            b_base = ((kt - 1) % 2) * b_stage
+            for ks in static_range(BK // fk):
+                if BT:
+                    b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(
+                        b_s, b_base + wn * wtn * ldb + ks * fk, fn * ldb, ldb, fk, fn, "col", fcols)
+                else:
+                    b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(
+                        b_s, b_base + ks * fk * ldb + wn * wtn, fn, ldb, fk, fn, "row", fcols)
+                at = a_base + ks * fk
+                c00, c01, c02, c03, c04, c05, c06, c07 = mma_row(
+                    frag_a(a_s, at, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
+                    c00, c01, c02, c03, c04, c05, c06, c07, fcols)
+                if frows > 1:
+                    c10, c11, c12, c13, c14, c15, c16, c17 = mma_row(
+                        frag_a(a_s, at + fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
+                        c10, c11, c12, c13, c14, c15, c16, c17, fcols)
+                if frows > 2:
+                    c20, c21, c22, c23, c24, c25, c26, c27 = mma_row(
+                        frag_a(a_s, at + 2 * fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
+                        c20, c21, c22, c23, c24, c25, c26, c27, fcols)
+                    c30, c31, c32, c33, c34, c35, c36, c37 = mma_row(
+                        frag_a(a_s, at + 3 * fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
+                        c30, c31, c32, c33, c34, c35, c36, c37, fcols)
+        if kt < ktiles:
+            a_base = (kt % 2) * a_stage
+            b_base = (kt % 2) * b_stage
+            a_s.store(a_base + (tid // a_cpr) * lda + (tid % a_cpr) * 8, ra0)
+            b_s.store(b_base + (tid // b_cpr) * ldb + (tid % b_cpr) * 8, rb0)
+            if a_chunks > 1:
+                q = tid + THREADS
+                a_s.store(a_base + (q // a_cpr) * lda + (q % a_cpr) * 8, ra1)
+            if b_chunks > 1:
+                q = tid + THREADS
+                b_s.store(b_base + (q // b_cpr) * ldb + (q % b_cpr) * 8, rb1)
+            if a_chunks > 2:
+                q = tid + 2 * THREADS
+                a_s.store(a_base + (q // a_cpr) * lda + (q % a_cpr) * 8, ra2)
+                q = tid + 3 * THREADS
+                a_s.store(a_base + (q // a_cpr) * lda + (q % a_cpr) * 8, ra3)
+            if b_chunks > 2:
+                q = tid + 2 * THREADS
+                b_s.store(b_base + (q // b_cpr) * ldb + (q % b_cpr) * 8, rb2)
+                q = tid + 3 * THREADS
+                b_s.store(b_base + (q // b_cpr) * ldb + (q % b_cpr) * 8, rb3)
+        barrier()
+    row0 = bm + wm * wtm
+    col0 = bn + wn * wtn
+    store_row(c, bias, stage, m, n, row0, col0, c00, c01, c02, c03, c04, c05, c06, c07, fm, fn, fcols, computes,
+              BIAS, ACT)
+    if frows > 1:
+        store_row(c, bias, stage, m, n, row0 + fm, col0, c10, c11, c12, c13, c14, c15, c16, c17, fm, fn, fcols,
+                  computes, BIAS, ACT)
+    if frows > 2:
+        store_row(c, bias, stage, m, n, row0 + 2 * fm, col0, c20, c21, c22, c23, c24, c25, c26, c27, fm, fn, fcols,
+                  computes, BIAS, ACT)
+        store_row(c, bias, stage, m, n, row0 + 3 * fm, col0, c30, c31, c32, c33, c34, c35, c36, c37, fm, fn, fcols,
+                  computes, BIAS, ACT)
+
+
+# ---------------------------------------------------------------- configurations and the host function
+
+#: The H200 configuration (CUDA mma.sync m16n8k16): 4 subgroups of 64x64 warp tiles, a 128x128 block
+#: tile, K steps of 32; 2 x 18.4 KiB of double-buffered A/B tiles plus 5 KiB of epilogue staging.
+SM80 = {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 32}
+#: The same warp tiles, 8 subgroups: a 128x256 block tile (twice the reuse of each A tile), K steps of 16
+#: to stay within 48 KiB; one group of 256 threads per SM (registers).  A tuning alternative to SM80.
+SM80_WIDE = {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 16}
+#: AMD MFMA / WMMA: 64x64 warp tiles of 16x16x16 fragments.
+AMD = {"FRAG": "16x16x16", "WARPS": "2x2", "WT": "4x4", "BK": 32}
+#: Metal simdgroup_matrix: 32x64 warp tiles of 8x8x8; K steps of 16 keep the tiles in 32 KiB.
+APPLE = {"FRAG": "8x8x8", "WARPS": "2x2", "WT": "4x8", "BK": 16}
+#: The smallest configuration (32x32 block, 2 fragments per subgroup): the portable path on a device
+#: without matrix units, where a big warp tile only costs compile time (lavapipe's JIT grows steeply
+#: with the number of portable mma ops in a kernel).
+PORTABLE_SMALL = {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "1x2"}
+
+
+def block_tile(binding: dict[str, Any]) -> tuple[int, int]:
+    """(rows, columns) of C one group of :data:`gemm_mma` computes with ``binding``."""
+    fm, fn = {"16x8x16": (16, 8), "16x16x16": (16, 16), "8x8x8": (8, 8)}[binding["FRAG"]]
+    wgm, wgn = (int(x) for x in binding["WARPS"].split("x"))
+    frows, fcols = (int(x) for x in binding["WT"].split("x"))
+    return wgm * frows * fm, wgn * fcols * fn
+
+
+def portable_small(lanes: int) -> dict[str, Any]:
+    """:data:`PORTABLE_SMALL` for a subgroup width of ``lanes`` (8, 16 or 32): 4 subgroups per group."""
+    return {**PORTABLE_SMALL, "BK": 16 if lanes <= 16 else 32, "THREADS": 4 * lanes}
+
+
+def fragment_config(target: str, lanes: int, dtype: Any, profile: Any = None) -> dict[str, Any] | None:
+    """The :data:`gemm_mma` configuration for a device, or None where the FMA kernel serves ``dtype`` better.
+
+    ``target``: "interp", "cuda", "hip", "metal" or "spirv"; ``lanes``: its subgroup width;
+    ``profile``: its TargetProfile (Vulkan: which cooperative matrices the device offers).
+    """
+    threads = max(128, 4 * lanes)
+    if target in ("interp", "cuda"):
+        return {**SM80, "THREADS": threads}
+    if target == "metal":
+        return {**APPLE, "THREADS": threads}
+    if dtype == bf16:
+        return None  # SPIR-V and HIP keep bf16 as bits: a shared bf16 array cannot feed fragments there
+    if target == "hip" and profile is not None and profile.mma_strategy and lanes in (32, 64):
+        return {**AMD, "THREADS": 4 * lanes}
+    offered = (profile.mma_offered or ()) if profile is not None else ()
+    if target == "spirv" and (16, 8, 16, "f16", "f32") in offered and lanes in (32, 64):
+        return {**SM80, "THREADS": 4 * lanes}
+    return None
+
+
+def device_traits(backend: str | None) -> tuple[str, int, Any]:
+    """(target, subgroup width, TargetProfile or None) of the device ``backend`` names (None: the configured one)."""
+    from iron import config
+    from iron.runtime import get_device, resolve_backend
+
+    name = resolve_backend(backend)
+    if name == "interp":
+        return "interp", int(config.get("simd_width")), None
+    profile = getattr(get_device(name), "profile", None)
+    if profile is None:
+        raise LaunchError(f"gemm: the {name} device reports no target profile")
+    return profile.target, int(profile.lane_width), profile
+
+
+def launch_geometry(m: int, n: int, threads: int, tile: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(grid, group) of either kernel: one group per output tile, tiles along N on axis 0."""
+    return (_host.ceil_div(n, tile[1]) * threads, _host.ceil_div(m, tile[0])), (threads, 1)
+
+
+def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: Any = None,
+         backend: str | None = None, transpose_b: bool = False) -> Any:
+    """C = activation(A @ B + bias), rounded once to the inputs' dtype.
+
+    a: (M, K); b: (K, N), or (N, K) with ``transpose_b`` (an nn.Linear weight); bias: (N,) or None;
+    activation: None, "relu", "gelu_tanh" or "silu"; all one float dtype, C-contiguous (numpy on
+    interp/vulkan, torch tensors on cuda).  f16/bf16 run on the matrix units where the device has
+    them (:func:`fragment_config`), everything else on the FMA kernel.  Returns ``out`` (M, N).
+    """
+    dt = _host.check_float(a, "gemm: a")
+    if _host.dtype_of(b, "gemm: b") != dt:
+        raise LaunchError(f"gemm: b has dtype {_host.dtype_of(b).name}, a has {dt.name}: pass one dtype")
+    a_shape, b_shape = _host.shape_of(a), _host.shape_of(b)
+    if len(a_shape) != 2 or len(b_shape) != 2:
+        raise LaunchError(f"gemm: a and b must be 2-D, got shapes {a_shape} and {b_shape}")
+    m, k = a_shape
+    n, kb = b_shape if transpose_b else b_shape[::-1]
+    if kb != k:
+        want = f"({n}, {k})" if transpose_b else f"({k}, {n})"
+        raise LaunchError(f"gemm: a is {a_shape}, so b must be {want} "
+                          f"({'N, K: transpose_b' if transpose_b else 'K, N'}); got {b_shape}")
+    act = "none" if activation is None else activation
+    if act not in ACTIVATIONS:
+        raise LaunchError(f"gemm: activation must be None or one of {', '.join(ACTIVATIONS[1:])}; got {activation!r}")
+    if bias is not None:
+        if _host.dtype_of(bias, "gemm: bias") != dt:
+            raise LaunchError(f"gemm: bias has dtype {_host.dtype_of(bias).name}, a has {dt.name}")
+        _host.check_shape(bias, (n,), "gemm: bias")
+    if out is None:
+        out = _host.empty_like(a, (m, n))
+    else:
+        if _host.dtype_of(out, "gemm: out") != dt:
+            raise LaunchError(f"gemm: out has dtype {_host.dtype_of(out).name}, a has {dt.name}")
+        _host.check_shape(out, (m, n), "gemm: out")
+    if m == 0 or n == 0:
+        return out
+    unread_bias = bias if bias is not None else _host.empty_like(a, 1)
+    target, lanes, profile = device_traits(backend)
+    cfg = fragment_config(target, lanes, dt, profile) if dt != f32 else None
+    flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}
+    if cfg is None:
+        kern = gemm_fma.variant(**flags)
+        grid, group = launch_geometry(m, n, FMA_THREADS, (FMA_BM, FMA_BN))
+    else:
+        kern = gemm_mma.variant(**flags, **cfg)
+        grid, group = launch_geometry(m, n, cfg["THREADS"], block_tile(cfg))
+    kern.launch(a, b, unread_bias, out, m, n, k, grid=grid, group=group, backend=backend)
+    return out

@@ -1,0 +1,177 @@
+"""Tests and benches of iron.std.gemm: C = act(A @ B + bias) against float64 numpy.
+
+The oracle is ``act(A @ B + bias)`` in float64 on the exact inputs, with ``Expect(scale = |A| @ |B| +
+|bias|)``: a dot product's rounding error is relative to the sum of its |terms|, and every activation
+here has |act(x)| <= |x|, so the same scale bounds the error after it.  See :func:`gemm_depth` for the
+rounding chain.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
+
+from ..gemm import (FMA_BM, FMA_BN, FMA_THREADS, SM80_WIDE, block_tile, device_traits, fragment_config, gemm_fma,
+                    gemm_mma, launch_geometry, portable_small)
+
+
+def _shape(m: int, n: int, k: int) -> dict[str, int]:
+    return {"M": m, "N": n, "K": k}
+
+
+# 1x1x1; one whole fragment; odd M, N, K (scalar loads of A and B, a partial K step, a partial store);
+# a whole 128x128 tile and one row past it (two row tiles) with N not a multiple of 8; K < 4 and N past
+# one tile (scalar A loads, two column tiles, a scalar column tail); M past a tile with K = one FMA step.
+SHAPES = [_shape(1, 1, 1), _shape(16, 16, 16), _shape(33, 17, 45), _shape(128, 128, 64), _shape(130, 70, 96),
+          _shape(5, 131, 3), _shape(129, 4, 8)]
+# The matrix kernel on shapes the registry never draws elsewhere: N past two column tiles with whole
+# 16-byte rows everywhere (every vector path), and K = 136 (five K steps, the last one partial).
+MMA_EXTRA = [_shape(7, 264, 40), _shape(40, 24, 136)]
+#: The other bindings (dtypes, layouts, epilogues) on the shapes that reach every tail.
+SHORT = [_shape(1, 1, 1), _shape(33, 17, 45), _shape(130, 70, 96), _shape(5, 131, 3)]
+#: lavapipe compiles the matrix kernel slowly (~30 s per specialisation): fewer, smaller shapes there.
+VULKAN_MMA = [_shape(1, 1, 1), _shape(33, 17, 45), _shape(70, 40, 72)]
+
+BENCH = {"interp": [_shape(64, 64, 64)], "vulkan": [_shape(512, 512, 512)],
+         "*": [_shape(4096, 4096, 4096), _shape(8192, 8192, 8192)]}
+MMA_BENCH = {**BENCH, "vulkan": [_shape(256, 256, 256)]}
+
+
+def _flags(t, bt: bool, bias: bool, act: str) -> dict:
+    return {"T": t, "BT": bt, "BIAS": bias, "ACT": act}
+
+
+# Each dtype, layout, bias and activation at least once; the first list runs everywhere, the second
+# (more compile time on lavapipe than it proves there) on the interpreter and the GPUs.
+FMA_BINDINGS = [_flags(f32, False, False, "none"), _flags(f16, True, True, "relu"),
+                _flags(bf16, False, True, "gelu_tanh")]
+FMA_MORE = [_flags(f32, True, True, "silu"), _flags(f32, False, True, "gelu_tanh"), _flags(f16, False, False, "none"),
+            _flags(bf16, True, False, "relu")]
+MMA_BINDINGS = [_flags(f16, True, True, "gelu_tanh")]
+# bf16 fragments cannot come from shared memory on SPIR-V (bf16 is stored as bits there): not on vulkan.
+MMA_MORE = [_flags(f16, False, False, "none"), _flags(bf16, False, True, "silu"), _flags(bf16, True, False, "relu")]
+
+#: The activations' own f32 roundings (relu is exact; silu: exp, add, divide, with exp a few ulp;
+#: gelu_tanh: the cube, the polynomial, tanh, the products) and the bound on their slope, by which an
+#: error in their argument grows (|silu'| <= 1.1, |gelu_tanh'| <= 1.13).
+ACT_STEPS = {"none": 0, "relu": 0, "silu": 5, "gelu_tanh": 9}
+ACT_SLOPE = {"none": 1.0, "relu": 1.0, "silu": 1.1, "gelu_tanh": 1.13}
+
+
+def gemm_depth(k: int, bias: bool, act: str) -> Depth:
+    """Roundings on the longest path to C[i, j], for both kernels.
+
+    The sum of k exact products (f16/bf16 products are exact in f32; an f32 fma rounds once) in f32:
+    gemm_fma's fma chain takes k roundings in order; gemm_mma's matrix unit adds each K step's products
+    in its own order (the PTX ISA leaves the order and the internal precision of mma.sync to the
+    hardware) and the k / fk steps in order.  Any association of an n-term sum is within (n - 1) u
+    sum |terms| (Higham, Accuracy and Stability, 4.2), so k f32 steps bound both; a unit that truncates
+    instead of rounding costs at most 2u per addition, still inside the tolerance of k steps
+    (rtol = 1e-6 * k / 2, about 8u per step).  Then the bias (one f32 add), the activation (its own
+    roundings, and its slope times everything before), and one rounding to T.
+    """
+    before = k + (1 if bias else 0)
+    return Depth(steps=1, f32_steps=math.ceil(ACT_SLOPE[act] * before) + ACT_STEPS[act])
+
+
+def _act64(x: np.ndarray, act: str) -> np.ndarray:
+    if act == "relu":
+        return np.maximum(x, 0.0)
+    if act == "silu":
+        return x / (1.0 + np.exp(-x))
+    if act == "gelu_tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return x
+
+
+def make_oracle(bt: bool, has_bias: bool, act: str):
+    """act(A @ B + bias) in float64, for the kernels' argument order (a, b, bias, c, m, n, k)."""
+
+    def oracle(a, b, bias, c, m, n, k):
+        A = a.reshape(m, k)
+        B = b.reshape(n, k).T if bt else b.reshape(k, n)
+        pre = A @ B
+        scale = np.abs(A) @ np.abs(B)
+        if has_bias:
+            pre = pre + bias.reshape(1, n)
+            scale = scale + np.abs(bias).reshape(1, n)
+        return Expect(_act64(pre, act), scale=scale)
+
+    return oracle
+
+
+def _inputs(case, m: int, n: int, k: int) -> list:
+    bt, has_bias = case["BT"], case["BIAS"]
+    b = case.randn(n, k) if bt else case.randn(k, n)
+    bias = case.randn(n) if has_bias else case.randn(1)  # unread without BIAS
+    return [case.randn(m, k), b, bias, case.empty(m, n), m, n, k]
+
+
+def _matmul_torch(a, b, bias, c, m, n, k):
+    import torch
+
+    return torch.matmul(a.view(m, k), b.view(k, n))
+
+
+def _matmul_numpy(a, b, bias, c, m, n, k):
+    f = np.float32
+    return (a.reshape(m, k).astype(f) @ b.reshape(k, n).astype(f)).astype(c.dtype)
+
+
+# ---------------------------------------------------------------- the FMA kernel
+
+@test_kernel(gemm_fma, shapes=SHAPES, bindings=FMA_BINDINGS, name="std/gemm/fma")
+@test_kernel(gemm_fma, shapes={"vulkan": [], "*": SHORT}, bindings=FMA_MORE, name="std/gemm/fma_variants")
+@bench(gemm_fma, shapes=BENCH, bindings=[_flags(f32, False, False, "none")],
+       reference={"cuda": _matmul_torch, "*": _matmul_numpy}, name="std/gemm/fma")
+def fma_setup(case):
+    m, n, k = case["M"], case["N"], case["K"]
+    grid, group = launch_geometry(m, n, FMA_THREADS, (FMA_BM, FMA_BN))
+    return Setup(args=_inputs(case, m, n, k), grid=grid, group=group,
+                 oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
+                 depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k)
+
+
+# ---------------------------------------------------------------- the matrix kernel
+
+def mma_binding(case) -> dict:
+    """The device's configuration (fragment_config), else the small portable one (lavapipe: no unit)."""
+    target, lanes, profile = device_traits(case.backend)
+    return fragment_config(target, lanes, case["T"], profile) or portable_small(lanes)
+
+
+@test_kernel(gemm_mma, shapes={"vulkan": VULKAN_MMA, "*": SHAPES + MMA_EXTRA}, bindings=MMA_BINDINGS,
+             name="std/gemm/mma")
+@test_kernel(gemm_mma, shapes={"vulkan": [], "*": SHORT}, bindings=MMA_MORE,
+             name="std/gemm/mma_variants")
+@bench(gemm_mma, shapes=MMA_BENCH, bindings=[_flags(f16, False, False, "none")],
+       reference={"cuda": _matmul_torch, "*": _matmul_numpy}, name="std/gemm/mma")
+@bench(gemm_mma, shapes={**MMA_BENCH, "vulkan": []}, bindings=[_flags(bf16, False, False, "none")],
+       reference={"cuda": _matmul_torch, "*": _matmul_numpy}, name="std/gemm/mma_bf16")
+def mma_setup(case):
+    m, n, k = case["M"], case["N"], case["K"]
+    binding = mma_binding(case)
+    grid, group = launch_geometry(m, n, binding["THREADS"], block_tile(binding))
+    return Setup(args=_inputs(case, m, n, k), grid=grid, group=group, binding=binding,
+                 oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
+                 depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)
+
+
+# ---------------------------------------------------------------- a tuning alternative: 8 subgroups, 128x256
+
+@test_kernel(gemm_mma, shapes={"vulkan": [], "*": [_shape(130, 270, 96), _shape(33, 17, 45)]},
+             bindings=[_flags(bf16, True, True, "relu")], name="std/gemm/mma_wide")
+@bench(gemm_mma, shapes={**MMA_BENCH, "vulkan": []}, bindings=[_flags(f16, False, False, "none")],
+       reference={"cuda": _matmul_torch, "*": _matmul_numpy}, name="std/gemm/mma_wide")
+def mma_wide_setup(case):
+    """SM80_WIDE where the device runs fragments natively (CUDA) or exactly (interp): 8 subgroups of 32."""
+    m, n, k = case["M"], case["N"], case["K"]
+    # 64-wide subgroups (interp only): 512 threads, K steps of 32 so each thread still loads whole chunks.
+    binding = {**SM80_WIDE, "THREADS": 256} if case.simd_width <= 32 else {**SM80_WIDE, "BK": 32, "THREADS": 512}
+    grid, group = launch_geometry(m, n, binding["THREADS"], block_tile(binding))
+    return Setup(args=_inputs(case, m, n, k), grid=grid, group=group, binding=binding,
+                 oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
+                 depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)
