@@ -111,3 +111,37 @@ def parametrize_compile(module: str):
     params = [pytest.param(t, launch, id=f"{t}-{launch.kernel.name}-{i}")
               for i, (_, launch) in enumerate(points) for t in TOOLCHAIN_OF]
     return pytest.mark.parametrize("target,launch", params)
+
+
+def load_source_module(source: str, tmp_path: Any, stem: str) -> Any:
+    """Import ``source`` (a library module's text, relative imports made absolute) from ``tmp_path/stem.py``."""
+    import importlib.util
+    import re
+    import sys
+
+    source = re.sub(r"^from \.\.(\w+)", r"from iron.\1", source, flags=re.M)
+    source = re.sub(r"^from \.(\w*) import", lambda m: f"from iron.std{'.' + m.group(1) if m.group(1) else ''} import",
+                    source, flags=re.M)
+    path = tmp_path / f"{stem}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def edited_module(module: Any, tmp_path: Any, *edits: tuple[str, str], unique: bool = True) -> Any:
+    """A copy of library ``module`` with each ``(old, new)`` edit made: the known-bad mutants of the tests.
+
+    ``old`` must occur exactly once (``unique``) or at least once (every occurrence is replaced).
+    """
+    from pathlib import Path
+
+    name = Path(module.__file__).name
+    source = Path(module.__file__).read_text()
+    for old, new in edits:
+        count = source.count(old)
+        assert count == 1 if unique else count >= 1, f"the mutation site {old!r} occurs {count} times in {name}"
+        source = source.replace(old, new)
+    return load_source_module(source, tmp_path, f"{Path(name).stem}_mutant_{abs(hash(edits))}")

@@ -2,13 +2,12 @@
 compiles, the host functions (every pair on odd shapes, dtype spellings, copy, out=, errors) and the
 non-finite and rounding policy (ties to even, overflow to inf, NaN kept, subnormals)."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from std_testing import edited_module
 from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, parametrize_compile,
                          run_entry, suite)
 
@@ -36,16 +35,8 @@ def test_compiles(target, launch, require_toolchain):
 # ---------------------------------------------------------------- mutants: one edit of cast.py each
 
 def mutant_kernel(tmp_path: Path, old: str, new: str):
-    source = (Path(C.__file__).read_text().replace("from . import _host", "from iron.std import _host")
-              .replace("from .elementwise import", "from iron.std.elementwise import"))
-    assert source.count(old) == 1, f"the mutation site {old!r} is not unique in cast.py"
-    path = tmp_path / f"cast_mutant_{abs(hash((old, new)))}.py"
-    path.write_text(source.replace(old, new))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module.cast_kernel
+    """``cast_kernel`` from a copy of iron/std/cast.py with ``old`` (occurring once) replaced by ``new``."""
+    return edited_module(C, tmp_path, (old, new)).cast_kernel
 
 
 @pytest.mark.parametrize("old, new", [

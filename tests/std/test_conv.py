@@ -1,13 +1,12 @@
 """iron.std.conv: the registered rows on interp and lavapipe, mutants, four-target compiles, the host
 functions (values on odd shapes, both layouts, out=, grids past one row, errors) and the non-finite policy."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from std_testing import edited_module
 from std_testing import TOOLCHAIN_OF, assert_rows_pass, compile_for, parametrize_compile, run_entry, suite
 
 import iron
@@ -37,15 +36,7 @@ def test_compiles(target, launch, require_toolchain):
 
 def mutant_module(tmp_path: Path, old: str, new: str):
     """A copy of iron/std/conv.py with ``old`` (which must occur exactly once) replaced by ``new``."""
-    source = Path(conv.__file__).read_text().replace("from . import _host", "from iron.std import _host")
-    assert source.count(old) == 1, f"the mutation site {old!r} is not unique in conv.py"
-    path = tmp_path / f"conv_mutant_{abs(hash((old, new)))}.py"
-    path.write_text(source.replace(old, new))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
+    return edited_module(conv, tmp_path, (old, new))
 
 
 #: Cheap shapes (a few taps, one group) that still see every mutation: padding, dilation 2, a bias.

@@ -2,14 +2,13 @@
 host functions (values on odd shapes, broadcasting, scalars, out=, the 2-D grid, errors) and the
 non-finite policy."""
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from std_testing import edited_module
 from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, mutant_rows,
                          parametrize_compile, run_entry, suite)
 
@@ -39,15 +38,7 @@ def test_compiles(target, launch, require_toolchain):
 
 def mutant_module(tmp_path: Path, old: str, new: str):
     """A copy of iron/std/elementwise.py with ``old`` (which must occur exactly once) replaced by ``new``."""
-    source = Path(ew.__file__).read_text().replace("from . import _host", "from iron.std import _host")
-    assert source.count(old) == 1, f"the mutation site {old!r} is not unique in elementwise.py"
-    path = tmp_path / f"elementwise_mutant_{abs(hash((old, new)))}.py"
-    path.write_text(source.replace(old, new))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
+    return edited_module(ew, tmp_path, (old, new))
 
 
 MUTANTS = {

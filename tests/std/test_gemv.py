@@ -1,13 +1,12 @@
 """iron.std.gemv: the registered rows on interp and lavapipe (and at subgroup widths 8 and 64), mutants,
 four-target compiles, the host function (values on unseen shapes, out=, errors) and the non-finite policy."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from std_testing import edited_module
 from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, device, mutant_rows,
                          parametrize_compile, run_entry, suite)
 
@@ -48,18 +47,8 @@ def test_compiles(target, launch, require_toolchain):
 # ---------------------------------------------------------------- mutants
 
 def mutant_module(tmp_path: Path, *edits: tuple[str, str]):
-    """A copy of iron/std/gemv.py with each ``old`` (which must occur exactly once) replaced by ``new``."""
-    source = Path(G.__file__).read_text().replace("from . import _host", "from iron.std import _host")
-    for old, new in edits:
-        assert source.count(old) == 1, f"the mutation site {old!r} is not unique in gemv.py"
-        source = source.replace(old, new)
-    path = tmp_path / f"gemv_mutant_{abs(hash(edits))}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
+    """A copy of iron/std/gemv.py with each ``(old, new)`` edit made."""
+    return edited_module(G, tmp_path, *edits)
 
 
 MUTANTS = {

@@ -2,13 +2,12 @@
 four-target compiles, the host function on shapes the registry never runs, its errors and the
 non-finite policy."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from std_testing import edited_module
 from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, mutant_rows,
                          parametrize_compile, run_entry, suite)
 
@@ -49,19 +48,8 @@ def test_compiles(target, launch, require_toolchain):
 # ---------------------------------------------------------------- mutants
 
 def mutant_module(tmp_path: Path, *edits: tuple[str, str]):
-    """A copy of iron/std/quant_gemv.py with each ``old`` (occurring exactly once) replaced by ``new``."""
-    source = Path(Q.__file__).read_text().replace("from . import _host", "from iron.std import _host")
-    source = source.replace("from .gguf import", "from iron.std.gguf import")
-    for old, new in edits:
-        assert source.count(old) == 1, f"the mutation site {old!r} is not unique in quant_gemv.py"
-        source = source.replace(old, new)
-    path = tmp_path / f"quant_gemv_mutant_{abs(hash(edits))}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
+    """A copy of iron/std/quant_gemv.py with each ``(old, new)`` edit made."""
+    return edited_module(Q, tmp_path, *edits)
 
 
 MUTANTS = {

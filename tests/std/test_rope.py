@@ -1,14 +1,13 @@
 """iron.std.rope: the registered rows on interp and lavapipe, mutants, four-target compiles, the host
 function (both layouts, tables and positions, in place, unaligned, errors) and the non-finite policy."""
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from std_testing import edited_module
 from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, device, mutant_rows,
                          parametrize_compile, run_entry, suite)
 
@@ -38,19 +37,8 @@ def test_compiles(target, launch, require_toolchain):
 # ---------------------------------------------------------------- mutants
 
 def mutant_module(tmp_path: Path, *edits: tuple[str, str]):
-    """A copy of iron/std/rope.py with every occurrence of each ``old`` (at least one) replaced by ``new``."""
-    source = Path(R.__file__).read_text().replace("from . import _host", "from iron.std import _host")
-    source = source.replace("from .gemv import aligned", "from iron.std.gemv import aligned")
-    for old, new in edits:
-        assert old in source, f"the mutation site {old!r} is not in rope.py"
-        source = source.replace(old, new)
-    path = tmp_path / f"rope_mutant_{abs(hash(edits))}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
+    """A copy of iron/std/rope.py with each ``(old, new)`` edit made."""
+    return edited_module(R, tmp_path, *edits, unique=False)
 
 
 MUTANTS = {
