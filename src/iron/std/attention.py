@@ -1,0 +1,595 @@
+"""Scaled-dot-product attention: a KV-cache decode (flash-decoding: a split pass, then a combine pass) and
+a tiled flash-attention prefill whose two products run on the matrix units through the fragment API.
+
+Scores are ``scale * q . k`` (``scale`` defaults to ``1/sqrt(D)``); the kernels work in base 2 (scores
+times ``log2(e)``, ``exp2``), accumulate in f32 and keep f32 softmax statistics (running max ``m`` and
+sum ``l``); an output is rounded to its dtype once.  No float atomics: every sum runs in a fixed order,
+so results are deterministic.
+
+Two prefill kernels: ``attention_prefill`` (64 queries per group, 16x8x16 fragments, the output
+accumulator in registers: CUDA's ``mma.sync``) and ``attention_prefill_small`` (16 queries, 8x8x8 f32
+fragments, the accumulator in shared memory: 32 KB devices, lavapipe, Metal).  The fragment API cannot
+read or scale one row of an accumulator fragment, nor turn an accumulator into an ``a`` operand, so
+both stage ``S = Q K^T`` through shared memory, run the per-row softmax there and write ``P`` back
+(rounded to T) as the ``a`` operand of ``P V``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from iron import LaunchError, bf16, f16, f32, i32, In, T, Tensor, kernel, variants
+from iron.lang import (barrier, exp2, fma, frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_id, lane_id,
+                       local, log2, mma, num_simd_groups, program_id, select, shared, simd_group_id, simd_shuffle_xor,
+                       simd_size, static_range, thread_id, vec)
+from iron.std._host import ceil_div, check_float, check_shape, dtype_of, empty_like, shape_of, vector_width
+
+NEG = -math.inf
+LOG2E = 1.4426950408889634
+
+# ---------------------------------------------------------------- decode: split pass
+
+#: Threads of one decode group; lanes of a team, which reads one K/V row at a time (8 lanes fit every
+#: subgroup width Iron runs: 8 on lavapipe, 32, 64).
+DECODE_THREADS = 128
+TEAM = 8
+
+
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2]))
+def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32],
+                           part_lse: Tensor[f32], H: int, H_kv: int, S_max: int, NCH: int, CH: int, scale: f32):
+    """One chunk of keys for GQ query heads sharing one KV head: the chunk's softmax-weighted V and its LSE.
+
+    q (B, H, D), k/v (B, H_kv, S_max, D) row-major in T; seq_lens (B,) i32, clamped to [0, S_max].
+    Grid (NCH * 128, B * H / GQ), group (128,): group (c, b * H/GQ + hg) owns keys
+    [c*CH, min((c+1)*CH, L_b)) of heads hg*GQ .. hg*GQ+GQ-1, KV head (hg*GQ) // (H / H_kv).
+    Out (f32): part_o (B, H, NCH, D) = sum_j softmax_j v_j over the chunk (normalised), part_lse
+    (B, H, NCH) = log2 sum_j 2^(s_j), s_j = scale * log2(e) * q.k_j; an empty chunk gives 0 and -inf.
+    Order: a team of 8 lanes owns a key at a time (each lane D/8 elements: 16-byte vectors, a sequential
+    FMA chain, then a 3-step xor butterfly); keys j = start + team, + 16, ... fold into the team's running
+    (m, l, acc) in order; teams combine by an xor butterfly inside a subgroup, then subgroups in id order.
+    D in {64, 128}; H a multiple of H_kv, H / H_kv a multiple of GQ.  NaN/Inf in q or k give NaN for the
+    head's chunk (and output); NaN/Inf in v propagate to the outputs that weight them.
+    """
+    NV = D // (TEAM * VEC)
+    E = NV * VEC
+    TEAMS = DECODE_THREADS // TEAM
+    ml_s = shared(f32, TEAMS * GQ * 2)
+    acc_s = shared(f32, GQ * D)
+    t = thread_id(0)
+    team = t // TEAM
+    lt = t % TEAM
+    c = group_id(0)
+    hg = group_id(1)
+    b = hg // (H // GQ)
+    h0 = (hg % (H // GQ)) * GQ
+    kvh = h0 // (H // H_kv)
+    seq = min(max(seq_lens[b], 0), S_max)
+    start = c * CH
+    end = min(start + CH, seq)
+    obase = (b * H + h0) * NCH + c
+    if start >= end:
+        for i in range(t, GQ * D, DECODE_THREADS):
+            part_o[(obase + (i // D) * NCH) * D + i % D] = 0.0
+        if t < GQ:
+            part_lse[obase + t * NCH] = NEG
+        return
+    qv = local(f32, GQ * E)
+    for g in static_range(GQ):
+        for jv in static_range(NV):
+            x = f32(q.load((b * H + h0 + g) * D + (lt + jv * TEAM) * VEC, width=VEC))
+            for i in static_range(VEC):
+                qv[g * E + jv * VEC + i] = x[i] * (scale * LOG2E)
+    m = local(f32, GQ)
+    l = local(f32, GQ)
+    acc = local(f32, GQ * E)
+    for g in static_range(GQ):
+        m[g] = NEG
+    row0 = (b * H_kv + kvh) * S_max
+    for j in range(start + team, end, TEAMS):
+        base = (row0 + j) * D
+        kf = local(f32, E)
+        vf = local(f32, E)
+        for jv in static_range(NV):
+            kx = f32(k.load(base + (lt + jv * TEAM) * VEC, width=VEC))
+            vx = f32(v.load(base + (lt + jv * TEAM) * VEC, width=VEC))
+            for i in static_range(VEC):
+                kf[jv * VEC + i] = kx[i]
+                vf[jv * VEC + i] = vx[i]
+        for g in static_range(GQ):
+            s = 0.0
+            for e in static_range(E):
+                s = fma(qv[g * E + e], kf[e], s)
+            s += simd_shuffle_xor(s, 4)
+            s += simd_shuffle_xor(s, 2)
+            s += simd_shuffle_xor(s, 1)
+            # One exp2 per key: the new key either raises the max (rescale by 2^(m-s), weight 1) or not.
+            up = s > m[g]
+            ex = exp2(-abs(s - m[g]))
+            alpha = select(up, ex, 1.0)
+            p = select(up, 1.0, ex)
+            m[g] = select(up, s, m[g])
+            l[g] = l[g] * alpha + p
+            for e in static_range(E):
+                acc[g * E + e] = fma(p, vf[e], acc[g * E + e] * alpha)
+    # Teams of one subgroup: an xor butterfly over the team index.
+    mask = TEAM
+    while mask < simd_size():
+        for g in static_range(GQ):
+            mo = simd_shuffle_xor(m[g], mask)
+            lo = simd_shuffle_xor(l[g], mask)
+            mn = max(m[g], mo)
+            mu = select(mn == NEG, 0.0, mn)
+            a0 = exp2(m[g] - mu)
+            a1 = exp2(mo - mu)
+            l[g] = l[g] * a0 + lo * a1
+            m[g] = mn
+            for e in static_range(E):
+                acc[g * E + e] = acc[g * E + e] * a0 + simd_shuffle_xor(acc[g * E + e], mask) * a1
+        mask = mask * 2
+    # Subgroups, in id order: (m, l) first, then each subgroup's lead team adds its rescaled, normalised acc.
+    sg = simd_group_id()
+    nsg = num_simd_groups()
+    lead = lane_id() < TEAM
+    if lane_id() == 0:
+        for g in static_range(GQ):
+            ml_s[(sg * GQ + g) * 2] = m[g]
+            ml_s[(sg * GQ + g) * 2 + 1] = l[g]
+    barrier()
+    f = local(f32, GQ)
+    big_m = local(f32, GQ)
+    big_l = local(f32, GQ)
+    for g in static_range(GQ):
+        mx = NEG
+        for r in range(nsg):
+            mx = max(mx, ml_s[(r * GQ + g) * 2])
+        mu = select(mx == NEG, 0.0, mx)
+        tot = 0.0
+        for r in range(nsg):
+            tot += ml_s[(r * GQ + g) * 2 + 1] * exp2(ml_s[(r * GQ + g) * 2] - mu)
+        f[g] = exp2(m[g] - mu) / tot
+        big_m[g] = mx
+        big_l[g] = tot
+    for r in range(nsg):
+        if sg == r and lead:
+            for g in static_range(GQ):
+                for jv in static_range(NV):
+                    for i in static_range(VEC):
+                        idx = g * D + (lt + jv * TEAM) * VEC + i
+                        if r == 0:
+                            acc_s[idx] = acc[g * E + jv * VEC + i] * f[g]
+                        else:
+                            acc_s[idx] = fma(acc[g * E + jv * VEC + i], f[g], acc_s[idx])
+        barrier()
+    for i in range(t, GQ * D, DECODE_THREADS):
+        part_o[(obase + (i // D) * NCH) * D + i % D] = acc_s[i]
+    for g in static_range(GQ):
+        if t == g:
+            part_lse[obase + g * NCH] = big_m[g] + log2(big_l[g])
+
+
+# ---------------------------------------------------------------- decode: combine pass
+
+@kernel(variants(T=[f32, f16, bf16]))
+def attention_decode_combine(part_o: In[f32], part_lse: In[f32], o: Tensor[T], H: int, D: int, NCH: int):
+    """o (B, H, D) in T from the chunks' normalised outputs and base-2 LSEs (decode_split's layout).
+
+    Grid (H * D, B): one thread per output element.  o = sum_c 2^(lse_c - M) o_c / sum_c 2^(lse_c - M),
+    M = max_c lse_c (NaN ignored), the sums over c = 0 .. NCH-1 in order, in f32, one rounding to T.
+    Every chunk -inf (no keys): o = 0.  A NaN or +Inf LSE gives NaN; NaN/Inf in o_c propagate.
+    """
+    i = program_id(0)
+    b = program_id(1)
+    if i < H * D:
+        bh = b * H + i // D
+        mx = NEG
+        for c in range(NCH):
+            mx = max(mx, part_lse[bh * NCH + c])
+        mu = select(mx == NEG, 0.0, mx)
+        num = 0.0
+        den = 0.0
+        for c in range(NCH):
+            w = exp2(part_lse[bh * NCH + c] - mu)
+            den += w
+            num = fma(w, part_o[(bh * NCH + c) * D + i % D], num)
+        o[bh * D + i % D] = T(select(den == 0.0, 0.0, num / den))
+
+
+COMBINE_GROUP = 128
+
+# ---------------------------------------------------------------- prefill
+
+#: Keys per block; output columns per P V pass (both one 16 x 32 strip of four 16x8 accumulators).
+BK = 32
+DC = 32
+PVEC = 8  # 16-byte vectors of f16/bf16
+
+
+@kernel(variants(T=[f16, bf16], D=[64, 128], BQ=[64]))
+def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int, H_kv: int, causal: int,
+                      scale: f32):
+    """Flash attention forward: o = softmax(scale * Q K^T + mask) V per (batch, head), for matrix units.
+
+    q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128}; H a multiple of
+    H_kv (query head h reads KV head h // (H / H_kv)); causal != 0 masks key j > query i.
+    Grid (ceil(S / BQ) * 2*BQ, B * H), group (2*BQ,): a group owns BQ queries (rows past S computed on
+    zeros, never stored) and walks key blocks of 32 (causal: only up to its last query); tails masked.
+    Per block: S = Q K^T on 16x8x16 fragments (f32 accumulators; one 16 x 32 strip of four per subgroup
+    turn) staged to shared; two threads per row take the block's max (f32), rescale their running (m, l)
+    and write P = 2^(s - m) rounded to T; P V on fragments in 32-column passes, added into per-thread
+    f32 registers after scaling them by 2^(m_old - m_new); l sums the rounded P (the applied weights sum
+    to 1).  Output rounded once to T.  Shared arrays: 48 KB at BQ 64, D 128 (CUDA's static limit).
+    NaN/Inf in q or k give NaN rows; NaN/Inf in v reach the rows that weight them, and the rows of the
+    same query tile that share its key block of 32 (P V multiplies their zero weights by it).
+    """
+    NT = 2 * BQ
+    LD = D + 8
+    FLD = DC + 1
+    PLD = BK + 2
+    NVR = D // PVEC
+    qs = shared(T, BQ * LD)
+    ks = shared(T, BK * LD)
+    vs = shared(T, BK * LD)
+    fs = shared(f32, BQ * FLD)
+    ps = shared(T, BQ * PLD)
+    alpha_s = shared(f32, BQ)
+    l_s = shared(f32, BQ)
+    t = thread_id(0)
+    q0 = group_id(0) * BQ
+    bh = group_id(1)
+    kvh = (bh % H) // (H // H_kv)
+    qbase = bh * S * D
+    kbase = ((bh // H) * H_kv + kvh) * S * D
+    sg = simd_group_id()
+    nsg = num_simd_groups()
+    zero = T(vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    for i in static_range(BQ * NVR // NT):
+        e = t + i * NT
+        r = e // NVR
+        cc = (e % NVR) * PVEC
+        if q0 + r < S:
+            qs.store(r * LD + cc, q.load(qbase + (q0 + r) * D + cc, width=PVEC))
+        else:
+            qs.store(r * LD + cc, zero)
+    row = t // 2
+    half = t % 2
+    qi = q0 + row
+    sv = local(f32, BK // 2)
+    m_i = NEG
+    l_i = 0.0
+    PER = BQ * DC // NT
+    acc = local(f32, PER * (D // DC))
+    sl2 = scale * LOG2E
+    kend = S
+    if causal != 0:
+        kend = min(S, q0 + BQ)
+    for k0 in range(0, kend, BK):
+        for i in static_range(BK * NVR // NT):
+            e = t + i * NT
+            r = e // NVR
+            cc = (e % NVR) * PVEC
+            if k0 + r < S:
+                ks.store(r * LD + cc, k.load(kbase + (k0 + r) * D + cc, width=PVEC))
+                vs.store(r * LD + cc, v.load(kbase + (k0 + r) * D + cc, width=PVEC))
+            else:
+                ks.store(r * LD + cc, zero)
+                vs.store(r * LD + cc, zero)
+        barrier()
+        # S = Q K^T: one 16 x 32 strip per 16 query rows, four 16x8 accumulators sharing each Q fragment.
+        for strip in range(sg, BQ // 16, nsg):
+            s0 = frag_acc(f32, 16, 8)
+            s1 = frag_acc(f32, 16, 8)
+            s2 = frag_acc(f32, 16, 8)
+            s3 = frag_acc(f32, 16, 8)
+            for kk in range(D // 16):
+                fa = frag_a(qs, strip * 16 * LD + kk * 16, LD, 16, 16)
+                s0 = mma(fa, frag_b(ks, kk * 16, LD, 16, 8, layout="col"), s0)
+                s1 = mma(fa, frag_b(ks, 8 * LD + kk * 16, LD, 16, 8, layout="col"), s1)
+                s2 = mma(fa, frag_b(ks, 16 * LD + kk * 16, LD, 16, 8, layout="col"), s2)
+                s3 = mma(fa, frag_b(ks, 24 * LD + kk * 16, LD, 16, 8, layout="col"), s3)
+            frag_store(fs, strip * 16 * FLD, FLD, s0)
+            frag_store(fs, strip * 16 * FLD + 8, FLD, s1)
+            frag_store(fs, strip * 16 * FLD + 16, FLD, s2)
+            frag_store(fs, strip * 16 * FLD + 24, FLD, s3)
+        barrier()
+        # Online softmax: threads 2r and 2r+1 own row r, 16 columns each, combined by one xor shuffle.
+        mx = NEG
+        for j in static_range(BK // 2):
+            kj = k0 + half * (BK // 2) + j
+            ok = kj < S and (causal == 0 or kj <= qi)
+            sv[j] = select(ok, fs[row * FLD + half * (BK // 2) + j] * sl2, NEG)
+            mx = max(mx, sv[j])
+        mx = max(mx, simd_shuffle_xor(mx, 1))
+        m_new = max(m_i, mx)
+        m_use = select(m_new == NEG, 0.0, m_new)
+        alpha = exp2(m_i - m_use)
+        psum = 0.0
+        for j in static_range(BK // 2):
+            p = T(exp2(sv[j] - m_use))
+            ps[row * PLD + half * (BK // 2) + j] = p
+            psum += f32(p)
+        psum += simd_shuffle_xor(psum, 1)
+        l_i = l_i * alpha + psum
+        m_i = m_new
+        if half == 0:
+            alpha_s[row] = alpha
+        barrier()
+        # O = O * alpha + P V, 32 output columns per pass.
+        for ch in static_range(D // DC):
+            for strip in range(sg, BQ // 16, nsg):
+                o0 = frag_acc(f32, 16, 8)
+                o1 = frag_acc(f32, 16, 8)
+                o2 = frag_acc(f32, 16, 8)
+                o3 = frag_acc(f32, 16, 8)
+                for kk in range(BK // 16):
+                    fp = frag_a(ps, strip * 16 * PLD + kk * 16, PLD, 16, 16)
+                    o0 = mma(fp, frag_b(vs, kk * 16 * LD + ch * DC, LD, 16, 8), o0)
+                    o1 = mma(fp, frag_b(vs, kk * 16 * LD + ch * DC + 8, LD, 16, 8), o1)
+                    o2 = mma(fp, frag_b(vs, kk * 16 * LD + ch * DC + 16, LD, 16, 8), o2)
+                    o3 = mma(fp, frag_b(vs, kk * 16 * LD + ch * DC + 24, LD, 16, 8), o3)
+                frag_store(fs, strip * 16 * FLD, FLD, o0)
+                frag_store(fs, strip * 16 * FLD + 8, FLD, o1)
+                frag_store(fs, strip * 16 * FLD + 16, FLD, o2)
+                frag_store(fs, strip * 16 * FLD + 24, FLD, o3)
+            barrier()
+            for i in static_range(PER):
+                e = t + i * NT
+                r = e // DC
+                acc[ch * PER + i] = fma(acc[ch * PER + i], alpha_s[r], fs[r * FLD + e % DC])
+            barrier()
+    if half == 0:
+        l_s[row] = l_i
+    barrier()
+    for ch in static_range(D // DC):
+        for i in static_range(PER):
+            e = t + i * NT
+            r = e // DC
+            if q0 + r < S:
+                o[qbase + (q0 + r) * D + ch * DC + e % DC] = T(acc[ch * PER + i] / l_s[r])
+
+
+#: The portable prefill's tile: 16 queries, 8 keys per block, 64 threads (any subgroup width up to 64).
+SBQ = 16
+SBK = 8
+SNT = 64
+
+
+@kernel(variants(T=[f16, bf16], D=[64, 128]))
+def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int, H_kv: int, causal: int,
+                            scale: f32):
+    """attention_prefill's contract with 16-query tiles, f32 staging and the accumulator in shared memory.
+
+    Grid (ceil(S / 16) * 64, B * H), group (64,).  For devices without a matrix unit and with 32 KB of
+    shared memory (31 KB with the portable mma scratch of 8 subgroups of 8), and small enough for
+    lavapipe's LLVM to compile in seconds (its coroutine split of barriers grows fast with code size):
+    runtime loops, unroll=1 on the D loop, one 8x8x8 mma site per product.  Tiles are staged as f32 (T values are
+    exact in f32 and so are their products, so an f32 mma computes what a T one would; SPIR-V and HIP
+    cannot load bf16 fragments from shared memory).  Per key block of 8: S = Q K^T (two 8x8 tiles) to
+    shared; the online softmax, one thread per row, P rounded to T; the accumulator rows scaled by
+    2^(m_old - m_new) in shared; then O += P V (frag_load_acc / mma / frag_store on the same rows).
+    A NaN/Inf in v also reaches the rows of its query tile that share its key block of 8.
+    """
+    LD = D + 8
+    FLD = SBK + 1
+    NVR = D // PVEC
+    qs = shared(f32, SBQ * LD)
+    ks = shared(f32, SBK * LD)
+    vs = shared(f32, SBK * LD)
+    fs = shared(f32, SBQ * FLD)
+    ps = shared(f32, SBQ * FLD)
+    os_ = shared(f32, SBQ * D)
+    alpha_s = shared(f32, SBQ)
+    l_s = shared(f32, SBQ)
+    t = thread_id(0)
+    q0 = group_id(0) * SBQ
+    bh = group_id(1)
+    kvh = (bh % H) // (H // H_kv)
+    qbase = bh * S * D
+    kbase = ((bh // H) * H_kv + kvh) * S * D
+    sg = simd_group_id()
+    nsg = num_simd_groups()
+    zero = vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    for e in range(t, SBQ * NVR, SNT):
+        cc = (e % NVR) * PVEC
+        if q0 + e // NVR < S:
+            qs.store((e // NVR) * LD + cc, f32(q.load(qbase + (q0 + e // NVR) * D + cc, width=PVEC)))
+        else:
+            qs.store((e // NVR) * LD + cc, zero)
+    for e in range(t, SBQ * D, SNT):
+        os_[e] = 0.0
+    qi = q0 + t
+    m_i = NEG
+    l_i = 0.0
+    sl2 = scale * LOG2E
+    kend = S
+    if causal != 0:
+        kend = min(S, q0 + SBQ)
+    for k0 in range(0, kend, SBK):
+        for e in range(t, SBK * NVR, SNT):
+            cc = (e % NVR) * PVEC
+            if k0 + e // NVR < S:
+                ks.store((e // NVR) * LD + cc, f32(k.load(kbase + (k0 + e // NVR) * D + cc, width=PVEC)))
+                vs.store((e // NVR) * LD + cc, f32(v.load(kbase + (k0 + e // NVR) * D + cc, width=PVEC)))
+            else:
+                ks.store((e // NVR) * LD + cc, zero)
+                vs.store((e // NVR) * LD + cc, zero)
+        barrier()
+        for tr in range(sg, SBQ // 8, nsg):
+            sc = frag_acc(f32, 8, 8)
+            for kk in range(D // 8, unroll=1):
+                sc = mma(frag_a(qs, tr * 8 * LD + kk * 8, LD, 8, 8), frag_b(ks, kk * 8, LD, 8, 8, layout="col"), sc)
+            frag_store(fs, tr * 8 * FLD, FLD, sc)
+        barrier()
+        if t < SBQ:
+            mx = NEG
+            for col in range(SBK):
+                kj = k0 + col
+                ok = kj < S and (causal == 0 or kj <= qi)
+                mx = max(mx, select(ok, fs[t * FLD + col] * sl2, NEG))
+            m_new = max(m_i, mx)
+            m_use = select(m_new == NEG, 0.0, m_new)
+            alpha = exp2(m_i - m_use)
+            psum = 0.0
+            for col in range(SBK):
+                kj = k0 + col
+                ok = kj < S and (causal == 0 or kj <= qi)
+                p = f32(T(exp2(select(ok, fs[t * FLD + col] * sl2, NEG) - m_use)))
+                ps[t * FLD + col] = p
+                psum += p
+            l_i = l_i * alpha + psum
+            m_i = m_new
+            alpha_s[t] = alpha
+        barrier()
+        for e in range(t, SBQ * D, SNT):
+            os_[e] = os_[e] * alpha_s[e // D]
+        barrier()
+        for tile in range(sg, (SBQ // 8) * (D // 8), nsg):
+            tr = tile // (D // 8)
+            tc = tile % (D // 8)
+            oc = frag_load_acc(os_, tr * 8 * D + tc * 8, D, 8, 8)
+            oc = mma(frag_a(ps, tr * 8 * FLD, FLD, 8, 8), frag_b(vs, tc * 8, LD, 8, 8), oc)
+            frag_store(os_, tr * 8 * D + tc * 8, D, oc)
+        barrier()
+    if t < SBQ:
+        l_s[t] = l_i
+    barrier()
+    for e in range(t, SBQ * D, SNT):
+        if q0 + e // D < S:
+            o[qbase + (q0 + e // D) * D + e % D] = T(os_[e] / l_s[e // D])
+
+
+# ---------------------------------------------------------------- host side
+
+#: Decode groups the split pass aims for: a few waves over a 132-SM GPU.
+TARGET_GROUPS = 1024
+
+
+def decode_chunk(batch: int, head_groups: int, s_max: int) -> int:
+    """Keys per chunk: enough chunks for about TARGET_GROUPS groups, at least 64 keys each (a multiple of 16)."""
+    want = max(1, ceil_div(TARGET_GROUPS, batch * head_groups))
+    ch = max(64, ceil_div(ceil_div(s_max, want), 16) * 16)
+    return min(ch, max(16, ceil_div(s_max, 16) * 16))
+
+
+def heads_per_group(h: int, h_kv: int) -> int:
+    """GQ: query heads one decode group serves from one KV head: 2 when H/H_kv is even, else 1.
+
+    Two keep the split kernel near 100 registers per thread on sm_90 (four need 195: half the groups
+    per SM); heads of one KV head that land in different groups meet its rows in L2 instead.
+    """
+    return 2 if (h // h_kv) % 2 == 0 else 1
+
+
+def _backend_name(backend: str | None) -> str:
+    from iron.runtime import resolve_backend
+
+    return resolve_backend(backend)
+
+
+def _check_heads(h: int, h_kv: int, d: int) -> None:
+    if d not in (64, 128):
+        raise LaunchError(f"attention: head dimension D must be 64 or 128, got {d}")
+    if h_kv < 1 or h % h_kv:
+        raise LaunchError(f"attention: H={h} query heads must be a multiple of H_kv={h_kv} KV heads")
+
+
+def _scale(scale: float | None, d: int) -> f32:
+    import numpy as np
+
+    return np.float32(1.0 / math.sqrt(d) if scale is None else scale)
+
+
+def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: float | None = None,
+                     out: Any = None, backend: str | None = None, chunk: int | None = None) -> Any:
+    """o (B, H, D) = softmax(scale q k^T) v over each sequence's first seq_lens[b] cached keys.
+
+    q (B, H, D); k_cache, v_cache (B, H_kv, S_max, D), same float dtype; seq_lens (B,) int32.  Two
+    launches (split over key chunks of ``chunk`` keys, then the combine); f32 partials are allocated here.
+    """
+    dt = check_float(q, "decode_attention: q")
+    if len(shape_of(q)) != 3 or len(shape_of(k_cache)) != 4:
+        raise LaunchError(f"decode_attention: q must be (B, H, D) and k_cache (B, H_kv, S_max, D); got "
+                          f"{shape_of(q)} and {shape_of(k_cache)}")
+    b, h, d = shape_of(q)
+    _, h_kv, s_max, _ = shape_of(k_cache)
+    _check_heads(h, h_kv, d)
+    check_shape(k_cache, (b, h_kv, s_max, d), "decode_attention: k_cache")
+    check_shape(v_cache, (b, h_kv, s_max, d), "decode_attention: v_cache")
+    check_shape(seq_lens, (b,), "decode_attention: seq_lens")
+    for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if dtype_of(x, name) != dt:
+            raise LaunchError(f"decode_attention: {name} is {dtype_of(x).name}, q is {dt.name}")
+    if dtype_of(seq_lens, "seq_lens").name != "i32":
+        raise LaunchError(f"decode_attention: seq_lens must be int32, got {dtype_of(seq_lens).name}")
+    if s_max < 1:
+        raise LaunchError("decode_attention: the cache holds no positions (S_max = 0)")
+    if out is None:
+        out = empty_like(q)
+    else:
+        check_shape(out, (b, h, d), "decode_attention: out")
+    gq = heads_per_group(h, h_kv)
+    ch = decode_chunk(b, h // gq, s_max) if chunk is None else int(chunk)
+    if ch < 1:
+        raise LaunchError(f"decode_attention: chunk must be positive, got {ch}")
+    nch = ceil_div(s_max, ch)
+    if b * h // gq > 65535 or nch > 65535:
+        raise LaunchError(f"decode_attention: B*H/{gq} = {b * h // gq} groups or {nch} chunks exceed 65535")
+    part_o = empty_like(q, (b, h, nch, d), f32)
+    part_lse = empty_like(q, (b, h, nch), f32)
+    split = attention_decode_split.variant(T=dt, VEC=vector_width(dt), D=d, GQ=gq)
+    split.launch(q, k_cache, v_cache, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, _scale(scale, d),
+                 grid=(nch * DECODE_THREADS, b * h // gq), group=(DECODE_THREADS,), backend=backend)
+    attention_decode_combine.variant(T=dt).launch(
+        part_o, part_lse, out, h, d, nch, grid=(ceil_div(h * d, COMBINE_GROUP) * COMBINE_GROUP, b),
+        group=(COMBINE_GROUP,), backend=backend)
+    return out
+
+
+def prefill_block(backend: str | None) -> int:
+    """Queries per group: 64 on CUDA (attention_prefill, 48 KB of shared arrays, 128 threads), else 16
+    (attention_prefill_small, which fits 32 KB with the portable mma scratch)."""
+    return 64 if _backend_name(backend) == "cuda" else 16
+
+
+def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float | None = None, out: Any = None,
+                      backend: str | None = None, block: int | None = None) -> Any:
+    """o (B, H, S, D) = softmax(scale Q K^T + causal mask) V; q (B, H, S, D), k/v (B, H_kv, S, D) in f16/bf16."""
+    dt = check_float(q, "prefill_attention: q")
+    if dt == f32:
+        raise LaunchError("prefill_attention: the matrix-unit kernel takes f16 or bf16 (cast f32 inputs)")
+    if len(shape_of(q)) != 4 or len(shape_of(k)) != 4:
+        raise LaunchError(f"prefill_attention: q must be (B, H, S, D) and k (B, H_kv, S, D); got {shape_of(q)} "
+                          f"and {shape_of(k)}")
+    b, h, s, d = shape_of(q)
+    h_kv = shape_of(k)[1]
+    _check_heads(h, h_kv, d)
+    check_shape(k, (b, h_kv, s, d), "prefill_attention: k")
+    check_shape(v, (b, h_kv, s, d), "prefill_attention: v")
+    for name, x in (("k", k), ("v", v)):
+        if dtype_of(x, name) != dt:
+            raise LaunchError(f"prefill_attention: {name} is {dtype_of(x).name}, q is {dt.name}")
+    if out is None:
+        out = empty_like(q)
+    else:
+        check_shape(out, (b, h, s, d), "prefill_attention: out")
+    if s == 0 or b * h == 0:
+        return out
+    bq = prefill_block(backend) if block is None else int(block)
+    if bq not in (16, 64):
+        raise LaunchError(f"prefill_attention: block must be 16 or 64, got {bq}")
+    if b * h > 65535:
+        raise LaunchError(f"prefill_attention: B*H = {b * h} exceeds 65535 groups")
+    args = (q, k, v, out, s, h, h_kv, int(bool(causal)), _scale(scale, d))
+    if bq == 64:
+        attention_prefill.variant(T=dt, D=d, BQ=64).launch(*args, grid=(ceil_div(s, 64) * 128, b * h),
+                                                           group=(128,), backend=backend)
+    else:
+        attention_prefill_small.variant(T=dt, D=d).launch(*args, grid=(ceil_div(s, SBQ) * SNT, b * h),
+                                                          group=(SNT,), backend=backend)
+    return out
+
+
+__all__ = ["attention_decode_combine", "attention_decode_split", "attention_prefill", "attention_prefill_small",
+           "decode_attention",
+           "decode_chunk", "heads_per_group", "prefill_attention", "prefill_block"]

@@ -1,0 +1,351 @@
+"""Tests and benches of :mod:`iron.std.attention`: float64 oracles, tolerances from the rounding chain.
+
+Error model (u = one f32 rounding; every count below is a Depth step, relative to the Expect scale
+``sum_j w_j |v_j|``, the softmax-weighted magnitude of V, because an output's error is relative to the
+terms it averages, not to a result that may cancel):
+
+* a score ``s = scale q.k`` carries an absolute error of at most (dot-product roundings) * u * A,
+  ``A = scale sum_i |q_i k_i|``; a weight ``exp(s - m)`` turns it into a relative error of the same
+  size; normalising (numerator and denominator) doubles it: ``2 * (dot + a few) * A`` steps.  The
+  rescaling factors ``2^(m_old - m_new)`` multiply the accumulator and the sum ``l`` alike, so their
+  own error cancels in ``acc / l``; only their multiplications (one rounding each) count;
+* the sums: the running ``l`` and the accumulator take one or two roundings per key (or per block);
+* f16/bf16: P is rounded to T before P V (its relative error u_T per weight, and l sums the rounded
+  values, so the applied weights stay normalised: 2 steps of T) and the output is rounded once (1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
+from iron.std import attention as A
+
+VECTORS = [{"T": f32, "VEC": 4}, {"T": f16, "VEC": 8}, {"T": bf16, "VEC": 8}]
+LOG2E = 1.0 / math.log(2.0)
+
+
+def _extent(case, name: str, default: int) -> int:
+    return int(case.shape.get(name, default)) if isinstance(case.shape, dict) else default
+
+
+def score_magnitude(q: np.ndarray, k: np.ndarray, scale: float) -> float:
+    """A = max over query/key pairs of scale * sum_i |q_i k_i| (q (..., Sq, D), k (..., Sk, D), heads matched)."""
+    qa, ka = np.abs(q.astype(np.float64)), np.abs(k.astype(np.float64))
+    return float(scale * (qa @ np.swapaxes(ka, -1, -2)).max()) if qa.size and ka.size else 0.0
+
+
+def expand_kv(x: np.ndarray, h: int) -> np.ndarray:
+    """(B, H_kv, ...) -> (B, H, ...): query head i reads KV head i // (H / H_kv)."""
+    return np.repeat(x, h // x.shape[1], axis=1)
+
+
+def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, mask: np.ndarray | None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 softmax(scale q k^T + mask) v, the weighted |v| (Expect scale) and the base-2 LSE.
+
+    q (B, H, Sq, D); k, v (B, H, Sk, D) already expanded to H heads; mask (broadcastable to
+    (B, H, Sq, Sk)) True where a key counts.  A row with no key gives 0, 0 and -inf.
+    """
+    s = scale * (q @ np.swapaxes(k, -1, -2))
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    total = e.sum(axis=-1, keepdims=True)
+    w = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    with np.errstate(divide="ignore"):
+        lse2 = (np.log(total[..., 0]) + m[..., 0]) * LOG2E
+    return w @ v, w @ np.abs(v), lse2
+
+
+# ---------------------------------------------------------------- decode, split pass
+
+#: (B, H, H_kv, S_max, D, CH): a single key; GQA 2 with H_kv 2; several chunks, some partial, GQ = 2 of
+#: a ratio of 4; D = 128 with a zero length; one chunk of 64 over a shorter sequence.
+DECODE_SHAPES = [
+    {"B": 1, "H": 2, "Hkv": 1, "S": 1, "D": 64, "CH": 16},
+    {"B": 2, "H": 4, "Hkv": 2, "S": 7, "D": 64, "CH": 16},
+    {"B": 2, "H": 4, "Hkv": 1, "S": 33, "D": 64, "CH": 16},
+    {"B": 2, "H": 2, "Hkv": 2, "S": 100, "D": 128, "CH": 32},
+    {"B": 1, "H": 4, "Hkv": 2, "S": 100, "D": 64, "CH": 64},
+]
+DECODE_BENCH = {
+    "interp": [{"B": 1, "H": 4, "Hkv": 4, "S": 256, "D": 128}],
+    "vulkan": [{"B": 1, "H": 8, "Hkv": 8, "S": 1024, "D": 128}, {"B": 1, "H": 8, "Hkv": 2, "S": 1024, "D": 128}],
+    # Llama-2-7B decode (32 heads x 128, a 4K cache), batch 1 and 16; the GQA case with 8 KV heads.
+    "*": [{"B": 1, "H": 32, "Hkv": 32, "S": 4096, "D": 128}, {"B": 16, "H": 32, "Hkv": 32, "S": 4096, "D": 128},
+          {"B": 1, "H": 32, "Hkv": 8, "S": 4096, "D": 128}, {"B": 16, "H": 32, "Hkv": 8, "S": 4096, "D": 128}],
+}
+
+
+def decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale):
+    """Per chunk c of each (b, h): softmax over keys [c*CH, min((c+1)*CH, L_b)) of v, and the base-2 LSE."""
+    b_, _, d = q.shape
+    kx, vx = expand_kv(k, h), expand_kv(v, h)
+    pos = np.arange(nch * ch).reshape(nch, ch)
+    lens = np.clip(seq_lens.astype(np.int64), 0, s_max)
+    pad = nch * ch - s_max
+    kc = np.pad(kx, ((0, 0), (0, 0), (0, pad), (0, 0))).reshape(b_, h, nch, ch, d)
+    vc = np.pad(vx, ((0, 0), (0, 0), (0, pad), (0, 0))).reshape(b_, h, nch, ch, d)
+    mask = pos[None, None, :, None, :] < lens[:, None, None, None, None]
+    o, mag, lse2 = attention_reference(q[:, :, None, None, :], kc, vc, float(scale), mask)
+    a2 = float(scale) * LOG2E * (np.abs(q)[:, :, None, None, :] @ np.swapaxes(np.abs(kc), -1, -2))[..., 0, :]
+    a2 = np.where(mask[:, :, :, 0, :], a2, 0.0).max(axis=-1, initial=0.0)
+    finite = np.isfinite(lse2[..., 0])
+    lse_scale = np.where(finite, a2 + np.abs(np.where(finite, lse2[..., 0], 0.0)) + 1.0, 0.0)
+    return {"part_o": Expect(o[:, :, :, 0, :], mag[:, :, :, 0, :]), "part_lse": Expect(lse2[..., 0], lse_scale)}
+
+
+def decode_depth(d: int, a: float, ch: int) -> Depth:
+    """The split pass's rounding chain (all f32; its outputs are f32).
+
+    Score: q * scale*log2(e) (2 roundings), a lane's FMA chain over E = D/8 elements, a 3-step butterfly:
+    E + 5, and |s - m| (1) before exp2 (2): in all (E + 8) * A relative to each weight, twice for the
+    normalisation.  Per key of a team: acc * alpha and the FMA (2), l alike: 2 * ceil(CH / 16) keys;
+    the team butterfly (3 per level, up to 3 levels), the subgroup rounds (up to 16 FMAs), the total's
+    sum and division (18): 40.
+    """
+    e = d // A.TEAM
+    return Depth(steps=0, f32_steps=math.ceil(2 * (e + 8) * a) + 2 * -(-ch // 16) + 40)
+
+
+def _decode_lens(case, b: int, s_max: int) -> np.ndarray:
+    """Lengths in [1, S_max] with the last sequence full; a zero length where the shape asks (B=2, D=128)."""
+    lens = case.rng.integers(1, s_max + 1, size=b).astype(np.int32)
+    lens[-1] = s_max
+    if b > 1 and _extent(case, "D", 64) == 128:
+        lens[0] = 0
+    return lens
+
+
+def decode_args(case, full: bool) -> tuple[list, dict, float]:
+    b, h, h_kv, s_max, d = (int(case[n]) for n in ("B", "H", "Hkv", "S", "D"))
+    gq = A.heads_per_group(h, h_kv)
+    ch = _extent(case, "CH", 0) or A.decode_chunk(b, h // gq, s_max)
+    nch = -(-s_max // ch)
+    scale = np.float32(1.0 / math.sqrt(d))
+    q = case.randn(b, h, d)
+    k = case.randn(b, h_kv, s_max, d)
+    v = case.randn(b, h_kv, s_max, d)
+    lens = np.full(b, s_max, np.int32) if full else _decode_lens(case, b, s_max)
+    args = [q, k, v, lens, case.empty(b, h, nch, d, dtype=f32), case.empty(b, h, nch, dtype=f32), h, h_kv, s_max,
+            nch, ch, scale]
+    return args, {"D": d, "GQ": gq}, float(scale)
+
+
+@test_kernel(A.attention_decode_split, shapes=DECODE_SHAPES, bindings=VECTORS, name="std/attention/decode_split")
+def decode_split_setup(case):
+    args, binding, scale = decode_args(case, full=False)
+    q, k, _, _, _, _, h, _, _, nch, ch, _ = args
+    a = score_magnitude(q[:, :, None, :], expand_kv(k, h), scale)
+    groups = args[0].shape[0] * h // binding["GQ"]
+    return Setup(args=args, grid=(nch * A.DECODE_THREADS, groups), group=(A.DECODE_THREADS,),
+                 oracle=decode_split_oracle, depth=decode_depth(binding["D"], a, ch), binding=binding)
+
+
+def _decode_torch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale):
+    """torch SDPA on the same chunks (every sequence full): KV head i, chunk c is head i*NCH + c."""
+    import torch
+    import torch.nn.functional as F
+
+    b, _, d = q.shape
+    r = h // h_kv
+    kc = k.view(b, h_kv * nch, ch, d)
+    vc = v.view(b, h_kv * nch, ch, d)
+    qc = q.view(b, h_kv, 1, r, 1, d).expand(b, h_kv, nch, r, 1, d).reshape(b, h_kv * nch * r, 1, d)
+    if r > 1:
+        try:
+            out = F.scaled_dot_product_attention(qc, kc, vc, scale=float(scale), enable_gqa=True)
+        except TypeError:  # torch < 2.5: expand the KV heads instead
+            out = F.scaled_dot_product_attention(qc, kc.repeat_interleave(r, 1), vc.repeat_interleave(r, 1),
+                                                 scale=float(scale))
+    else:
+        out = F.scaled_dot_product_attention(qc, kc, vc, scale=float(scale))
+    out = out.view(b, h_kv, nch, r, d).permute(0, 1, 3, 2, 4).reshape(b, h, nch, d)
+    return {"part_o": out.float()}
+
+
+def _decode_numpy(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale):
+    """The same chunked softmax in numpy float32."""
+    b, _, d = q.shape
+    kc = expand_kv(k.astype(np.float32), h).reshape(b, h, nch, ch, d)
+    vc = expand_kv(v.astype(np.float32), h).reshape(b, h, nch, ch, d)
+    s = np.einsum("bhd,bhcjd->bhcj", q.astype(np.float32), kc) * np.float32(scale)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    return {"part_o": np.einsum("bhcj,bhcjd->bhcd", w, vc)}
+
+
+@bench(A.attention_decode_split, shapes=DECODE_BENCH, bindings=VECTORS[1:], name="std/attention/decode",
+       reference={"cuda": _decode_torch, "*": _decode_numpy})
+def decode_bench_setup(case):
+    """The split pass (the whole KV stream; the combine reads B*H*NCH*(D+1) f32 more) at full lengths."""
+    args, binding, scale = decode_args(case, full=True)
+    q, k, v, _, _, _, h, _, s_max, nch, ch, _ = args
+    b, _, d = q.shape
+    a = score_magnitude(q[:, :, None, :], expand_kv(k, h), scale)
+    item = q.itemsize
+    # SDPA returns T: both sides are judged at T's tolerance (one rounding to T on top of the f32 chain).
+    depth = Depth(steps=1, f32_steps=decode_depth(d, a, ch).f32_steps)
+    return Setup(args=args, grid=(nch * A.DECODE_THREADS, b * h // binding["GQ"]), group=(A.DECODE_THREADS,),
+                 oracle=decode_split_oracle, outputs=["part_o"], depth=depth, out_dtype=case.T, binding=binding,
+                 flops=4 * b * h * s_max * d, bytes_moved=(q.size + k.size + v.size + b * h * d) * item)
+
+
+# ---------------------------------------------------------------- decode, combine pass
+
+#: (B, H, NCH, D): one chunk; several, with empty (-inf) chunks and one all-empty head.
+COMBINE_SHAPES = [{"B": 1, "H": 2, "NCH": 1, "D": 64}, {"B": 2, "H": 3, "NCH": 7, "D": 64},
+                  {"B": 1, "H": 2, "NCH": 33, "D": 128}]
+
+
+def combine_oracle(part_o, part_lse, o, h, d, nch):
+    b = o.shape[0]
+    po = part_o.reshape(b, h, nch, d)
+    lse = part_lse.reshape(b, h, nch)
+    m = lse.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    w = np.exp2(lse - m)
+    den = w.sum(axis=-1, keepdims=True)
+    wn = np.divide(w, den, out=np.zeros_like(w), where=den > 0)
+    return Expect(np.einsum("bhc,bhcd->bhd", wn, po), np.einsum("bhc,bhcd->bhd", wn, np.abs(po)))
+
+
+@test_kernel(A.attention_decode_combine, shapes=COMBINE_SHAPES, name="std/attention/decode_combine")
+def combine_setup(case):
+    b, h, nch, d = (int(case[n]) for n in ("B", "H", "NCH", "D"))
+    part_o = case.randn(b, h, nch, d, dtype=f32)
+    lse = case.uniform(b, h, nch, low=-20.0, high=5.0, dtype=f32)
+    if nch > 1:
+        lse[..., 1::3] = -np.inf       # empty chunks
+        lse[0, 0, :] = -np.inf         # a head with no keys at all: o = 0
+    finite = lse[np.isfinite(lse)]
+    spread = float(finite.max() - finite.min()) if finite.size else 0.0
+    # exp2(lse - M): the subtraction's rounding, |lse - M| units of u in the exponent, so ln 2 * spread
+    # relative to the weight, plus exp2's 2; twice for the normalisation; the two sequential sums over
+    # the chunks and the division: 2 * NCH + 1.  Then one rounding to T.
+    f32_steps = math.ceil(2 * (math.log(2.0) * spread + 2)) + 2 * nch + 1
+    return Setup(args=[part_o, lse, case.empty(b, h, d), h, d, nch],
+                 grid=(-(-h * d // A.COMBINE_GROUP) * A.COMBINE_GROUP, b), group=(A.COMBINE_GROUP,),
+                 oracle=combine_oracle, depth=Depth(steps=1, f32_steps=f32_steps))
+
+
+# ---------------------------------------------------------------- prefill
+
+#: (B, H, H_kv, S, D, C): one token; 7 keys, MHA, not causal; two query blocks of 16 and a tail of 1,
+#: GQA 2, causal; 100 (tails of every block size), not causal; D = 128 once, causal.
+PREFILL_SHAPES = [
+    {"B": 1, "H": 2, "Hkv": 1, "S": 1, "D": 64, "C": 1},
+    {"B": 1, "H": 2, "Hkv": 2, "S": 7, "D": 64, "C": 0},
+    {"B": 2, "H": 4, "Hkv": 2, "S": 33, "D": 64, "C": 1},
+    {"B": 1, "H": 2, "Hkv": 1, "S": 100, "D": 64, "C": 0},
+    {"B": 1, "H": 2, "Hkv": 1, "S": 100, "D": 128, "C": 1},
+]
+PREFILL_DTYPES = [f16, bf16]
+
+
+def prefill_oracle(q, k, v, o, s, h, h_kv, causal, scale):
+    mask = np.tril(np.ones((s, s), bool)) if causal else None
+    out, mag, _ = attention_reference(q, expand_kv(k, h), expand_kv(v, h), float(scale), mask)
+    return Expect(out, mag)
+
+
+def prefill_depth(d: int, s: int, a: float) -> Depth:
+    """The prefill's rounding chain.
+
+    Score: the matrix unit sums D exact products in its own order (D steps), times scale*log2(e) (2),
+    |s - m| (1), exp2 (2): (D + 5) * A per weight, twice for the normalisation.  l: the block's sum of
+    its P (up to 32 terms) and l * alpha + sum per block; the accumulator: P V's sum over a block (32),
+    the rescale and the add per block (2): S + 32 + 4 per block of 8 keys (the smallest block), and the
+    division (1).  T: P's rounding (2: weights and their sum) and the output's (1).
+    """
+    return Depth(steps=3, f32_steps=math.ceil(2 * (d + 5) * a) + s + 32 + 4 * -(-s // A.SBK) + 1)
+
+
+def prefill_args(case) -> tuple[list, float]:
+    b, h, h_kv, s, d = (int(case[n]) for n in ("B", "H", "Hkv", "S", "D"))
+    causal = _extent(case, "C", 1)
+    scale = np.float32(1.0 / math.sqrt(d))
+    q = case.randn(b, h, s, d)
+    k = case.randn(b, h_kv, s, d)
+    v = case.randn(b, h_kv, s, d)
+    return [q, k, v, case.empty(b, h, s, d), s, h, h_kv, causal, scale], float(scale)
+
+
+def _prefill_setup(case, bq: int, threads: int, **bench_fields) -> Setup:
+    args, scale = prefill_args(case)
+    q, k, _, _, s, h, _, _, _ = args
+    b, d = q.shape[0], q.shape[-1]
+    a = score_magnitude(q, expand_kv(k, h), scale)
+    return Setup(args=args, grid=(-(-s // bq) * threads, b * h), group=(threads,), oracle=prefill_oracle,
+                 depth=prefill_depth(d, s, a), binding={"D": d}, **bench_fields)
+
+
+@test_kernel(A.attention_prefill, shapes={"interp": PREFILL_SHAPES, "cuda": PREFILL_SHAPES, "*": []},
+             dtypes=PREFILL_DTYPES, name="std/attention/prefill")
+def prefill_setup(case):
+    """The tensor-core kernel (64 queries, 48 KB of shared arrays): the interpreter and CUDA."""
+    return _prefill_setup(case, 64, 128)
+
+
+@test_kernel(A.attention_prefill_small, shapes=PREFILL_SHAPES, dtypes=PREFILL_DTYPES,
+             name="std/attention/prefill_small")
+def prefill_small_setup(case):
+    return _prefill_setup(case, A.SBQ, A.SNT)
+
+
+def _prefill_torch(q, k, v, o, s, h, h_kv, causal, scale):
+    import torch.nn.functional as F
+
+    if h != h_kv:
+        try:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=float(scale),
+                                                  enable_gqa=True)
+        except TypeError:  # torch < 2.5
+            k, v = k.repeat_interleave(h // h_kv, 1), v.repeat_interleave(h // h_kv, 1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=float(scale))
+
+
+def _prefill_numpy(q, k, v, o, s, h, h_kv, causal, scale):
+    out = np.empty(o.shape, np.float32)
+    kx, vx = expand_kv(k, h), expand_kv(v, h)
+    for b in range(q.shape[0]):
+        for i in range(h):
+            sc = (q[b, i].astype(np.float32) @ kx[b, i].astype(np.float32).T) * np.float32(scale)
+            if causal:
+                sc[np.triu_indices(s, 1)] = -np.inf
+            w = np.exp(sc - sc.max(axis=-1, keepdims=True))
+            out[b, i] = (w / w.sum(axis=-1, keepdims=True)) @ vx[b, i].astype(np.float32)
+    return out.astype(o.dtype)
+
+
+def _prefill_bench_fields(case) -> dict:
+    b, h, h_kv, s, d = (int(case[n]) for n in ("B", "H", "Hkv", "S", "D"))
+    causal = _extent(case, "C", 1)
+    flops = 4 * b * h * s * s * d // (2 if causal else 1)
+    item = case.T.itemsize
+    return {"flops": flops, "matrix": True, "bytes_moved": (2 * b * h + 2 * b * h_kv) * s * d * item}
+
+
+#: Llama-2-7B prefill: 32 heads x 128, 2K and 4K tokens, causal.
+PREFILL_BENCH = {"interp": [{"B": 1, "H": 2, "Hkv": 2, "S": 256, "D": 128, "C": 1}],
+                 "cuda": [{"B": 1, "H": 32, "Hkv": 32, "S": 2048, "D": 128, "C": 1},
+                          {"B": 1, "H": 32, "Hkv": 32, "S": 4096, "D": 128, "C": 1}]}
+
+
+@bench(A.attention_prefill, shapes=PREFILL_BENCH, dtypes=PREFILL_DTYPES, name="std/attention/prefill",
+       reference={"cuda": _prefill_torch, "*": _prefill_numpy})
+def prefill_bench_setup(case):
+    return _prefill_setup(case, 64, 128, **_prefill_bench_fields(case))
+
+
+@bench(A.attention_prefill_small, dtypes=PREFILL_DTYPES, name="std/attention/prefill_small",
+       shapes={"interp": [{"B": 1, "H": 2, "Hkv": 2, "S": 256, "D": 128, "C": 1}],
+               "vulkan": [{"B": 1, "H": 4, "Hkv": 4, "S": 256, "D": 128, "C": 1}]},
+       reference={"cuda": _prefill_torch, "*": _prefill_numpy})
+def prefill_small_bench_setup(case):
+    return _prefill_setup(case, A.SBQ, A.SNT, **_prefill_bench_fields(case))

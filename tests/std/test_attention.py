@@ -1,0 +1,294 @@
+"""iron.std.attention: the registered rows on interp and lavapipe (and at subgroup widths 8 and 64),
+mutants of every kernel, four-target compiles, the host functions (values against the float64 oracle on
+shapes the registry never uses, errors) and the non-finite policy."""
+
+import math
+import re
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, compile_points,
+                         edited_module, mutant_rows, run_entry, suite)
+
+import iron
+from iron import Depth, config
+from iron.core import dtypes as D
+from iron.core.errors import UnsupportedOnTarget
+from iron.harness.tolerance import compare, derive_tolerance
+from iron.std import attention as A
+from iron.std.suite import attention as SA
+
+ENTRIES = suite("attention")
+
+
+def _entry(name: str):
+    return next(e for e in ENTRIES if e.name == name)
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_registered_rows_pass(entry, backend, seed):
+    rows = run_entry(entry, backend, seed)
+    if backend == "vulkan" and entry.name == "std/attention/prefill":
+        assert rows == []  # the 48 KB tensor-core kernel: registered for interp and cuda only
+        return
+    assert_rows_pass(rows, seed)
+
+
+#: The registry shapes that exercise the most: several chunks / query and key blocks with tails, GQA, D 128.
+DECODE_SUBSET = SA.DECODE_SHAPES[1:4]
+PREFILL_SUBSET = [SA.PREFILL_SHAPES[2], SA.PREFILL_SHAPES[4]]
+
+
+@pytest.mark.parametrize("width", [8, 64])
+def test_rows_pass_at_other_subgroup_widths(width, seed):
+    """8: 16 decode subgroups, 8 small-prefill ones; 64: team butterflies of 3 levels, 2 prefill subgroups."""
+    config.set_option("simd_width", width)  # tests/conftest.py clears the override after the test
+    # mutant_rows with the real kernel: the registration's rows on a subset of its shapes.
+    for name, shapes in (("std/attention/decode_split", DECODE_SUBSET), ("std/attention/prefill", PREFILL_SUBSET),
+                         ("std/attention/prefill_small", PREFILL_SUBSET)):
+        assert_rows_pass(mutant_rows(name, _entry(name).kernel, seed, shapes=shapes), seed)
+
+
+# ---------------------------------------------------------------- compiles
+
+#: Where the host launches each kernel: the tensor-core prefill on CUDA only (48 KB of static shared
+#: arrays; bf16 fragments read from shared memory, which SPIR-V and HIP store as bits and cannot load).
+HOST_TARGETS = {"attention_prefill": ("cuda",)}
+POINTS = compile_points("attention")
+
+
+@pytest.mark.parametrize("target,launch", [
+    pytest.param(t, launch, id=f"{t}-{launch.kernel.name}-{i}") for i, (_, launch) in enumerate(POINTS)
+    for t in HOST_TARGETS.get(launch.kernel.name, tuple(TOOLCHAIN_OF))])
+def test_compiles(target, launch, require_toolchain):
+    """Every specialisation the tests run, emitted and compiled for each target the host launches it on."""
+    require_toolchain(TOOLCHAIN_OF[target])
+    compile_for(target, launch)
+
+
+@pytest.mark.parametrize("target,dtype,d,what", [
+    ("spirv", iron.bf16, 64, "bf16 tensor used by matrix fragments"),
+    ("spirv", iron.f16, 128, "shared memory reaches"), ("metal", iron.f16, 128, "shared memory reaches")])
+def test_tensor_core_prefill_elsewhere_is_a_clear_error(target, dtype, d, what, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF[target])
+    launch = next(lp for _, lp in POINTS if lp.kernel.name == "attention_prefill" and lp.binding["T"] == dtype
+                  and lp.binding["D"] == d)
+    with pytest.raises(UnsupportedOnTarget, match=what):
+        compile_for(target, launch)
+
+
+# ---------------------------------------------------------------- mutants
+
+def mutant(tmp_path: Path, kernel: str, old: str, new: str):
+    """``kernel`` from a copy of iron/std/attention.py with every ``old`` replaced by ``new``."""
+    return getattr(edited_module(A, tmp_path, (old, new), unique=False), kernel)
+
+
+CAUSAL = ("kj <= qi", "kj < qi")
+MUTANTS = [
+    ("prefill causal mask off by one", "std/attention/prefill", "attention_prefill", *CAUSAL),
+    ("prefill_small causal mask off by one", "std/attention/prefill_small", "attention_prefill_small", *CAUSAL),
+    ("prefill: no rescale of the accumulator when the max grows", "std/attention/prefill", "attention_prefill",
+     "fma(acc[ch * PER + i], alpha_s[r], fs[r * FLD + e % DC])", "acc[ch * PER + i] + fs[r * FLD + e % DC]"),
+    ("prefill_small: no rescale of the accumulator", "std/attention/prefill_small", "attention_prefill_small",
+     "os_[e] = os_[e] * alpha_s[e // D]", "os_[e] = os_[e]"),
+    ("decode ignores seq_lens", "std/attention/decode_split", "attention_decode_split",
+     "seq = min(max(seq_lens[b], 0), S_max)", "seq = S_max"),
+    ("decode: wrong GQA head mapping", "std/attention/decode_split", "attention_decode_split",
+     "kvh = h0 // (H // H_kv)", "kvh = h0 % H_kv"),
+    ("decode: no rescale of a team's accumulator when the max grows", "std/attention/decode_split",
+     "attention_decode_split", "fma(p, vf[e], acc[g * E + e] * alpha)", "fma(p, vf[e], acc[g * E + e])"),
+    ("decode: team butterfly drops the partner's accumulator", "std/attention/decode_split", "attention_decode_split",
+     "acc[g * E + e] * a0 + simd_shuffle_xor(acc[g * E + e], mask) * a1", "acc[g * E + e] * a0"),
+    ("combine drops the last chunk", "std/attention/decode_combine", "attention_decode_combine",
+     "        for c in range(NCH):\n            w =", "        for c in range(NCH - 1):\n            w ="),
+]
+
+
+@pytest.mark.parametrize("what,name,kernel,old,new", MUTANTS, ids=[m[0] for m in MUTANTS])
+def test_mutant_is_caught(what, name, kernel, old, new, tmp_path, seed):
+    subset = {"std/attention/prefill": PREFILL_SUBSET, "std/attention/prefill_small": PREFILL_SUBSET,
+              "std/attention/decode_split": DECODE_SUBSET}.get(name)
+    assert_mutant_caught(name, mutant(tmp_path, kernel, old, new), seed, shapes=subset)
+
+
+# ---------------------------------------------------------------- host functions
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _randn(rng, shape, dtype):
+    return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+
+
+def _check(got, expect, dtype, depth):
+    verdict = compare(got, expect, derive_tolerance(D.from_numpy(np.dtype(dtype)), depth))
+    assert verdict.ok, verdict.message
+
+
+def _decode_expect(q, k, v, lens, scale):
+    h = q.shape[1]
+    s_max = k.shape[2]
+    mask = (np.arange(s_max)[None, :] < np.asarray(lens)[:, None])[:, None, None, :]
+    f = lambda x: x.astype(np.float64)  # noqa: E731
+    out, mag, _ = SA.attention_reference(f(q)[:, :, None, :], SA.expand_kv(f(k), h), SA.expand_kv(f(v), h), scale,
+                                         mask)
+    return SA.Expect(out[:, :, 0, :], mag[:, :, 0, :])
+
+
+def _decode_depth(q, k, scale, ch):
+    """The split's chain (f32 partials), the combine's over its chunks, one rounding to T."""
+    a = SA.score_magnitude(q.astype(np.float64)[:, :, None, :], SA.expand_kv(k.astype(np.float64), q.shape[1]),
+                           scale)
+    split = SA.decode_depth(q.shape[-1], a, ch)
+    nch = -(-k.shape[2] // ch)
+    # The combine: |lse_c - M| <= the spread of the chunk LSEs, bounded by 2 A log2(e) + log2(CH).
+    spread = 2 * a / math.log(2.0) + math.log2(ch)
+    return Depth(steps=1, f32_steps=split.f32_steps + math.ceil(2 * (math.log(2.0) * spread + 2)) + 2 * nch + 1)
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("dtype,shape,chunk", [
+    (np.float16, (3, 6, 2, 300, 128), None),     # H/H_kv = 3 (GQ = 1), the host's chunk
+    (BF16, (2, 4, 1, 77, 64), 24),               # GQ = 2 of 4, a chunk that is no multiple of 16
+    (np.float32, (1, 2, 2, 5, 64), None),        # f32, fewer keys than teams
+])
+def test_decode_attention_matches_oracle(backend, dtype, shape, chunk):
+    b, h, h_kv, s_max, d = shape
+    rng = np.random.default_rng(7)
+    q, k, v = _randn(rng, (b, h, d), dtype), _randn(rng, (b, h_kv, s_max, d), dtype), _randn(
+        rng, (b, h_kv, s_max, d), dtype)
+    lens = rng.integers(1, s_max + 1, size=b).astype(np.int32)
+    lens[0] = s_max
+    out = A.decode_attention(q, k, v, lens, backend=backend, chunk=chunk)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    scale = 1.0 / math.sqrt(d)
+    ch = chunk or A.decode_chunk(b, h // A.heads_per_group(h, h_kv), s_max)
+    _check(out, _decode_expect(q, k, v, lens, scale), dtype, _decode_depth(q, k, scale, ch))
+    again = A.decode_attention(q, k, v, lens, backend=backend, chunk=chunk)
+    assert np.array_equal(out.view(np.uint8), again.view(np.uint8)), "decode is not deterministic"
+
+
+def test_decode_attention_scale_out_and_zero_length():
+    rng = np.random.default_rng(3)
+    q, k, v = (_randn(rng, s, np.float16) for s in ((2, 2, 64), (2, 1, 40, 64), (2, 1, 40, 64)))
+    lens = np.array([0, 17], np.int32)
+    out = np.full(q.shape, np.nan, np.float16)
+    got = A.decode_attention(q, k, v, lens, scale=0.3, out=out, chunk=16)
+    assert got is out
+    assert np.all(out[0] == 0), "a sequence of length 0 gives zeros"
+    _check(out[1:], _decode_expect(q[1:], k[1:], v[1:], lens[1:], 0.3), np.float16,
+           _decode_depth(q[1:], k[1:], 0.3, 16))
+
+
+def _prefill_expect(q, k, v, causal, scale):
+    h, s = q.shape[1], q.shape[2]
+    f = lambda x: x.astype(np.float64)  # noqa: E731
+    mask = np.tril(np.ones((s, s), bool)) if causal else None
+    out, mag, _ = SA.attention_reference(f(q), SA.expand_kv(f(k), h), SA.expand_kv(f(v), h), scale, mask)
+    return SA.Expect(out, mag)
+
+
+@pytest.mark.parametrize("backend,block", [("interp", 64), ("interp", 16), ("vulkan", None)])
+@pytest.mark.parametrize("dtype,shape,causal", [
+    (np.float16, (1, 3, 1, 65, 64), True),       # H/H_kv = 3; one past a 64-query block
+    (BF16, (2, 2, 2, 17, 128), False),           # one past a 16-query block, D = 128
+])
+def test_prefill_attention_matches_oracle(backend, block, dtype, shape, causal):
+    b, h, h_kv, s, d = shape
+    rng = np.random.default_rng(11)
+    q = _randn(rng, (b, h, s, d), dtype)
+    k, v = _randn(rng, (b, h_kv, s, d), dtype), _randn(rng, (b, h_kv, s, d), dtype)
+    out = A.prefill_attention(q, k, v, causal=causal, backend=backend, block=block)
+    scale = 1.0 / math.sqrt(d)
+    a = SA.score_magnitude(q.astype(np.float64), SA.expand_kv(k.astype(np.float64), h), scale)
+    _check(out, _prefill_expect(q, k, v, causal, scale), dtype, SA.prefill_depth(d, s, a))
+
+
+def test_prefill_attention_custom_scale_and_out():
+    rng = np.random.default_rng(5)
+    q, k, v = (_randn(rng, (1, 2, 9, 64), np.float16) for _ in range(3))
+    out = np.empty_like(q)
+    assert A.prefill_attention(q, k, v, causal=False, scale=0.05, out=out, backend="interp") is out
+    a = SA.score_magnitude(q.astype(np.float64), k.astype(np.float64), 0.05)
+    _check(out, _prefill_expect(q, k, v, False, 0.05), np.float16, SA.prefill_depth(64, 9, a))
+
+
+# ---------------------------------------------------------------- errors
+
+def _decode_inputs(d=64, dtype=np.float16):
+    return (np.zeros((1, 2, d), dtype), np.zeros((1, 1, 8, d), dtype), np.zeros((1, 1, 8, d), dtype),
+            np.full(1, 8, np.int32))
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda a: (np.zeros((1, 2, 96), np.float16), np.zeros((1, 1, 8, 96), np.float16),
+                np.zeros((1, 1, 8, 96), np.float16), a[3]), "D must be 64 or 128"),
+    (lambda a: (np.zeros((1, 3, 64), np.float16), np.zeros((1, 2, 8, 64), np.float16),
+                np.zeros((1, 2, 8, 64), np.float16), a[3]), "multiple of H_kv"),
+    (lambda a: (a[0], a[1].astype(np.float32), *a[2:]), "k_cache is f32"),
+    (lambda a: (*a[:3], np.full(1, 8, np.int64)), "seq_lens must be int32"),
+    (lambda a: (*a[:3], np.full(2, 8, np.int32)), "seq_lens: expected shape"),
+    (lambda a: (a[0], a[1], np.zeros((1, 1, 9, 64), np.float16), a[3]), "v_cache: expected shape"),
+    (lambda a: (a[0][0], *a[1:]), "q must be (B, H, D)"),
+    (lambda a: (np.zeros((1, 2, 64), np.int32), *a[1:]), "takes f32, f16 or bf16"),
+    (lambda a: ([1.0], *a[1:]), "expected an array"),
+])
+def test_decode_attention_rejects_bad_input(change, message):
+    with pytest.raises(iron.LaunchError, match=re.escape(message)):
+        A.decode_attention(*change(_decode_inputs()), backend="interp")
+
+
+def test_decode_attention_rejects_bad_out_and_chunk():
+    args = _decode_inputs()
+    with pytest.raises(iron.LaunchError, match="out: expected shape"):
+        A.decode_attention(*args, out=np.zeros((1, 2, 32), np.float16), backend="interp")
+    with pytest.raises(iron.LaunchError, match="chunk must be positive"):
+        A.decode_attention(*args, chunk=0, backend="interp")
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda q, k, v: (q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)), "f16 or bf16"),
+    (lambda q, k, v: (q, k[:, :, :5], v), "k: expected shape"),
+    (lambda q, k, v: (q, k, v.astype(BF16)), "v is bf16"),
+    (lambda q, k, v: (q[0], k, v), "q must be (B, H, S, D)"),
+    (lambda q, k, v: (q[:, :, :, :32], k[:, :, :, :32], v[:, :, :, :32]), "D must be 64 or 128"),
+])
+def test_prefill_attention_rejects_bad_input(change, message):
+    q, k, v = (np.zeros((1, 2, 8, 64), np.float16) for _ in range(3))
+    with pytest.raises(iron.LaunchError, match=re.escape(message)):
+        A.prefill_attention(*change(q, k, v), backend="interp")
+    with pytest.raises(iron.LaunchError, match="block must be 16 or 64"):
+        A.prefill_attention(q, k, v, block=32, backend="interp")
+
+
+# ---------------------------------------------------------------- non-finite inputs
+
+@pytest.mark.parametrize("backend,block", [("interp", 64), ("interp", 16), ("vulkan", None)])
+def test_prefill_nan_in_v_reaches_the_rows_that_attend_to_it(backend, block):
+    """Rows 20.. weight key 20: NaN in its column only.  Earlier rows of a query tile that also walks key
+    20's block (of 32, or 8 in the small kernel) may get it too (0 * NaN); rows of tiles that never reach
+    that block (the small kernel's first 16 queries) stay finite."""
+    rng = np.random.default_rng(2)
+    q, k, v = (_randn(rng, (1, 1, 40, 64), np.float16) for _ in range(3))
+    v[0, 0, 20, 3] = np.nan
+    out = A.prefill_attention(q, k, v, causal=True, backend=backend, block=block)[0, 0]
+    assert np.isnan(out[20:, 3]).all()
+    assert not np.isnan(np.delete(out, 3, axis=1)).any()
+    if (block or A.prefill_block(backend)) == 16:
+        assert not np.isnan(out[:16]).any()
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+def test_decode_non_finite_policy(backend):
+    rng = np.random.default_rng(4)
+    q, k, v = (_randn(rng, s, np.float16) for s in ((2, 2, 64), (2, 2, 50, 64), (2, 2, 50, 64)))
+    k[:, :, 45:] = np.inf           # past both sequences' lengths: never read
+    v[:, :, 45:] = np.nan
+    q[1, 0, 0] = np.inf             # an infinite query: its head is NaN
+    out = A.decode_attention(q, k, v, np.array([45, 30], np.int32), backend=backend, chunk=16)
+    assert np.isfinite(out[0]).all() and np.isfinite(out[1, 1]).all()
+    assert np.isnan(out[1, 0]).all()
