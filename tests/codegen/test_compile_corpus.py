@@ -11,23 +11,7 @@ from corpus import binding_label
 from emit_testing import TARGETS, corpus_points, optimized
 
 from iron.codegen.emit import emit_kernel
-
-TOOLCHAIN_OF = {"cuda": "nvrtc", "hip": "hip", "spirv": "spirv", "metal": "metal"}
-
-
-def compile_source(target: str, source: str) -> None:
-    """Compile ``source`` with ``target``'s toolchain; a ToolchainError carries the compiler's log."""
-    from iron.codegen.toolchains import hip, metal, nvrtc, spirv
-
-    if target == "cuda":
-        nvrtc.compile_cuda(source, arch="sm_90")
-    elif target == "hip":
-        hip.compile_hip(source, arch="gfx90a")
-    elif target == "spirv":
-        spirv.validate_spirv(spirv.compile_glsl(source).binary)
-    else:
-        metal.check_msl(source)
-
+from iron.codegen.toolchains import TOOLCHAIN_OF_TARGET, check_source
 
 POINTS = corpus_points()
 
@@ -36,5 +20,5 @@ POINTS = corpus_points()
 @pytest.mark.parametrize("case_name,binding", POINTS, ids=[f"{n}[{binding_label(b)}]" for n, b in POINTS])
 def test_corpus_kernel_compiles(case_name, binding, target, require_toolchain):
     kernel = optimized(case_name, binding, target)
-    require_toolchain(TOOLCHAIN_OF[target])
-    compile_source(target, emit_kernel(kernel, target).source)
+    require_toolchain(TOOLCHAIN_OF_TARGET[target])
+    check_source(target, emit_kernel(kernel, target).source)

@@ -8,9 +8,9 @@ import pytest
 
 from iron import In, Tensor, bf16, f16, f32, func, kernel
 from iron.codegen.emit import emit_kernel
+from iron.codegen.toolchains import TOOLCHAIN_OF_TARGET, check_source
 from iron.lang import barrier, program_id, shared, static_range, thread_id
 
-TOOLCHAIN_OF = {"cuda": "nvrtc", "hip": "hip", "spirv": "spirv", "metal": "metal"}
 
 
 @kernel
@@ -31,24 +31,11 @@ def aligned_shared(a: In[f32], out: Tensor[f32]):
         out[4 * t + j] = buf[(4 * t + j + 4) % 256] + 1.0
 
 
-def _compile(target: str, source: str) -> None:
-    from iron.codegen.toolchains import hip, metal, nvrtc, spirv
-
-    if target == "cuda":
-        nvrtc.compile_cuda(source, arch="sm_90")
-    elif target == "hip":
-        hip.compile_hip(source, arch="gfx90a")
-    elif target == "spirv":
-        spirv.validate_spirv(spirv.compile_glsl(source).binary)
-    else:
-        metal.check_msl(source)
-
-
-@pytest.mark.parametrize("target", list(TOOLCHAIN_OF))
+@pytest.mark.parametrize("target", list(TOOLCHAIN_OF_TARGET))
 @pytest.mark.parametrize("k", [reserved_names, aligned_shared], ids=["reserved", "aligned"])
 def test_compiles(k, target, require_toolchain):
-    require_toolchain(TOOLCHAIN_OF[target])
-    _compile(target, emit_kernel(k.variant().compiled(target), target).source)
+    require_toolchain(TOOLCHAIN_OF_TARGET[target])
+    check_source(target, emit_kernel(k.variant().compiled(target), target).source)
 
 
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
@@ -81,10 +68,10 @@ def short_circuit(a: In[f32], out: Tensor[f32], n: int):
         out[i] = a[i]
 
 
-@pytest.mark.parametrize("target", list(TOOLCHAIN_OF))
+@pytest.mark.parametrize("target", list(TOOLCHAIN_OF_TARGET))
 def test_a_short_circuit_temporary_is_not_named_and(target, require_toolchain):
-    require_toolchain(TOOLCHAIN_OF[target])
-    _compile(target, emit_kernel(short_circuit.variant().compiled(target), target).source)
+    require_toolchain(TOOLCHAIN_OF_TARGET[target])
+    check_source(target, emit_kernel(short_circuit.variant().compiled(target), target).source)
 
 
 @kernel
@@ -94,7 +81,7 @@ def half_to_bfloat(a: In[f16], b: In[bf16], out_b: Tensor[bf16], out_h: Tensor[f
     out_h[i] = f16(b[i])
 
 
-@pytest.mark.parametrize("target", list(TOOLCHAIN_OF))
-def test_casts_between_f16_and_bf16_compile(target, require_toolchain):
-    require_toolchain(TOOLCHAIN_OF[target])
-    _compile(target, emit_kernel(half_to_bfloat.variant().compiled(target), target).source)
+@pytest.mark.parametrize("target", list(TOOLCHAIN_OF_TARGET))
+def test_casts_between_f16_and_bf16check_source(target, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF_TARGET[target])
+    check_source(target, emit_kernel(half_to_bfloat.variant().compiled(target), target).source)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from iron.codegen.toolchains import TOOLCHAIN_OF_TARGET, check_source
 from iron.core.protocol import TestRow
 from iron.harness import registry
 from iron.runner import execute
@@ -86,23 +87,14 @@ def compile_points(module: str) -> list[tuple[str, dict[str, Any]]]:
     return list(points.values())
 
 
-TOOLCHAIN_OF = {"cuda": "nvrtc", "hip": "hip", "spirv": "spirv", "metal": "metal"}
+TOOLCHAIN_OF = TOOLCHAIN_OF_TARGET
 
 
 def compile_for(target: str, launch: Any) -> None:
     """Emit ``launch``'s kernel for ``target`` and compile it with the real toolchain."""
     from iron.codegen.emit import emit_kernel
-    from iron.codegen.toolchains import hip, metal, nvrtc, spirv
 
-    source = emit_kernel(launch.compiled(target), target).source
-    if target == "cuda":
-        nvrtc.compile_cuda(source, arch="sm_90")
-    elif target == "hip":
-        hip.compile_hip(source, arch="gfx90a")
-    elif target == "spirv":
-        spirv.validate_spirv(spirv.compile_glsl(source).binary)
-    else:
-        metal.check_msl(source)
+    check_source(target, emit_kernel(launch.compiled(target), target).source)
 
 
 def parametrize_compile(module: str):

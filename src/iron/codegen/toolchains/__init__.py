@@ -17,10 +17,29 @@ from dataclasses import dataclass
 from . import hip, metal, nvrtc, spirv
 from .common import CompiledArtifact, ToolchainError, ToolchainMissing
 
-__all__ = ["CompiledArtifact", "ToolchainError", "ToolchainMissing", "ToolchainStatus", "inventory", "TOOLCHAINS"]
+__all__ = ["CompiledArtifact", "ToolchainError", "ToolchainMissing", "ToolchainStatus", "inventory", "TOOLCHAINS",
+           "TOOLCHAIN_OF_TARGET", "check_source"]
 
 #: Every toolchain, by the name tests and ``require_toolchain`` use.
 TOOLCHAINS = {"nvrtc": nvrtc, "hip": hip, "spirv": spirv, "metal": metal}
+#: The toolchain that checks each emit target's source.
+TOOLCHAIN_OF_TARGET = {"cuda": "nvrtc", "hip": "hip", "spirv": "spirv", "metal": "metal"}
+
+
+def check_source(target: str, source: str) -> CompiledArtifact:
+    """Compile emitted ``source`` with ``target``'s real toolchain at its reference arch (CUDA sm_90, HIP gfx90a;
+    GLSL to SPIR-V then spirv-val; MSL type-checked): a :class:`ToolchainError` carries the compiler's log."""
+    if target == "cuda":
+        return nvrtc.compile_cuda(source, arch="sm_90")
+    if target == "hip":
+        return hip.compile_hip(source, arch="gfx90a")
+    if target == "spirv":
+        artifact = spirv.compile_glsl(source)
+        spirv.validate_spirv(artifact.binary)
+        return artifact
+    if target == "metal":
+        return metal.check_msl(source)
+    raise ValueError(f"unknown target {target!r}; targets: {', '.join(TOOLCHAIN_OF_TARGET)}")
 
 
 @dataclass(frozen=True)
