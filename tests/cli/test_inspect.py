@@ -18,6 +18,14 @@ KERNELS = textwrap.dedent('''
         i = program_id(0)
         out[i] = exp(a[i]) * SCALE
 
+    @kernel(variants(MODE=["exp", "neg"]))
+    def unary(a: In[f32], out: Tensor[f32]):
+        i = program_id(0)
+        if MODE == "exp":
+            out[i] = exp(a[i])
+        else:
+            out[i] = -a[i]
+
     @kernel
     def broken(a: In[f32], out: Tensor[f32]):
         i = program_id(0)
@@ -77,6 +85,14 @@ def test_bad_kernel_names_say_what_to_do(kernels_file, capsys, monkeypatch, tmp_
     monkeypatch.chdir(tmp_path)
     assert main(["inspect", spec.format(file=kernels_file)]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_a_string_variant_value_selects_its_variant(kernels_file, capsys):
+    assert main(["inspect", f"{kernels_file}:unary", "--variant", "MODE=neg"]) == 0
+    out = capsys.readouterr().out
+    assert "[MODE = neg]" in out and "= exp" not in out and "neg %0" in out
+    assert main(["inspect", f"{kernels_file}:unary", "--variant", "MODE=log"]) == 1
+    assert "no variant with MODE='log'" in capsys.readouterr().err
 
 
 def test_bad_variant_text_is_explained(kernels_file, capsys):

@@ -123,10 +123,17 @@ def _assert_lanes_follow_the_interpreter(k, prof) -> None:
             continue
         interp = fragment_strategy(prof.mma_strategy if t in native else "portable", prof.lane_width)
         layout = interp.fragment_layout(t.role, t.rows, t.cols, t.dtype, prof.lane_width)
+        # CUDA holds mma.sync's 16-bit a and b packed: word w is slots 2w and 2w+1 (loaded pair by pair
+        # from global memory; shared memory goes through ldmatrix, whose plan test_ldmatrix.py checks).
+        packed = target == "cuda" and t in native and t.role in ("a", "b")
+        reg = r"\(2 \* r(?:_\d+)? \+ [01]\)" if packed else r"r(?:_\d+)?"
         for expr in element_exprs(layout, "LANE", "REG"):
-            pattern = re.escape(expr).replace("LANE", r"lane(?:_\d+)?").replace("REG", r"r(?:_\d+)?")
+            pattern = re.escape(expr).replace("LANE", r"lane(?:_\d+)?").replace("REG", reg)
             assert re.search(pattern, source), f"{t}: no lane computes {expr}"
-        assert "float " in source and f"[{layout.registers_per_lane}];" in source
+        if packed:
+            assert "unsigned int " in source and f"[{layout.registers_per_lane // 2}];" in source
+        else:
+            assert "float " in source and f"[{layout.registers_per_lane}];" in source
 
 
 def test_portable_layouts_are_the_interpreters() -> None:

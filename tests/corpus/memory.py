@@ -1,9 +1,10 @@
-"""Memory-access corpus kernels: strides, 2-D grids, vectors, mergeable loads, a stencil."""
+"""Memory-access corpus kernels: strides, 2-D grids, vectors, mergeable loads, a stencil, asynchronous copies."""
 
 import numpy as np
 
 from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
-from iron.lang import barrier, group_id, program_id, shared, thread_id, vec, vstore
+from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, group_id, program_id, shared,
+                       thread_id, vec, vstore)
 
 from .case import (CorpusCase, Depth, Expect, Run, empty, f64, fixed_depth, launch_1d, poisoned_like, randint,
                    randn, round_up)
@@ -250,4 +251,51 @@ TRANSPOSE_TILED = CorpusCase(
     exact=True)
 
 
-CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL]
+# ---------------------------------------------------------------- asynchronous copies into shared memory
+
+COPY_GROUP = 64
+COPY_TILE = 256
+
+
+@kernel(variants(T=[f32, f16, bf16], W=[1, 2, 4, 8], STAGES=[1, 2]))
+def staged_copy(src: In[T], out: Tensor[T], n: int):
+    """out = src through shared memory, COPY_TILE elements per group, W per copy_async; a copy whose W
+    elements are not all below n writes zeros.  STAGES=2: two committed groups of copies of the same tile
+    into two halves, the first waited for with one group pending."""
+    s = shared(T, 2 * COPY_TILE)
+    base = group_id(0) * COPY_TILE
+    for i in range(thread_id(0) * W, COPY_TILE, COPY_GROUP * W):
+        copy_async(s, i, src, base + i, W, base + i + W <= n)
+    if STAGES == 2:
+        copy_async_commit()
+        for i in range(thread_id(0) * W, COPY_TILE, COPY_GROUP * W):
+            copy_async(s, COPY_TILE + i, src, base + i, W, base + i + W <= n)
+        copy_async_commit()
+        copy_async_wait(1)
+    else:
+        copy_async_wait()
+    barrier()
+    for i in range(thread_id(0), COPY_TILE, COPY_GROUP):
+        if base + i < n:
+            out[base + i] = s[i]
+    copy_async_wait()
+
+
+def _staged_oracle(args, run: Run):
+    """src, except that the last partial chunk of W elements (past a multiple of W) reads zeros."""
+    src, n, w = args[0], run.size, run["W"]
+    want = src.copy()
+    want[(n // w) * w:n] = 0
+    return {1: want}
+
+
+STAGED_COPY = CorpusCase(
+    name="staged_copy", kernel=staged_copy,
+    make_args=lambda run, rng: [randn(rng, run.size, run.T), empty(run.size, run.T), run.size],
+    oracle=_staged_oracle, outputs=(1,),
+    launch=lambda run: ((-(-run.size // COPY_TILE) * COPY_GROUP,), (COPY_GROUP,)),
+    bindings=({"T": f32, "W": 1, "STAGES": 1}, {"T": f32, "W": 4, "STAGES": 2}, {"T": f16, "W": 2, "STAGES": 1},
+              {"T": f16, "W": 8, "STAGES": 2}, {"T": bf16, "W": 4, "STAGES": 2}, {"T": bf16, "W": 8, "STAGES": 1}),
+    sizes=(1, 7, 255, 1000), exact=True)
+
+CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL, STAGED_COPY]

@@ -14,7 +14,8 @@ import pytest
 from iron import In, T, Tensor, bf16, f16, f32, kernel, variants
 from iron.codegen.emit import emit_kernel
 from iron.codegen.pipeline import PassContext, run_pipeline
-from iron.lang import frag_a, frag_b, frag_load_acc, frag_store, mma, simd_group_id
+from iron.lang import (barrier, frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_size, mma, shared,
+                       simd_group_id, thread_id)
 
 
 @pytest.fixture
@@ -52,3 +53,49 @@ def test_mma_sync_tile_matches_numpy(sm80, dtype) -> None:
     bound = (np.abs(c0).reshape(16, 8) + np.abs(a64) @ np.abs(b64)) * np.finfo(np.float32).eps * (16 * ksteps + 1)
     err = np.abs(c.reshape(16, 8) - want)
     assert np.all(err <= bound), f"worst element {np.unravel_index(np.argmax(err - bound), err.shape)}"
+
+
+@kernel(variants(T=[f16, bf16], AL=["row", "col"], BL=["row", "col"]))
+def through_shared(a: In[T], b: In[T], c: Tensor[f32], off: int):
+    """C = A @ B for one 16x8x16 tile whose A (16x16) and B (16x8), given row-major, pass through shared
+    memory at element offset ``off`` in the AL and BL layouts.  ``off`` a multiple of 8 takes ``ldmatrix``,
+    else element loads."""
+    a_s = shared(T, 16 * 16 + 16)
+    b_s = shared(T, 16 * 16 + 16)
+    for i in range(thread_id(0), 256, group_size(0)):
+        if AL == "row":
+            a_s[off + i] = a[i]
+        else:
+            a_s[off + (i % 16) * 16 + i // 16] = a[i]
+        if i < 128:
+            if BL == "row":
+                b_s[off + i] = b[i]
+            else:
+                b_s[off + (i % 8) * 16 + i // 8] = b[i]
+    barrier()
+    if simd_group_id() == 0:
+        fa = frag_a(a_s, off, 16, 16, 16, layout=AL)
+        fb = frag_b(b_s, off, 8 if BL == "row" else 16, 16, 8, layout=BL)
+        frag_store(c, 0, 8, mma(fa, fb, frag_acc(f32, 16, 8)))
+
+
+@pytest.mark.parametrize("a_layout", ["row", "col"])
+@pytest.mark.parametrize("b_layout", ["row", "col"])
+@pytest.mark.parametrize("off", [0, 8, 3], ids=["aligned", "aligned8", "misaligned"])
+@pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
+def test_fragments_through_shared_memory_in_every_layout(sm80, dtype, a_layout, b_layout, off) -> None:
+    """ldmatrix (aligned tiles, with and without .trans) and the element-load fallback give the same fragments."""
+    host = np.float16 if dtype == f16 else ml_dtypes.bfloat16
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal(256).astype(host)
+    b = rng.standard_normal(128).astype(host)
+    c = np.full(128, np.nan, np.float32)
+    k = through_shared.variant(T=dtype, AL=a_layout, BL=b_layout)
+    ir = run_pipeline(k.lower(a, b, c, off), PassContext.for_target("cuda"))
+    source = emit_kernel(ir, "cuda").source
+    assert source.count("asm volatile(\"ldmatrix.sync.aligned.m8n8") == 2
+    sm80.launch(ir, [a, b, c, off], (64,), (64,))
+    a64 = a.astype(np.float64).reshape(16, 16)
+    b64 = b.astype(np.float64).reshape(16, 8)
+    bound = (np.abs(a64) @ np.abs(b64)) * np.finfo(np.float32).eps * 17
+    assert np.all(np.abs(c.reshape(16, 8) - a64 @ b64) <= bound)

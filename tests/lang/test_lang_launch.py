@@ -100,6 +100,20 @@ def test_variant_selection_errors_list_the_variants() -> None:
         block_sums[8](np.ones(8, np.float32), np.zeros(1, np.float32))
 
 
+
+@kernel(variants(T=[f32, f16], BLOCK=[32, 64, 128], MODE=["a", "b", "c"]))
+def many_variants(out: Tensor[T]):
+    out[program_id(0)] = T(BLOCK)
+
+
+def test_a_large_variant_product_is_listed_by_parameter() -> None:
+    with pytest.raises(LaunchError) as info:
+        many_variants.variant(MODE="d")
+    msg = str(info.value)
+    assert "no variant with MODE='d'" in msg
+    assert "its variants (18 combinations): T in {f32, f16}; BLOCK in {32, 64, 128}; MODE in {'a', 'b', 'c'}" in msg
+    assert " | " not in msg
+
 @kernel
 def fill(out: Tensor[T], value: T, COUNT: Constexpr[int] = 2):  # noqa: N803
     i = program_id(0)

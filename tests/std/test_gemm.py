@@ -49,7 +49,7 @@ def test_matrix_kernel_at_other_subgroup_widths(width, seed):
 # ---------------------------------------------------------------- compiles, with each target's configuration
 
 MMA_COMPILE = [GS._flags(f16, False, True, "silu"), GS._flags(bf16, True, False, "relu")]
-TARGET_CONFIGS = {"cuda": {**G.SM80, "THREADS": 128}, "hip": {**G.AMD, "THREADS": 256},
+TARGET_CONFIGS = {"cuda": {**G.SM80_4W, "THREADS": 128}, "hip": {**G.AMD, "THREADS": 256},
                   "metal": {**G.APPLE, "THREADS": 128}, "spirv": G.portable_small(8)}
 
 
@@ -65,7 +65,10 @@ def _compile_params():
             params.append(pytest.param(target, G.gemm_mma.variant(**flags, **TARGET_CONFIGS[target]),
                                        id=f"{target}-mma-{i}"))
     wide = G.gemm_mma.variant(**MMA_COMPILE[0], **G.SM80_WIDE, THREADS=256)
-    return params + [pytest.param("cuda", wide, id="cuda-mma-wide")]
+    h200 = G.gemm_mma.variant(**MMA_COMPILE[0], **G.SM80, THREADS=256)
+    deep = G.gemm_mma.variant(**MMA_COMPILE[1], **{**G.SM80_4W, "BK": 16, "STAGES": 4}, THREADS=128)
+    return params + [pytest.param("cuda", wide, id="cuda-mma-wide"), pytest.param("cuda", h200, id="cuda-mma-sm80"),
+                     pytest.param("cuda", deep, id="cuda-mma-4-stages")]
 
 
 @pytest.mark.parametrize("target,launch", _compile_params())
@@ -89,7 +92,7 @@ def test_compiles_on_cooperative_matrices(require_toolchain):
 
     nvidia = profile("spirv", "vulkan-nvidia")
     binding = G.fragment_config("spirv", 32, f16, nvidia)
-    assert binding == {**G.SM80, "THREADS": 128}
+    assert binding == {**G.SM80_4W, "THREADS": 128}
     kernel = G.gemm_mma.variant(**GS._flags(f16, True, True, "gelu_tanh"), **binding)
     emitted = emit_kernel(kernel.compiled("spirv"), "spirv", nvidia)
     assert "coopMatMulAdd" in emitted.source and emitted.shared_bytes <= nvidia.max_shared_bytes
@@ -206,13 +209,14 @@ def test_out_k_zero_and_empty():
 
 def test_configuration_choice():
     """Matrix units where the device has them for the dtype; the FMA kernel elsewhere."""
-    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90")) == {**G.SM80, "THREADS": 128}
-    assert G.fragment_config("interp", 64, bf16) == {**G.SM80, "THREADS": 256}
+    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90")) == {**G.SM80, "THREADS": 256}
+    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90"), True) == {**G.SM80_4W, "THREADS": 128}
+    assert G.fragment_config("interp", 64, bf16) == {**G.SM80_4W, "THREADS": 256}
     assert G.fragment_config("metal", 32, bf16, profile("metal", "apple-m2")) == {**G.APPLE, "THREADS": 128}
     assert G.fragment_config("hip", 64, f16, profile("hip", "gfx90a")) == {**G.AMD, "THREADS": 256}
     assert G.fragment_config("hip", 32, f16, profile("hip", "gfx1030")) is None  # no matrix unit
     assert G.fragment_config("spirv", 8, f16, profile("spirv", "vulkan-lavapipe")) is None
-    assert G.fragment_config("spirv", 32, f16, profile("spirv", "vulkan-nvidia")) == {**G.SM80, "THREADS": 128}
+    assert G.fragment_config("spirv", 32, f16, profile("spirv", "vulkan-nvidia")) == {**G.SM80_4W, "THREADS": 128}
     assert G.block_tile({**G.SM80}) == (128, 128) and G.block_tile(G.portable_small(8)) == (32, 32)
     assert G.launch_geometry(130, 70, 128, (128, 128)) == ((128, 2), (128, 1))
 

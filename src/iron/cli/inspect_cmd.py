@@ -38,7 +38,11 @@ EMIT_TARGETS = {"cuda": "cuda", "hip": "hip", "glsl": "spirv", "msl": "metal"}
 
 
 def parse_variant(text: str) -> dict[str, Any]:
-    """``T=f16,BLOCK=256`` -> {"T": f16, "BLOCK": 256}."""
+    """``T=f16,BLOCK=256,FRAG=16x8x16`` -> {"T": f16, "BLOCK": 256, "FRAG": "16x8x16"}.
+
+    A value that is not a dtype, bool or number stays a string (string variants such as an
+    activation name); the kernel's own variant check says when it is not one of its values.
+    """
     out: dict[str, Any] = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         if "=" not in item:
@@ -58,7 +62,7 @@ def _parse_value(raw: str) -> Any:
             return conv(raw)
         except ValueError:
             pass
-    raise IronError(f"--variant: cannot read value '{raw}' (a dtype name, an int, a float, true or false)")
+    return raw
 
 
 def run(args: argparse.Namespace) -> int:

@@ -368,9 +368,10 @@ READ_OPS = frozenset({"load", "vload", "frag_load", "atomic_add", "atomic_max", 
                       "atomic_cas"})
 #: Ops that write the tensor named by their first operand.
 WRITE_OPS = frozenset({"store", "vstore", "frag_store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg",
-                       "atomic_cas"})
-#: Ops that order memory for every tensor (no access may move across them).
-FENCE_OPS = frozenset({"barrier", "call"})
+                       "atomic_cas", "copy_async"})
+#: Ops that order memory for every tensor (no access may move across them).  ``copy_async`` also reads
+#: its third operand and completes at some point up to ``copy_async_wait``: no access moves across either.
+FENCE_OPS = frozenset({"barrier", "call", "copy_async", "copy_async_commit", "copy_async_wait"})
 
 
 def may_alias(a: Value, b: Value) -> bool:
@@ -427,6 +428,8 @@ def _collect_access(k: Kernel, block: Block, alias: dict[Value, Value], reads: s
             reads.add(alias.get(op.operands[0], op.operands[0]))
         if op.opcode in WRITE_OPS:
             writes.add(alias.get(op.operands[0], op.operands[0]))
+        if op.opcode == "copy_async":
+            reads.add(alias.get(op.operands[2], op.operands[2]))
         if op.opcode == "call":
             name = op.attrs["callee"]
             f = k.functions.get(name)

@@ -223,6 +223,30 @@ def _vstore(ts, attrs):
     return None
 
 
+def _copy_async(ts, attrs):
+    dst, src = _tensor(ts[0]), _tensor(ts[2])
+    _int_scalar(ts[1], "destination index")
+    _int_scalar(ts[3], "source index")
+    if ts[4] != ScalarType(D.bool_):
+        raise OpTypeError(f"copy_async's condition is {ts[4]}, not bool")
+    if dst.space != "shared" or src.space != "global":
+        raise OpTypeError("copy_async copies from a global tensor into a shared array")
+    if dst.dtype != src.dtype:
+        raise OpTypeError(f"copy_async from {src.dtype} into {dst.dtype}: the dtypes must match")
+    w = attrs.get("width")
+    if w not in (1, 2, 4, 8) or w * dst.dtype.itemsize not in (4, 8, 16):
+        raise OpTypeError(f"copy_async moves 4, 8 or 16 bytes; width {w} of {dst.dtype} is "
+                          f"{(w or 0) * dst.dtype.itemsize}")
+    return None
+
+
+def _copy_async_wait(ts, attrs):
+    n = attrs.get("pending")
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 7:
+        raise OpTypeError(f"copy_async_wait leaves 0 to 7 committed groups pending, got {n!r}")
+    return None
+
+
 def _tensor_size(ts, attrs):
     tt = _tensor(ts[0])
     if tt.space != "global":
@@ -485,6 +509,9 @@ _reg("load", "memory", 2, _load, pure=False)
 _reg("store", "memory", 3, _store, pure=False)
 _reg("vload", "memory", 2, _vload, pure=False, attrs=("width",))
 _reg("vstore", "memory", 3, _vstore, pure=False)
+_reg("copy_async", "memory", 5, _copy_async, pure=False, attrs=("width",))
+_reg("copy_async_commit", "sync", 0, _none, pure=False)
+_reg("copy_async_wait", "sync", 0, _copy_async_wait, pure=False, attrs=("pending",))
 _reg("tensor_size", "memory", 1, _tensor_size)
 _reg("shared_alloc", "memory", 0, _shared_alloc, pure=False, attrs=("dtype", "shape"))
 _reg("barrier", "sync", 0, _none, pure=False)

@@ -18,6 +18,9 @@ from .annotations import Variants, format_binding, format_value
 from .numpy_compat import array_element_type, is_numpy_scalar
 from .params import NO_DEFAULT, ParamSpec
 
+#: Up to this many variant combinations, an error lists each one; past it, each parameter's values.
+LISTED_BINDINGS = 16
+
 
 def type_vars(specs: Sequence[ParamSpec]) -> list[str]:
     """The type variables the parameters use, in order of first use."""
@@ -182,4 +185,10 @@ class BindingResolver:
     def _listing(self) -> str:
         if not self.variants.params:
             return ""
-        return "; available variants: " + " | ".join(format_binding(b) for b in self.variants.bindings())
+        bindings = self.variants.bindings()
+        if len(bindings) <= LISTED_BINDINGS:
+            return "; available variants: " + " | ".join(format_binding(b) for b in bindings)
+        # A product of many parameters: name each parameter's values, not every combination.
+        axes = "; ".join(f"{name} in {{{', '.join(format_value(v) for v in values)}}}"
+                         for name, values in self.variants.params.items())
+        return f"; its variants ({len(bindings)} combinations): {axes}"

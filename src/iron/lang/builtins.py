@@ -143,6 +143,24 @@ def vstore(a, i, v):
 
 
 @_builtin("memory")
+def copy_async(dst, dst_index, src, src_index, width, valid=True):
+    """Start copying ``src[src_index .. +width-1]`` (global) into ``dst[dst_index ..]`` (shared); zeros where
+    ``valid`` is false (``src`` is then not read).  4, 8 or 16 bytes, both indices multiples of ``width``.
+    The destination may be read only after :func:`copy_async_wait` (and a :func:`barrier` for other threads)."""
+
+
+@_builtin("sync")
+def copy_async_commit():
+    """Close the group of :func:`copy_async` calls this thread started since the last commit."""
+
+
+@_builtin("sync")
+def copy_async_wait(pending=0):
+    """Wait for this thread's copies: all of them (``pending=0``), or all but the ``pending`` most recently
+    committed groups (a pipeline ``pending + 1`` stages deep; copies not yet committed are then not waited for)."""
+
+
+@_builtin("memory")
 def shared(dtype, shape):
     """A threadgroup array of compile-time ``shape`` (an int or a tuple of ints)."""
 

@@ -8,11 +8,11 @@ Two kernels, one contract:
   bank conflicts), double-buffered with a register prefetch of the next K step.
 * :data:`gemm_mma` (f16/bf16): the matrix units through the fragment API.  Each subgroup owns
   a warp tile of up to 4 x 8 fragments (64x64 with CUDA's 16x8x16 ``mma.sync``), a group of
-  ``WARPS`` subgroups a block tile; A and B tiles go through double-buffered shared memory
-  with 16-byte global loads prefetched into registers while the current tile multiplies;
-  fragments load from shared memory.  The epilogue stages the f32 accumulators in shared
-  memory, one pair of fragments at a time, to add the bias, apply the activation and store
-  16-byte vectors of T.
+  ``WARPS`` subgroups a block tile; A and B tiles go through a ring of ``STAGES`` shared buffers
+  filled by asynchronous 16-byte copies (``cp.async`` on CUDA), so the next K steps are on their
+  way while one multiplies; fragments load from shared memory (``ldmatrix`` on CUDA).  The
+  epilogue stages the f32 accumulators in shared memory, one pair of fragments at a time, to add
+  the bias, apply the activation and store 16-byte vectors of T.
 
 The host function :func:`gemm` picks the kernel and its configuration per backend.
 """
@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, variants
-from iron.lang import (barrier, cast, exp, fma, frag_a, frag_acc, frag_b, frag_store, group_id, lane_id, local, mma,
-                       num_groups, select, shared, simd_group_id, simd_size, static_range, tanh, thread_id, vec)
+from iron.lang import (barrier, cast, copy_async, copy_async_commit, copy_async_wait, exp, fma, frag_a, frag_acc,
+                       frag_b, frag_store, group_id, lane_id, local, mma, num_groups, select, shared, simd_group_id,
+                       simd_size, static_range, tanh, thread_id, vec)
 
 from . import _host
 
@@ -78,6 +79,46 @@ def load_chunk(t, ld, row, col, rows, cols, fast, width):
         else:
             v = vec(part[0], part[1], part[2], part[3], part[4], part[5], part[6], part[7])
     return v
+
+
+@func
+def stage_chunk(dst, at, t, ld, row, col, rows, cols, fast):
+    """dst[at .. at+7] = elements (row, col .. col+7) of a row-major rows x cols matrix, 0 outside it.
+
+    ``fast`` (rows keep 8-element chunks 16-byte aligned: ld % 8 == 0, so a chunk lies wholly inside
+    or outside): one asynchronous 16-byte copy, landed by ``copy_async_wait``; the data never passes
+    through registers, so nothing waits for it while the matrix units work.  Else element by element.
+    """
+    if fast:
+        copy_async(dst, at, t, row * ld + col, 8, row < rows and col + 8 <= cols)
+    else:
+        for e in static_range(8):
+            x = cast(0.0, t.dtype)
+            if row < rows and col + e < cols:
+                x = t[row * ld + col + e]
+            dst[at + e] = x
+
+
+@func
+def stage_step(a, b, a_s, b_s, a_at, b_at, k0, bm, bn, m, n, k, tid, threads, a_chunks, b_chunks, a_cpr, b_cpr,
+               lda, ldb, vec_a, vec_b, bt):
+    """Start copying K step k0 .. k0+BK-1 of this group's A and B tiles to a_s[a_at ..] and b_s[b_at ..].
+
+    A's tile is rows bm.. by k; B's is rows bn.. by k (``bt``: B given (n, k)) or rows k0.. by n from bn.
+    Each thread moves ``a_chunks`` / ``b_chunks`` 16-byte chunks (:func:`stage_chunk`).
+    """
+    b_row0 = bn if bt else k0
+    b_col0 = k0 if bt else bn
+    b_rows = n if bt else k
+    b_cols = k if bt else n
+    for ch in static_range(a_chunks):
+        q = tid + ch * threads
+        stage_chunk(a_s, a_at + (q // a_cpr) * lda + (q % a_cpr) * 8, a, k, bm + q // a_cpr, k0 + (q % a_cpr) * 8,
+                    m, k, vec_a)
+    for ch in static_range(b_chunks):
+        q = tid + ch * threads
+        stage_chunk(b_s, b_at + (q // b_cpr) * ldb + (q % b_cpr) * 8, b, b_cols, b_row0 + q // b_cpr,
+                    b_col0 + (q % b_cpr) * 8, b_rows, b_cols, vec_b)
 
 
 # ---------------------------------------------------------------- FMA: 128x128 block, 8x8 per thread
@@ -293,7 +334,7 @@ def store_row(c, bias, stage, m, n, row0, col0, c0, c1, c2, c3, c4, c5, c6, c7, 
 
 
 @kernel(variants(T=[f16, bf16], FRAG=list(FRAGS), WARPS=list(WARP_GRIDS), WT=list(WARP_TILES), BK=[32, 16],
-                 THREADS=[128, 256, 64, 32, 512],
+                 THREADS=[128, 256, 64, 32, 512], STAGES=[2, 3, 4],
                  BT=[False, True], BIAS=[False, True], ACT=list(ACTIVATIONS)))
 def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
     """C = act(A @ B + bias) on the matrix units (docs/std/gemm.md).
@@ -302,7 +343,8 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
     one unread element); c: (m, n) row-major; T in f16/bf16.  Products exact, sums in f32 (fragment
     accumulators), bias and ACT in f32, one rounding to T.  FRAG is the fragment shape (fm x fn x fk);
     subgroup s < wm*wn of WARPS owns a warp tile of WT = r x c fragments, (r fm) x (c fn), of the
-    (wm r fm) x (wn c fn) block tile (the others only load); K goes in BK steps.  Launch: grid (ceil(n/BN) * THREADS, ceil(m/BM)), group (THREADS, 1), with
+    (wm r fm) x (wn c fn) block tile (the others only load); K goes in BK steps through STAGES shared
+    buffers (STAGES - 1 steps in flight).  Launch: grid (ceil(n/BN) * THREADS, ceil(m/BM)), group (THREADS, 1), with
     THREADS >= wm*wn*(subgroup width).  Shapes as gemm_fma: loads past m, n, k read 0; stores past
     m, n are skipped.  Reduction: per fk step a dot product in the unit's order, the steps in order.
     Non-finite: IEEE propagation, as gemm_fma.
@@ -323,10 +365,10 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
         b_rows = BK
     a_stage = bm_size * lda
     b_stage = b_rows * ldb
-    a_s = shared(T, 2 * a_stage)
-    b_s = shared(T, 2 * b_stage)
+    a_s = shared(T, STAGES * a_stage)
+    b_s = shared(T, STAGES * b_stage)
     stage = shared(f32, wgm * wgn * fm * (2 * fn + 4))
-    # 16-byte chunks of the next K step, prefetched into registers: a_chunks / b_chunks per thread.
+    # 16-byte chunks of each K step: a_chunks / b_chunks per thread.
     a_cpr = BK // 8
     b_cpr = (ldb - PAD) // 8
     a_chunks = bm_size * a_cpr // THREADS
@@ -345,12 +387,6 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
     bn = tn * bn_size
     vec_a = k % 8 == 0
     vec_b = (k if BT else n) % 8 == 0
-    if BT:
-        b_lim_rows = n
-        b_lim_cols = k
-    else:
-        b_lim_rows = k
-        b_lim_cols = n
     c00 = frag_acc(f32, fm, fn)
     c01 = frag_acc(f32, fm, fn)
     c02 = frag_acc(f32, fm, fn)
@@ -384,39 +420,26 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
     c36 = frag_acc(f32, fm, fn)
     c37 = frag_acc(f32, fm, fn)
     ktiles = (k + BK - 1) // BK
-    for kt in range(ktiles + 1):
-        # Iteration kt loads K step kt into registers (past the last step: zeros, no memory access),
-        # multiplies step kt-1 from shared memory, then stores step kt into the other buffer: one
-        # barrier per step, and the global loads fly while the matrix units work.
-        k0 = kt * BK
-        # B's tile rows are n (BT) or k; its columns k (BT) or n.
-        b_row0 = bn if BT else k0
-        b_col0 = k0 if BT else bn
-        ra0 = load_chunk(a, k, bm + tid // a_cpr, k0 + (tid % a_cpr) * 8, m, k, vec_a, 8)
-        rb0 = load_chunk(b, b_lim_cols, b_row0 + tid // b_cpr, b_col0 + (tid % b_cpr) * 8, b_lim_rows, b_lim_cols,
-                    vec_b, 8)
-        if a_chunks > 1:
-            q = tid + THREADS
-            ra1 = load_chunk(a, k, bm + q // a_cpr, k0 + (q % a_cpr) * 8, m, k, vec_a, 8)
-        if b_chunks > 1:
-            q = tid + THREADS
-            rb1 = load_chunk(b, b_lim_cols, b_row0 + q // b_cpr, b_col0 + (q % b_cpr) * 8, b_lim_rows, b_lim_cols,
-                        vec_b, 8)
-        if a_chunks > 2:
-            q = tid + 2 * THREADS
-            ra2 = load_chunk(a, k, bm + q // a_cpr, k0 + (q % a_cpr) * 8, m, k, vec_a, 8)
-            q = tid + 3 * THREADS
-            ra3 = load_chunk(a, k, bm + q // a_cpr, k0 + (q % a_cpr) * 8, m, k, vec_a, 8)
-        if b_chunks > 2:
-            q = tid + 2 * THREADS
-            rb2 = load_chunk(b, b_lim_cols, b_row0 + q // b_cpr, b_col0 + (q % b_cpr) * 8, b_lim_rows, b_lim_cols,
-                        vec_b, 8)
-            q = tid + 3 * THREADS
-            rb3 = load_chunk(b, b_lim_cols, b_row0 + q // b_cpr, b_col0 + (q % b_cpr) * 8, b_lim_rows, b_lim_cols,
-                        vec_b, 8)
-        if kt > 0 and computes:
-            a_base = ((kt - 1) % 2) * a_stage + wm * wtm * lda
-            b_base = ((kt - 1) % 2) * b_stage
+    # A pipeline STAGES deep: K steps kt+1 .. kt+STAGES-1 are on their way while step kt multiplies.
+    for st in static_range(STAGES - 1):
+        if st < ktiles:
+            stage_step(a, b, a_s, b_s, st * a_stage, st * b_stage, st * BK, bm, bn, m, n, k, tid, THREADS,
+                       a_chunks, b_chunks, a_cpr, b_cpr, lda, ldb, vec_a, vec_b, BT)
+        copy_async_commit()
+    for kt in range(ktiles):
+        # This thread's copies of step kt have landed; after the barrier everyone's have, and everyone is
+        # done with step kt-1's buffer, which step kt+STAGES-1 now refills.
+        copy_async_wait(STAGES - 2)
+        barrier()
+        ahead = kt + STAGES - 1
+        if ahead < ktiles:
+            slot = ahead % STAGES
+            stage_step(a, b, a_s, b_s, slot * a_stage, slot * b_stage, ahead * BK, bm, bn, m, n, k, tid, THREADS,
+                       a_chunks, b_chunks, a_cpr, b_cpr, lda, ldb, vec_a, vec_b, BT)
+        copy_async_commit()  # every iteration commits one group (maybe empty): the wait above counts on it
+        if computes:
+            a_base = (kt % STAGES) * a_stage + wm * wtm * lda
+            b_base = (kt % STAGES) * b_stage
             for ks in static_range(BK // fk):
                 if BT:
                     b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(
@@ -439,28 +462,7 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
                     c30, c31, c32, c33, c34, c35, c36, c37 = mma_row(
                         frag_a(a_s, at + 3 * fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
                         c30, c31, c32, c33, c34, c35, c36, c37, fcols)
-        if kt < ktiles:
-            a_base = (kt % 2) * a_stage
-            b_base = (kt % 2) * b_stage
-            a_s.store(a_base + (tid // a_cpr) * lda + (tid % a_cpr) * 8, ra0)
-            b_s.store(b_base + (tid // b_cpr) * ldb + (tid % b_cpr) * 8, rb0)
-            if a_chunks > 1:
-                q = tid + THREADS
-                a_s.store(a_base + (q // a_cpr) * lda + (q % a_cpr) * 8, ra1)
-            if b_chunks > 1:
-                q = tid + THREADS
-                b_s.store(b_base + (q // b_cpr) * ldb + (q % b_cpr) * 8, rb1)
-            if a_chunks > 2:
-                q = tid + 2 * THREADS
-                a_s.store(a_base + (q // a_cpr) * lda + (q % a_cpr) * 8, ra2)
-                q = tid + 3 * THREADS
-                a_s.store(a_base + (q // a_cpr) * lda + (q % a_cpr) * 8, ra3)
-            if b_chunks > 2:
-                q = tid + 2 * THREADS
-                b_s.store(b_base + (q // b_cpr) * ldb + (q % b_cpr) * 8, rb2)
-                q = tid + 3 * THREADS
-                b_s.store(b_base + (q // b_cpr) * ldb + (q % b_cpr) * 8, rb3)
-        barrier()
+    copy_async_wait()  # only empty groups remain; leave none in flight
     row0 = bm + wm * wtm
     col0 = bn + wn * wtn
     store_row(c, bias, stage, m, n, row0, col0, c00, c01, c02, c03, c04, c05, c06, c07, fm, fn, fcols, computes,
@@ -477,12 +479,17 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
 
 # ---------------------------------------------------------------- configurations and the host function
 
-#: The H200 configuration (CUDA mma.sync m16n8k16): 4 subgroups of 64x64 warp tiles, a 128x128 block
-#: tile, K steps of 32; 2 x 18.4 KiB of double-buffered A/B tiles plus 5 KiB of epilogue staging.
-SM80 = {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 32}
+#: The H200 configuration (CUDA mma.sync m16n8k16): 8 subgroups of 64x32 warp tiles, a 128x128 block tile,
+#: K steps of 32 in flight two at a time: 2 x 18.4 KiB of A/B tiles plus 10 KiB of epilogue staging, 125
+#: registers.  The fastest of scripts/device/gemm_tune.py's configurations on the H200 (BENCHMARKS.md).
+SM80 = {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 32, "STAGES": 2}
+#: 4 subgroups of 64x64 warp tiles on the same block tile: where B comes as (n, k) (its n-major tile rows
+#: take 20 KiB a stage, too much beside SM80's staging), on the interpreter, and on Vulkan's 16x8x16
+#: cooperative matrices.
+SM80_4W = {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 32, "STAGES": 2}
 #: The same warp tiles, 8 subgroups: a 128x256 block tile (twice the reuse of each A tile), K steps of 16
 #: to stay within 48 KiB; one group of 256 threads per SM (registers).  A tuning alternative to SM80.
-SM80_WIDE = {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 16}
+SM80_WIDE = {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 16, "STAGES": 2}
 #: AMD MFMA / WMMA: 64x64 warp tiles of 16x16x16 fragments.
 AMD = {"FRAG": "16x16x16", "WARPS": "2x2", "WT": "4x4", "BK": 32}
 #: Metal simdgroup_matrix: 32x64 warp tiles of 8x8x8; K steps of 16 keep the tiles in 32 KiB.
@@ -506,15 +513,19 @@ def portable_small(lanes: int) -> dict[str, Any]:
     return {**PORTABLE_SMALL, "BK": 16 if lanes <= 16 else 32, "THREADS": 4 * lanes}
 
 
-def fragment_config(target: str, lanes: int, dtype: Any, profile: Any = None) -> dict[str, Any] | None:
+def fragment_config(target: str, lanes: int, dtype: Any, profile: Any = None,
+                    transpose_b: bool = False) -> dict[str, Any] | None:
     """The :data:`gemm_mma` configuration for a device, or None where the FMA kernel serves ``dtype`` better.
 
     ``target``: "interp", "cuda", "hip", "metal" or "spirv"; ``lanes``: its subgroup width;
-    ``profile``: its TargetProfile (Vulkan: which cooperative matrices the device offers).
+    ``profile``: its TargetProfile (Vulkan: which cooperative matrices the device offers);
+    ``transpose_b``: B comes as (n, k).
     """
     threads = max(128, 4 * lanes)
+    if target == "cuda" and not transpose_b:
+        return {**SM80, "THREADS": 8 * lanes}
     if target in ("interp", "cuda"):
-        return {**SM80, "THREADS": threads}
+        return {**SM80_4W, "THREADS": threads}
     if target == "metal":
         return {**APPLE, "THREADS": threads}
     if dtype == bf16:
@@ -523,7 +534,7 @@ def fragment_config(target: str, lanes: int, dtype: Any, profile: Any = None) ->
         return {**AMD, "THREADS": 4 * lanes}
     offered = (profile.mma_offered or ()) if profile is not None else ()
     if target == "spirv" and (16, 8, 16, "f16", "f32") in offered and lanes in (32, 64):
-        return {**SM80, "THREADS": 4 * lanes}
+        return {**SM80_4W, "THREADS": 4 * lanes}
     return None
 
 
@@ -584,7 +595,7 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
         return out
     unread_bias = bias if bias is not None else _host.empty_like(a, 1)
     target, lanes, profile = device_traits(backend)
-    cfg = fragment_config(target, lanes, dt, profile) if dt != f32 else None
+    cfg = fragment_config(target, lanes, dt, profile, bool(transpose_b)) if dt != f32 else None
     flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}
     if cfg is None:
         kern = gemm_fma.variant(**flags)

@@ -121,6 +121,8 @@ class KernelPrinter:
                 width = op.attrs["width"] if op.opcode == "vload" else op.operands[2].type.width
                 t = op.operands[0]
                 vector_bytes[t] = max(vector_bytes[t], width * t.type.dtype.itemsize)
+            elif op.opcode == "frag_load":  # a matrix unit may load 16-byte rows (CUDA's ldmatrix)
+                vector_bytes[op.operands[0]] = max(vector_bytes[op.operands[0]], 16)
         for op in k.walk():
             if op.opcode == "shared_alloc":
                 name = self.names.define(op.result)
@@ -173,6 +175,9 @@ class KernelPrinter:
         args = [self.operand(v) for v in op.operands]
         if code in FRAGMENT_OPCODES:
             self.fragments.op(op, args)
+            return
+        if code in ("copy_async", "copy_async_commit", "copy_async_wait"):
+            self.d.copy_async(op, args)
             return
         if code == "var":
             t = op.attrs["type"]

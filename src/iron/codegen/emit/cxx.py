@@ -324,12 +324,43 @@ class CudaDialect(CxxDialect):
     def frag_subgroup_sync(self) -> list[str]:
         return ["__syncwarp(__activemask());"]
 
+    packs_fragments = True
+
+    def frag_pack(self, lo: str, hi: str, dt: D.DType) -> str:
+        return f"{self.require(f'iron_pack_{dt.name}x2', H.pack_x2(dt))}({lo}, {hi})"
+
+    def frag_ldmatrix(self, instruction: str, words: list[str], address: str) -> list[str]:
+        outs = ", ".join(f"%{i}" for i in range(len(words)))
+        regs = ", ".join(f'"=r"({w})' for w in words)
+        return [f'asm volatile("{instruction} {{{outs}}}, [%{len(words)}];"',
+                f'{self.indent * 2}: {regs}',
+                f'{self.indent * 2}: "r"((unsigned int)__cvta_generic_to_shared({address})));']
+
+    def copy_async(self, op: Op, args: list[Operand]) -> None:
+        """``cp.async`` (sm_80+, every CUDA target here: global -> shared without registers; a source size of
+        0 writes zeros and reads nothing), ``cp.async.commit_group`` and ``cp.async.wait_group`` (``wait_all``
+        for 0 pending, which also waits for copies not committed yet)."""
+        p = self.printer
+        if op.opcode == "copy_async_commit":
+            p.line('asm volatile("cp.async.commit_group;" ::: "memory");')
+            return
+        if op.opcode == "copy_async_wait":
+            pending = op.attrs["pending"]
+            wait = "cp.async.wait_all" if pending == 0 else f"cp.async.wait_group {pending}"
+            p.line(f'asm volatile("{wait};" ::: "memory");')
+            return
+        dst, di, src, si, valid = args
+        size = op.attrs["width"] * dst.dtype.itemsize
+        cache = "cg" if size == 16 else "ca"  # .cg (L2 only) takes 16 bytes alone
+        shared = f"(unsigned int)__cvta_generic_to_shared(&{dst.text}[{self.index_text(di)}])"
+        source = f"{valid.atom} ? &{src.text}[{self.index_text(si)}] : {src.text}"
+        p.line(f'asm volatile("cp.async.{cache}.shared.global [%0], [%1], {size}, %2;"')
+        p.line(f'{self.indent * 2}:: "r"({shared}), "l"({source}), "r"({valid.atom} ? {size} : 0) : "memory");')
+
     def frag_native_mma(self, combo: Any, out: str, a: Operand, b: Operand, c: Operand) -> list[str]:
-        """``mma.sync`` m16n8k16 on registers in the PTX layout: 16-bit slots pack in pairs, low slot first."""
-        pack = self.require(f"iron_pack_{a.dtype.name}x2", H.pack_x2(a.dtype))
+        """``mma.sync`` m16n8k16 on registers in the PTX layout: 16-bit slots packed in pairs, low slot first."""
         outs = [f'"=f"({out}[{i}])' for i in range(4)]
-        ins = [f'"r"({pack}({x.text}[{2 * i}], {x.text}[{2 * i + 1}]))' for x, words in ((a, 4), (b, 2))
-               for i in range(words)]
+        ins = [f'"r"({x.text}[{i}])' for x, words in ((a, 4), (b, 2)) for i in range(words)]
         ins += [f'"f"({c.text}[{i}])' for i in range(4)]
         ind = self.indent
         return [f'asm volatile("{combo.instruction} "',

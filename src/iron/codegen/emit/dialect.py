@@ -294,6 +294,31 @@ class Dialect:
     def index(self, code: str, axis: int | None) -> str:
         raise NotImplementedError
 
+    def copy_async(self, op: Op, args: list[Operand]) -> None:
+        """Print ``copy_async``, ``copy_async_commit`` and ``copy_async_wait``.  Here the portable form: the
+        copy happens at once (zeros where not valid, the source unread), so there is nothing to wait for."""
+        if op.opcode != "copy_async":
+            return
+        p = self.printer
+        dst, di, src, si, valid = args
+        width = op.attrs["width"]
+        dt = dst.dtype
+        if width == 1:
+            load, zero = f"{src.text}[{self.index_text(si)}]", self.literal(0, dt)
+            p.line(f"{dst.text}[{self.index_text(di)}] = {valid.text} ? {load} : {zero};")
+            return
+        vt = VectorType(dt, width)
+        temp = Operand("iron_copy", vt)  # scoped to each branch; a vstore may name it once per element
+        for head, value in ((f"if ({valid.text}) {{", self.vload(src, si, width)), ("} else {", self.zero(vt))):
+            p.line(head)
+            p.depth += 1
+            p.line(f"{self.type_name(vt)} iron_copy = {value};")
+            stored = self.vstore(dst, di, temp)  # may print the per-element stores itself (MSL, GLSL)
+            if stored:
+                p.line(f"{stored};")
+            p.depth -= 1
+        p.line("}")
+
     def barrier(self) -> str:
         raise NotImplementedError
 
@@ -332,4 +357,17 @@ class Dialect:
 
     def frag_subgroup_sync(self) -> list[str]:
         """Statements after which the subgroup's shared-memory writes are visible to all its lanes."""
+        raise NotImplementedError
+
+    #: Whether the matrix unit's 16-bit ``a``/``b`` fragments are held packed, slots 2i and 2i+1 in 32-bit
+    #: word i (the lower-numbered slot low), as the unit takes them (CUDA's ``mma.sync``); else one f32
+    #: register per slot.  A packing dialect provides :meth:`frag_pack` and :meth:`frag_ldmatrix`.
+    packs_fragments: bool = False
+
+    def frag_pack(self, lo: str, hi: str, dt: D.DType) -> str:
+        """Two f32 values (exact in ``dt``) as one packed word."""
+        raise NotImplementedError
+
+    def frag_ldmatrix(self, instruction: str, words: list[str], address: str) -> list[str]:
+        """Statements loading ``words`` (packed registers) with ``ldmatrix`` from this lane's shared ``address``."""
         raise NotImplementedError

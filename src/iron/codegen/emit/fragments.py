@@ -28,6 +28,13 @@ stores, and an f16/bf16 accumulator is rounded to its dtype after every
   scratch can be reused.  The scratch is hoisted with the shared arrays; see
   :func:`scratch_subgroups` for how many subgroups it serves.
 * ``var`` slots of fragment type are register arrays, copied element-wise.
+
+Where the dialect packs (``packs_fragments``: CUDA), a native 16-bit ``a`` or
+``b`` fragment is held as the unit takes it, slots ``2i`` and ``2i+1`` in
+32-bit word ``i``; such a fragment loads from shared memory with one
+``ldmatrix`` where its layout is a set of 8x8 tiles in the load's memory order
+(``iron.codegen.ldmatrix``) and the base and leading dimension keep the tile
+rows 16-byte aligned (checked at run time), else element by element.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ from ...core import dtypes as D
 from ...core.errors import UnsupportedOnTarget
 from ...core.ir import Kernel, Op
 from ...core.types import MMA_SHAPES, FragmentType
+from ..ldmatrix import LdmatrixPlan
+from ..ldmatrix import plan as ldmatrix_plan
 from ..mma import (
     PORTABLE,
     BitFieldLayout,
@@ -220,6 +229,9 @@ class FragmentPrinter:
         self.native = native_fragment_types(printer.kernel, self.profile)
         #: Native types held as one opaque whole-matrix value (Metal) rather than per-lane registers.
         self.whole = self.native if self.strategy and NATIVE_UNITS[self.strategy.name].whole_matrix else frozenset()
+        #: Native types held as packed 32-bit words of two 16-bit slots (the dialect's ``packs_fragments``).
+        self.packed = frozenset(t for t in self.native - self.whole
+                                if self.d.packs_fragments and t.role in ("a", "b") and t.dtype.bits == 16)
 
     def layout(self, t: FragmentType) -> FragmentLayout:
         """The layout values of type ``t`` have in this kernel: the matrix unit's or the portable one."""
@@ -231,13 +243,16 @@ class FragmentPrinter:
     # ------------------------------------------------------------ values and slots
 
     def registers(self, t: FragmentType) -> int:
-        return self.layout(t).registers_per_lane
+        """Register array entries per lane: one per slot, or one per packed pair of slots."""
+        slots = self.layout(t).registers_per_lane
+        return slots // 2 if t in self.packed else slots
 
     def declare(self, name: str, t: FragmentType) -> None:
         if t in self.whole:
             self.p.line(f"{self.d.frag_matrix_type(t)} {name};")
             return
-        self.p.line(f"float {name}[{self.registers(t)}];")
+        kind = "unsigned int" if t in self.packed else "float"
+        self.p.line(f"{kind} {name}[{self.registers(t)}];")
 
     def copy(self, dst: str, src: str, t: FragmentType) -> None:
         if t in self.whole:
@@ -252,7 +267,8 @@ class FragmentPrinter:
             self.p.line(f"{self.d.frag_matrix_type(t)} {name} = {zero};")
             return
         self.declare(name, t)
-        self._per_register(t, lambda r: [f"{name}[{r}] = 0.0f;"])
+        zero = "0u" if t in self.packed else "0.0f"
+        self._per_register(t, lambda r: [f"{name}[{r}] = {zero};"])
 
     # ------------------------------------------------------------ ops
 
@@ -289,6 +305,8 @@ class FragmentPrinter:
         text = self.d.literal(value.const, D.f32) if value.is_const else self.d.frag_to_f32(value.text, t.dtype)
         name = self.p.names.define(op.result)
         self.declare(name, t)
+        if t in self.packed:
+            text = self.d.frag_pack(text, text, t.dtype)
         self._per_register(t, lambda r: [f"{name}[{r}] = {text};"])
 
     def _frag_load(self, op: Op, args: list[Operand]) -> None:
@@ -296,12 +314,70 @@ class FragmentPrinter:
         tensor, base, ld = args
         name = self.p.names.define(op.result)
         self.declare(name, t)
-        self._per_element(t, lambda r, row, col: [
-            f"{name}[{r}] = {self.d.frag_to_f32(self._at(tensor, base, ld, row, col, op), t.dtype)};"])
+        if t not in self.packed:
+            self._per_element(t, lambda r, row, col: [
+                f"{name}[{r}] = {self.d.frag_to_f32(self._at(tensor, base, ld, row, col, op), t.dtype)};"])
+            return
+        tile = ldmatrix_plan(self.layout(t), op.attrs["layout"]) if tensor.type.space == "shared" else None
+        if tile is None:
+            self._load_pairs(name, t, tensor, base, ld, op)
+            return
+        p = self.p
+        p.line(f"if ((({self._int(base)} | {self._int(ld)}) & 7) == 0) {{  // {tile.instruction}: "
+               f"16-byte aligned tile rows")
+        p.depth += 1
+        self._ldmatrix(name, tile, tensor, base, ld)
+        p.depth -= 1
+        p.line("} else {")
+        p.depth += 1
+        self._load_pairs(name, t, tensor, base, ld, op)
+        p.depth -= 1
+        p.line("}")
+
+    def _ldmatrix(self, name: str, tile: LdmatrixPlan, tensor: Operand, base: Operand, ld: Operand) -> None:
+        """This lane addresses row ``lane % 8`` of tile ``lane / 8``; tile i lands in word i."""
+        p = self.p
+        lane, q = p.temp("lane"), p.temp("tile")
+        p.line(f"const int {lane} = {self.d.index('lane_id', None)};")
+        p.line(f"const int {q} = ({lane} >> 3) & {tile.count - 1};")
+
+        def pick(values: list[int]) -> str:
+            if len(set(values)) == 1:
+                return str(values[0])
+            text = str(values[-1])
+            for i in reversed(range(len(values) - 1)):
+                text = f"({q} == {i} ? {values[i]} : {text})"
+            return text
+
+        major = f"(({lane} & 7) + {pick([m for m, _ in tile.origins])})"
+        minor = pick([n for _, n in tile.origins])
+        address = f"&{tensor.text}[{self._int(base)} + {major} * {self._int(ld)} + {minor}]"
+        for text in self.d.frag_ldmatrix(tile.instruction, [f"{name}[{i}]" for i in range(tile.count)], address):
+            p.line(text)
+
+    def _load_pairs(self, name: str, t: FragmentType, tensor: Operand, base: Operand, ld: Operand, op: Op) -> None:
+        """A packed fragment element by element: word w from slots 2w and 2w+1."""
+        layout = self.layout(t)
+        lane = self.p.temp("lane")
+        self.p.line("{")
+        self.p.depth += 1
+        self.p.line(f"const int {lane} = {self.d.index('lane_id', None)};")
+
+        def word(w: str) -> list[str]:
+            halves = []
+            for h in range(2):
+                row, col = element_exprs(layout, lane, f"(2 * {w} + {h})")
+                halves.append(self.d.frag_to_f32(self._at(tensor, base, ld, row, col, op), t.dtype))
+            return [f"{name}[{w}] = {self.d.frag_pack(halves[0], halves[1], t.dtype)};"]
+
+        self._per_register(t, word)
+        self.p.depth -= 1
+        self.p.line("}")
 
     def _frag_store(self, op: Op, args: list[Operand]) -> None:
         tensor, base, ld, frag = args
         t = frag.type
+        assert t not in self.packed, "frag_store takes accumulators, which are never packed"
         self._per_element(t, lambda r, row, col: [
             f"{self._at(tensor, base, ld, row, col, op)} = {self.d.frag_from_f32(f'{frag.text}[{r}]', t.dtype)};"])
 

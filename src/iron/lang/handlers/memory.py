@@ -160,6 +160,47 @@ def tensor_store_value(lw: Any, t: TensorRef, a: CallArgs) -> FValue:
     return Py(None)
 
 
+@handles("copy_async")
+def copy_async(lw: Any, a: CallArgs) -> FValue:
+    dst, src = _tensor(lw, a, "dst"), _tensor(lw, a, "src")
+    if dst.type.space != "shared":
+        raise lw.type_error(f"copy_async() copies into a shared array; '{dst.name}' is a tensor argument",
+                            a.node_of("dst"), hint="allocate the destination with shared(dtype, n)")
+    if src.type.space != "global":
+        raise lw.type_error(f"copy_async() copies from a tensor argument; '{src.name}' is a shared array",
+                            a.node_of("src"), hint="copy between shared arrays with loads and stores")
+    if dst.type.dtype != src.type.dtype:
+        raise lw.type_error(f"copy_async() from {src.type.dtype.name} into {dst.type.dtype.name}: the dtypes must "
+                            "match", a.node, hint="copy into a shared array of the source's dtype, then convert")
+    w = lw.static_int(a["width"], a.node_of("width"), "the copy width")
+    size = w * dst.type.dtype.itemsize
+    if size not in (4, 8, 16):
+        raise lw.type_error(f"copy_async() moves 4, 8 or 16 bytes; {w} x {dst.type.dtype.name} is {size}",
+                            a.node_of("width"), hint=f"use width={16 // dst.type.dtype.itemsize}")
+    check_writable(lw, dst, a.node)
+    di = lw.to_index(a["dst_index"], a.node_of("dst_index"))
+    si = lw.to_index(a["src_index"], a.node_of("src_index"))
+    valid = lw.bool_value(a["valid"], a.node_of("valid") if a.given("valid") else a.node)
+    lw.emit("copy_async", [dst.value, di.value, src.value, si.value, valid.value], a.node, width=w)
+    return Py(None)
+
+
+@handles("copy_async_commit")
+def copy_async_commit(lw: Any, a: CallArgs) -> FValue:
+    lw.emit("copy_async_commit", (), a.node)
+    return Py(None)
+
+
+@handles("copy_async_wait")
+def copy_async_wait(lw: Any, a: CallArgs) -> FValue:
+    node = a.node_of("pending") if a.given("pending") else a.node
+    n = lw.static_int(a["pending"], node, "the number of pending copy groups")
+    if not 0 <= n <= 7:
+        raise lw.type_error(f"copy_async_wait() leaves 0 to 7 committed groups pending, got {n}", node)
+    lw.emit("copy_async_wait", (), a.node, pending=n)
+    return Py(None)
+
+
 @handles("shared")
 def shared(lw: Any, a: CallArgs) -> FValue:
     dt = lw.static_dtype(a["dtype"], a.node_of("dtype"))

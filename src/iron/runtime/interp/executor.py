@@ -73,6 +73,8 @@ class Executor:
         }
         self._effects: dict[str, Callable[[Op, Env, Mask], Any]] = {
             "load": self._load, "store": self._store, "vload": self._vload, "vstore": self._vstore,
+            "copy_async": self._copy_async, "copy_async_commit": self._copy_async_wait,
+            "copy_async_wait": self._copy_async_wait,
             "tensor_size": self._tensor_size, "shared_alloc": self._shared_alloc, "barrier": self._barrier,
             "var": self._var, "var_load": self._var_load, "var_store": self._var_store,
             "call": self._call, "tuple_make": self._tuple_make, "tuple_get": self._tuple_get,
@@ -263,6 +265,16 @@ class Executor:
     def _vstore(self, op: Op, env: Env, mask: Mask) -> None:
         buf, index, value = (env[v] for v in op.operands)
         self.memory.vstore(op, buf, index, value, mask)
+
+    def _copy_async(self, op: Op, env: Env, mask: Mask) -> None:
+        """The copy lands at once (a GPU may finish it any time before copy_async_wait); invalid lanes write zeros."""
+        dst, di, src, si, valid = (env[v] for v in op.operands)
+        width = op.attrs["width"]
+        values = self.memory.vload(op, src, si, mask & valid, width)
+        self.memory.vstore(op, dst, di, values, mask)
+
+    def _copy_async_wait(self, op: Op, env: Env, mask: Mask) -> None:
+        return None
 
     def _tensor_size(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
         return np.full(self.size, env[op.operands[0]].size, dtype=np.int32)

@@ -14,7 +14,7 @@ import numpy as np
 
 from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 
-from ..gemm import (FMA_BM, FMA_BN, FMA_THREADS, SM80_WIDE, block_tile, device_traits, fragment_config, gemm_fma,
+from ..gemm import (FMA_BM, FMA_BN, FMA_THREADS, SM80_4W, SM80_WIDE, block_tile, device_traits, fragment_config, gemm_fma,
                     gemm_mma, launch_geometry, portable_small)
 
 
@@ -140,7 +140,7 @@ def fma_setup(case):
 def mma_binding(case) -> dict:
     """The device's configuration (fragment_config), else the small portable one (lavapipe: no unit)."""
     target, lanes, profile = device_traits(case.backend)
-    return fragment_config(target, lanes, case["T"], profile) or portable_small(lanes)
+    return fragment_config(target, lanes, case["T"], profile, case["BT"]) or portable_small(lanes)
 
 
 @test_kernel(gemm_mma, shapes={"vulkan": VULKAN_MMA, "*": SHAPES + MMA_EXTRA}, bindings=MMA_BINDINGS,
@@ -171,6 +171,25 @@ def mma_wide_setup(case):
     m, n, k = case["M"], case["N"], case["K"]
     # 64-wide subgroups (interp only): 512 threads, K steps of 32 so each thread still loads whole chunks.
     binding = {**SM80_WIDE, "THREADS": 256} if case.simd_width <= 32 else {**SM80_WIDE, "BK": 32, "THREADS": 512}
+    grid, group = launch_geometry(m, n, binding["THREADS"], block_tile(binding))
+    return Setup(args=_inputs(case, m, n, k), grid=grid, group=group, binding=binding,
+                 oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
+                 depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)
+
+
+# ---------------------------------------------------------------- deeper pipelines: 3 or 4 K steps in flight
+
+@test_kernel(gemm_mma, shapes={"vulkan": [], "*": SHORT + MMA_EXTRA}, bindings=[_flags(f16, False, True, "relu"),
+                                                                                 _flags(bf16, True, False, "none")],
+             name="std/gemm/mma_stages")
+def mma_stages_setup(case):
+    """A ring of 4 shared buffers (BK 16) on CUDA, of 3 on the interpreter's small tiles: every wait and
+    refill of the ring, K tails included."""
+    m, n, k = case["M"], case["N"], case["K"]
+    if case.backend == "cuda":
+        binding = {**SM80_4W, "BK": 16, "STAGES": 4, "THREADS": 128}
+    else:
+        binding = {**portable_small(case.simd_width), "STAGES": 3}
     grid, group = launch_geometry(m, n, binding["THREADS"], block_tile(binding))
     return Setup(args=_inputs(case, m, n, k), grid=grid, group=group, binding=binding,
                  oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),

@@ -1,0 +1,94 @@
+"""iron.std.gemm's matrix kernel in several configurations next to torch.matmul (cuBLAS): one JSON line each.
+
+For the GPU machine (the H200).  For each configuration of :data:`iron.std.gemm.gemm_mma` (FRAG, WARPS,
+WT, BK, THREADS) and each size, the kernel and ``torch.matmul`` run on the same bf16/f16 inputs; both
+are timed with CUDA events (median of ``--reps`` after a warm-up, in one stream) and Iron's output is
+checked against cuBLAS's: the largest |difference| over the largest |cuBLAS output| must stay under
+2**-7 (both round f32 sums of the same products once to 16 bits; a wrong tile shows up as O(1)).
+
+Run: ``PYTHONPATH=src python3 scripts/device/gemm_tune.py --sizes 4096 8192``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Any
+
+#: name -> binding of gemm_mma (the ones iron.std.gemm ships, then candidates).
+CONFIGS: dict[str, dict[str, Any]] = {
+    "SM80": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 32, "THREADS": 128, "STAGES": 2},
+    "SM80_BK16_S3": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 16, "THREADS": 128, "STAGES": 3},
+    "SM80_BK16_S4": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 16, "THREADS": 128, "STAGES": 4},
+    "W8_BK32_S2": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 32, "THREADS": 256, "STAGES": 2},
+    "W8_BK16_S3": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 16, "THREADS": 256, "STAGES": 3},
+    "SM80_WIDE": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 16, "THREADS": 256, "STAGES": 2},
+}
+
+
+def timed(torch: Any, fn: Any, reps: int) -> float:
+    """Median milliseconds of ``fn()`` over ``reps`` event-timed runs after three warm-ups."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[4096])
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
+    ap.add_argument("--bt", action="store_true", help="B given as (N, K), an nn.Linear weight")
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from iron import bf16, f16
+    from iron.std.gemm import block_tile, gemm_mma, launch_geometry
+
+    dt, tdt = (bf16, torch.bfloat16) if args.dtype == "bf16" else (f16, torch.float16)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    status = 0
+    for size in args.sizes:
+        m = n = k = size
+        a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)
+        b = torch.randn((n, k) if args.bt else (k, n), device="cuda", dtype=tdt, generator=gen)
+        bias = torch.zeros(1, device="cuda", dtype=tdt)
+        want = torch.matmul(a, b.t() if args.bt else b)
+        ref_ms = timed(torch, lambda: torch.matmul(a, b.t() if args.bt else b), args.reps)
+        flops = 2.0 * m * n * k
+        for name in args.configs:
+            cfg = CONFIGS[name]
+            kern = gemm_mma.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
+            grid, group = launch_geometry(m, n, cfg["THREADS"], block_tile(cfg))
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=tdt)
+
+            def run() -> None:
+                kern.launch(a, b, bias, c, m, n, k, grid=grid, group=group, backend="cuda")
+
+            run()
+            torch.cuda.synchronize()
+            err = ((c.float() - want.float()).abs().max() / want.float().abs().max()).item()
+            ms = timed(torch, run, args.reps)
+            ok = err < 2.0 ** -7
+            status |= 0 if ok else 1
+            print(json.dumps({"config": name, "size": size, "dtype": args.dtype, "bt": args.bt,
+                              "iron_ms": round(ms, 4), "torch_ms": round(ref_ms, 4),
+                              "iron_tflops": round(flops / ms / 1e9, 1), "torch_tflops": round(flops / ref_ms / 1e9, 1),
+                              "ratio": round(ref_ms / ms, 3), "rel_err": err, "ok": ok}), flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
