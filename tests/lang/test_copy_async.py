@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from corpus.memory import staged_copy
-from iron import In, Tensor, f16, f32, kernel
+from iron import In, Tensor, f16, f32, kernel, variants
 from iron.codegen.emit import emit_kernel
 from iron.codegen.pipeline import PassContext, run_pipeline
 from iron.core.errors import IronCompileError
-from iron.lang import copy_async, copy_async_wait, shared, thread_id
+from iron.lang import copy_async, copy_async_commit, copy_async_wait, shared, thread_id
 
 
 @pytest.mark.parametrize("dt, width, size", [(f32, 1, 4), (f32, 4, 16), (f16, 2, 4), (f16, 8, 16)])
@@ -23,6 +23,37 @@ def test_cuda_copies_asynchronously(dt, width, size) -> None:
     for target in ("hip", "spirv", "metal"):  # copied at once there
         other = emit_kernel(run_pipeline(k, PassContext.for_target(target)), target).source
         assert "cp.async" not in other and "iron_copy" in other or width == 1
+
+
+@kernel(variants(WAIT=["none", "one_pending", "all"]))
+def two_groups(src: In[f32], out: Tensor[f32]):
+    """Each of 8 threads copies src[4t..] into the first half (group 0), then src[32+4t..] into the second
+    (group 1), waits as WAIT says and reads its own elements of both halves back."""
+    s = shared(f32, 64)
+    t = thread_id(0)
+    copy_async(s, 4 * t, src, 4 * t, 4)
+    copy_async_commit()
+    copy_async(s, 32 + 4 * t, src, 32 + 4 * t, 4)
+    copy_async_commit()
+    if WAIT == "one_pending":
+        copy_async_wait(1)
+    elif WAIT == "all":
+        copy_async_wait()
+    for e in range(4):
+        out[4 * t + e] = s[4 * t + e]
+        out[32 + 4 * t + e] = s[32 + 4 * t + e]
+    copy_async_wait()
+
+
+@pytest.mark.parametrize("wait, landed", [("none", (False, False)), ("one_pending", (True, False)),
+                                          ("all", (True, True))])
+def test_the_interpreter_lands_copies_only_at_their_wait(wait, landed) -> None:
+    """A read before the covering wait sees the old contents (zeros), so a missing wait fails a test here."""
+    src = np.arange(1, 65, dtype=np.float32)
+    out = np.full(64, -1, np.float32)
+    two_groups.variant(WAIT=wait).launch(src, out, grid=(8,), group=(8,), backend="interp")
+    for half, done in zip((slice(0, 32), slice(32, 64)), landed):
+        np.testing.assert_array_equal(out[half], src[half] if done else 0)
 
 
 @kernel

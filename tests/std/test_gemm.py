@@ -66,7 +66,7 @@ def _compile_params():
                                        id=f"{target}-mma-{i}"))
     wide = G.gemm_mma.variant(**MMA_COMPILE[0], **G.SM80_WIDE, THREADS=256)
     h200 = G.gemm_mma.variant(**MMA_COMPILE[0], **G.SM80, THREADS=256)
-    deep = G.gemm_mma.variant(**MMA_COMPILE[1], **{**G.SM80_4W, "BK": 16, "STAGES": 4}, THREADS=128)
+    deep = G.gemm_mma.variant(**MMA_COMPILE[0], **{**G.SM80_4W, "BK": 16, "STAGES": 4}, THREADS=128)
     return params + [pytest.param("cuda", wide, id="cuda-mma-wide"), pytest.param("cuda", h200, id="cuda-mma-sm80"),
                      pytest.param("cuda", deep, id="cuda-mma-4-stages")]
 
@@ -130,9 +130,13 @@ MUTANTS = {
     "mma_store_tail_short": ("std/gemm/mma", "gemm_mma", [("                            if col + e < n:\n",
                                                            "                            if col + e < n - 1:\n")],
                              [GS._shape(33, 17, 45)]),
-    # the multiply reads the buffer being filled, not the one filled last step.
-    "mma_wrong_buffer": ("std/gemm/mma", "gemm_mma", [("a_base = ((kt - 1) % 2) * a_stage",
-                                                       "a_base = (kt % 2) * a_stage")], TAIL[:1]),
+    # the multiply reads A from the buffer being refilled, not from the step that landed.
+    "mma_wrong_buffer": ("std/gemm/mma", "gemm_mma", [("a_base = (kt % STAGES) * a_stage",
+                                                       "a_base = ((kt + 1) % STAGES) * a_stage")], TAIL[:1]),
+    # the wait leaves the step about to be multiplied in flight (the interpreter lands copies at their wait).
+    # (K and N multiples of 8: the copies are asynchronous ones)
+    "mma_early_read": ("std/gemm/mma", "gemm_mma", [("copy_async_wait(STAGES - 2)", "copy_async_wait(STAGES - 1)")],
+                       [GS._shape(40, 24, 136)]),
 }
 
 

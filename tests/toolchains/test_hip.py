@@ -142,3 +142,25 @@ amdhsa.target:   amdgcn-amd-amdhsa--gfx90a
 def test_bad_arch_is_rejected():
     with pytest.raises(ValueError):
         hip.compile_hip(REDUCE, arch="mi250")
+
+
+def test_a_compiler_crash_is_tried_again(monkeypatch):
+    """clang 15 crashes now and then on gfx11 (hip.py): a compile it abandons on a signal runs again."""
+    import subprocess
+
+    real = hip.run_tool
+    crashes = {"left": 2}
+
+    def flaky(argv, **kw):
+        if argv[0] == hip._probe().found["clang"] and crashes["left"]:
+            crashes["left"] -= 1
+            return subprocess.CompletedProcess(argv, 254, b"", b"malloc(): unsorted double linked list corrupted\n"
+                                               b"clang: error: clang frontend command failed due to signal\n")
+        return real(argv, **kw)
+
+    monkeypatch.setattr(hip, "run_tool", flaky)
+    art = hip.compile_hip(REDUCE, arch="gfx1030")
+    assert art.report["crash_retries"] == 2 and crashes["left"] == 0
+    crashes["left"] = hip.CRASH_RETRIES + 1  # one crash more than the retries: the crash is reported
+    with pytest.raises(ToolchainError, match="failed due to signal"):
+        hip.compile_hip(REDUCE, arch="gfx1030")

@@ -20,7 +20,11 @@ code objects for it are for validating Iron's output, and the report says the ov
 (``device_libs``).  clang++-19 was tried as well: its front end and code generator accept
 Iron's output with these HIP 5.2 headers and emit WMMA, but it cannot link a code object here
 (it needs lld 19, which is not installed; lld 15 rejects its link command), and it needs the same
-missing ISA-version library, so it brings nothing clang 15 lacks.
+missing ISA-version library, so it brings nothing clang 15 lacks.  clang 15 corrupts its heap
+now and then while generating gfx11 code (``malloc(): unsorted double linked list corrupted``,
+a crash in a few percent of compiles of some kernels, caught in CI; the same input then compiles),
+so a compile that clang abandons on a signal is tried again, up to :data:`CRASH_RETRIES` times,
+and the report counts the retries (``crash_retries``).
 """
 
 from __future__ import annotations
@@ -105,6 +109,10 @@ def _package_version(package: str) -> str:
 available, unavailable_reason, version = probe_accessors(__name__, TOOL, INSTALL)
 
 
+#: How many times a compile that clang abandons on a signal (a compiler crash) is tried again (module docstring).
+CRASH_RETRIES = 2
+
+
 def compile_hip(source: str, *, arch: str = "gfx90a", name: str = "kernel.hip") -> CompiledArtifact:
     """Compile HIP C++ to a raw AMDGPU code object (ELF) for ``arch``, with its resource report."""
     if not _ARCH.match(arch):
@@ -117,8 +125,11 @@ def compile_hip(source: str, *, arch: str = "gfx90a", name: str = "kernel.hip") 
         argv = [paths["clang"], "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output",
                 f"--offload-arch={arch}", "--rocm-path=/usr", f"--hip-device-lib-path={libs}",
                 "-std=c++17", "-O3", "-o", str(out), str(work.source_path)]
-        proc = run_tool(argv, tool=TOOL, install=INSTALL)
-        log = work.relocate(decode(proc.stderr + proc.stdout)).strip()
+        for retries in range(CRASH_RETRIES + 1):
+            proc = run_tool(argv, tool=TOOL, install=INSTALL)
+            log = work.relocate(decode(proc.stderr + proc.stdout)).strip()
+            if proc.returncode == 0 or "failed due to signal" not in log:
+                break
         if proc.returncode != 0 or not out.is_file():
             raise error_from_diagnostics(TOOL, parse_clang_diagnostics(log), source, name, log)
         binary = out.read_bytes()
@@ -127,6 +138,7 @@ def compile_hip(source: str, *, arch: str = "gfx90a", name: str = "kernel.hip") 
         raise ToolchainError(TOOL, f"llvm-readelf could not read the code object: {decode(notes.stderr).strip()}")
     report = parse_amdgpu_notes(decode(notes.stdout))
     report["arch"] = arch
+    report["crash_retries"] = retries
     report["device_libs"] = (f"rocm-device-libs + Iron's oclc_isa_version_{arch[3:]} ({_SYNTHESIZED_ISA[arch]})"
                              if overlay else "rocm-device-libs")
     report["warnings"] = [f"{d.file}:{d.line}: {d.message}" for d in parse_clang_diagnostics(log)

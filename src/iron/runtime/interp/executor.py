@@ -26,6 +26,7 @@ from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import info
 from ...core.types import FragmentType, VectorType
 from . import atomics, subgroups
+from .async_copies import AsyncCopies
 from .faults import Faults
 from .fragments import Fragments
 from .mask import Mask
@@ -66,6 +67,7 @@ class Executor:
         self.size = threads.size
         self.returned = np.zeros(self.size, dtype=bool)
         self.loops: list[_LoopExits] = []
+        self.copies = AsyncCopies(self.size)
         self._cache: dict[Any, np.ndarray] = {}
         self._control: dict[str, Callable[[Op, Env, Mask], Mask]] = {
             "if": self._if, "for": self._for, "loop": self._loop, "break": self._break,
@@ -73,7 +75,7 @@ class Executor:
         }
         self._effects: dict[str, Callable[[Op, Env, Mask], Any]] = {
             "load": self._load, "store": self._store, "vload": self._vload, "vstore": self._vstore,
-            "copy_async": self._copy_async, "copy_async_commit": self._copy_async_wait,
+            "copy_async": self._copy_async, "copy_async_commit": self._copy_async_commit,
             "copy_async_wait": self._copy_async_wait,
             "tensor_size": self._tensor_size, "shared_alloc": self._shared_alloc, "barrier": self._barrier,
             "var": self._var, "var_load": self._var_load, "var_store": self._var_store,
@@ -267,14 +269,18 @@ class Executor:
         self.memory.vstore(op, buf, index, value, mask)
 
     def _copy_async(self, op: Op, env: Env, mask: Mask) -> None:
-        """The copy lands at once (a GPU may finish it any time before copy_async_wait); invalid lanes write zeros."""
+        """Read the source now (zeros where not valid); the write lands at the wait that covers it."""
         dst, di, src, si, valid = (env[v] for v in op.operands)
         width = op.attrs["width"]
         values = self.memory.vload(op, src, si, mask & valid, width)
-        self.memory.vstore(op, dst, di, values, mask)
+        self.memory.locate(op, dst, di, mask, width)  # a bad destination is reported here, where it is named
+        self.copies.issue(op, dst, di, values, mask)
+
+    def _copy_async_commit(self, op: Op, env: Env, mask: Mask) -> None:
+        self.copies.commit(mask)
 
     def _copy_async_wait(self, op: Op, env: Env, mask: Mask) -> None:
-        return None
+        self.copies.wait(self.memory, mask, op.attrs["pending"])
 
     def _tensor_size(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
         return np.full(self.size, env[op.operands[0]].size, dtype=np.int32)
