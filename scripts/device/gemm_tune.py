@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from typing import Any
+
+from cuda_events import median_ms
 
 #: name -> binding of gemm_mma (the ones iron.std.gemm ships, then candidates).
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -26,21 +27,6 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "W8_BK16_S3": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 16, "THREADS": 256, "STAGES": 3},
     "SM80_WIDE": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 16, "THREADS": 256, "STAGES": 2},
 }
-
-
-def timed(torch: Any, fn: Any, reps: int) -> float:
-    """Median milliseconds of ``fn()`` over ``reps`` event-timed runs after three warm-ups."""
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         b = torch.randn((n, k) if args.bt else (k, n), device="cuda", dtype=tdt, generator=gen)
         bias = torch.zeros(1, device="cuda", dtype=tdt)
         want = torch.matmul(a, b.t() if args.bt else b)
-        ref_ms = timed(torch, lambda: torch.matmul(a, b.t() if args.bt else b), args.reps)
+        ref_ms = median_ms(torch, lambda: torch.matmul(a, b.t() if args.bt else b), args.reps)
         flops = 2.0 * m * n * k
         for name in args.configs:
             cfg = CONFIGS[name]
@@ -80,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             run()
             torch.cuda.synchronize()
             err = ((c.float() - want.float()).abs().max() / want.float().abs().max()).item()
-            ms = timed(torch, run, args.reps)
+            ms = median_ms(torch, run, args.reps)
             ok = err < 2.0 ** -7
             status |= 0 if ok else 1
             print(json.dumps({"config": name, "size": size, "dtype": args.dtype, "bt": args.bt,

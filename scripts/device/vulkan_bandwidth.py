@@ -19,6 +19,8 @@ import numpy as np
 from iron import In, Tensor, f32, kernel
 from iron.lang import exp, program_id
 
+from cuda_events import median_ms
+
 
 @kernel
 def iron_exp(a: In[f32], out: Tensor[f32], n: int):
@@ -46,17 +48,7 @@ def _torch(a: np.ndarray, reps: int) -> tuple[float, float]:
     y = torch.empty_like(x)
 
     def timed(fn) -> float:
-        for _ in range(3):
-            fn()
-        ms = []
-        for _ in range(reps):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            torch.cuda.synchronize()
-            ms.append(start.elapsed_time(stop))
-        return statistics.median(ms)
+        return median_ms(torch, fn, reps)
 
     exp_ms = timed(lambda: torch.exp(x, out=y))
     np.testing.assert_allclose(y.cpu().numpy(), np.exp(a), rtol=2e-6)

@@ -357,22 +357,14 @@ class FragmentPrinter:
 
     def _load_pairs(self, name: str, t: FragmentType, tensor: Operand, base: Operand, ld: Operand, op: Op) -> None:
         """A packed fragment element by element: word w from slots 2w and 2w+1."""
-        layout = self.layout(t)
-        lane = self.p.temp("lane")
-        self.p.line("{")
-        self.p.depth += 1
-        self.p.line(f"const int {lane} = {self.d.index('lane_id', None)};")
-
-        def word(w: str) -> list[str]:
+        def word(layout: FragmentLayout, lane: str, w: str) -> list[str]:
             halves = []
             for h in range(2):
                 row, col = element_exprs(layout, lane, f"(2 * {w} + {h})")
                 halves.append(self.d.frag_to_f32(self._at(tensor, base, ld, row, col, op), t.dtype))
             return [f"{name}[{w}] = {self.d.frag_pack(halves[0], halves[1], t.dtype)};"]
 
-        self._per_register(t, word)
-        self.p.depth -= 1
-        self.p.line("}")
+        self._per_lane(t, word)
 
     def _frag_store(self, op: Op, args: list[Operand]) -> None:
         tensor, base, ld, frag = args
@@ -449,17 +441,16 @@ class FragmentPrinter:
 
     def _per_element(self, t: FragmentType, body: Any) -> None:
         """A loop over the registers with each one's (row, col) under this lane's layout."""
+        self._per_lane(t, lambda layout, lane, r: body(r, *element_exprs(layout, lane, r)))
+
+    def _per_lane(self, t: FragmentType, body: Any) -> None:
+        """A loop over the registers in a scope that names this lane: ``body(layout, lane, r)`` gives the lines."""
         layout = self.layout(t)
         lane = self.p.temp("lane")
         self.p.line("{")
         self.p.depth += 1
         self.p.line(f"const int {lane} = {self.d.index('lane_id', None)};")
-
-        def with_element(r: str) -> list[str]:
-            row, col = element_exprs(layout, lane, r)
-            return body(r, row, col)
-
-        self._per_register(t, with_element)
+        self._per_register(t, lambda r: body(layout, lane, r))
         self.p.depth -= 1
         self.p.line("}")
 
