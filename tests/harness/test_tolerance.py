@@ -76,3 +76,28 @@ def test_widen_gives_the_oracle_exact_float64_copies():
     assert w.dtype == np.float64 and np.array_equal(w, a.astype(np.float64)) and widen(3) == 3
     i = np.array([1, 2], np.int32)
     assert widen(i) is not i and widen(i).dtype == np.int32
+
+
+@pytest.mark.parametrize("scale", ["values", "per_element", "scalar"])
+def test_chunked_comparison_sees_every_chunk(monkeypatch, scale):
+    """Outputs are judged a chunk at a time: bad elements in any chunk count, the worst come first."""
+    import iron.harness.tolerance as T
+
+    monkeypatch.setattr(T, "COMPARE_CHUNK", 7)
+    rng = np.random.default_rng(3)
+    want = rng.standard_normal(100)
+    got = want.astype(np.float32)
+    got[[3, 50, 99]] += np.float32([0.5, 2.0, 1.0])  # in the first, a middle and the last (partial) chunk
+    got[20] = np.nan
+    expect = {"values": Expect(want), "per_element": Expect(want, np.abs(want) + 1.0),
+              "scalar": Expect(want, np.float64(4.0))}[scale]
+    tol = Tolerance(rtol=1e-3, atol=0.0)
+    v = compare(got, expect, tol)
+    assert not v.ok and v.worst is None  # the NaN has no finite ratio
+    assert "4/100 elements differ" in v.message
+    assert v.message.index("[20] got nan") < v.message.index("[50]") < v.message.index("[99]") < v.message.index("[3]")
+    got[20] = want[20]
+    v = compare(got, expect, tol)
+    s = np.abs(want) if scale == "values" else (np.abs(want) + 1.0 if scale == "per_element" else 4.0)
+    ratio = np.abs(got.astype(np.float64) - want) / (tol.rtol * s)
+    assert v.worst == pytest.approx(ratio.max()) and "3/100 elements differ" in v.message
