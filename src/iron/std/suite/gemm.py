@@ -179,8 +179,13 @@ def mma_wide_setup(case):
 
 # ---------------------------------------------------------------- deeper pipelines: 3 or 4 K steps in flight
 
-@test_kernel(gemm_mma, shapes={"vulkan": [], "*": SHORT + MMA_EXTRA}, bindings=[_flags(f16, False, True, "relu"),
-                                                                                 _flags(bf16, True, False, "none")],
+# A K tail copied element by element; 5 K steps of asynchronous copies (the ring wraps); N past a multiple
+# of 8 (A asynchronous, B element by element).
+STAGE_SHAPES = [_shape(33, 17, 45), _shape(40, 24, 136), _shape(130, 70, 96)]
+
+
+@test_kernel(gemm_mma, shapes={"vulkan": [], "*": STAGE_SHAPES}, bindings=[_flags(f16, False, True, "relu"),
+                                                                          _flags(bf16, True, False, "none")],
              name="std/gemm/mma_stages")
 def mma_stages_setup(case):
     """A ring of 4 shared buffers (BK 16; 3 where B's n-major tile is larger) on CUDA, of 3 on the
