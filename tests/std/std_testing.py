@@ -97,12 +97,10 @@ def compile_for(target: str, launch: Any) -> None:
     check_source(target, emit_kernel(launch.compiled(target), target).source)
 
 
-def parametrize_compile(module: str):
-    """``@pytest.mark.parametrize`` over (target, launch) for every specialisation of ``module``."""
-    points = compile_points(module)
-    params = [pytest.param(t, launch, id=f"{t}-{launch.kernel.name}-{i}")
-              for i, (_, launch) in enumerate(points) for t in TOOLCHAIN_OF]
-    return pytest.mark.parametrize("target,launch", params)
+def compile_params(module: str) -> list[Any]:
+    """pytest params (target, launch) for every specialisation of ``module`` on every target."""
+    return [pytest.param(t, launch, id=f"{t}-{module}-{launch.kernel.name}-{i}")
+            for i, (_, launch) in enumerate(compile_points(module)) for t in TOOLCHAIN_OF]
 
 
 def load_source_module(source: str, tmp_path: Any, stem: str) -> Any:

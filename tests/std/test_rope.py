@@ -8,8 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from std_testing import edited_module
-from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, device, mutant_rows,
-                         parametrize_compile, run_entry, suite)
+from std_testing import assert_mutant_caught, assert_rows_pass, device, mutant_rows
 
 import iron
 from iron.core import dtypes as D
@@ -17,21 +16,8 @@ from iron.harness.tolerance import Expect, compare, derive_tolerance
 from iron.std import rope as R
 from iron.std.suite import rope as RS
 
-ENTRIES = suite("rope")
 FLOATS = [np.float32, np.float16, ml_dtypes.bfloat16]
 FLOAT_IDS = ["f32", "f16", "bf16"]
-
-
-@pytest.mark.parametrize("backend", ["interp", "vulkan"])
-@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
-def test_registered_rows_pass(entry, backend, seed):
-    assert_rows_pass(run_entry(entry, backend, seed), seed)
-
-
-@parametrize_compile("rope")
-def test_compiles(target, launch, require_toolchain):
-    require_toolchain(TOOLCHAIN_OF[target])
-    compile_for(target, launch)
 
 
 # ---------------------------------------------------------------- mutants

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from iron import LaunchError, bf16, f16, f32, i32, In, T, Tensor, kernel, variants
+from iron import LaunchError, bf16, f16, f32, func, i32, In, T, Tensor, kernel, variants
 from iron.lang import (barrier, exp2, fma, frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_id, lane_id,
                        local, log2, mma, num_simd_groups, program_id, select, shared, simd_group_id, simd_shuffle_xor,
                        simd_size, static_range, thread_id, vec)
@@ -200,6 +200,14 @@ COMBINE_GROUP = 128
 
 # ---------------------------------------------------------------- prefill
 
+@func
+def head_bases(bh, H, H_kv, S, D):
+    """First elements of (batch, head) ``bh``'s rows of Q and O, and of its KV head's rows of K and V
+    (grouped-query: H / H_kv query heads share one), in (B, heads, S, D) tensors."""
+    kvh = (bh % H) // (H // H_kv)
+    return bh * S * D, ((bh // H) * H_kv + kvh) * S * D
+
+
 #: Keys per block; output columns per P V pass (both one 16 x 32 strip of four 16x8 accumulators).
 BK = 32
 DC = 32
@@ -238,9 +246,7 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int
     t = thread_id(0)
     q0 = group_id(0) * BQ
     bh = group_id(1)
-    kvh = (bh % H) // (H // H_kv)
-    qbase = bh * S * D
-    kbase = ((bh // H) * H_kv + kvh) * S * D
+    qbase, kbase = head_bases(bh, H, H_kv, S, D)
     sg = simd_group_id()
     nsg = num_simd_groups()
     zero = T(vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
@@ -384,9 +390,7 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, 
     t = thread_id(0)
     q0 = group_id(0) * SBQ
     bh = group_id(1)
-    kvh = (bh % H) // (H // H_kv)
-    qbase = bh * S * D
-    kbase = ((bh // H) * H_kv + kvh) * S * D
+    qbase, kbase = head_bases(bh, H, H_kv, S, D)
     sg = simd_group_id()
     nsg = num_simd_groups()
     zero = vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)

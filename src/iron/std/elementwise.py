@@ -32,6 +32,7 @@ from iron.core.errors import LaunchError
 from iron.lang import grid_size, isnan, program_id, select, static_range, vec
 
 from . import _host
+from ._device import splat
 
 #: Threads per group; the grid is 2-D so that a row never exceeds this many groups (Vulkan's limit).
 GROUP = 256
@@ -162,15 +163,6 @@ def _flat(VEC):
     return (program_id(0) + program_id(1) * grid_size(0)) * VEC
 
 
-@func
-def _splat(s, VEC):
-    if VEC == 4:
-        v = vec(s, s, s, s)
-    else:
-        v = vec(s, s, s, s, s, s, s, s)
-    return v
-
-
 # ---------------------------------------------------------------- unary (and clamp)
 
 @func
@@ -222,7 +214,7 @@ def _gather(b: Tensor[T], i, m, VEC):
 @func
 def _binary_body(a: Tensor[T], b: Tensor[T], out: Tensor[T], s, i, n, m, OP, VEC):
     if i + VEC <= n:
-        y = _splat(s, VEC)  # m == 0: the scalar
+        y = splat(s, VEC)  # m == 0: the scalar
         if m == n:
             y = f32(b.load(i, width=VEC))
         elif m > 0:

@@ -104,26 +104,26 @@ def stage_step(a, b, a_s, b_s, a_at, b_at, k0, bm, bn, m, n, k, tid, threads, a_
                lda, ldb, vec_a, vec_b, bt):
     """Start copying K step k0 .. k0+BK-1 of this group's A and B tiles to a_s[a_at ..] and b_s[b_at ..].
 
+    A's tile is rows bm.. by k; B's is rows bn.. by k (``bt``: B given (n, k)) or rows k0.. by n from bn.
     When both matrices keep chunks aligned (the usual case) one uniform branch leads to straight-line
     asynchronous copies; else each matrix takes its own path (:func:`stage_chunk`).
     """
-    if vec_a and vec_b:
-        stage_tiles(a, b, a_s, b_s, a_at, b_at, k0, bm, bn, m, n, k, tid, threads, a_chunks, b_chunks, a_cpr, b_cpr,
-                    lda, ldb, True, True, bt)
-    else:
-        stage_tiles(a, b, a_s, b_s, a_at, b_at, k0, bm, bn, m, n, k, tid, threads, a_chunks, b_chunks, a_cpr, b_cpr,
-                    lda, ldb, vec_a, vec_b, bt)
-
-
-@func
-def stage_tiles(a, b, a_s, b_s, a_at, b_at, k0, bm, bn, m, n, k, tid, threads, a_chunks, b_chunks, a_cpr, b_cpr,
-                lda, ldb, fast_a, fast_b, bt):
-    """The copies of :func:`stage_step`: A's tile is rows bm.. by k; B's is rows bn.. by k (``bt``: B given
-    (n, k)) or rows k0.. by n from bn.  Each thread moves ``a_chunks`` / ``b_chunks`` 16-byte chunks."""
     b_row0 = bn if bt else k0
     b_col0 = k0 if bt else bn
     b_rows = n if bt else k
     b_cols = k if bt else n
+    if vec_a and vec_b:
+        stage_tiles(a, b, a_s, b_s, a_at, b_at, k0, bm, m, k, b_row0, b_col0, b_rows, b_cols, tid, threads,
+                    a_chunks, b_chunks, a_cpr, b_cpr, lda, ldb, True, True)
+    else:
+        stage_tiles(a, b, a_s, b_s, a_at, b_at, k0, bm, m, k, b_row0, b_col0, b_rows, b_cols, tid, threads,
+                    a_chunks, b_chunks, a_cpr, b_cpr, lda, ldb, vec_a, vec_b)
+
+
+@func
+def stage_tiles(a, b, a_s, b_s, a_at, b_at, k0, bm, m, k, b_row0, b_col0, b_rows, b_cols, tid, threads, a_chunks,
+                b_chunks, a_cpr, b_cpr, lda, ldb, fast_a, fast_b):
+    """The copies of :func:`stage_step`: each thread moves ``a_chunks`` / ``b_chunks`` 16-byte chunks."""
     for ch in static_range(a_chunks):
         q = tid + ch * threads
         stage_chunk(a_s, a_at + (q // a_cpr) * lda + (q % a_cpr) * 8, a, k, bm + q // a_cpr, k0 + (q % a_cpr) * 8,

@@ -32,6 +32,7 @@ from iron.lang import (barrier, group_id, group_size, lane_id, num_groups, num_s
                        simd_any, simd_group_id, simd_max, simd_min, simd_size, simd_sum, thread_id, vec)
 
 from . import _host
+from ._device import splat
 
 #: The kernels' min under a name that the host function ``min`` below does not shadow.
 _fmin = iron.lang.min
@@ -57,15 +58,6 @@ VECTORS_PER_THREAD = 4
 
 
 # ---------------------------------------------------------------- device helpers
-
-@iron.func
-def _splat(s, width):
-    if width == 4:
-        v = vec(s, s, s, s)
-    else:
-        v = vec(s, s, s, s, s, s, s, s)
-    return v
-
 
 @iron.func
 def _combine(a, b, OP):
@@ -105,7 +97,7 @@ def _thread_partial(x, lo, hi, t, nt, VEC, OP, sign, aligned):
     """Thread ``t`` of ``nt``'s f32 partial over [lo, hi): 16-byte loads over the body, scalar head and tail.
     max works on ``sign * x`` (sign = -1: the min, negated)."""
     a, b = _body(lo, hi, VEC, aligned)
-    acc = _splat(-INF if OP == "max" else 0.0, VEC)
+    acc = splat(-INF if OP == "max" else 0.0, VEC)
     for i in range(a + t * VEC, b, nt * VEC):
         v = f32(x.load(i, width=VEC))
         if OP == "max":
@@ -168,8 +160,8 @@ def _arg_merge(v, j, w, k):
 def _arg_thread(x, lo, hi, t, nt, VEC, aligned):
     """Thread ``t`` of ``nt``'s best (f32 value, absolute index) over [lo, hi); (-inf, NO_INDEX) if none."""
     a, b = _body(lo, hi, VEC, aligned)
-    bv = _splat(-INF, VEC)
-    bi = _splat(NO_INDEX, VEC)
+    bv = splat(-INF, VEC)
+    bi = splat(NO_INDEX, VEC)
     if VEC == 4:
         iota = vec(0, 1, 2, 3)
     else:

@@ -138,6 +138,22 @@ VULKAN_BOUNDS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
+def _expect(want: np.ndarray, f32_part: np.ndarray | None, vulkan: np.ndarray | None, T: D.DType) -> Any:
+    """The oracle's answer: ``want`` alone, or with the scale of its bound: the f32 part of the error
+    (the op's own roundings in f32) plus, on Vulkan, the driver math's allowance (VULKAN_BOUNDS)."""
+    if f32_part is None and vulkan is None:
+        return want
+    part = np.zeros_like(want) if f32_part is None else np.abs(f32_part)
+    if vulkan is not None:
+        part = np.where(np.isfinite(part), part, 0.0) + _in_f32_units(vulkan)
+    return Expect(want, scale=_mixed(want, part, T))
+
+
+def _rounding(spec: Any) -> dict[str, Any]:
+    """Setup's depth and tolerance for an op: exact where it has no f32 steps, else one T rounding after them."""
+    return {"depth": Depth(1, spec.f32_steps or 0), "tolerance": EXACT if spec.f32_steps is None else None}
+
+
 def _in_f32_units(bound: np.ndarray) -> np.ndarray:
     """An absolute error bound as an f32 scale part: rtol (>= BASE[f32] for it) times it covers the bound."""
     return bound / BASE_RTOL["f32"]
@@ -246,16 +262,11 @@ def unary_setup(op: str, planted: bool = True, f32_part: Callable[..., Any] | No
         def oracle(x, out, n, op, p0, p1):
             with np.errstate(all="ignore"):
                 want = spec.oracle(x).astype(np.float64)
-                if part is None and vulkan is None:
-                    return want
-                f32_part = np.zeros_like(want) if part is None else np.abs(part(x, want))
-                if vulkan is not None:
-                    f32_part = np.where(np.isfinite(f32_part), f32_part, 0.0) + _in_f32_units(vulkan(x, want))
-                return Expect(want, scale=_mixed(want, f32_part, T))
+                return _expect(want, None if part is None else part(x, want),
+                               None if vulkan is None else vulkan(x, want), T)
 
         return Setup(args=[x, case.empty(n), n, index, np.float32(0), np.float32(0)], **_launch(n, case["VEC"]),
-                     oracle=oracle, depth=Depth(1, spec.f32_steps or 0),
-                     tolerance=EXACT if spec.f32_steps is None else None, flops=spec.flops * n)
+                     oracle=oracle, **_rounding(spec), flops=spec.flops * n)
     setup.__name__ = f"{op}_setup"
     return setup
 
@@ -357,17 +368,12 @@ def binary_setup(op: str, planted: bool = True, f32_part: Callable[..., Any] | N
             a, bb = a.reshape(-1), np.float64(s) * np.ones(n) if m == 0 else np.tile(b.reshape(-1), n // m)
             with np.errstate(all="ignore"):
                 want = spec.oracle(a, bb).astype(np.float64)
-                if part is None:
-                    return want
-                f32_part = np.abs(part(a, bb, want))
-                if vulkan is not None:
-                    f32_part = np.where(np.isfinite(f32_part), f32_part, 0.0) + _in_f32_units(vulkan(a, bb, want))
-                return Expect(want, scale=_mixed(want, f32_part, T))
+                return _expect(want, None if part is None else part(a, bb, want),
+                               None if vulkan is None else vulkan(a, bb, want), T)
 
         bytes_moved = (2 * n + m) * T.itemsize
         return Setup(args=[a, a if m == 0 else b, case.empty(*case.dims), s, n, m, index], **_launch(n, case["VEC"]),
-                     oracle=oracle, depth=Depth(1, spec.f32_steps or 0),
-                     tolerance=EXACT if spec.f32_steps is None else None, flops=n, bytes_moved=bytes_moved)
+                     oracle=oracle, **_rounding(spec), flops=n, bytes_moved=bytes_moved)
     setup.__name__ = f"{op}_setup"
     return setup
 
