@@ -18,14 +18,27 @@ from typing import Any
 
 from cuda_events import median_ms
 
-#: name -> binding of gemm_mma (the ones iron.std.gemm ships, then candidates).
+#: name -> binding of gemm_mma: candidates for iron.std.gemm.SM80 (BENCHMARKS.md has their figures).
 CONFIGS: dict[str, dict[str, Any]] = {
-    "SM80": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 32, "THREADS": 128, "STAGES": 2},
-    "SM80_BK16_S3": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 16, "THREADS": 128, "STAGES": 3},
-    "SM80_BK16_S4": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 16, "THREADS": 128, "STAGES": 4},
-    "W8_BK32_S2": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 32, "THREADS": 256, "STAGES": 2},
-    "W8_BK16_S3": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 16, "THREADS": 256, "STAGES": 3},
-    "SM80_WIDE": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 16, "THREADS": 256, "STAGES": 2},
+    # 8 subgroups of 64x32 on a 128x128 tile (the shipped SM80 until 2026-11-30), then deeper rings.
+    "W8_S2": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 32, "THREADS": 256, "STAGES": 2},
+    "W8_S3": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 32, "THREADS": 256, "STAGES": 3},
+    "W8_S4": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 32, "THREADS": 256, "STAGES": 4},
+    # 4 subgroups of 64x64 on a 128x128 tile.
+    "W4_S3": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 32, "THREADS": 128, "STAGES": 3},
+    "W4_S4": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 32, "THREADS": 128, "STAGES": 4},
+    # 8 subgroups of 64x64: 128x256 and 256x128 tiles (dynamic shared memory past 48 KiB).
+    "WIDE_S3": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 32, "THREADS": 256, "STAGES": 3},
+    "WIDE_S4": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 32, "THREADS": 256, "STAGES": 4},
+    "TALL_S3": {"FRAG": "16x8x16", "WARPS": "4x2", "WT": "4x8", "BK": 32, "THREADS": 256, "STAGES": 3},
+    "TALL_S4": {"FRAG": "16x8x16", "WARPS": "4x2", "WT": "4x8", "BK": 32, "THREADS": 256, "STAGES": 4},
+    "WIDE_BK16_S4": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 16, "THREADS": 256, "STAGES": 4},
+    # K steps of 64: half the barriers and waits per multiply.
+    "W4_BK64_S2": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 64, "THREADS": 128, "STAGES": 2},
+    "W4_BK64_S3": {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 64, "THREADS": 128, "STAGES": 3},
+    "W8_BK64_S2": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 64, "THREADS": 256, "STAGES": 2},
+    "W8_BK64_S3": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 64, "THREADS": 256, "STAGES": 3},
+    "WIDE_BK64_S3": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 64, "THREADS": 256, "STAGES": 3},
 }
 
 

@@ -113,6 +113,40 @@ def test_shared_memory_over_the_limit_is_refused_at_the_allocation():
     check_kernel(ir, profile("hip", "gfx90a"))  # 64 KiB of LDS: fits exactly
 
 
+@kernel
+def two_tiles(a: In[f32], out: Tensor[f32]):
+    tile = shared(f32, (128, 128))
+    half = shared(f16, (3,))
+    more = shared(f32, (4,))
+    i = program_id(0)
+    tile[i] = a[i]
+    half[i % 3] = f16(a[i])
+    more[i % 4] = a[i]
+    barrier()
+    out[i] = tile[i] + f32(half[i % 3]) + more[i % 4]
+
+
+def test_cuda_shared_memory_past_48_kib_is_one_dynamic_block():
+    """Static __shared__ stops at 48 KiB: past it the arrays are 16-byte aligned slices of one extern block."""
+    em = emit_kernel(_lowered(two_tiles, "cuda"), "cuda")
+    assert "extern __shared__ __align__(16) unsigned char iron_dynamic_shared[];" in em.source
+    assert "float* const tile = reinterpret_cast<float*>(iron_dynamic_shared + 0);" in em.source
+    assert "__half* const half_ = reinterpret_cast<__half*>(iron_dynamic_shared + 65536);" in em.source
+    assert "float* const more = reinterpret_cast<float*>(iron_dynamic_shared + 65552);" in em.source
+    assert em.dynamic_shared_bytes == 65568 and em.shared_bytes == 65568
+    check_emitted_launch(em, (128,), (128,))
+    small = emit_kernel(_lowered(doubles, "cuda"), "cuda")
+    assert small.dynamic_shared_bytes == 0 and "extern __shared__" not in small.source
+    # HIP has no opt-in: 64 KiB of LDS are static there, and one array more is refused.
+    assert "extern __shared__" not in emit_kernel(_lowered(big_tile, "hip"), "hip").source
+    with pytest.raises(UnsupportedOnTarget, match="over the 65536 bytes per group of hip"):
+        emit_kernel(_lowered(two_tiles, "hip"), "hip")
+    sm86 = profile("cuda", "sm_86")
+    assert sm86.shared_limit == 99 * 1024 and profile("cuda", "sm_90").shared_limit == 227 * 1024
+    with pytest.raises(LaunchError, match="over the limit of 101376 on cuda"):
+        check_launch(sm86, (128,), 100 * 1024)
+
+
 def test_a_partial_last_group_is_refused_for_barriers_and_fragments_only():
     barrier_kernel = emit_kernel(_lowered(big_tile, "hip"), "hip")  # 64 KiB of shared memory: fits on HIP
     assert barrier_kernel.whole_group_op.opcode == "barrier"
@@ -149,7 +183,7 @@ def test_groups_stay_within_what_a_static_mma_scratch_serves():
     ((1025,), 0, "extent 1025 on axis 0"),
     ((32, 33), 0, "1056 threads"),
     ((1, 1, 65), 0, "axis 2"),
-    ((256,), 48 * 1024 + 1, "shared memory"),
+    ((256,), 227 * 1024 + 1, "shared memory"),  # sm_90 opts in to 227 KiB
     ((0,), 0, "positive"),
 ])
 def test_check_launch_refuses_what_cuda_cannot_run(group, shared, problem):
@@ -158,7 +192,7 @@ def test_check_launch_refuses_what_cuda_cannot_run(group, shared, problem):
 
 
 def test_check_launch_accepts_the_limits_themselves():
-    check_launch(default_profile("cuda"), (1024,), 48 * 1024)
+    check_launch(default_profile("cuda"), (1024,), 227 * 1024)
     check_launch(default_profile("cuda"), (32, 32), 0)
     with pytest.raises(LaunchError):
         check_launch(default_profile("spirv"), (256,), 32 * 1024 + 4)  # lavapipe: 32 KiB

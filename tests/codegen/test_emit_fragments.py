@@ -338,8 +338,13 @@ def test_static_scratch_serves_the_largest_group_or_what_fits() -> None:
     assert scratch_subgroups(k16, metal, 0) == 32 * 1024 // (384 * 4)
     assert scratch_subgroups(k8, metal, 0) == 0  # simdgroup matrices: no scratch at all
     assert scratch_subgroups(optimized("mma_8x8x8", {"T": f32}, "hip"), profile("hip", "gfx90a"), 0) == 16
+    # Arrays already past CUDA's static 48 KiB: the module goes dynamic, and the scratch comes along.
+    assert scratch_subgroups(k16, cuda, 48 * 1024 - 100) == 32
+    assert scratch_subgroups(k16, cuda, 227 * 1024 - 2 * 1536) == 2
     with pytest.raises(UnsupportedOnTarget, match="scratch"):
-        scratch_subgroups(k16, cuda, 48 * 1024 - 100)
+        scratch_subgroups(k16, cuda, 227 * 1024 - 100)
+    with pytest.raises(UnsupportedOnTarget, match="scratch"):
+        scratch_subgroups(k16, metal, 32 * 1024 - 100)
 
 
 @kernel

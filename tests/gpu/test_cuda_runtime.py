@@ -21,7 +21,7 @@ from iron.core.errors import LaunchError
 
 # The kernels the host-side tests use too (tests/runtime/cuda/cudakernels.py); the corpus runs in test_cuda_corpus.py.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime" / "cuda"))
-from cudakernels import add, axpy, ir, muladd, reverse_in_groups  # noqa: E402
+from cudakernels import add, axpy, ir, muladd, reverse_far_apart, reverse_in_groups  # noqa: E402
 
 
 # ------------------------------------------------------------ arguments
@@ -49,6 +49,17 @@ def test_pools_are_reused(cuda):
     for _ in range(10):
         cuda.launch(kir, [a, b, out], (5000,), (256,))
     assert cuda.cache_stats["device_pool"]["allocations"] == before
+
+
+def test_shared_memory_past_48_kib_runs_dynamic(cuda):
+    """64 KiB of shared memory: the driver refuses such a launch unless the function opted in."""
+    x = cuda.to_device(np.arange(256, dtype=np.float32))
+    kir = ir(reverse_far_apart)
+    for _ in range(3):  # the general path, then the fast launcher
+        cuda.launch(kir, [x], (256,), (64,))
+    want = np.arange(256, dtype=np.float32).reshape(4, 64)[:, ::-1].ravel()
+    np.testing.assert_array_equal(x.numpy(), want)
+    assert cuda._plans[id(kir)].module.dynamic_shared_bytes == 65536
 
 
 def test_cuda_arrays_fast_path_and_barrier_kernels(cuda):

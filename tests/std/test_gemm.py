@@ -65,7 +65,7 @@ def _compile_params():
             params.append(pytest.param(target, G.gemm_mma.variant(**flags, **TARGET_CONFIGS[target]),
                                        id=f"{target}-mma-{i}"))
     wide = G.gemm_mma.variant(**MMA_COMPILE[0], **G.SM80_WIDE, THREADS=256)
-    h200 = G.gemm_mma.variant(**MMA_COMPILE[0], **G.SM80, THREADS=256)
+    h200 = G.gemm_mma.variant(**MMA_COMPILE[0], **G.SM80, THREADS=128)
     deep = G.gemm_mma.variant(**MMA_COMPILE[0], **{**G.SM80_4W, "BK": 16, "STAGES": 4}, THREADS=128)
     return params + [pytest.param("cuda", wide, id="cuda-mma-wide"), pytest.param("cuda", h200, id="cuda-mma-sm80"),
                      pytest.param("cuda", deep, id="cuda-mma-4-stages")]
@@ -211,10 +211,29 @@ def test_out_k_zero_and_empty():
     assert G.gemm(np.zeros((0, 3), np.float16), np.zeros((3, 7), np.float16), backend="interp").shape == (0, 7)
 
 
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_the_h200_configuration_on_interp(transpose_b, seed):
+    """SM80 (K steps of 64: 8 chunks of each tile per thread, a ring of 3) with K and N tails, on the CPU."""
+    rng = np.random.default_rng(seed)
+    m, n, k = 130, 70, 136  # 3 K steps, the last 8 wide; a partial second row of tiles
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    bias = rng.standard_normal(n).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    binding = {**G.SM80, "THREADS": 128}
+    grid, group = G.launch_geometry(m, n, 128, G.block_tile(binding))
+    kern = G.gemm_mma.variant(T=f16, BT=transpose_b, BIAS=True, ACT="silu", **binding)
+    kern.launch(a, np.ascontiguousarray(b.T) if transpose_b else b, bias, c, m, n, k, grid=grid, group=group,
+                backend="interp")
+    check(c, a, b, bias, "silu")
+
+
 def test_configuration_choice():
     """Matrix units where the device has them for the dtype; the FMA kernel elsewhere."""
-    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90")) == {**G.SM80, "THREADS": 256}
-    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90"), True) == {**G.SM80_4W, "THREADS": 128}
+    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90")) == {**G.SM80, "THREADS": 128}
+    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90"), True) == {**G.SM80, "THREADS": 128}
+    # SM80's 110 KiB ring is more than an sm_86 may opt in to (99 KiB): the 48 KiB configuration there.
+    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_86")) == {**G.SM80_4W, "THREADS": 128}
     assert G.fragment_config("interp", 64, bf16) == {**G.SM80_4W, "THREADS": 256}
     assert G.fragment_config("metal", 32, bf16, profile("metal", "apple-m2")) == {**G.APPLE, "THREADS": 128}
     assert G.fragment_config("hip", 64, f16, profile("hip", "gfx90a")) == {**G.AMD, "THREADS": 256}

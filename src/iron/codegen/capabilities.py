@@ -75,9 +75,9 @@ def check_kernel(kernel: Kernel, profile: TargetProfile) -> None:
         _check_op(op, kernel, profile, where)
         if op.opcode == "shared_alloc":
             used_shared += _shared_alloc_bytes(op)
-            if used_shared > profile.max_shared_bytes:
+            if used_shared > profile.shared_limit:
                 raise _unsupported(f"shared memory reaches {used_shared} bytes here, over the "
-                                   f"{profile.max_shared_bytes} bytes per group of {where}", op.loc, kernel,
+                                   f"{profile.shared_limit} bytes per group of {where}", op.loc, kernel,
                                    "use smaller tiles, or a narrower dtype for the shared arrays")
 
 
@@ -153,9 +153,9 @@ def check_launch(profile: TargetProfile, group: Sequence[int], shared_bytes: int
     if threads > profile.max_threads_per_group:
         raise LaunchError(f"group {dims} has {threads} threads, over the limit of "
                           f"{profile.max_threads_per_group} per group on {where}")
-    if shared_bytes > profile.max_shared_bytes:
+    if shared_bytes > profile.shared_limit:
         raise LaunchError(f"{shared_bytes} bytes of shared memory per group is over the limit of "
-                          f"{profile.max_shared_bytes} on {where}")
+                          f"{profile.shared_limit} on {where}")
 
 
 def check_emitted_launch(emitted: Any, grid: Sequence[int], group: Sequence[int]) -> None:

@@ -88,7 +88,7 @@ class TargetProfile:
     max_threads_per_group: int
     #: Largest group extent per axis.
     max_group_dims: tuple[int, int, int]
-    #: Static shared (threadgroup) memory per group, in bytes.
+    #: Shared (threadgroup) memory per group a kernel may declare statically, in bytes.
     max_shared_bytes: int
     #: Names of the dtypes the target computes with (``"f16"``, ``"i64"``, ...).
     dtypes: frozenset[str]
@@ -103,10 +103,18 @@ class TargetProfile:
     #: For a device-queried strategy (Vulkan cooperative matrices): the ``(M, N, K, input, accumulator)``
     #: dtype-name combos the device reports; None for fixed strategies, whose combos are their own.
     mma_offered: frozenset[tuple[int, int, int, str, str]] | None = None
+    #: CUDA: the larger per-group limit a kernel reaches by opting in (dynamic shared memory and
+    #: ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``); None where ``max_shared_bytes`` is the limit.
+    max_shared_bytes_optin: int | None = None
 
     @property
     def key(self) -> str:
         return f"{self.target}:{self.arch}"
+
+    @property
+    def shared_limit(self) -> int:
+        """The most shared memory one group may use on this target, opting in where it must."""
+        return max(self.max_shared_bytes, self.max_shared_bytes_optin or 0)
 
     def supports_dtype(self, name: str) -> bool:
         return name in self.dtypes
@@ -160,11 +168,17 @@ _METAL_ATOMICS = _atomics({"add": _INTS_32 | {"f32"}, "max": _INTS_32 | {"f32"},
                            "xchg": _INTS_32 | {"f32"}, "cas": _INTS_32 | {"f32"}})
 
 
+#: Shared memory per block a CUDA kernel may opt in to, by compute capability (the CUDA C++ Programming
+#: Guide's table of technical specifications; the device's own MAX_SHARED_MEMORY_PER_BLOCK_OPTIN is
+#: checked at load).  Static ``__shared__`` declarations stop at 48 KiB on every one of them.
+_CUDA_SHARED_OPTIN = {70: 96 * 1024, 75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
+
+
 def _cuda(arch: str, mma: str | None) -> TargetProfile:
     sm = int(arch[3:].rstrip("a"))
     atomics = _CUDA_ATOMICS if sm >= 80 else _CUDA_ATOMICS - {("add", "bf16")}
     return TargetProfile("cuda", arch, 32, 1024, (1024, 1024, 64), 48 * 1024, _ALL_DTYPES, atomics, atomics, mma,
-                         frozenset({"subgroups", "f64"}))
+                         frozenset({"subgroups", "f64"}), max_shared_bytes_optin=_CUDA_SHARED_OPTIN[sm])
 
 
 def _hip(arch: str, wave: int, mma: str | None) -> TargetProfile:

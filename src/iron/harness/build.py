@@ -247,7 +247,9 @@ def manifest(variants: list[VariantBuild], result: BuildResult) -> dict[str, Any
             "ir_hash": kernel_hash(vb.ir),
             "targets": {t: {"source_sha256": _sha(em.source), "language": em.language, "entry": em.entry,
                             "arch": em.profile.arch, "lane_width": em.profile.lane_width,
-                            "max_threads_per_group": em.profile.max_threads_per_group}
+                            "max_threads_per_group": em.profile.max_threads_per_group,
+                            "max_group_threads": em.max_group_threads, "whole_group": em.whole_group_op is not None,
+                            "shared_bytes": em.shared_bytes, "dynamic_shared_bytes": em.dynamic_shared_bytes}
                         for t, em in sorted(vb.emitted.items())},
             "files": sorted(p for p in result.files if f"/{abi.entry}." in f"/{p}"),
         }

@@ -234,7 +234,7 @@ def gemm_fma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
 #: 16x16x16, Metal simdgroup_matrix 8x8x8; elsewhere every shape runs the portable path.
 FRAGS = ("16x8x16", "16x16x16", "8x8x8")
 #: Subgroups per group, as (along M) x (along N).
-WARP_GRIDS = ("2x2", "2x1", "1x1", "1x2", "2x4")
+WARP_GRIDS = ("2x2", "2x1", "1x1", "1x2", "2x4", "4x2")
 #: Fragments per subgroup (its warp tile), as (along M) x (along N): at most 4 x 8.
 WARP_TILES = ("4x8", "4x4", "2x4", "2x2", "1x2")
 PAD = 8  # elements added to each shared row: rows stay 16-byte aligned, fragment rows fall on distinct banks
@@ -267,6 +267,8 @@ def grid_dims(name):
         rows, cols = 4, 4
     elif name == "2x4":
         rows, cols = 2, 4
+    elif name == "4x2":
+        rows, cols = 4, 2
     return rows, cols
 
 
@@ -346,7 +348,7 @@ def store_row(c, bias, stage, m, n, row0, col0, c0, c1, c2, c3, c4, c5, c6, c7, 
         barrier()
 
 
-@kernel(variants(T=[f16, bf16], FRAG=list(FRAGS), WARPS=list(WARP_GRIDS), WT=list(WARP_TILES), BK=[32, 16],
+@kernel(variants(T=[f16, bf16], FRAG=list(FRAGS), WARPS=list(WARP_GRIDS), WT=list(WARP_TILES), BK=[32, 16, 64],
                  THREADS=[128, 256, 64, 32, 512], STAGES=[2, 3, 4],
                  BT=[False, True], BIAS=[False, True], ACT=list(ACTIVATIONS)))
 def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
@@ -388,8 +390,7 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
     b_chunks = b_rows * b_cpr // THREADS
     assert a_chunks * THREADS == bm_size * a_cpr and b_chunks * THREADS == b_rows * b_cpr, \
         "every thread loads whole 16-byte chunks of both tiles"
-    assert (a_chunks == 1 or a_chunks == 2 or a_chunks == 4) and (b_chunks == 1 or b_chunks == 2 or b_chunks == 4), \
-        "1, 2 or 4 chunks of each tile per thread"
+    assert a_chunks >= 1 and b_chunks >= 1 and a_chunks <= 8 and b_chunks <= 8, "1 to 8 chunks of each tile per thread"
     tid = thread_id(0)
     sg = simd_group_id()
     computes = sg < wgm * wgn
@@ -492,17 +493,18 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
 
 # ---------------------------------------------------------------- configurations and the host function
 
-#: The H200 configuration (CUDA mma.sync m16n8k16): 8 subgroups of 64x32 warp tiles, a 128x128 block tile,
-#: K steps of 32 in flight two at a time: 2 x 18.4 KiB of A/B tiles plus 10 KiB of epilogue staging, 125
-#: registers.  The fastest of scripts/device/gemm_tune.py's configurations on the H200 (BENCHMARKS.md).
-SM80 = {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 32, "STAGES": 2}
-#: 4 subgroups of 64x64 warp tiles on the same block tile: where B comes as (n, k) (its n-major tile rows
-#: take 20 KiB a stage, too much beside SM80's staging), on the interpreter, and on Vulkan's 16x8x16
+#: The H200 configuration (CUDA mma.sync m16n8k16): 4 subgroups of 64x64 warp tiles, a 128x128 block tile,
+#: K steps of 64 with two in flight: 3 x 36 KiB of A/B tiles plus 5 KiB of epilogue staging (dynamic shared
+#: memory, past CUDA's static 48 KiB), 253 registers, two groups per SM.  The fastest of
+#: scripts/device/gemm_tune.py's configurations on the H200 (BENCHMARKS.md, 2026-11-30).
+SM80 = {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 64, "STAGES": 3}
+#: The same warp tiles in K steps of 32, double-buffered within 48 KiB of static shared memory: CUDA devices
+#: that cannot opt in to SM80's 110 KiB (sm_86, sm_89: 99 KiB), the interpreter, and Vulkan's 16x8x16
 #: cooperative matrices.
 SM80_4W = {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 32, "STAGES": 2}
-#: The same warp tiles, 8 subgroups: a 128x256 block tile (twice the reuse of each A tile), K steps of 16
-#: to stay within 48 KiB; one group of 256 threads per SM (registers).  A tuning alternative to SM80.
-SM80_WIDE = {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 16, "STAGES": 2}
+#: 8 subgroups of 64x64 warp tiles: a 128x256 block tile (twice the reuse of each A tile), 4 stages of
+#: BK 32 (116 KiB); one group of 256 threads per SM (registers).  A tuning alternative to SM80.
+SM80_WIDE = {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 32, "STAGES": 4}
 #: AMD MFMA / WMMA: 64x64 warp tiles of 16x16x16 fragments.
 AMD = {"FRAG": "16x16x16", "WARPS": "2x2", "WT": "4x4", "BK": 32}
 #: Metal simdgroup_matrix: 32x64 warp tiles of 8x8x8; K steps of 16 keep the tiles in 32 KiB.
@@ -521,6 +523,17 @@ def block_tile(binding: dict[str, Any]) -> tuple[int, int]:
     return wgm * frows * fm, wgn * fcols * fn
 
 
+def mma_shared_bytes(binding: dict[str, Any], itemsize: int, transpose_b: bool) -> int:
+    """Shared memory one group of :data:`gemm_mma` declares with ``binding`` (its ring and epilogue staging)."""
+    fm, fn = {"16x8x16": (16, 8), "16x16x16": (16, 16), "8x8x8": (8, 8)}[binding["FRAG"]]
+    bm, bn = block_tile(binding)
+    bk = binding["BK"]
+    wgm, wgn = (int(x) for x in binding["WARPS"].split("x"))
+    b_tile = bn * (bk + PAD) if transpose_b else bk * (bn + PAD)
+    ring = binding.get("STAGES", 2) * (bm * (bk + PAD) + b_tile) * itemsize
+    return ring + wgm * wgn * fm * (2 * fn + 4) * 4
+
+
 def portable_small(lanes: int) -> dict[str, Any]:
     """:data:`PORTABLE_SMALL` for a subgroup width of ``lanes`` (8, 16 or 32): 4 subgroups per group."""
     return {**PORTABLE_SMALL, "BK": 16 if lanes <= 16 else 32, "THREADS": 4 * lanes}
@@ -535,8 +548,8 @@ def fragment_config(target: str, lanes: int, dtype: Any, profile: Any = None,
     ``transpose_b``: B comes as (n, k).
     """
     threads = max(128, 4 * lanes)
-    if target == "cuda" and not transpose_b:
-        return {**SM80, "THREADS": 8 * lanes}
+    if target == "cuda" and (profile is None or mma_shared_bytes(SM80, 2, transpose_b) <= profile.shared_limit):
+        return {**SM80, "THREADS": 4 * lanes}
     if target in ("interp", "cuda"):
         return {**SM80_4W, "THREADS": threads}
     if target == "metal":

@@ -52,6 +52,17 @@ def reverse_in_groups(x: Tensor[f32]):
     x[base + t] = tile[63 - t]
 
 
+@kernel
+def reverse_far_apart(x: Tensor[f32]):
+    """reverse_in_groups through the two ends of 64 KiB of shared memory: past CUDA's static 48 KiB."""
+    tile = shared(f32, (16384,))
+    t = thread_id(0)
+    base = group_id(0) * 64
+    tile[t * 256] = x[base + t]
+    barrier()
+    x[base + t] = tile[(63 - t) * 256]
+
+
 def ir(k: Any, **overrides: Any) -> Kernel:
     """``k``'s IR after the cuda pipeline (``overrides``: PassContext fields, e.g. fp_contract=False)."""
     spec = k.variant() if hasattr(k, "variant") else k

@@ -53,6 +53,8 @@ class Launch:
     threads: tuple[int, int, int]
     stream: int
     params: list[bytes]
+    #: Dynamic shared memory bytes the launch asked for.
+    shared: int = 0
 
 
 @dataclass
@@ -70,20 +72,26 @@ class FakeDriver:
     captured: list[Launch] = field(default_factory=list)
     elapsed_ms: float = 0.25
     foreign: dict[int, int] = field(default_factory=dict)  # pointer -> device ordinal of memory not ours
+    #: MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (the H200's).
+    shared_optin: int = 232448
 
     def __post_init__(self) -> None:
         self._next = DEVICE_BASE
         self._handles = 0
         self.modules: dict[int, bytes] = {}
         self.functions: dict[int, tuple[str, list[int] | None]] = {}
+        #: (entry, attribute) -> the value cuFuncSetAttribute set.
+        self.function_attributes: dict[tuple[str, int], int] = {}
         self.CUdevice_attribute = _Names(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR=1,
                                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR=2,
                                          CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT=3,
-                                         CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR=4)
+                                         CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR=4,
+                                         CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN=5)
         self.CUstream_flags = _Names(CU_STREAM_NON_BLOCKING=1)
         self.CUevent_flags = _Names(CU_EVENT_DEFAULT=0, CU_EVENT_DISABLE_TIMING=2)
         self.CUfunction_attribute = _Names(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK=0, CU_FUNC_ATTRIBUTE_NUM_REGS=4,
-                                           CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES=3)
+                                           CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES=3,
+                                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
         self.CUpointer_attribute = _Names(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL=9)
         self.CUstreamCaptureMode = _Names(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL=1)
 
@@ -128,7 +136,7 @@ class FakeDriver:
         return self._ok("cuDeviceGetName", self.name.encode() + b"\0" * (length - len(self.name)))
 
     def cuDeviceGetAttribute(self, attr: int, dev: int) -> tuple:
-        values = {1: self.arch[0], 2: self.arch[1], 3: 132, 4: 2048}
+        values = {1: self.arch[0], 2: self.arch[1], 3: 132, 4: 2048, 5: self.shared_optin}
         return self._ok("cuDeviceGetAttribute", values.get(attr, 0))
 
     def cuDeviceTotalMem(self, dev: int) -> tuple:
@@ -193,15 +201,23 @@ class FakeDriver:
     def cuFuncGetAttribute(self, attr: int, function: int) -> tuple:
         return self._ok("cuFuncGetAttribute", {0: 1024, 4: 16, 3: 0}.get(attr, 0))
 
+    def cuFuncSetAttribute(self, function: int, attr: int, value: int) -> tuple:
+        if attr == 8 and value > self.shared_optin:
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+        self.function_attributes[(self.functions[function][0], attr)] = value
+        return self._ok("cuFuncSetAttribute")
+
     def cuLaunchKernel(self, f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
                        stream: int, params: int, extra: int) -> tuple:
         if self.fail_launch is not None:
             return (self.fail_launch,)
         entry, sizes = self.functions[f]
+        if shared > max(48 * 1024, self.function_attributes.get((entry, 8), 0)):
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)  # what the driver says to a launch that did not opt in
         assert sizes is not None, "the fake reads parameters from CUBINs only"
         slots = (ctypes.c_void_p * len(sizes)).from_address(params)
         values = [ctypes.string_at(slots[i], size) for i, size in enumerate(sizes)]
-        launch = Launch(entry, (gx, gy, gz), (bx, by, bz), int(stream), values)
+        launch = Launch(entry, (gx, gy, gz), (bx, by, bz), int(stream), values, int(shared))
         if self.capturing:
             self.captured.append(launch)
         else:
@@ -211,7 +227,7 @@ class FakeDriver:
         return self._ok("cuLaunchKernel")
 
     def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, function: int, threads: int, shared: int) -> tuple:
-        return self._ok("cuOccupancyMaxActiveBlocksPerMultiprocessor", 4)
+        return self._ok("cuOccupancyMaxActiveBlocksPerMultiprocessor", 4 if shared <= 48 * 1024 else 2)
 
     def cuMemAlloc(self, size: int) -> tuple:
         ptr = self._next

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cudakernels import add, axpy, half_scale, ir, reverse_in_groups, scale_into
+from cudakernels import add, axpy, half_scale, ir, reverse_far_apart, reverse_in_groups, scale_into
 from fakecuda import CUresult, FakeDriver, interpreted, pointer
 
 from iron import config, f16, f32
@@ -92,6 +92,38 @@ def test_whole_group_kernels_refuse_partial_groups(device, fake):
     np.testing.assert_array_equal(x, np.concatenate([np.arange(63, -1, -1), np.arange(127, 63, -1)]))
     with pytest.raises(LaunchError, match="not a multiple of the group"):
         device.launch(kir, [x], (100,), (64,))
+
+
+def test_shared_memory_past_48_kib_is_opted_in_and_launched_dynamic(device, fake):
+    kir = setup(device, fake, reverse_far_apart, {"x": 128})
+    x = np.arange(128, dtype=np.float32)
+    device.launch(kir, [x], (128,), (64,))
+    np.testing.assert_array_equal(x, np.concatenate([np.arange(63, -1, -1), np.arange(127, 63, -1)]))
+    assert fake.function_attributes[("reverse_far_apart", 8)] == 65536  # MAX_DYNAMIC_SHARED_SIZE_BYTES
+    assert fake.launches[-1].shared == 65536
+    arr = device.to_device(x)
+    for _ in range(2):  # the general path, then the generated fast launcher
+        device.launch(kir, [arr], (128,), (64,))
+    assert device._plans[id(kir)].fast is not None and fake.launches[-1].shared == 65536
+    report = device.kernel_report(kir)  # the occupancy the driver gives with the dynamic bytes (the fake: 2)
+    assert report["shared_bytes"] == 65536 and report["groups_per_sm"] == 2
+    np.testing.assert_array_equal(arr.numpy(), x)  # reversed twice
+    small = setup(device, fake, reverse_in_groups, {"x": 64})
+    device.launch(small, [np.zeros(64, np.float32)], (64,), (64,))
+    assert fake.launches[-1].shared == 0 and ("reverse_in_groups", 8) not in fake.function_attributes
+
+
+def test_a_gpu_with_less_shared_memory_refuses_the_kernel_by_name(nvrtc, tmp_path):
+    fake = FakeDriver(shared_optin=60 * 1024)
+    dev = CudaDevice(driver=fake, cache_dir=tmp_path)
+    try:
+        kir = setup(dev, fake, reverse_far_apart, {"x": 64})
+        with pytest.raises(CudaError, match="'reverse_far_apart' needs 65536 bytes of shared memory per group; "
+                                            "this GPU allows 61440"):
+            dev.launch(kir, [np.zeros(64, np.float32)], (64,), (64,))
+        assert not fake.launches
+    finally:
+        dev.close()
 
 
 def test_device_arrays_take_the_fast_path(device, fake):

@@ -49,6 +49,9 @@ class EmittedKernel:
     max_group_threads: int = 0
     #: Static shared memory per group in bytes (the kernel's arrays and a static mma scratch).
     shared_bytes: int = 0
+    #: Of ``shared_bytes``, what the module declares as dynamic shared memory (CUDA past 48 KiB): the
+    #: runtime opts the function in to it and passes it at every launch.  0: all static.
+    dynamic_shared_bytes: int = 0
     #: The first op every thread of a group must reach together (a barrier, a fragment op), if any:
     #: launches of such kernels must cover whole groups.
     whole_group_op: Op | None = None
@@ -74,7 +77,9 @@ def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = Non
     entry = "main" if target == "spirv" else abi.entry
     threads, shared = launch_limits(legal, prof)
     whole = next((op for op in legal.walk() if op.opcode in WHOLE_GROUP_OPCODES), None)
-    return EmittedKernel(target, source, abi, entry, prof, dialect.language, threads, shared, whole)
+    dynamic = dialect.dynamic_shared_bytes
+    return EmittedKernel(target, source, abi, entry, prof, dialect.language, threads, max(shared, dynamic),
+                         dynamic_shared_bytes=dynamic, whole_group_op=whole)
 
 
 def launch_limits(kernel: Kernel, profile: TargetProfile) -> tuple[int, int]:

@@ -25,6 +25,9 @@ from .cstyle import ModuleParts, Operand
 from .dialect import Dialect
 from .fragments import static_scratch_floats
 
+#: The dynamic shared block of a CUDA kernel whose shared arrays pass the static limit.
+DYNAMIC_SHARED = "iron_dynamic_shared"
+
 _C_NAMES = {D.f32: "float", D.f64: "double", D.i8: "signed char", D.i16: "short", D.i32: "int",
             D.i64: "long long", D.u8: "unsigned char", D.u16: "unsigned short", D.u32: "unsigned int",
             D.u64: "unsigned long long", D.bool_: "bool"}
@@ -57,7 +60,7 @@ class CxxDialect(Dialect):
     """What CUDA and HIP share."""
 
     language = "cuda"
-    reserved = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "iron_vec"})
+    reserved = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "iron_vec", DYNAMIC_SHARED})
     #: 16-bit float types with conversion intrinsics (CUDA); HIP's _Float16 converts by C casts.
     narrow_intrinsics: ClassVar[dict[D.DType, str]] = {}
 
@@ -250,10 +253,26 @@ class CxxDialect(Dialect):
     def prelude(self, parts: ModuleParts) -> list[str]:
         raise NotImplementedError
 
-    def shared_decl(self, name: str, dtype: D.DType, count: int, align: int) -> str:
-        # alignas first: hip-clang rejects an attribute list after __shared__ (NVRTC takes either order).
-        aligned = f"alignas({align}) " if align > dtype.itemsize else ""
-        return f"{aligned}__shared__ {self.scalar_names[dtype]} {name}[{count}];"
+    def shared_lines(self, arrays: list[tuple[str, str, int, int, int]]) -> list[str]:
+        """Declarations of the shared arrays ``(name, C type, bytes, align, element bytes)``.
+
+        Static ``__shared__`` arrays while they fit the profile's static limit; past it (CUDA's 48 KiB),
+        pointers into one dynamic ``extern __shared__`` block, each at a 16-byte aligned offset, whose
+        size goes in ``dynamic_shared_bytes`` for the runtime to opt in to and launch with.
+        """
+        total = sum(size for _, _, size, _, _ in arrays)
+        self.dynamic_shared_bytes = 0
+        if total <= self.profile.max_shared_bytes or not self.profile.max_shared_bytes_optin:
+            # alignas first: hip-clang rejects an attribute list after __shared__ (NVRTC takes either order).
+            return [f"{f'alignas({align}) ' if align > item else ''}__shared__ {ctype} {name}[{size // item}];"
+                    for name, ctype, size, align, item in arrays]
+        lines = [f"extern __shared__ __align__(16) unsigned char {DYNAMIC_SHARED}[];"]
+        offset = 0
+        for name, ctype, size, _, _ in arrays:
+            lines.append(f"{ctype}* const {name} = reinterpret_cast<{ctype}*>({DYNAMIC_SHARED} + {offset});")
+            offset += -(-size // 16) * 16
+        self.dynamic_shared_bytes = offset
+        return lines
 
     def module(self, parts: ModuleParts) -> str:
         abi = parts.abi
@@ -270,11 +289,12 @@ class CxxDialect(Dialect):
         else:  # one parameter per line
             lines.append(head)
             lines += [f"{self.indent * 2}{q}{',' if n + 1 < len(params) else ') {'}" for n, q in enumerate(params)]
-        for s in parts.shared:
-            lines.append(self.indent + self.shared_decl(s.name, s.dtype, s.count, s.align))
+        arrays = [(s.name, self.scalar_names[s.dtype], s.count * s.dtype.itemsize, s.align, s.dtype.itemsize)
+                  for s in parts.shared]
         if "mma_scratch" in parts.extra:
             count = static_scratch_floats(parts, self.profile)
-            lines.append(f"{self.indent}__shared__ float {parts.extra['mma_scratch'].name}[{count}];")
+            arrays.append((parts.extra["mma_scratch"].name, "float", count * 4, 4, 4))
+        lines += [self.indent + line for line in self.shared_lines(arrays)]
         lines += parts.body
         lines.append("}")
         return "\n".join(lines) + "\n"

@@ -69,6 +69,8 @@ class Dialect:
         self.scalar_names: dict[D.DType, str] = dict(self.SCALAR_NAMES)
         self.helpers: dict[str, str] = {}
         self.printer: Any = None
+        #: Bytes of dynamic shared memory the printed module launches with (CUDA past its static limit).
+        self.dynamic_shared_bytes = 0
 
     def attach(self, printer: Any) -> None:
         self.printer = printer

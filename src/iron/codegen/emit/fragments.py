@@ -176,6 +176,8 @@ def scratch_subgroups(kernel: Kernel, profile: TargetProfile, other_shared_bytes
         return 0
     wanted = -(-profile.max_threads_per_group // profile.lane_width)
     fits = (profile.max_shared_bytes - other_shared_bytes) // per
+    if fits < 1:  # arrays past the static limit (CUDA opts in to more): the scratch joins them there
+        fits = (profile.shared_limit - other_shared_bytes) // per
     if fits < 1:
         raise UnsupportedOnTarget(f"the mma scratch of {per} bytes per subgroup does not fit beside "
                                   f"{other_shared_bytes} bytes of shared arrays on {profile.target} ({profile.arch})",

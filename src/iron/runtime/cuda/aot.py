@@ -119,7 +119,8 @@ def _load(device: "CudaDevice", variant: Variant, folder: Path) -> AotKernel:
         if problem:
             raise AotError(f"'{variant.entry}' ({path}): {problem}; rebuild the folder with this Iron")
     digest = hashlib.sha256(binary).hexdigest()
-    module = CompiledModule(binary, fmt, arch, variant.entry, variant.abi, None, {}, f"aot:{digest}", "aot")
+    module = CompiledModule(binary, fmt, arch, variant.entry, variant.abi, None, {}, f"aot:{digest}", "aot",
+                            variant.dynamic_shared_bytes)
     loaded = device._modules.load(module)
     try:
         sig = of_abi(variant.entry, variant.abi, list(variant.order) if variant.order else None)

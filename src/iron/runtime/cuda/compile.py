@@ -47,6 +47,9 @@ class CompiledModule:
     #: The disk key (hex SHA-256) and where this module came from: "memory", "disk", "nvrtc" or "aot".
     key: str = ""
     origin: str = "nvrtc"
+    #: Dynamic shared memory per group (``EmittedKernel.dynamic_shared_bytes``): the loader opts the
+    #: function in to it, every launch passes it.
+    dynamic_shared_bytes: int = 0
 
 
 def fmad_options(fmad: bool) -> list[str]:
@@ -172,7 +175,7 @@ class ModuleCompiler:
 
     def _module(self, entry: Entry, emitted: "EmittedKernel", digest: str, origin: str) -> CompiledModule:
         return CompiledModule(entry.binary, self.format, self.arch, emitted.entry, emitted.abi, emitted,
-                              entry.report, digest, origin)
+                              entry.report, digest, origin, emitted.dynamic_shared_bytes)
 
 
 def cache_directory(override: str | Path | None) -> Path | None:

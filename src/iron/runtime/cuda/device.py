@@ -86,7 +86,7 @@ class CudaDevice:
         compile_arch, fmt = compile_target(self.arch, supported_archs())
         self._compiler = ModuleCompiler(self.profile, compile_arch, fmt, fmad_options(self.fmad),
                                         cache_directory(cache_dir), toolchain)
-        self._modules = ModuleLoader(drv)
+        self._modules = ModuleLoader(drv, self._ctx.info.max_shared_per_group_optin)
         self._device_pool, self._pinned_pool = device_pool(drv), pinned_pool(drv)
         self.stream = self._ctx.stream
         self._order = StreamOrder(drv, self.stream)

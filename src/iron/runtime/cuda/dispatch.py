@@ -93,8 +93,8 @@ class Dispatcher:
 
     def _launch(self, plan: KernelPlan, geo: Geometry, stream: Any) -> None:
         b, t = geo.blocks, geo.threads
-        (err,) = self.drv.cuLaunchKernel(plan.function, b[0], b[1], b[2], t[0], t[1], t[2], 0, stream,
-                                         plan.args.params_address, 0)
+        (err,) = self.drv.cuLaunchKernel(plan.function, b[0], b[1], b[2], t[0], t[1], t[2],
+                                         plan.module.dynamic_shared_bytes, stream, plan.args.params_address, 0)
         if int(err):
             raise launch_error(self.drv, err, plan.module.entry)
         if self.capture.active:

@@ -80,7 +80,8 @@ def build(plan: KernelPlan, kinds: tuple[str, ...], ordinal: int, launch: Callab
     body += ["g = geo.grid", "b = geo.blocks", "t = geo.threads", "try:",
              f"    PACK(BUF, 0, {', '.join(values)})", "except PACK_ERRORS:", "    return False"]
     body += _stream_choice(producer, env)
-    body += ["err, = LAUNCH(FUNC, b[0], b[1], b[2], t[0], t[1], t[2], 0, stream, PARAMS, 0)",
+    body += [f"err, = LAUNCH(FUNC, b[0], b[1], b[2], t[0], t[1], t[2], {plan.module.dynamic_shared_bytes}, stream, "
+             "PARAMS, 0)",
              "if err:", "    return FAILED(err)", "return True"]
     source = "def fast(args, grid, group, forced):\n" + "\n".join("    " + line for line in body) + "\n"
     exec(compile(source, f"<iron fast launcher {plan.module.entry}>", "exec"), env)

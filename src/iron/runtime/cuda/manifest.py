@@ -44,6 +44,8 @@ class Variant:
     #: From the cuda target entry where the build recorded them (newer manifests), else None.
     max_group_threads: int | None
     whole_group: bool | None
+    #: Dynamic shared memory the cuda module launches with (past the static 48 KiB); 0 in older manifests.
+    dynamic_shared_bytes: int = 0
 
 
 def abi_from_json(d: dict[str, Any]) -> KernelABI:
@@ -76,7 +78,7 @@ def read_manifest(folder: Path) -> list[Variant]:
                 out.append(Variant(k["name"], v["entry"], dict(v.get("binding", {})), abi_from_json(v["abi"]),
                                    tuple(v.get("files", ())), int(v.get("shared_memory_bytes", 0)),
                                    tuple(order) if order else None, cuda.get("max_group_threads"),
-                                   cuda.get("whole_group")))
+                                   cuda.get("whole_group"), int(cuda.get("dynamic_shared_bytes", 0))))
     except (KeyError, TypeError, ValueError) as e:
         raise AotError(f"{path}: a kernel entry is malformed ({type(e).__name__}: {e})") from None
     return out

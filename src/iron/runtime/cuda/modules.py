@@ -1,7 +1,8 @@
 """Loading compiled modules into the context and looking up their kernels, once per module.
 
 CUBIN is loaded as is; PTX is NUL-terminated and compiled by the driver.
-The function's own attributes (registers, local memory, the largest group
+A function with dynamic shared memory (CUDA's static limit is 48 KiB) is
+opted in to it here, once.  The function's own attributes (registers, local memory, the largest group
 it can run with) are read once, so a group the compiled code cannot run
 with is refused with the reason instead of failing inside the driver.
 """
@@ -33,8 +34,10 @@ class Loaded:
 class ModuleLoader:
     """Modules of one context by key (a compiled module's disk key, or its entry for ahead-of-time ones)."""
 
-    def __init__(self, drv: Any) -> None:
+    def __init__(self, drv: Any, max_shared_optin: int | None = None) -> None:
         self.drv = drv
+        #: The most shared memory per block a function may opt in to (the device's attribute; None: unknown).
+        self.max_shared_optin = max_shared_optin
         self._loaded: dict[str, Loaded] = {}
 
     def __len__(self) -> int:
@@ -56,11 +59,29 @@ class ModuleLoader:
             drv.cuModuleUnload(module)
             raise
         attr = drv.CUfunction_attribute
+        try:
+            self._opt_in(compiled, function)
+        except CudaError:
+            drv.cuModuleUnload(module)
+            raise
         loaded = Loaded(module, function, _read(drv, attr.CU_FUNC_ATTRIBUTE_NUM_REGS, function),
                         _read(drv, attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function),
                         _read(drv, attr.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function))
         self._loaded[key] = loaded
         return loaded
+
+    def _opt_in(self, compiled: CompiledModule, function: Any) -> None:
+        """Let ``function`` launch with its dynamic shared memory (past 48 KiB a function must opt in)."""
+        need = compiled.dynamic_shared_bytes
+        if not need:
+            return
+        limit = self.max_shared_optin
+        if limit and need > limit:
+            raise CudaError(f"kernel '{compiled.entry}' needs {need} bytes of shared memory per group; this GPU "
+                            f"allows {limit}: use smaller tiles or fewer pipeline stages")
+        attr = self.drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        check(self.drv, self.drv.cuFuncSetAttribute(function, attr, need),
+              f"cuFuncSetAttribute('{compiled.entry}', MAX_DYNAMIC_SHARED_SIZE_BYTES, {need})")
 
     def close(self) -> None:
         for loaded in self._loaded.values():

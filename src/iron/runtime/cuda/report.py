@@ -22,9 +22,11 @@ def kernel_report(drv: Any, plan: KernelPlan, loaded: Loaded, max_threads_per_sm
     """Registers, shared bytes, spills, the group size considered, resident groups per SM and occupancy."""
     ptxas = plan.module.report.get("kernel", {}) if plan.module.report else {}
     threads = group_threads or _last_threads(plan) or DEFAULT_THREADS
+    # ptxas counts static arrays; a module past 48 KiB has its arrays in launch-time (dynamic) shared memory.
+    static, dynamic = ptxas.get("shared_bytes"), plan.module.dynamic_shared_bytes
     out: dict[str, Any] = {
         "registers": ptxas.get("registers") or loaded.registers,
-        "shared_bytes": ptxas.get("shared_bytes"),
+        "shared_bytes": static + dynamic if static is not None else (dynamic or None),
         "spill_stores": ptxas.get("spill_stores"),
         "spill_loads": ptxas.get("spill_loads"),
         #: "ptxas", or "cubin" where NVRTC printed no report and the registers were read from the CUBIN.
@@ -34,7 +36,7 @@ def kernel_report(drv: Any, plan: KernelPlan, loaded: Loaded, max_threads_per_sm
         "arch": plan.module.arch,
         "origin": plan.module.origin,
     }
-    blocks = _resident_groups(drv, loaded.function, threads)
+    blocks = _resident_groups(drv, loaded.function, threads, dynamic)
     out["groups_per_sm"] = blocks
     if blocks is not None and max_threads_per_sm:
         out["occupancy"] = min(1.0, blocks * threads / max_threads_per_sm)
@@ -51,9 +53,9 @@ def _last_threads(plan: KernelPlan) -> int | None:
     return t[0] * t[1] * t[2]
 
 
-def _resident_groups(drv: Any, function: Any, threads: int) -> int | None:
+def _resident_groups(drv: Any, function: Any, threads: int, dynamic_shared: int = 0) -> int | None:
     query = getattr(drv, "cuOccupancyMaxActiveBlocksPerMultiprocessor", None)
     if query is None:
         return None
-    result = query(function, threads, 0)
+    result = query(function, threads, dynamic_shared)
     return int(result[1]) if int(result[0]) == 0 else None
