@@ -228,6 +228,22 @@ def test_the_h200_configuration_on_interp(transpose_b, seed):
     check(c, a, b, bias, "silu")
 
 
+@pytest.mark.parametrize("name", ["SM80", "SM80_4W", "SM80_WIDE"])
+def test_shared_bytes_model_matches_the_emitted_kernel(name):
+    """fragment_config decides by mma_shared_bytes: it must say what the CUDA module declares."""
+    from iron.codegen.emit import emit_kernel
+
+    cfg = getattr(G, name)
+    for transpose_b in (False, True):
+        for dt in (f16, bf16):
+            wm, wn = (int(x) for x in cfg["WARPS"].split("x"))
+            threads = 32 * wm * wn
+            kern = G.gemm_mma.variant(T=dt, BT=transpose_b, BIAS=True, ACT="relu", THREADS=threads, **cfg)
+            emitted = emit_kernel(kern.compiled("cuda"), "cuda")
+            assert emitted.shared_bytes == G.mma_shared_bytes(cfg, 2, transpose_b)
+            assert (emitted.dynamic_shared_bytes > 0) == (emitted.shared_bytes > 48 * 1024)
+
+
 def test_configuration_choice():
     """Matrix units where the device has them for the dtype; the FMA kernel elsewhere."""
     assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90")) == {**G.SM80, "THREADS": 128}

