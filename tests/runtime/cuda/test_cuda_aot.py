@@ -120,3 +120,25 @@ def test_damaged_builds(built, tmp_path):
     with pytest.raises(AotError, match="schema 'iron.manifest/0', this Iron reads 'iron.manifest/1'"):
         dev.load_build(copy)
     dev.close()
+
+
+def test_an_ahead_of_time_kernel_past_48_kib_opts_in_and_launches_dynamic(tmp_path, require_toolchain):
+    """The manifest carries the dynamic shared bytes (and the launch limits): no emitter at load time."""
+    require_toolchain("nvrtc")
+    from cudakernels import reverse_far_apart
+
+    out = tmp_path / "build"
+    write_atomically(build([("reverse_far_apart", reverse_far_apart)], ["cubin", "manifest"]), out)
+    (v,) = read_manifest(out)
+    assert v.dynamic_shared_bytes == 65536 and v.whole_group is True and v.max_group_threads == 1024
+    fake = FakeDriver()
+    kir = run_pipeline(reverse_far_apart.ir(), PassContext.for_target("cuda"))
+    fake.kernels[v.entry] = interpreted(kir, {"x": 128})
+    dev = CudaDevice(driver=fake, cache_dir=tmp_path / "cache", toolchain=NoNvrtc)
+    try:
+        x = np.arange(128, dtype=np.float32)
+        dev.load_build(out)[v.entry].launch(x, grid=128, group=64)
+        np.testing.assert_array_equal(x, np.concatenate([np.arange(63, -1, -1), np.arange(127, 63, -1)]))
+        assert fake.launches[-1].shared == 65536 and fake.function_attributes[(v.entry, 8)] == 65536
+    finally:
+        dev.close()
