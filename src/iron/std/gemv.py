@@ -206,7 +206,8 @@ def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str 
     if transpose:
         ct = choose_column_threads(cols, vec)
         gemv_cols.variant(T=dt, VEC=vec, THREADS=GROUP).launch(A, x, out, rows, cols, ct, vectors,
-                                                 grid=(cols_grid(cols, vec, ct),), group=(GROUP,), backend=backend)
+                                                               grid=(cols_grid(cols, vec, ct),), group=(GROUP,),
+                                                               backend=backend)
     else:
         gemv_rows.variant(T=dt, VEC=vec).launch(A, x, out, rows, cols, vectors, grid=(rows_grid(rows),),
                                                  group=(GROUP,), backend=backend)
