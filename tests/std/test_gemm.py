@@ -228,20 +228,20 @@ def test_the_h200_configuration_on_interp(transpose_b, seed):
     check(c, a, b, bias, "silu")
 
 
-@pytest.mark.parametrize("name", ["SM80", "SM80_4W", "SM80_WIDE"])
-def test_shared_bytes_model_matches_the_emitted_kernel(name):
-    """fragment_config decides by mma_shared_bytes: it must say what the CUDA module declares."""
+def test_shared_bytes_model_matches_the_kernel():
+    """fragment_config decides by mma_shared_bytes: it must say what the kernel declares (and SM80's CUDA
+    module holds it as dynamic shared memory, past the static 48 KiB)."""
+    from iron.codegen.capabilities import shared_bytes
     from iron.codegen.emit import emit_kernel
 
-    cfg = getattr(G, name)
-    for transpose_b in (False, True):
-        for dt in (f16, bf16):
-            wm, wn = (int(x) for x in cfg["WARPS"].split("x"))
-            threads = 32 * wm * wn
-            kern = G.gemm_mma.variant(T=dt, BT=transpose_b, BIAS=True, ACT="relu", THREADS=threads, **cfg)
-            emitted = emit_kernel(kern.compiled("cuda"), "cuda")
-            assert emitted.shared_bytes == G.mma_shared_bytes(cfg, 2, transpose_b)
-            assert (emitted.dynamic_shared_bytes > 0) == (emitted.shared_bytes > 48 * 1024)
+    for cfg in (G.SM80, G.SM80_4W, G.SM80_WIDE, {**G.SM80_4W, "BK": 16, "STAGES": 4}):
+        wm, wn = (int(x) for x in cfg["WARPS"].split("x"))
+        for transpose_b in (False, True):
+            kern = G.gemm_mma.variant(T=f16, BT=transpose_b, BIAS=True, ACT="relu", THREADS=32 * wm * wn, **cfg)
+            assert shared_bytes(kern.ir) == G.mma_shared_bytes(cfg, 2, transpose_b), (cfg, transpose_b)
+    emitted = emit_kernel(G.gemm_mma.variant(T=bf16, BT=False, BIAS=False, ACT="none", THREADS=128,
+                                             **G.SM80).compiled("cuda"), "cuda")
+    assert emitted.dynamic_shared_bytes == emitted.shared_bytes == G.mma_shared_bytes(G.SM80, 2, False) > 48 * 1024
 
 
 def test_configuration_choice():
