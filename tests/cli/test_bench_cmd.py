@@ -86,3 +86,33 @@ def test_save_writes_the_json_rows_while_the_table_prints(project, tmp_path, cap
     doc = json.loads(saved.read_text())
     assert doc["format"] == "iron-bench" and [r["dtype"] for r in doc["rows"]] == ["f32", "f16"]
     assert main(["snap", "--from", str(saved), "--out", str(tmp_path / "snap.json")]) == 0
+
+
+def test_save_keeps_every_finished_row_while_the_run_goes_on(project, tmp_path, monkeypatch, capsys):
+    """Each row is in the file as soon as it arrives: a bench killed half way keeps what it measured."""
+    from iron.cli import bench_cmd
+
+    saved = tmp_path / "bench.json"
+    seen = []
+    original = bench_cmd.RowSaver.row
+
+    def row(self, r, result):
+        original(self, r, result)
+        doc = json.loads(saved.read_text())
+        seen.append((len(doc["rows"]), doc["device"], doc["rows"][-1]["dtype"]))
+
+    monkeypatch.setattr(bench_cmd.RowSaver, "row", row)
+    assert main(["bench", "--backend", "interp", "--save", str(saved)]) == 0
+    assert [(n, dtype) for n, _, dtype in seen] == [(1, "f32"), (2, "f16")]
+    assert all(device != "unknown device" for _, device, _ in seen), "the device is known from the first row on"
+    assert "saved 2 rows" in capsys.readouterr().err
+    assert not list(tmp_path.glob(".bench.json.*")), "no temporary file is left behind"
+
+
+def test_save_to_a_place_that_cannot_be_written_still_prints_the_table(project, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert main(["bench", "--backend", "interp", "--save", str(blocker / "bench.json")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("iron bench · ") and "2 rows: 2 ok" in captured.out
+    assert f"cannot write {blocker / 'bench.json'}" in captured.err and "the table below is all there is" in captured.err

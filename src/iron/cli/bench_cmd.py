@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..core.protocol import BenchRow
 from . import render
-from .project_runner import add_run_arguments
+from .project_runner import RunResult, add_run_arguments
 from .test_cmd import execute, report_errors
 
 HELP = "time the project's registered benches (@bench) against their references and print the table"
@@ -24,10 +25,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result, _ = execute("bench", args, verbose=args.verbose >= 2)
+    saver = RowSaver(Path(args.save)) if args.save else None
+    result, _ = execute("bench", args, verbose=args.verbose >= 2, after_row=saver.row if saver else None)
     report_errors("bench", result)
-    if args.save and result.rows:
-        _save(Path(args.save), render.bench_document(result.rows, result.device, result.backend))
+    if saver is not None and result.rows:
+        saver.finish(result)
     if args.json:
         render.print_json(render.bench_document(result.rows, result.device, result.backend))
     elif result.rows or not result.errors:
@@ -39,12 +41,34 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.failed else 0
 
 
-def _save(path: Path, document: dict) -> None:
-    from ..harness.measured import write_json_atomically
+class RowSaver:
+    """``--save``: the rows so far, rewritten atomically as each one arrives, so a bench stopped half way
+    (a killed process, a machine taken back) leaves every finished row in the file for ``iron snap``."""
 
-    try:
-        write_json_atomically(path, document)
-    except OSError as e:
-        print(f"iron bench: cannot write {path}: {e.strerror or e}; the table below is all there is", file=sys.stderr)
-        return
-    print(f"iron bench: saved {len(document['rows'])} rows to {path}", file=sys.stderr)
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: list[BenchRow] = []
+        self.failed: str | None = None
+
+    def row(self, row: BenchRow, result: RunResult) -> None:
+        self.rows.append(row)
+        if self.failed is None:
+            self._write(result)
+
+    def finish(self, result: RunResult) -> None:
+        self.rows = list(result.rows)
+        self._write(result)
+        if self.failed is not None:
+            print(f"iron bench: cannot write {self.path}: {self.failed}; the table below is all there is",
+                  file=sys.stderr)
+        else:
+            print(f"iron bench: saved {len(self.rows)} rows to {self.path}", file=sys.stderr)
+
+    def _write(self, result: RunResult) -> None:
+        from ..harness.measured import write_json_atomically
+
+        try:
+            write_json_atomically(self.path, render.bench_document(self.rows, result.device, result.backend))
+            self.failed = None
+        except (OSError, ValueError) as e:  # ValueError: a figure JSON cannot hold
+            self.failed = str(getattr(e, "strerror", None) or e)

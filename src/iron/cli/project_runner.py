@@ -92,9 +92,11 @@ class ProjectRunner:
         self.timeout = float(config.get("runner_timeout") if timeout is None else timeout)
         self.cwd = cwd
         self.python = python or sys.executable
+        #: The run so far (what ``run`` returns at the end): the hello, the plan, the rows that arrived.
+        self.result = RunResult(command)
 
     def run(self) -> RunResult:
-        result = RunResult(self.command)
+        result = self.result = RunResult(self.command)
         finished: set[str] = set()
         meta: dict[str, dict[str, Any]] = {}
         serial = False

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import secrets
 import sys
+from collections.abc import Callable
 
 from . import render
-from .project_runner import ProjectRunner, RunResult, add_run_arguments, runner_arguments
+from .project_runner import ProjectRunner, Row, RunResult, add_run_arguments, runner_arguments
 
 HELP = "run the project's registered tests (@test_kernel) against their oracles on a backend"
 
@@ -17,8 +18,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0, help="show what the runner prints (stderr)")
 
 
-def execute(command: str, args: argparse.Namespace, verbose: bool) -> tuple[RunResult, int]:
-    """Run ``command`` through the runner with a progress line; the result and the seed used."""
+def execute(command: str, args: argparse.Namespace, verbose: bool,
+            after_row: Callable[[Row, RunResult], None] | None = None) -> tuple[RunResult, int]:
+    """Run ``command`` through the runner with a progress line; the result and the seed used.
+
+    ``after_row(row, result_so_far)`` runs as each row arrives (``iron bench --save`` writes them as they come).
+    """
     seed = args.seed if args.seed is not None else secrets.randbits(31)
     progress = render.Progress(enabled=not args.json)
 
@@ -29,9 +34,13 @@ def execute(command: str, args: argparse.Namespace, verbose: bool) -> tuple[RunR
             else:
                 print(text, file=sys.stderr)
 
+    def on_row(row: Row) -> None:
+        progress.advance()
+        if after_row is not None:
+            after_row(row, runner.result)
+
     runner = ProjectRunner(command, runner_arguments(args, seed), on_plan=lambda items: progress.set_total(len(items)),
-                           on_start=progress.start, on_row=lambda row: progress.advance(), on_log=log,
-                           timeout=args.timeout)
+                           on_start=progress.start, on_row=on_row, on_log=log, timeout=args.timeout)
     try:
         return runner.run(), seed
     finally:
