@@ -132,6 +132,21 @@ def test_event_timing(cuda):
     assert 0 < ms < 1000
 
 
+def test_timed_launches_are_led_by_the_spin_and_it_is_not_timed(cuda):
+    """The PTX spin loads on this GPU, and a small kernel's time is well under the spin's own length: the
+    start event fires after the spin, and the host's launch latency no longer counts."""
+    from iron.runtime.cuda.streams import LEAD_NS
+
+    kir = ir(add)
+    x = cuda.to_device(np.ones(256, np.float32))
+    out = cuda.to_device(np.zeros(256, np.float32))
+    times = [cuda.launch_timed(kir, [x, x, out], (256,), (256,)) for _ in range(20)]
+    lead = cuda._timer.lead
+    assert lead is not None and not lead.failed and lead._function is not None
+    assert sorted(times)[10] * 1e6 < LEAD_NS / 4, f"median {sorted(times)[10] * 1e3:.1f} us"
+    np.testing.assert_array_equal(out.numpy(), 2.0)
+
+
 # ------------------------------------------------------------ ahead of time, fmad
 def test_ahead_of_time_build_loads_and_runs(cuda, tmp_path):
     from iron.harness.build import build, write_atomically

@@ -175,3 +175,11 @@ def test_non_finite_policy(backend, seed):
     yt = G.gemv(np.ascontiguousarray(A.T), x, transpose=True, backend=backend)
     assert np.isnan(yt[1]) and np.isnan(yt[3]) and np.isnan(yt[4]) and yt[2] == y[2]
     check(yt[[0, 5]], np.ascontiguousarray(A[[0, 5]].T), x, True, backend)
+
+
+def test_column_groups_of_1024_threads_only_for_16_bit_types_on_cuda():
+    from iron import bf16, f16, f32
+
+    assert G.column_group_threads(f16, "cuda") == G.column_group_threads(bf16, "cuda") == 1024
+    assert G.column_group_threads(f32, "cuda") == G.GROUP
+    assert G.column_group_threads(f16, "interp") == G.column_group_threads(f16, "vulkan") == G.GROUP

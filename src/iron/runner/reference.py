@@ -5,10 +5,18 @@ torch tensors on the GPU, every other one numpy arrays.  A reference takes the k
 in order and returns the outputs (one array, a tuple, or a dict by output name), or returns None
 after writing into the output arguments.  It is timed like Iron: CUDA events for torch, the host
 clock for numpy, with the same warm-up, repetitions and input rotation.
+
+Both sides time the device alone.  A reference is a Python function that issues one or more torch
+ops; on an idle GPU a start event fires at once, so its time would include the host's cost of
+issuing them (5-10 us a torch op, tens of us for a few ops) while Iron's, whose start event goes
+in right before ``cuLaunchKernel`` after a spin kernel, does not.  So each timed reference call is
+preceded by ``torch.cuda._sleep`` long enough (twice the measured host cost, at least
+:data:`LEAD_MIN_S`) that the whole call is queued before its start event fires.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,15 +108,46 @@ def outputs(ref: Reference, launch: Launch) -> tuple[dict[int, Expect], list[Any
     return expectations(launch, result, "reference"), host
 
 
+#: The GPU is kept busy at least this long before each timed torch reference call.
+LEAD_MIN_S = 50e-6
+#: ``torch.cuda._sleep`` counts SM clock cycles; at this rate (above any current GPU's clock) a count
+#: lasts at least the time it was made for.
+SLEEP_CYCLES_PER_S = 2.5e9
+#: The lead never exceeds this (a reference that synchronises inside cannot be helped by one).
+LEAD_MAX_S = 20e-3
+
+
+def lead_cycles(host_seconds: float) -> int:
+    """``torch.cuda._sleep`` cycles that outlast a call whose host side takes ``host_seconds``."""
+    return int(SLEEP_CYCLES_PER_S * min(LEAD_MAX_S, max(LEAD_MIN_S, 2.0 * host_seconds)))
+
+
+def host_cost(torch: Any, fn: Callable[..., Any], args: Sequence[Any], calls: int = 3) -> float:
+    """The longest host time of issuing ``fn(*args)`` (not waiting for it) over a few calls, in seconds."""
+    worst = 0.0
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        worst = max(worst, time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return worst
+
+
 def measure(ref: Reference, launch: Launch, policy: timing.Policy, copies: int) -> timing.Stats:
-    """Time the reference with the same policy and the same number of rotated argument sets."""
+    """Time the reference with the same policy and the same number of rotated argument sets; a torch
+    reference's calls each after a ``torch.cuda._sleep`` lead (see the module's docstring)."""
     sets = [arguments(ref, launch.setup.args) for _ in range(copies)]
     if not ref.on_torch:
         return timing.measure(lambda i: _untimed(ref.fn, sets[i % copies]), policy)
     torch = _torch()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    sleep = getattr(torch.cuda, "_sleep", None)
+    cycles = lead_cycles(host_cost(torch, ref.fn, sets[0])) if sleep is not None else 0
 
     def run(i: int) -> float:
+        if cycles:
+            sleep(cycles)
         start.record()
         ref.fn(*sets[i % copies])
         end.record()

@@ -25,6 +25,13 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def backend_name(backend: str | None) -> str:
+    """The backend a launch with ``backend`` runs on (None: the configured or best one)."""
+    from iron.runtime import resolve_backend
+
+    return resolve_backend(backend)
+
+
 def vector_width(dtype: D.DType) -> int:
     """Elements per 16-byte access: 4 for f32, 8 for f16/bf16."""
     return VECTOR_BYTES // dtype.itemsize

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import re
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -55,6 +56,19 @@ class Launch:
     params: list[bytes]
     #: Dynamic shared memory bytes the launch asked for.
     shared: int = 0
+
+
+_PTX_PARAM_BYTES = {"u64": 8, "s64": 8, "b64": 8, "f64": 8, "u32": 4, "s32": 4, "b32": 4, "f32": 4}
+
+
+def ptx_params(image: bytes, entry: str) -> list[int] | None:
+    """Parameter sizes of ``entry`` in a PTX module (scalar parameters only, what the runtime's own PTX uses);
+    None when the image is not PTX text declaring that entry."""
+    m = re.search(rb"\.entry\s+" + re.escape(entry.encode()) + rb"\s*\(([^)]*)\)", image)
+    if m is None:
+        return None
+    types = [t.decode() for t in re.findall(rb"\.param\s+\.(\w+)", m.group(1))]
+    return [_PTX_PARAM_BYTES[t] for t in types] if all(t in _PTX_PARAM_BYTES for t in types) else None
 
 
 @dataclass
@@ -192,7 +206,9 @@ class FakeDriver:
     def cuModuleGetFunction(self, module: int, name: bytes) -> tuple:
         h = self.handle()
         image = self.modules[module]
-        self.functions[h] = (name.decode(), cubin_params(image, name.decode()) if image[:4] == b"\x7fELF" else None)
+        entry = name.decode()
+        sizes = cubin_params(image, entry) if image[:4] == b"\x7fELF" else ptx_params(image, entry)
+        self.functions[h] = (entry, sizes)
         return self._ok("cuModuleGetFunction", h)
 
     def cuModuleUnload(self, module: int) -> tuple:

@@ -85,6 +85,36 @@ def test_timing_and_errors(device, fake):
     assert device.cache_stats["device_pool"]["busy_bytes"] == 0, "blocks return to the pool after a failure"
 
 
+def test_a_timed_launch_is_led_by_a_spin_so_host_latency_does_not_count(device, fake):
+    """The start event goes in after a one-thread spin kernel of LEAD_NS on the same stream: on an idle GPU
+    the event would otherwise fire while the host is still issuing the timed launch."""
+    from iron.runtime.cuda.streams import LEAD_NS
+
+    kir = setup(device, fake, add, {"x": 8, "y": 8, "out": 8})
+    a = np.ones(8, np.float32)
+    device.launch(kir, [a, a.copy(), a.copy()], (8,), (8,))
+    assert [x.entry for x in fake.launches] == ["add"], "an untimed launch has no lead"
+    device.launch_timed(kir, [a, a.copy(), a.copy()], (8,), (8,))
+    spin, timed = fake.launches[-2:]
+    assert (spin.entry, timed.entry) == ("iron_lead_spin", "add")
+    assert spin.stream == timed.stream and spin.blocks == spin.threads == (1, 1, 1)
+    assert int.from_bytes(spin.params[0], "little") == LEAD_NS
+    at = len(fake.calls) - 1 - fake.calls[::-1].index("cuLaunchKernel")  # the timed kernel's launch
+    before = fake.calls[:at]
+    last_spin = len(before) - 1 - before[::-1].index("cuLaunchKernel")
+    assert any(c.startswith("cuEventRecord") for c in before[last_spin:]), "start recorded after the spin"
+
+
+def test_a_driver_that_cannot_load_the_lead_still_times(device, fake):
+    kir = setup(device, fake, add, {"x": 8, "y": 8, "out": 8})
+    real = fake.cuModuleLoadData
+    fake.cuModuleLoadData = lambda image: (CUresult.CUDA_ERROR_INVALID_VALUE, None) if b"iron_lead_spin" in image \
+        else real(image)
+    a = np.ones(8, np.float32)
+    assert device.launch_timed(kir, [a, a.copy(), a.copy()], (8,), (8,)) == fake.elapsed_ms
+    assert [x.entry for x in fake.launches] == ["add"]
+
+
 def test_whole_group_kernels_refuse_partial_groups(device, fake):
     kir = setup(device, fake, reverse_in_groups, {"x": 128})
     x = np.arange(128, dtype=np.float32)

@@ -67,7 +67,7 @@ class Dispatcher:
             pointers.update({n: addr for (n, _), addr in zip(hosts, addresses)})
             plan.args.pack(plan.values(pointers, bound, geo))
             if timing:
-                self.timer.start(stream)
+                self.timer.start(stream, lead=not self.capture.active)
             self._launch(plan, geo, stream)
             if timing:
                 self.timer.stop(stream)

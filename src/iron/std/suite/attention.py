@@ -156,7 +156,7 @@ def decode_args(case, full: bool) -> tuple[list, dict, float]:
     lens = np.full(b, s_max, np.int32) if full else _decode_lens(case, b, s_max)
     args = [q, k, v, lens, case.empty(b, h, nch, d, dtype=f32), case.empty(b, h, nch, dtype=f32), h, h_kv, s_max,
             nch, ch, scale]
-    return args, {"D": d, "GQ": gq}, float(scale)
+    return args, {"D": d, "GQ": gq, "U": A.keys_in_flight(gq)}, float(scale)
 
 
 @test_kernel(A.attention_decode_split, shapes=DECODE_SHAPES, bindings=VECTORS, name="std/attention/decode_split")
