@@ -20,7 +20,7 @@ from iron.lang import (barrier, exp2, fma, group_id, lane_id, local, log2, num_s
 from iron.std.attention import DECODE_THREADS, LOG2E, NEG, decode_chunk, heads_per_group
 
 
-@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2, 4], U=[1, 2, 4], TEAM=[8, 16]))
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2, 4], U=[1, 2, 4], TEAM=[8, 16], BLK=[0, 1]))
 def decode_split_u(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32],
                            part_lse: Tensor[f32], H: int, H_kv: int, S_max: int, NCH: int, CH: int, scale: f32):
 
@@ -70,25 +70,58 @@ def decode_split_u(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tens
                 for i in static_range(VEC):
                     kf[u * E + jv * VEC + i] = kx[i]
                     vf[u * E + jv * VEC + i] = vx[i]
-        for u in static_range(U):
+        if BLK == 0:
+            for u in static_range(U):
+                for g in static_range(GQ):
+                    s = 0.0
+                    for e in static_range(E):
+                        s = fma(qv[g * E + e], kf[u * E + e], s)
+                    if TEAM == 16:
+                        s += simd_shuffle_xor(s, 8)
+                    s += simd_shuffle_xor(s, 4)
+                    s += simd_shuffle_xor(s, 2)
+                    s += simd_shuffle_xor(s, 1)
+                    s = select(j0 + u * TEAMS < end, s, NEG)
+                    up = s > m[g]
+                    ex = exp2(-abs(s - m[g]))
+                    alpha = select(up, ex, 1.0)
+                    p = select(up, 1.0, ex)
+                    m[g] = select(up, s, m[g])
+                    l[g] = l[g] * alpha + p
+                    for e in static_range(E):
+                        acc[g * E + e] = fma(p, vf[u * E + e], acc[g * E + e] * alpha)
+        else:
+            # The U keys' scores first, then one rescale of (m, l, acc) for all of them.
+            sc = local(f32, U * GQ)
+            for u in static_range(U):
+                for g in static_range(GQ):
+                    s = 0.0
+                    for e in static_range(E):
+                        s = fma(qv[g * E + e], kf[u * E + e], s)
+                    sc[u * GQ + g] = s
+            for u in static_range(U):
+                for g in static_range(GQ):
+                    if TEAM == 16:
+                        sc[u * GQ + g] += simd_shuffle_xor(sc[u * GQ + g], 8)
+                    sc[u * GQ + g] += simd_shuffle_xor(sc[u * GQ + g], 4)
+                    sc[u * GQ + g] += simd_shuffle_xor(sc[u * GQ + g], 2)
+                    sc[u * GQ + g] += simd_shuffle_xor(sc[u * GQ + g], 1)
+                    sc[u * GQ + g] = select(j0 + u * TEAMS < end, sc[u * GQ + g], NEG)
             for g in static_range(GQ):
-                s = 0.0
+                mx = m[g]
+                for u in static_range(U):
+                    mx = max(mx, sc[u * GQ + g])
+                alpha = exp2(m[g] - mx)
+                m[g] = mx
+                tot = l[g] * alpha
                 for e in static_range(E):
-                    s = fma(qv[g * E + e], kf[u * E + e], s)
-                if TEAM == 16:
-                    s += simd_shuffle_xor(s, 8)
-                s += simd_shuffle_xor(s, 4)
-                s += simd_shuffle_xor(s, 2)
-                s += simd_shuffle_xor(s, 1)
-                s = select(j0 + u * TEAMS < end, s, NEG)
-                up = s > m[g]
-                ex = exp2(-abs(s - m[g]))
-                alpha = select(up, ex, 1.0)
-                p = select(up, 1.0, ex)
-                m[g] = select(up, s, m[g])
-                l[g] = l[g] * alpha + p
-                for e in static_range(E):
-                    acc[g * E + e] = fma(p, vf[u * E + e], acc[g * E + e] * alpha)
+                    acc[g * E + e] = acc[g * E + e] * alpha
+                for u in static_range(U):
+                    p = exp2(sc[u * GQ + g] - mx)
+                    tot += p
+                    for e in static_range(E):
+                        acc[g * E + e] = fma(p, vf[u * E + e], acc[g * E + e])
+                l[g] = tot
     # Teams of one subgroup: an xor butterfly over the team index.
     mask = TEAM
     while mask < simd_size():
@@ -151,9 +184,9 @@ def main() -> int:
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     # (GQ, TEAM, U) configurations; the shipped ones are (2, 8, 1) for H/H_kv = 4 and (1, 8, 2) for 1.
-    configs = {8: [(2, 8, 1), (4, 16, 1), (4, 16, 2), (2, 16, 1), (2, 16, 2), (4, 8, 1)],
-               32: [(1, 8, 2), (1, 16, 2), (1, 16, 4)]}
-    for b, h, hkv in ((16, 32, 8), (16, 32, 32), (1, 32, 8)):
+    configs = {8: [(2, 8, 1, 0), (2, 8, 2, 1), (2, 8, 4, 1), (4, 16, 2, 1), (4, 16, 4, 1), (4, 8, 2, 1)],
+               32: [(1, 8, 2, 0), (1, 8, 2, 1), (1, 8, 4, 1)]}
+    for b, h, hkv in ((16, 32, 8), (16, 32, 32)):
         s, d = 4096, 128
         q = torch.randn(b, h, d, device="cuda", dtype=torch.float16, generator=gen)
         kc = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.float16, generator=gen)
@@ -166,10 +199,10 @@ def main() -> int:
         full_ms = median_ms(torch, full, 10, batch=20)
         nbytes = 2 * kc.numel() * 2
         r = h // hkv
-        for gq, team, u in configs[hkv]:
-            for ch in (256, 512, 1024, 2048):
+        for gq, team, u, blk in configs[hkv]:
+            for ch in (512, 1024, 2048):
                 nch = -(-s // ch)
-                kern = decode_split_u.variant(T=f16, VEC=8, D=d, GQ=gq, U=u, TEAM=team)
+                kern = decode_split_u.variant(T=f16, VEC=8, D=d, GQ=gq, U=u, TEAM=team, BLK=blk)
                 po = torch.full((b, h, nch, d), float("nan"), device="cuda")
                 pl = torch.empty((b, h, nch), device="cuda")
                 run = lambda: kern.launch(q, kc, vc, lens, po, pl, h, hkv, s, nch, ch, f32(scale),
@@ -182,7 +215,7 @@ def main() -> int:
                 got = (po * w[..., None]).sum(2)
                 err = ((got - want_full.view(b, h, d)).abs().max() / want_full.abs().max()).item()
                 ms = median_ms(torch, run, 10, batch=20)
-                print(json.dumps({"B": b, "H": h, "Hkv": hkv, "GQ": gq, "TEAM": team, "U": u, "CH": ch,
+                print(json.dumps({"B": b, "H": h, "Hkv": hkv, "GQ": gq, "TEAM": team, "U": u, "BLK": blk, "CH": ch,
                                   "groups": nch * b * h // gq, "iron_us": round(ms * 1e3, 1),
                                   "full_sdpa_us": round(full_ms * 1e3, 1), "iron_GBs": round(nbytes / ms / 1e6),
                                   "vs_full": round(full_ms / ms, 3), "err": err, "ok": err < 4e-3}), flush=True)

@@ -48,8 +48,8 @@ ERRORS = ["IronError", "IronCompileError", "UnknownNameError", "UnsupportedSynta
           "StaticAssertionError", "LaunchError"]
 
 #: The test and bench registries (docs/runner.md), imported on first use: they need numpy, ``import iron`` does not.
-HARNESS = {"test_kernel": "registry", "bench": "registry", "Case": "cases", "Setup": "cases", "TestSetup": "cases",
-           "BenchSetup": "cases", "Depth": "tolerance", "Tolerance": "tolerance", "Expect": "tolerance",
+HARNESS = {"test_kernel": "registry", "bench": "registry", "Case": "cases", "Setup": "cases", "Then": "cases",
+           "TestSetup": "cases", "BenchSetup": "cases", "Depth": "tolerance", "Tolerance": "tolerance", "Expect": "tolerance",
            "EXACT": "tolerance", "log2_ceil": "tolerance"}
 
 

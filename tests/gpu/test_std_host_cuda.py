@@ -1,5 +1,5 @@
 """iron.std's host functions on the ``cuda`` device, where they choose CUDA-only configurations (gemv's
-1024-thread column groups for f16/bf16, decode's keys in flight) that the registered items bind by hand.
+K splits and 1024-thread column groups, decode's keys in flight) that the registered items bind by hand.
 Against float64 numpy; skips where no CUDA GPU answers (CI); the H200 runs it."""
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ from iron.std import attention as A
 from iron.std import gemv as G
 
 
-@pytest.mark.parametrize("k,n", [(4096, 4096), (1000, 264)])
-def test_gemv_columns_on_1024_thread_groups(cuda, k, n):
+@pytest.mark.parametrize("k,n", [(4096, 4096), (1000, 264), (37, 4096)])
+def test_gemv_columns_as_the_host_plans_them(cuda, k, n):
+    """K split over 512-byte row segments then the sum pass (the first two), and one 1024-thread pass."""
+    splits = -(-k // G.column_plan(k, n, G.f16, "cuda")[1])
+    assert (splits > 1) == (k > 37)
     rng = np.random.default_rng(k + n)
     a = rng.standard_normal((k, n)).astype(np.float16)
     x = rng.standard_normal(k).astype(np.float16)

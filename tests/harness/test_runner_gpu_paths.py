@@ -130,3 +130,38 @@ def test_a_torch_reference_writing_its_output_in_place_checks_iron(tmp_path, mon
     result = ProjectRunner("bench", ["--backend", "cuda"], timeout=300, cwd=tmp_path).run()
     (row,) = result.rows
     assert row.ok and row.ref_name == "torch.torch_in_place" and row.ref_us > 0, row.error
+
+
+def test_a_then_step_runs_on_the_timed_arrays_and_its_time_is_added(monkeypatch):
+    """iron.std's split x @ A: gemv_cols writes f32 partials, the then= step (gemv_cols_sum) adds them into
+    y.  On a device clock each launch counts 0.25 ms, so the row's time is both steps'; y is only right
+    if the step ran on the very arrays (device copies) the first launch wrote."""
+    import importlib
+
+    import iron.std.suite.gemv as suite_gemv
+
+    registry.clear()
+    importlib.reload(suite_gemv)
+    items = [i for i in registry.select("bench", "interp", dtypes=["f32"]) if i.entry.name == "std/gemv/cols_split"]
+    assert items
+    gpu = FakeGpu()
+    out = io.StringIO()
+    assert run_benches(items, gpu, "fakegpu", "Fake GPU", 1, Emitter(out),
+                       timing.Policy(warmup=1, reps=5, max_seconds=60)) == 0
+    (row,) = [protocol.bench_row(protocol.decode(ln).data) for ln in out.getvalue().splitlines()
+              if protocol.decode(ln).kind == "bench_row"]
+    assert row.ok and row.iron_us == 500.0, row
+    registry.clear()
+
+
+def test_a_then_step_needs_a_bound_variant_and_run_time_names():
+    from iron import Then, f32
+    from iron.runner import execute
+    from iron.std.gemv import gemv_cols_sum
+
+    with pytest.raises(execute.SetupError, match="variant bound"):
+        execute._step(Then(gemv_cols_sum, [], grid=32), ["a"], [0], "x/y")
+    with pytest.raises(execute.SetupError, match="'b' is not a run-time parameter"):
+        execute._step(Then(gemv_cols_sum.variant(T=f32), ["b"], grid=32), ["a"], [0], "x/y")
+    step = execute._step(Then(gemv_cols_sum.variant(T=f32), ["a", 3], grid=32), ["k", "a"], [0, 1], "x/y")
+    assert step.args(["K", "A"]) == ["A", 3]

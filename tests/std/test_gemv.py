@@ -59,8 +59,17 @@ MUTANTS = {
                                                                     "plane = (t % VEC) * 256 + t // VEC")]),
     # each thread starts its K slice one row late.
     "cols_slice_off_by_one": ("std/gemv/cols", "gemv_cols",
-                              [("for r in range(s, k, slices, unroll=4):\n                    av",
-                                "for r in range(s + 1, k, slices, unroll=4):\n                    av")]),
+                              [("for r in range(r0 + s, r1, slices, unroll=4):\n                    av",
+                                "for r in range(r0 + s + 1, r1, slices, unroll=4):\n                    av")]),
+    # a K split stops one row short of the next one's first.
+    "cols_split_drops_a_row": ("std/gemv/cols_split", "gemv_cols", [("r1 = min(k, r0 + kstep)",
+                                                                      "r1 = min(k, r0 + kstep - 1)")]),
+    # with several splits, the last one's partials land on the first's.
+    "cols_split_partial_row": ("std/gemv/cols_split", "gemv_cols", [("part[sp * n + col] = total",
+                                                                      "part[min(sp, 1) * n + col] = total")]),
+    # the second pass forgets the last split.
+    "cols_sum_drops_last_split": ("std/gemv/cols_sum", "gemv_cols_sum", [("for sp in range(1, splits):",
+                                                                          "for sp in range(1, splits - 1):")]),
 }
 
 
@@ -88,7 +97,8 @@ def check(got: np.ndarray, A: np.ndarray, x: np.ndarray, transpose: bool, backen
     w = 8 if backend == "vulkan" else config.get("simd_width")
     rows, cols = A.shape
     if transpose:
-        depth = GS.cols_depth(rows, G.choose_column_threads(cols, vec), w)
+        ct, kstep, threads = G.column_plan(rows, cols, dt, backend)
+        depth = GS.cols_depth(rows, ct, w, threads, kstep)
     else:
         depth = GS.rows_depth(cols, vec, w, cols % vec == 0 and G.aligned(A, x))
     verdict = compare(got, want, derive_tolerance(dt, depth))
@@ -98,10 +108,11 @@ def check(got: np.ndarray, A: np.ndarray, x: np.ndarray, transpose: bool, backen
 @pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
 def test_host_gemv_matches_the_oracle(backend, dtype, seed):
-    """Shapes the registry never saw: (37, 515), (1, 4104), a single column, and both orientations."""
+    """Shapes the registry never saw: (37, 515), (1, 4104), a single column, K split in 4 and 15 (x @ A
+    of (300, 72) and (1000, 40)), and both orientations."""
     device(backend)
     rng = np.random.default_rng(seed)
-    for rows, cols in ((37, 515), (1, 4104), (300, 1), (64, 72)):
+    for rows, cols in ((37, 515), (1, 4104), (300, 1), (64, 72), (300, 72), (1000, 40)):
         A = rng.standard_normal((rows, cols)).astype(dtype)
         for transpose in (False, True):
             x = rng.standard_normal(rows if transpose else cols).astype(dtype)
@@ -119,6 +130,20 @@ def test_out_and_unaligned_inputs(seed):
     out = np.full(40, np.nan, np.float32)
     assert G.gemv(A, x, out=out, backend="interp") is out
     check(out, A, x, False, "interp")
+
+
+def test_column_plan_splits_k_when_n_is_short():
+    from iron import bf16, f16, f32
+
+    assert G.column_plan(300, 72, f32, "interp") == (32, 75, G.GROUP)
+    assert G.column_plan(37, 515, f32, "interp") == (G.choose_column_threads(515, 4), 37, G.GROUP)  # K too short
+    # the Llama shapes: 512-byte rows segments, about SPLIT_TARGET items
+    for k, n in ((4096, 4096), (11008, 4096), (4096, 11008)):
+        for dt in (f16, bf16, f32):
+            ct, kstep, threads = G.column_plan(k, n, dt, "cuda")
+            items = -(-n // (ct * (8 if dt.itemsize == 2 else 4))) * -(-k // kstep)
+            assert ct == 32 and threads == G.GROUP and G.SPLIT_TARGET <= items < 2 * G.SPLIT_TARGET, (k, n, dt)
+    assert G.column_plan(64, 1 << 20, f16, "cuda")[:2] == (32, 64)  # wide N: no split
 
 
 def test_column_threads_choice():

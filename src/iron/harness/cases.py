@@ -164,6 +164,22 @@ class Case:
 References = Mapping[str, Callable[..., Any]]
 
 
+@dataclass(frozen=True)
+class Then:
+    """A launch that follows the setup's own, as a pipeline's second pass does (the combine of a split).
+
+    ``kernel`` is a kernel with its variant bound (``k.variant(T=f16)``); each of ``args`` is a value,
+    or the name of one of the setup kernel's parameters, which passes that argument (the same array, so
+    the steps share their buffers).  Tests launch every step in order and check the outputs after the
+    last; benches time every step (the sum of their device times).
+    """
+
+    kernel: Any
+    args: Sequence[Any]
+    grid: Any
+    group: Any = None
+
+
 @dataclass
 class Setup:
     """A launch and how to judge it (tests) and measure it (benches).
@@ -179,6 +195,7 @@ class Setup:
     whose order legally varies.  Benches also use ``bytes_moved`` (default: every tensor argument
     once, outputs read-and-written twice), ``flops`` (default: none, a memory-bound kernel) and
     ``matrix`` (the FLOPs run on the matrix unit); ``reference`` overrides the bench's references.
+    ``then`` lists launches that run after the kernel's, on the same arguments (:class:`Then`).
     """
 
     args: Sequence[Any]
@@ -197,10 +214,11 @@ class Setup:
     #: The FLOPs run on the matrix unit (tensor cores): the roofline compares them with its peak.
     matrix: bool = False
     reference: References | None = None
+    then: Sequence[Then] = ()
 
 
 #: The seed's names for the two kinds of setup: one class serves both.
 TestSetup = Setup
 BenchSetup = Setup
 
-__all__ = ["BenchSetup", "Case", "References", "Setup", "Shape", "TestSetup", "compact", "shape_label"]
+__all__ = ["BenchSetup", "Case", "References", "Setup", "Shape", "TestSetup", "Then", "compact", "shape_label"]

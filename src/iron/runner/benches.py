@@ -63,7 +63,9 @@ def _bench(item: Item, device: Any, backend: str, device_name: str, seed: int, p
     started = time.perf_counter()
     compiled = launch.compiled(device.target)
     args = execute.fresh_args(launch)
-    device.launch(compiled, launch.runtime_args(args), launch.grid, group)
+    runtime_args = launch.runtime_args(args)
+    device.launch(compiled, runtime_args, launch.grid, group)
+    launch.run_steps(device, runtime_args)
     row["compile_ms"] = round((time.perf_counter() - started) * 1e3, 3)
     ref_expect = None
     if ref is not None:
@@ -100,16 +102,28 @@ def _bench(item: Item, device: Any, backend: str, device_name: str, seed: int, p
 
 def _time_iron(device: Any, backend: str, compiled: Any, launch: execute.Launch, group: tuple[int, ...],
                policy: timing.Policy, copies: int) -> timing.Stats:
+    """Iron's times: the kernel's, plus its ``then`` steps' (each timed on the device, summed)."""
     sets = [launch.runtime_args(execute.fresh_args(launch)) for _ in range(copies)]
     timed = getattr(device, "launch_timed", None)
+    steps = [(s, s.compiled(device.target), s.group or device.default_group(s.grid)) for s in launch.then]
     if timed is None:
         def run(i: int) -> float | None:
             device.launch(compiled, sets[i % copies], launch.grid, group)
+            for step, code, step_group in steps:
+                device.launch(code, step.args(sets[i % copies]), step.grid, step_group)
             return None
         return timing.measure(run, policy)
     sets, release = _device_resident(device, backend, compiled, sets, launch, group)
+
+    def run_timed(i: int) -> float | None:
+        ms = timed(compiled, sets[i % copies], launch.grid, group, timing=True)
+        for step, code, step_group in steps:
+            more = timed(code, step.args(sets[i % copies]), step.grid, step_group, timing=True)
+            ms = None if ms is None or more is None else ms + more
+        return ms
+
     try:
-        return timing.measure(lambda i: timed(compiled, sets[i % copies], launch.grid, group, timing=True), policy)
+        return timing.measure(run_timed, policy)
     finally:
         release()
 

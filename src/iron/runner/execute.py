@@ -3,7 +3,8 @@
 1. :func:`make_setup` calls the user's setup callback (CPU, safe to run ahead in a worker thread);
 2. :func:`call_oracle` evaluates the float64 oracle on the pristine arguments (CPU, likewise);
 3. :func:`resolve` binds the setup to its kernel: the specialisation, its run-time arguments,
-   which outputs to check and poison, the launch geometry (main thread: it lowers IR);
+   which outputs to check and poison, the launch geometry, the steps that follow (main thread: it
+   lowers IR);
 4. :func:`fresh_args` copies the arguments and poisons the write-only outputs before each run;
 5. :func:`judge` compares the outputs with the expectations, within each output's tolerance.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..core import dtypes as D
 from ..core.errors import IronCompileError, IronError
-from ..harness.cases import Case, Setup
+from ..harness.cases import Case, Setup, Then
 from ..harness.registry import Item, base_kernel
 from ..harness.tolerance import Expect, Tolerance, Verdict, compare, derive_tolerance, poison, widen
 from ..lang.kernel import normalize_grid
@@ -73,8 +74,26 @@ def call_oracle(setup: Setup) -> Any:
 
 
 @dataclass
+class Step:
+    """A :class:`~iron.harness.cases.Then` resolved: each argument a literal or a run-time position of
+    the setup kernel's arguments (``refs``), so a step gets the very arrays the launch before it had."""
+
+    kernel: Any
+    values: list[Any]
+    refs: dict[int, int]
+    grid: tuple[int, ...]
+    group: tuple[int, ...] | None
+
+    def args(self, runtime_args: Sequence[Any]) -> list[Any]:
+        return [runtime_args[self.refs[i]] if i in self.refs else v for i, v in enumerate(self.values)]
+
+    def compiled(self, target: str) -> Any:
+        return self.kernel.compiled(target)
+
+
+@dataclass
 class Launch:
-    """An item's setup bound to its kernel."""
+    """An item's setup bound to its kernel (and the steps that follow it)."""
 
     item: Item
     setup: Setup
@@ -88,12 +107,19 @@ class Launch:
     group: tuple[int, ...] | None
     #: Tensor parameter name -> "read", "write" or "readwrite", as the kernel uses it.
     access: dict[str, str | None]
+    then: list[Step] = field(default_factory=list)
 
     def runtime_args(self, args: Sequence[Any]) -> list[Any]:
         return [args[i] for i in self.runtime]
 
     def compiled(self, target: str) -> Any:
         return self.kernel.variant(**self.binding).compiled(target)
+
+    def run_steps(self, device: Any, runtime_args: Sequence[Any]) -> None:
+        """Launch the steps after the kernel's own launch on ``runtime_args``, in order."""
+        for step in self.then:
+            device.launch(step.compiled(device.target), step.args(runtime_args), step.grid,
+                          step.group or device.default_group(step.grid))
 
 
 def resolve(item: Item, case: Case, setup: Setup) -> Launch:
@@ -114,8 +140,24 @@ def resolve(item: Item, case: Case, setup: Setup) -> Launch:
     poisoned = (_positions(setup.poison, names, "poison") if setup.poison is not None
                 else [i for i in outputs if access.get(names[i]) == "write"])
     group = None if setup.group is None else normalize_grid(setup.group, "group")
+    steps = [_step(t, names, runtime, item.entry.name) for t in setup.then]
     return Launch(item, setup, names, kernel, binding, runtime, outputs, poisoned,
-                  normalize_grid(setup.grid, "grid"), group, access)
+                  normalize_grid(setup.grid, "grid"), group, access, steps)
+
+
+def _step(then: Then, names: list[str], runtime: list[int], entry: str) -> Step:
+    if not callable(getattr(then.kernel, "compiled", None)):
+        raise SetupError(f"the setup '{entry}': a then= step needs a kernel with its variant bound "
+                         f"(kernel.variant(...)), got {type(then.kernel).__name__}")
+    refs = {}
+    for i, a in enumerate(then.args):
+        if isinstance(a, str):
+            if a not in names or names.index(a) not in runtime:
+                raise SetupError(f"the setup '{entry}': then= argument {a!r} is not a run-time parameter of the "
+                                 f"kernel ({', '.join(names)})")
+            refs[i] = runtime.index(names.index(a))
+    group = None if then.group is None else normalize_grid(then.group, "group")
+    return Step(then.kernel, list(then.args), refs, normalize_grid(then.grid, "grid"), group)
 
 
 def _positions(which: Sequence[str | int], names: list[str], what: str) -> list[int]:
@@ -207,5 +249,5 @@ def judge(launch: Launch, after: Sequence[Any], expected: Mapping[int, Expect]) 
     return Judgement(not problems, worst, tol_text, problems)
 
 
-__all__ = ["Judgement", "Launch", "SetupError", "bytes_moved", "call_oracle", "describe", "expectations",
+__all__ = ["Judgement", "Launch", "SetupError", "Step", "bytes_moved", "call_oracle", "describe", "expectations",
            "fresh_args", "judge", "make_setup", "resolve", "simd_width", "tolerance_of"]

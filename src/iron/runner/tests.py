@@ -71,7 +71,9 @@ def _check(item: Item, prepared: tuple[Any, Any, Any], device: Any, backend: str
     expected = execute.expectations(launch, answer)
     args = execute.fresh_args(launch)
     compiled = launch.compiled(device.target)
-    device.launch(compiled, launch.runtime_args(args), launch.grid, launch.group or device.default_group(launch.grid))
+    runtime_args = launch.runtime_args(args)
+    device.launch(compiled, runtime_args, launch.grid, launch.group or device.default_group(launch.grid))
+    launch.run_steps(device, runtime_args)
     verdict = execute.judge(launch, args, expected)
     return _row(item, backend, verdict.ok, worst=verdict.worst, tolerance=verdict.tolerance,
                 error="; ".join(verdict.problems) or None)

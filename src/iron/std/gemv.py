@@ -23,6 +23,12 @@ MAX_GROUPS = 65535
 TARGET_GROUPS = 264
 #: Column threads per group the columns kernel may use (powers of two; the rest of the group splits K).
 COLUMN_THREADS = (32, 16, 8, 4, 2)
+#: A split ``gemv_cols`` aims for this many (column block, K split) items: four groups of 256 per SM of a
+#: 132-SM GPU; each split keeps at least MIN_SPLIT_ROWS rows, so its f32 partials stay a few percent of A.
+SPLIT_TARGET = 528
+MIN_SPLIT_ROWS = 64
+#: Whether ``gemv`` splits K when N alone gives too few wide column blocks.
+SPLIT_COLUMNS = True
 
 
 @kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
@@ -74,18 +80,22 @@ def gemv_rows(a: In[T], x: In[T], y: Tensor[T], m: int, k: int, vectors: bool):
 
 
 @kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], THREADS=[256, 1024]))
-def gemv_cols(a: In[T], x: In[T], y: Tensor[T], k: int, n: int, ct: int, vectors: bool):
-    """y[c] = sum_r x[r] * A[r, c]: a group per block of CT * VEC columns, K split across the group.
+def gemv_cols(a: In[T], x: In[T], y: Tensor[T], part: Tensor[f32], k: int, n: int, ct: int, kstep: int,
+              vectors: bool):
+    """y[c] = sum_r x[r] * A[r, c]: a group per block of CT * VEC columns and split of K rows.
 
-    A: (k, n) row-major contiguous; x: (k,); y: (n,); dtype T (f32, f16, bf16); f32 products and sums,
-    one rounding to T.  k >= 1, n >= 1, k * n < 2**31.  Groups of exactly THREADS threads (1-D); ct (column
-    threads, CT) a power of two with CT * VEC <= 256; the grid a whole number of groups (blocks loop).
-    Thread t owns columns [b + (t % CT) VEC, + VEC) of block b and rows r = s, s + S, ... (s = t // CT,
-    S = THREADS / CT): one 16-byte load of A per row with vectors (the host's: n % VEC == 0 and A 16-byte
-    aligned), else VEC scalar loads, each column checked against n (the tail).
-    Order: each thread adds its rows in order (fma); a xor butterfly sums the R = max(1, W / CT)
-    slices in one subgroup (log2 R levels); the P = THREADS / max(CT, W) subgroup partials meet in shared
-    memory and one thread per column adds them in slice order.  Deterministic: no atomics.
+    A: (k, n) row-major contiguous; x: (k,); y: (n,); dtype T (f32, f16, bf16); f32 products and sums.
+    k >= 1, n >= 1, k * n < 2**31.  Groups of exactly THREADS threads (1-D); ct (column threads, CT) a
+    power of two with CT * VEC <= 256; the grid a whole number of groups (work items loop over it).
+    K is cut into S = ceil(k / kstep) splits of kstep rows; a work item is a (column block, split) pair,
+    the block varying fastest.  With S = 1 the item writes y[c] (one rounding to T); with S > 1 it writes
+    split sp's f32 sum to part[sp * n + c] (part: (S, n) f32) and ``gemv_cols_sum`` adds the splits.
+    Thread t owns columns [b + (t % CT) VEC, + VEC) of block b and the split's rows r0 + s, r0 + s + R,
+    ... (s = t // CT, R = THREADS / CT): one 16-byte load of A per row with vectors (the host's: n % VEC
+    == 0 and A 16-byte aligned), else VEC scalar loads, each column checked against n (the tail).
+    Order: each thread adds its rows in order (fma); a xor butterfly sums the max(1, W / CT) slices in
+    one subgroup; the P = THREADS / max(CT, W) subgroup partials meet in shared memory and one thread
+    per column adds them in slice order.  Deterministic: no atomics.
     Non-finite: IEEE f32 arithmetic; a NaN in column c or in x makes y[c] NaN (also Inf * 0).
     """
     buf = shared(f32, THREADS * VEC)
@@ -96,19 +106,24 @@ def gemv_cols(a: In[T], x: In[T], y: Tensor[T], k: int, n: int, ct: int, vectors
     s = t // ct
     width = ct * VEC
     blocks = (n + width - 1) // width
-    block = group_id(0)
-    while block < blocks:
+    splits = (k + kstep - 1) // kstep
+    item = group_id(0)
+    while item < blocks * splits:
+        block = item % blocks
+        sp = item // blocks
+        r0 = sp * kstep
+        r1 = min(k, r0 + kstep)
         first = block * width + col_thread * VEC
         acc = local(f32, VEC)
         if vectors:
             if first < n:
-                for r in range(s, k, slices, unroll=4):
+                for r in range(r0 + s, r1, slices, unroll=4):
                     av = f32(a.load(r * n + first, width=VEC))
                     xr = f32(x[r])
                     for j in static_range(VEC):
                         acc[j] = av[j] * xr + acc[j]
         else:
-            for r in range(s, k, slices, unroll=4):
+            for r in range(r0 + s, r1, slices, unroll=4):
                 xr = f32(x[r])
                 for j in static_range(VEC):
                     if first + j < n:
@@ -132,9 +147,25 @@ def gemv_cols(a: In[T], x: In[T], y: Tensor[T], k: int, n: int, ct: int, vectors
                 total = buf[plane]
                 for p in range(1, THREADS // max(ct, w)):
                     total = total + buf[plane + p * ct]
-                y[col] = T(total)
+                if splits == 1:
+                    y[col] = T(total)
+                else:
+                    part[sp * n + col] = total
         barrier()
-        block += num_groups(0)
+        item += num_groups(0)
+
+
+@kernel(variants(T=[f32, f16, bf16]))
+def gemv_cols_sum(part: In[f32], y: Tensor[T], n: int, splits: int):
+    """y[c] = sum over sp of part[sp * n + c], splits in order (f32), one rounding to T: the second pass
+    of a split ``gemv_cols``.  part (splits, n) f32; y (n,); a thread per column, looping over the grid."""
+    c = program_id(0)
+    while c < n:
+        total = part[c]
+        for sp in range(1, splits):
+            total = total + part[sp * n + c]
+        y[c] = T(total)
+        c += grid_size(0)
 
 
 def choose_column_threads(n: int, vec: int) -> int:
@@ -169,10 +200,37 @@ def rows_grid(m: int) -> int:
     return min(_host.ceil_div(m * 32, GROUP), MAX_GROUPS) * GROUP
 
 
-def cols_grid(n: int, vec: int, ct: int, threads: int = GROUP) -> int:
-    """Threads for ``gemv_cols``: a group of ``threads`` per block of ``ct * vec`` columns, capped at
-    MAX_GROUPS groups."""
-    return min(_host.ceil_div(n, ct * vec), MAX_GROUPS) * threads
+def cols_grid(n: int, vec: int, ct: int, threads: int = GROUP, splits: int = 1) -> int:
+    """Threads for ``gemv_cols``: a group of ``threads`` per (block of ``ct * vec`` columns, K split),
+    capped at MAX_GROUPS groups."""
+    return min(_host.ceil_div(n, ct * vec) * splits, MAX_GROUPS) * threads
+
+
+def split_rows(k: int, n: int, vec: int, ct: int = COLUMN_THREADS[0]) -> int:
+    """kstep for a split ``gemv_cols`` with ``ct`` column threads: enough splits for about SPLIT_TARGET
+    items, each of at least MIN_SPLIT_ROWS rows (one split, kstep = k, when K is short)."""
+    blocks = _host.ceil_div(n, ct * vec)
+    splits = max(1, min(_host.ceil_div(SPLIT_TARGET, blocks), k // MIN_SPLIT_ROWS))
+    return _host.ceil_div(k, splits)
+
+
+def column_plan(k: int, n: int, dt: Any, backend: str | None) -> tuple[int, int, int]:
+    """(CT, kstep, threads) of the ``gemv_cols`` launch ``gemv`` makes for A (k, n).
+
+    Without a split a group reads row segments of CT * 16 bytes, narrow when N is short (CT = 2: 32
+    bytes); a split keeps them 512 bytes wide (CT = 32) and finds its parallelism in K instead.
+    """
+    vec = _host.vector_width(dt)
+    ct = choose_column_threads(n, vec)
+    kstep = split_rows(k, n, vec)
+    if ct == COLUMN_THREADS[0] or kstep >= k or not SPLIT_COLUMNS:
+        return ct, k, column_group_threads(dt, backend)
+    return COLUMN_THREADS[0], kstep, GROUP
+
+
+def sum_grid(n: int) -> int:
+    """Threads for ``gemv_cols_sum``: one per column, capped at MAX_GROUPS groups of GROUP."""
+    return min(_host.ceil_div(n, GROUP), MAX_GROUPS) * GROUP
 
 
 def column_group_threads(dt: Any, backend: str | None) -> int:
@@ -210,11 +268,15 @@ def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str 
     vec = _host.vector_width(dt)
     vectors = cols % vec == 0 and aligned(A, x)
     if transpose:
-        ct = choose_column_threads(cols, vec)
-        threads = column_group_threads(dt, backend)
-        gemv_cols.variant(T=dt, VEC=vec, THREADS=threads).launch(A, x, out, rows, cols, ct, vectors,
-                                                                 grid=(cols_grid(cols, vec, ct, threads),),
-                                                                 group=(threads,), backend=backend)
+        ct, kstep, threads = column_plan(rows, cols, dt, backend)
+        splits = _host.ceil_div(rows, kstep)
+        part = _host.empty_like(x, (splits, cols) if splits > 1 else (1,), f32)
+        gemv_cols.variant(T=dt, VEC=vec, THREADS=threads).launch(
+            A, x, out, part, rows, cols, ct, kstep, vectors, grid=(cols_grid(cols, vec, ct, threads, splits),),
+            group=(threads,), backend=backend)
+        if splits > 1:
+            gemv_cols_sum.variant(T=dt).launch(part, out, cols, splits, grid=(sum_grid(cols),), group=(GROUP,),
+                                               backend=backend)
     else:
         gemv_rows.variant(T=dt, VEC=vec).launch(A, x, out, rows, cols, vectors, grid=(rows_grid(rows),),
                                                  group=(GROUP,), backend=backend)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from iron import Depth, Expect, Setup, bench, bf16, f16, f32, log2_ceil, test_kernel
+from iron import Depth, Expect, Setup, Then, bench, bf16, f16, f32, log2_ceil, test_kernel
 
 from .. import _host
-from ..gemv import GROUP, choose_column_threads, cols_grid, gemv_cols, gemv_rows, rows_grid
+from ..gemv import (COLUMN_THREADS, GROUP, choose_column_threads, cols_grid, gemv_cols, gemv_cols_sum, gemv_rows,
+                    rows_grid, split_rows, sum_grid)
 
 VECTORS = [{"T": f32, "VEC": 4}, {"T": f16, "VEC": 8}, {"T": bf16, "VEC": 8}]
 #: The columns kernel's bindings: groups of 256 (what ``gemv`` launches) ...
@@ -32,6 +33,12 @@ ROWS_SHAPES = [{"M": 1, "K": 1}, {"M": 1, "K": 7}, {"M": 3, "K": 7}, {"M": 5, "K
 COLS_SHAPES = [{"K": 1, "N": 1, "CT": 2}, {"K": 7, "N": 5, "CT": 2}, {"K": 7, "N": 5, "CT": 32},
                {"K": 300, "N": 33, "CT": 4}, {"K": 129, "N": 64, "CT": 8}, {"K": 40, "N": 1000, "CT": 16},
                {"K": 513, "N": 24, "CT": 1}, {"K": 33, "N": 96, "CT": 4, "V": 0}, {"K": 20, "N": 301, "CT": 2, "G": 1}]
+# K in splits of KS rows (then gemv_cols_sum): a last split of one row; a partial last split over the
+# scalar column tail; one row a split; splits over several column blocks with the grid capped at 3
+# groups (items loop); KS = K (one split: y directly, no second pass).
+SPLIT_SHAPES = [{"K": 129, "N": 64, "CT": 8, "KS": 64}, {"K": 300, "N": 33, "CT": 32, "KS": 70},
+                {"K": 5, "N": 40, "CT": 4, "KS": 1}, {"K": 200, "N": 600, "CT": 32, "KS": 48, "G": 3},
+                {"K": 100, "N": 72, "CT": 32, "KS": 100}]
 
 ROWS_BENCH = {"interp": [{"M": 256, "K": 256}], "vulkan": [{"M": 1024, "K": 1024}],
               "*": [{"M": 4096, "K": 4096}, {"M": 11008, "K": 4096}, {"M": 4096, "K": 11008}]}
@@ -84,25 +91,43 @@ def rows_setup(case):
 
 # ---------------------------------------------------------------- y = x^T A
 
-def cols_depth(k: int, ct: int, w: int, threads: int = GROUP) -> Depth:
-    """f32 roundings to y[c]: the thread's fmas over its K slice, the log2 R butterfly, then the P - 1
-    adds of the subgroup partials (R = max(1, W / CT), P = THREADS / max(CT, W)); one rounding to T."""
+def cols_depth(k: int, ct: int, w: int, threads: int = GROUP, kstep: int | None = None) -> Depth:
+    """f32 roundings to y[c]: the thread's fmas over its slice of a K split, the log2 R butterfly, the
+    P - 1 adds of the subgroup partials (R = max(1, W / CT), P = THREADS / max(CT, W)), then the S - 1
+    adds of the splits (S = ceil(k / kstep)); one rounding to T."""
+    kstep = k if kstep is None else kstep
     slices = threads // ct
-    chain = _host.ceil_div(k, slices) + log2_ceil(max(1, w // ct)) + threads // max(ct, w) - 1
-    return Depth(steps=1, f32_steps=chain)
+    chain = _host.ceil_div(min(k, kstep), slices) + log2_ceil(max(1, w // ct)) + threads // max(ct, w) - 1
+    return Depth(steps=1, f32_steps=chain + _host.ceil_div(k, kstep) - 1)
 
 
-def _cols_oracle(a, x, y, k, n, ct, vectors):
+def _cols_oracle(a, x, y, part, k, n, ct, kstep, vectors):
     A = a.reshape(k, n)
     return Expect(x @ A, scale=np.abs(x) @ np.abs(A))
 
 
-def _vm_torch(a, x, y, k, n, ct, vectors):
+def _vm_torch(a, x, y, part, k, n, ct, kstep, vectors):
     return x @ a.view(k, n)
 
 
-def _vm_numpy(a, x, y, k, n, ct, vectors):
+def _vm_numpy(a, x, y, part, k, n, ct, kstep, vectors):
     return (x.astype(np.float32) @ a.reshape(k, n).astype(np.float32)).astype(y.dtype)
+
+
+def _cols(case, ct: int, kstep: int) -> Setup:
+    """``gemv_cols`` with CT and kstep (the G extent caps the grid), then ``gemv_cols_sum`` when K splits."""
+    k, n, vec, threads = case["K"], case["N"], case["VEC"], case["THREADS"]
+    splits = _host.ceil_div(k, kstep)
+    groups = _extent(case, "G")
+    grid = cols_grid(n, vec, ct, threads, splits) if groups is None else groups * threads
+    vectors = n % vec == 0 and _extent(case, "V", 1) != 0
+    part = case.empty(splits, n, dtype=f32) if splits > 1 else case.empty(1, dtype=f32)
+    then = [Then(gemv_cols_sum.variant(T=case.T), ["part", "y", n, splits], grid=sum_grid(n), group=GROUP)]
+    item = case.T.itemsize
+    return Setup(args=[case.randn(k, n), case.randn(k), case.empty(n), part, k, n, ct, kstep, vectors], grid=grid,
+                 group=threads, oracle=_cols_oracle, outputs=["y"], then=then if splits > 1 else [],
+                 depth=cols_depth(k, ct, case.simd_width, threads, kstep), flops=2 * k * n,
+                 bytes_moved=(k * n + k + n) * item)  # what x @ A must move (not the split's f32 partials)
 
 
 @test_kernel(gemv_cols, shapes=COLS_SHAPES, bindings=COLS_BINDINGS, name="std/gemv/cols")
@@ -112,11 +137,34 @@ def _vm_numpy(a, x, y, k, n, ct, vectors):
 @bench(gemv_cols, shapes={"cuda": COLS_BENCH["*"]}, bindings=COLS_1024, reference={"cuda": _vm_torch},
        name="std/gemv/cols_1024")
 def cols_setup(case):
-    k, n, vec, threads = case["K"], case["N"], case["VEC"], case["THREADS"]
-    ct = _extent(case, "CT", choose_column_threads(n, vec))
+    """Without a split: every K row in one group per column block (CT by the shape, else the host's)."""
+    return _cols(case, _extent(case, "CT", choose_column_threads(case["N"], case["VEC"])), case["K"])
+
+
+@test_kernel(gemv_cols, shapes=SPLIT_SHAPES, bindings=COLS_BINDINGS, name="std/gemv/cols_split")
+@bench(gemv_cols, shapes=COLS_BENCH, bindings=COLS_BINDINGS, reference={"cuda": _vm_torch, "*": _vm_numpy},
+       name="std/gemv/cols_split")
+def cols_split_setup(case):
+    """K split (KS rows, else the host's ``split_rows``) over 32 column threads, then the sum pass."""
+    ct = _extent(case, "CT", COLUMN_THREADS[0])
+    return _cols(case, ct, _extent(case, "KS", split_rows(case["K"], case["N"], case["VEC"], ct)))
+
+
+# ---------------------------------------------------------------- the split's second pass
+
+# (S, N): one split; several over a column count past one group (grid-strided with G = 1).
+SUM_SHAPES = [{"S": 1, "N": 5}, {"S": 7, "N": 300}, {"S": 3, "N": 1000, "G": 1}]
+
+
+def _sum_oracle(part, y, n, splits):
+    return Expect(part.reshape(splits, n).sum(axis=0), scale=np.abs(part.reshape(splits, n)).sum(axis=0))
+
+
+@test_kernel(gemv_cols_sum, shapes=SUM_SHAPES, bindings=[{"T": f32}, {"T": f16}, {"T": bf16}],
+             name="std/gemv/cols_sum")
+def cols_sum_setup(case):
+    splits, n = case["S"], case["N"]
     groups = _extent(case, "G")
-    grid = cols_grid(n, vec, ct, threads) if groups is None else groups * threads
-    vectors = n % vec == 0 and _extent(case, "V", 1) != 0
-    return Setup(args=[case.randn(k, n), case.randn(k), case.empty(n), k, n, ct, vectors], grid=grid,
-                 group=threads, oracle=_cols_oracle, depth=cols_depth(k, ct, case.simd_width, threads),
-                 flops=2 * k * n)
+    return Setup(args=[case.randn(splits, n, dtype=f32), case.empty(n), n, splits],
+                 grid=sum_grid(n) if groups is None else groups * GROUP, group=GROUP, oracle=_sum_oracle,
+                 depth=Depth(steps=1, f32_steps=splits - 1))
