@@ -37,7 +37,7 @@ DECODE_THREADS = 128
 TEAM = 8
 
 
-@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2], U=[1, 2]))
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2], U=[1, 2, 4]))
 def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32],
                            part_lse: Tensor[f32], H: int, H_kv: int, S_max: int, NCH: int, CH: int, scale: f32):
     """One chunk of keys for GQ query heads sharing one KV head: the chunk's softmax-weighted V and its LSE.
@@ -47,10 +47,10 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
     [c*CH, min((c+1)*CH, L_b)) of heads hg*GQ .. hg*GQ+GQ-1, KV head (hg*GQ) // (H / H_kv).
     Out (f32): part_o (B, H, NCH, D) = sum_j softmax_j v_j over the chunk (normalised), part_lse
     (B, H, NCH) = log2 sum_j 2^(s_j), s_j = scale * log2(e) * q.k_j; an empty chunk gives 0 and -inf.
-    Order: a team of 8 lanes owns a key at a time (each lane D/8 elements: 16-byte vectors, a sequential
-    FMA chain, then a 3-step xor butterfly); keys j = start + team, + 16, ... fold into the team's running
-    (m, l, acc) in order (U of them loaded before the first is folded: more loads in flight; the order,
-    so the result, does not depend on U); teams combine by an xor butterfly inside a subgroup, then
+    Order: a team of 8 lanes owns U keys at a time, j0, j0 + 16, ... (j0 = start + team, + 16 U, ...):
+    each score a lane's sequential FMA chain over D/8 elements (16-byte vectors), then a 3-step xor
+    butterfly; the U keys fold into the team's running (m, l, acc) at once (one rescale by 2^(m - m'),
+    then the U weighted rows in order); teams combine by an xor butterfly inside a subgroup, then
     subgroups in id order.
     D in {64, 128}; H a multiple of H_kv, H / H_kv a multiple of GQ.  NaN/Inf in q or k give NaN for the
     head's chunk (and output); NaN/Inf in v propagate to the outputs that weight them.
@@ -101,25 +101,38 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
                 for i in static_range(VEC):
                     kf[u * E + jv * VEC + i] = kx[i]
                     vf[u * E + jv * VEC + i] = vx[i]
-        for u in static_range(U):  # the U keys in order: j0, j0 + TEAMS, ...
+        # The U keys' scores (a key past the chunk, clamped above, scores -inf: weight 0), then one
+        # rescale of (m, l, acc) per head for all U: m' = max(m, s_u), acc' = acc 2^(m-m') + sum_u
+        # 2^(s_u-m') v_u in u order.
+        sc = local(f32, U * GQ)
+        for u in static_range(U):
             for g in static_range(GQ):
                 s = 0.0
                 for e in static_range(E):
                     s = fma(qv[g * E + e], kf[u * E + e], s)
+                sc[u * GQ + g] = s
+        for u in static_range(U):
+            for g in static_range(GQ):
+                s = sc[u * GQ + g]
                 s += simd_shuffle_xor(s, 4)
                 s += simd_shuffle_xor(s, 2)
                 s += simd_shuffle_xor(s, 1)
-                # A key past the chunk (clamped above) weighs nothing: s = -inf gives alpha 1, p 0.
-                s = select(j0 + u * TEAMS < end, s, NEG)
-                # One exp2 per key: the new key either raises the max (rescale by 2^(m-s), weight 1) or not.
-                up = s > m[g]
-                ex = exp2(-abs(s - m[g]))
-                alpha = select(up, ex, 1.0)
-                p = select(up, 1.0, ex)
-                m[g] = select(up, s, m[g])
-                l[g] = l[g] * alpha + p
+                sc[u * GQ + g] = select(j0 + u * TEAMS < end, s, NEG)
+        for g in static_range(GQ):
+            mx = m[g]
+            for u in static_range(U):
+                mx = max(mx, sc[u * GQ + g])
+            alpha = exp2(m[g] - mx)
+            m[g] = mx
+            tot = l[g] * alpha
+            for e in static_range(E):
+                acc[g * E + e] = acc[g * E + e] * alpha
+            for u in static_range(U):
+                p = exp2(sc[u * GQ + g] - mx)
+                tot += p
                 for e in static_range(E):
-                    acc[g * E + e] = fma(p, vf[u * E + e], acc[g * E + e] * alpha)
+                    acc[g * E + e] = fma(p, vf[u * E + e], acc[g * E + e])
+            l[g] = tot
     # Teams of one subgroup: an xor butterfly over the team index.
     mask = TEAM
     while mask < simd_size():
@@ -493,10 +506,10 @@ def heads_per_group(h: int, h_kv: int) -> int:
 
 
 def keys_in_flight(gq: int) -> int:
-    """U: keys a decode team loads before folding the first.  Two when a group serves one head (on the
-    H200, B=16, 32 heads: 307 -> 249 us, at SDPA's 240); one when it serves two, whose extra
-    registers already cost occupancy (two there: 124 -> 136 us)."""
-    return 2 if gq == 1 else 1
+    """U: keys a decode team loads and folds at once.  On the H200 (B=16, 32 heads of 128, a 4K cache,
+    f16, 2026-11-30): four when a group serves one head (32 KV heads: 307 us one key at a time -> 250;
+    SDPA 248), two when it serves two (8 KV heads: 123 -> 102 us; four keys 115; SDPA 66)."""
+    return 4 if gq == 1 else 2
 
 
 def _check_heads(h: int, h_kv: int, d: int) -> None:

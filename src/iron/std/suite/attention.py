@@ -77,13 +77,16 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: floa
 # ---------------------------------------------------------------- decode, split pass
 
 #: (B, H, H_kv, S_max, D, CH): a single key; GQA 2 with H_kv 2; several chunks, some partial, GQ = 2 of
-#: a ratio of 4; D = 128 with a zero length; one chunk of 64 over a shorter sequence.
+#: a ratio of 4; D = 128 with a zero length; one chunk of 64 over a shorter sequence (GQ = 2: two blocks
+#: of U = 2 keys a team); chunks of 160 keys, one head a group (U = 4: three blocks a team, the last
+#: half masked).
 DECODE_SHAPES = [
     {"B": 1, "H": 2, "Hkv": 1, "S": 1, "D": 64, "CH": 16},
     {"B": 2, "H": 4, "Hkv": 2, "S": 7, "D": 64, "CH": 16},
     {"B": 2, "H": 4, "Hkv": 1, "S": 33, "D": 64, "CH": 16},
     {"B": 2, "H": 2, "Hkv": 2, "S": 100, "D": 128, "CH": 32},
     {"B": 1, "H": 4, "Hkv": 2, "S": 100, "D": 64, "CH": 64},
+    {"B": 2, "H": 2, "Hkv": 2, "S": 300, "D": 64, "CH": 160},
 ]
 DECODE_BENCH = {
     "interp": [{"B": 1, "H": 4, "Hkv": 4, "S": 256, "D": 128}],
