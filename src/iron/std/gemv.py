@@ -27,8 +27,6 @@ COLUMN_THREADS = (32, 16, 8, 4, 2)
 #: 132-SM GPU; each split keeps at least MIN_SPLIT_ROWS rows, so its f32 partials stay a few percent of A.
 SPLIT_TARGET = 528
 MIN_SPLIT_ROWS = 64
-#: Whether ``gemv`` splits K when N alone gives too few wide column blocks.
-SPLIT_COLUMNS = True
 
 
 @kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
@@ -223,7 +221,7 @@ def column_plan(k: int, n: int, dt: Any, backend: str | None) -> tuple[int, int,
     vec = _host.vector_width(dt)
     ct = choose_column_threads(n, vec)
     kstep = split_rows(k, n, vec)
-    if ct == COLUMN_THREADS[0] or kstep >= k or not SPLIT_COLUMNS:
+    if ct == COLUMN_THREADS[0] or kstep >= k:
         return ct, k, column_group_threads(dt, backend)
     return COLUMN_THREADS[0], kstep, GROUP
 
