@@ -1,10 +1,12 @@
 """Running registered tests: setups and oracles ahead on CPU threads, device launches one at a time.
 
 Setup callbacks and float64 oracles are CPU work, so a pool of worker threads prepares the next
-items while the device runs the current one (numpy releases the GIL).  Launches stay on the main
-thread, one at a time, in plan order.  Each item is framed by ``start`` and its ``test_row``: a
-setup that hangs blocks only when its own item is started, so the CLI's watchdog blames the right
-row.  With ``lookahead=0`` nothing runs ahead (the CLI asks for that after a crash, so a hard
+items while the device runs the current one (numpy releases the GIL).  On a device with a slow,
+thread-safe build step (``device.prepare``: CUDA's NVRTC), the main thread also lowers the
+kernels of the items whose setups are ready and hands their builds to a second pool, so a cold
+cache compiles on every core.  Launches stay on the main thread, one at a time, in plan order.
+Each item is framed by ``start`` and its ``test_row``: a setup that hangs blocks only when its own
+item is started, so the CLI's watchdog blames the right row.  With ``lookahead=0`` nothing runs ahead (the CLI asks for that after a crash, so a hard
 crash in a setup is attributed exactly).
 """
 
@@ -33,6 +35,7 @@ def run_tests(items: Sequence[Item], device: Any, backend: str, seed: int, emit:
     """Run every item on ``device``, emitting start/test_row per item; returns the number of failures."""
     failures = 0
     pool = ThreadPoolExecutor(max_workers=max(1, lookahead), thread_name_prefix="iron-oracle") if lookahead else None
+    builder = Builder(device, lookahead)
     pending: deque[tuple[Item, Future | None]] = deque()
     queue = list(items)
 
@@ -50,24 +53,70 @@ def run_tests(items: Sequence[Item], device: Any, backend: str, seed: int, emit:
             try:
                 prepared = future.result() if future is not None else _prepare(item, seed, device)
                 refill()
-                row = _check(item, prepared, device, backend)
+                row = _check(item, prepared, device, backend, builder.take(item))
             except Exception as e:  # the item's own failure: report it in its row and go on
                 refill()
+                builder.take(item)
                 row = _row(item, backend, False, error=execute.describe(e))
             row = dataclasses.replace(row, seconds=round(time.perf_counter() - started, 6))
             failures += not row.ok
             emit("test_row", row)
+            builder.ahead(pending)
     finally:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        builder.close()
     return failures
 
 
-def _check(item: Item, prepared: tuple[Any, Any, Any], device: Any, backend: str) -> TestRow:
+class Builder:
+    """Builds the modules of items ahead of their launch on worker threads, where the device can
+    (``device.prepare``); the IR is lowered on the calling (main) thread, which owns the frontend."""
+
+    def __init__(self, device: Any, workers: int) -> None:
+        self.prepare = getattr(device, "prepare", None) if workers else None
+        self.device = device
+        self.pool = (ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iron-build")
+                     if self.prepare is not None else None)
+        self.started: dict[int, tuple[execute.Launch, list[Future]] | None] = {}
+
+    def ahead(self, pending: deque[tuple[Item, Future | None]]) -> None:
+        """Start the builds of the pending items whose setups are done (and not started yet)."""
+        if self.pool is None:
+            return
+        for item, future in pending:
+            if id(item) in self.started or future is None or not future.done() or future.exception() is not None:
+                continue
+            try:
+                case, setup, _ = future.result()
+                launch = execute.resolve(item, case, setup)
+                kernels = [launch.compiled(self.device.target), *(s.compiled(self.device.target) for s in launch.then)]
+            except Exception:  # the item reports it when it runs
+                self.started[id(item)] = None
+                continue
+            self.started[id(item)] = (launch, [self.pool.submit(self.prepare, k) for k in kernels])
+
+    def take(self, item: Item) -> execute.Launch | None:
+        """The item's launch resolved ahead, once its builds are done (None: resolve it now)."""
+        started = self.started.pop(id(item), None)
+        if started is None:
+            return None
+        launch, builds = started
+        for b in builds:
+            b.exception()  # waits; a failed build fails again, with its message, at the launch
+        return launch
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _check(item: Item, prepared: tuple[Any, Any, Any], device: Any, backend: str,
+           launch: execute.Launch | None = None) -> TestRow:
     case, setup, answer = prepared
     if setup.oracle is None:
         raise execute.SetupError(f"the test '{item.entry.name}' has no oracle: return Setup(..., oracle=...)")
-    launch = execute.resolve(item, case, setup)
+    launch = launch or execute.resolve(item, case, setup)
     expected = execute.expectations(launch, answer)
     args = execute.fresh_args(launch)
     compiled = launch.compiled(device.target)

@@ -324,3 +324,18 @@ def test_a_thread_without_the_context_falls_back_to_the_general_path(device, fak
     assert current["ok"], "the general path made the context current"
     assert len(fake.launches) == 3
     np.testing.assert_array_equal(arrays[2].numpy(), 3)
+
+
+def test_prepare_builds_the_module_a_later_launch_finds_in_memory(device, fake):
+    """What the test runner's build pool calls ahead of a launch: NVRTC once, no device work."""
+    kir = setup(device, fake, add, {"x": 8, "y": 8, "out": 8})
+    before = device.cache_stats
+    launches = len(fake.launches)
+    device.prepare(kir)
+    built = device.cache_stats
+    assert built["compiles"] + built["disk_hits"] == before["compiles"] + before["disk_hits"] + 1
+    assert len(fake.launches) == launches and built["modules_loaded"] == before["modules_loaded"]
+    a = np.ones(8, np.float32)
+    device.launch(kir, [a, a.copy(), a.copy()], (8,), (8,))
+    after = device.cache_stats
+    assert after["compiles"] == built["compiles"] and after["memory_hits"] == built["memory_hits"] + 1

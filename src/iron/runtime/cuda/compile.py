@@ -153,24 +153,27 @@ class ModuleCompiler:
         digest = cachekey.digest(parts)
         entry, why = self.store.read(digest, parts)
         if entry is not None:
-            self.disk_hits += 1
+            with self._lock:  # builds run on several threads at once (a runner's build pool)
+                self.disk_hits += 1
             return self._module(entry, emitted, digest, "disk")
         if why == "no file yet":
             why = cachekey.explain_miss(emitted.entry, self.store.last_build(emitted.entry), parts)
         elif self.store.directory is not None:
-            self.rebuilt += 1
+            with self._lock:
+                self.rebuilt += 1
             why = f"{self.store.path(digest, self.format)}: {why}; rebuilt"
         self.last_miss = why
         art = tool.compile_cuda(emitted.source, arch=self.arch, options=list(options),
                                 name=f"{emitted.entry}.cu", want=self.format)
-        self.compiles += 1
         report = {k: v for k, v in art.report.items() if k != "kernels"}
         report["kernel"] = art.report.get("kernels", {}).get(emitted.entry, {})
         entry = Entry(parts, emitted.entry, art.binary, report)
         failed = self.store.write(digest, entry)
-        if failed:
-            self.write_failures += 1
-            self.last_miss += f"; not stored: {failed}"
+        with self._lock:
+            self.compiles += 1
+            if failed:
+                self.write_failures += 1
+                self.last_miss = f"{why}; not stored: {failed}"
         return self._module(entry, emitted, digest, "nvrtc")
 
     def _module(self, entry: Entry, emitted: "EmittedKernel", digest: str, origin: str) -> CompiledModule:

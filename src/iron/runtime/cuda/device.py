@@ -187,6 +187,14 @@ class CudaDevice:
             self._check_open()
             return self._dispatch.run(plan, args, grid, group, timing)
 
+    def prepare(self, kernel: Kernel) -> None:
+        """Build ``kernel``'s module (emitter and NVRTC, or the caches) ahead of its first launch.
+
+        No device work and safe from any thread (the module compiler locks its own caches; NVRTC runs
+        outside Python's lock), so a runner builds the next items' modules on worker threads while the
+        device runs the current one; the launch then finds the module in memory."""
+        self._compiler.compile(kernel)
+
     def _plan(self, kernel: Kernel) -> KernelPlan:
         plan = self._plans.get(id(kernel))
         if plan is None:
