@@ -78,12 +78,16 @@ def test_widen_gives_the_oracle_exact_float64_copies():
     assert widen(i) is not i and widen(i).dtype == np.int32
 
 
+@pytest.mark.parametrize("threads", [1, 4])
 @pytest.mark.parametrize("scale", ["values", "per_element", "scalar"])
-def test_chunked_comparison_sees_every_chunk(monkeypatch, scale):
-    """Outputs are judged a chunk at a time: bad elements in any chunk count, the worst come first."""
+def test_chunked_comparison_sees_every_chunk(monkeypatch, scale, threads):
+    """Outputs are judged a chunk at a time (on 4 threads: 15 chunks over the pool, merged in order): bad
+    elements in any chunk count, the worst come first."""
     import iron.harness.tolerance as T
 
     monkeypatch.setattr(T, "COMPARE_CHUNK", 7)
+    monkeypatch.setattr(T, "COMPARE_THREADS", threads)
+    monkeypatch.setattr(T, "_pool", None)
     rng = np.random.default_rng(3)
     want = rng.standard_normal(100)
     got = want.astype(np.float32)

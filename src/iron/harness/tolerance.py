@@ -20,6 +20,8 @@ kernel forgot to write fails.  An oracle that expects an element unwritten expec
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,15 +158,27 @@ def compare(got: Any, expect: Expect | Any, tol: Tolerance) -> Verdict:
 #: Elements compared at a time, so the float64 temporaries stay in cache: a bench row's 64M outputs in
 #: one piece made each of the ~20 passes below stream 512 MB (10.5 s for 64M bf16 values on a CPU here).
 COMPARE_CHUNK = 1 << 18
+#: Threads that compare chunks at once (numpy's loops run outside Python's lock); outputs of fewer
+#: than this many chunks are compared on the calling thread.
+COMPARE_THREADS = min(8, os.cpu_count() or 1)
+_pool: ThreadPoolExecutor | None = None
+
+
+def _map_chunks(fn: Any, starts: range) -> list[Any]:
+    """``fn`` over the chunk starts, on the comparison pool when there are enough of them; in order."""
+    global _pool
+    if COMPARE_THREADS < 2 or len(starts) < COMPARE_THREADS:
+        return [fn(s) for s in starts]
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=COMPARE_THREADS, thread_name_prefix="iron-compare")
+    return list(_pool.map(fn, starts))
 
 
 def _compare_floats(got: np.ndarray, want: np.ndarray, scale: np.ndarray | None, tol: Tolerance) -> Verdict:
     """:func:`compare` for float outputs, chunk by chunk: each element within ``rtol * scale + atol``."""
     top = float(ml_dtypes.finfo(got.dtype).max)
-    peak = 0.0
-    bad_at: list[np.ndarray] = []
-    bad_err: list[np.ndarray] = []
-    for start in range(0, got.size, COMPARE_CHUNK):
+
+    def chunk(start: int) -> tuple[float, np.ndarray, np.ndarray]:
         part = slice(start, start + COMPARE_CHUNK)
         g, w = got[part].astype(np.float64), want[part].astype(np.float64)
         s = np.abs(w) if scale is None else np.abs(scale if scale.size == 1 else scale[part])
@@ -176,12 +190,14 @@ def _compare_floats(got: np.ndarray, want: np.ndarray, scale: np.ndarray | None,
             ok |= np.isinf(g) & np.isfinite(w) & (np.sign(g) == np.sign(w)) & (np.abs(w) + allowed > top)
             ratio = np.where(ok & ~np.isfinite(err), 0.0, err / np.where(allowed > 0, allowed, np.inf))
             ratio = np.where(ok, np.minimum(ratio, 1.0), ratio)
-        if ratio.size:
-            peak = max(peak, float(np.nanmax(np.where(np.isnan(ratio), np.inf, ratio))))
+        peak = float(np.nanmax(np.where(np.isnan(ratio), np.inf, ratio))) if ratio.size else 0.0
         bad = np.flatnonzero(~ok)
-        if bad.size:
-            bad_at.append(bad + start)
-            bad_err.append(err[bad])
+        return peak, bad + start, err[bad]
+
+    parts = _map_chunks(chunk, range(0, got.size, COMPARE_CHUNK))
+    peak = max((p for p, _, _ in parts), default=0.0)
+    bad_at = [b for _, b, _ in parts if b.size]
+    bad_err = [e for _, b, e in parts if b.size]
     worst = peak if math.isfinite(peak) else None
     if not bad_at:
         return Verdict(True, worst if worst is not None else 0.0)
