@@ -8,8 +8,8 @@ clock for numpy, with the same warm-up, repetitions and input rotation.
 
 Both sides time the device alone.  A reference is a Python function that issues one or more torch
 ops; on an idle GPU a start event fires at once, so its time would include the host's cost of
-issuing them (5-10 us a torch op, tens of us for a few ops) while Iron's, whose start event goes
-in right before ``cuLaunchKernel`` after a spin kernel, does not.  So each timed reference call is
+issuing them (on the H200: 5-12 us for one torch op, up to 44 us for several) while Iron's, whose
+start event goes in right before ``cuLaunchKernel`` after a spin kernel, does not.  So each timed reference call is
 preceded by ``torch.cuda._sleep`` long enough (twice the measured host cost, at least
 :data:`LEAD_MIN_S`) that the whole call is queued before its start event fires.
 """
