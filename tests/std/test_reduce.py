@@ -114,9 +114,9 @@ def width(backend: str) -> int:
     return simd_width(device(backend))
 
 
-def row_depth(cols: int, dt: D.DType, w: int, aligned: bool = True, mean: bool = False) -> Depth:
+def row_depth(rows: int, cols: int, dt: D.DType, w: int, aligned: bool = True, mean: bool = False) -> Depth:
     vec = _host.vector_width(dt)
-    threads = w if R.is_short(cols, dt) else R.GROUP
+    threads = w if R.by_subgroup(rows, cols, dt) else R.GROUP
     return Depth(steps=1, f32_steps=RS.sum_chain(cols, vec, threads, w, aligned) + mean)
 
 
@@ -145,7 +145,8 @@ def check_all(x: np.ndarray, axis, backend: str = "interp") -> None:
     for mean, fn in ((False, R.sum), (True, R.mean)):
         got = fn(x, axis=axis, backend=backend)
         assert got.shape == x64.sum(axis=axis).shape and got.dtype == x.dtype
-        depth = (row_depth(x.shape[-1], dt, w, R.is_aligned(x), mean) if axis is not None
+        rows = x.size // max(1, x.shape[-1])
+        depth = (row_depth(rows, x.shape[-1], dt, w, R.is_aligned(x), mean) if axis is not None
                  else whole_depth(x.size, dt, w, R.is_aligned(x), mean))
         check_sum(got, x, depth, axis, mean)
     for fn, ref in ((R.max, np.max), (R.min, np.min)):
@@ -163,6 +164,17 @@ def test_rows_match_the_oracle(shape, dtype, seed):
     """1-D and 3-D inputs; rows on both sides of the schedule switch (4096 bytes) for each dtype."""
     rng = np.random.default_rng(seed)
     check_all((rng.standard_normal(shape) * 3).astype(dtype), -1)
+
+
+def test_many_long_rows_go_one_subgroup_per_row(monkeypatch, seed):
+    """Long rows take the subgroup schedule once there are MANY_ROWS of them (lowered here to 4 so the
+    interpreter runs it): values as the oracle's, through the schedule the host picked."""
+    assert R.by_subgroup(1, 1024, D.f32) and not R.by_subgroup(R.MANY_ROWS - 1, 1025, D.f32)
+    assert R.by_subgroup(R.MANY_ROWS, 16384, D.f16)
+    monkeypatch.setattr(R, "MANY_ROWS", 4)
+    assert R.by_subgroup(4, 3000, D.f32) and not R.by_subgroup(3, 3000, D.f32)
+    rng = np.random.default_rng(seed)
+    check_all((rng.standard_normal((5, 3000)) * 3).astype(np.float32), -1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
