@@ -48,6 +48,21 @@ MUTANTS = {
     "dw_nchw_padding": ("std/conv/depthwise_nchw", "dwconv2d_nchw_kernel", "q0 + j * GROUP < hw_out, oh * sh - ph, FAR",
                         "q0 + j * GROUP < hw_out, oh * sh - ph + 1, FAR",
                         [SC._dense_shape(1, 8, 3, 3, 8, 3, S=2, P=1)]),
+    # depthwise NCHW KS x KS: the window's column check one too far (reads the next row's first input)
+    "dwk_window_column": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel", "if u32(iw0 + e) < u32(wd):",
+                          "if u32(iw0 + e) <= u32(wd):", [SC._dense_shape(1, 2, 4, 5, 2, 3, P=1)]),
+    # depthwise NCHW KS x KS: a row in the padding not skipped (reads the row above the plane)
+    "dwk_padded_row": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel",
+                       "if u32(ih) < u32(h):", "if ih < h:",
+                       [SC._dense_shape(1, 2, 4, 5, 2, 3, P=1)]),
+    # depthwise NCHW KS x KS: the run's last output never stored
+    "dwk_run_tail": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel",
+                     "for j in static_range(R):\n                    if ow0 + j < w_out:",
+                     "for j in static_range(R - 1):\n                    if ow0 + j < w_out:",
+                     [SC._dense_shape(1, 2, 3, 6, 2, 5, P=2)]),
+    # depthwise NCHW KS x KS: small planes packed into a group, but every thread takes its plane's first pair
+    "dwk_packed_pair": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel",
+                        "t = thread_id(0) - sub * items", "t = thread_id(0)", [SC._dense_shape(1, 4, 3, 5, 4, 3, P=1)]),
     # depthwise NHWC: the column dilation ignored
     "dw_nhwc_dilation": ("std/conv/depthwise_nhwc", "dwconv2d_nhwc_kernel",
                          "ih = ih0[j] + ikh * dh\n                        iw = iw0[j] + ikw * dw",
@@ -142,6 +157,83 @@ def test_depthwise_host_both_layouts(backend):
         _close(yh, SC.to_nhwc(want), dtype, 15)
 
 
+# ---------------------------------------------------------------- depthwise NCHW, KS x KS at stride 1
+
+def test_depthwise_nchw_picks_the_ks_kernel(monkeypatch):
+    """3x3, 5x5 and 7x7 at stride and dilation 1 take dwconv2d_nchw_k_kernel; everything else the generic one."""
+    launched = []
+    for name in ("dwconv2d_nchw_k_kernel", "dwconv2d_nchw_kernel"):
+        class Spy:
+            def variant(self, _real=getattr(conv, name), _name=name, **binding):
+                launched.append((_name, binding))
+                return _real.variant(**binding)
+        monkeypatch.setattr(conv, name, Spy())
+    x = np.ones((1, 2, 9, 9), np.float32)
+    for ks in (3, 5, 7):
+        conv.depthwise_conv2d(x, np.ones((2, 1, ks, ks), np.float32), padding=ks // 2, backend="interp")
+        assert launched.pop() == ("dwconv2d_nchw_k_kernel", {"T": D.f32, "KS": ks})
+    for (kh, kw), args in (((3, 3), dict(stride=2)), ((3, 3), dict(stride=(1, 2))), ((3, 3), dict(dilation=2)),
+                           ((3, 5), {}), ((1, 1), {}), ((9, 9), {})):
+        conv.depthwise_conv2d(x, np.ones((2, 1, kh, kw), np.float32), padding=1, backend="interp", **args)
+        assert launched.pop() == ("dwconv2d_nchw_kernel", {"T": D.f32})
+
+
+@pytest.mark.parametrize("ks", [3, 5, 7])
+def test_depthwise_nchw_ks_matches_oracle_and_generic(ks, monkeypatch):
+    """Against the oracle, NaN and -Inf in x included, and bit for bit against the generic kernel's chain."""
+    rng = np.random.default_rng(16 + ks)
+    x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
+    x[0, 0, 2, 3], x[1, 2, 6, 7] = np.nan, -np.inf
+    w = rng.standard_normal((3, 1, ks, ks)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    pad = (ks // 2, ks // 2 + 1)                                  # asymmetric, past KS // 2 along W
+    got = conv.depthwise_conv2d(x, w, b, padding=pad, backend="interp")
+    want = SC.depthwise_nchw(_f64(x), _f64(w), _f64(b), (1, 1), pad, (1, 1)).value
+    assert np.isnan(want).any() and np.isinf(want).any()
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.isinf(got), np.isinf(want)) and np.array_equal(got[np.isinf(got)], want[np.isinf(want)])
+    finite = np.isfinite(want)                                    # their windows hold no NaN/Inf: the clean oracle
+    clean = SC.depthwise_nchw(_f64(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)), _f64(w), _f64(b), (1, 1),
+                              pad, (1, 1))
+    _close(got[finite], iron.Expect(clean.value[finite], scale=clean.scale[finite]), D.f32, ks * ks)
+    monkeypatch.setattr(conv, "dw_nchw_ks", lambda *_: False)     # the generic kernel on the same problem
+    assert np.array_equal(got, conv.depthwise_conv2d(x, w, b, padding=pad, backend="interp"), equal_nan=True)
+
+
+def _inf_weight_over_padding(module, ks: int, backend: str) -> None:
+    """An Inf weight at tap (0, 0) of channel 0: the outputs whose tap (0, 0) lies in the padding skip it and
+    stay finite (oracle with that weight 0), the others are +-Inf (the sign of the input under it); no NaN."""
+    rng = np.random.default_rng(17)
+    p = ks // 2
+    x = rng.standard_normal((1, 2, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((2, 1, ks, ks)).astype(np.float32)
+    w[0, 0, 0, 0] = np.inf
+    y = module.depthwise_conv2d(x, w, padding=p, backend=backend)
+    assert not np.isnan(y).any(), "a padded tap multiplied an Inf weight"
+    w0 = w.copy()
+    w0[0, 0, 0, 0] = 0.0
+    want = SC.depthwise_nchw(_f64(x), _f64(w0), None, (1, 1), (p, p), (1, 1))
+    skipped = np.ones(y.shape, bool)
+    skipped[0, 0, p:, p:] = False
+    _close(y[skipped], iron.Expect(want.value[skipped], scale=want.scale[skipped]), D.f32, ks * ks)
+    assert np.array_equal(y[0, 0, p:, p:], np.inf * np.sign(x[0, 0, :6 - p, :7 - p]))
+
+
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("ks", [3, 5, 7])
+def test_depthwise_nchw_ks_inf_weight_over_padding(ks, backend):
+    _inf_weight_over_padding(conv, ks, backend)
+
+
+@pytest.mark.parametrize("old, new", [("elif u32(iw0 + j + kw) < u32(wd):", "else:"),   # padded taps not skipped
+                                      ("if (not isfinite(wsum)) if checked == 1 else isfinite(wsum):",
+                                       "if checked == 0:")])                               # no row takes that path
+def test_depthwise_nchw_ks_inf_weight_mutants(old, new, tmp_path):
+    """The checked path (a filter row with a non-finite weight) keeps 0 * Inf out: its mutants give NaN."""
+    with pytest.raises(AssertionError, match="multiplied an Inf weight"):
+        _inf_weight_over_padding(mutant_module(tmp_path, old, new), 3, "interp")
+
+
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
 def test_grids_past_one_row(backend, monkeypatch):
     """With at most one group per grid axis every kernel loops over its tiles / planes: all outputs once."""
@@ -154,6 +246,8 @@ def test_grids_past_one_row(backend, monkeypatch):
     wd = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
     want = SC.depthwise_nchw(_f64(x), _f64(wd), None, (1, 1), (1, 1), (1, 1))
     _close(conv.depthwise_conv2d(x, wd, padding=1, backend=backend), want, D.f32, 9)   # 6 planes, 1 group
+    want_d2 = SC.depthwise_nchw(_f64(x), _f64(wd), None, (1, 1), (2, 2), (2, 2))         # generic: 2 tiles
+    _close(conv.depthwise_conv2d(x, wd, padding=2, dilation=2, backend=backend), want_d2, D.f32, 9)
     xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))                    # 1 x 256 lanes: 1024 pixels a tile
     _close(conv.depthwise_conv2d(xh, wd, padding=1, layout="NHWC", backend=backend), SC.to_nhwc(want), D.f32, 9)
 
@@ -175,6 +269,8 @@ def test_nonfinite_inputs_propagate():
               SC.dense_nchw(_f64(x), _f64(w), None, (1, 1), (1, 1), (1, 1)).value),
              (conv.depthwise_conv2d(x, wd, padding=1, backend="interp"),
               SC.depthwise_nchw(_f64(x), _f64(wd), None, (1, 1), (1, 1), (1, 1)).value),
+             (conv.depthwise_conv2d(x, wd, padding=1, stride=2, backend="interp"),        # the generic NCHW kernel
+              SC.depthwise_nchw(_f64(x), _f64(wd), None, (2, 2), (1, 1), (1, 1)).value),
              (conv.depthwise_conv2d(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), wd, padding=1, layout="NHWC",
                                     backend="interp").transpose(0, 3, 1, 2),
               SC.depthwise_nchw(_f64(x), _f64(wd), None, (1, 1), (1, 1), (1, 1)).value)]

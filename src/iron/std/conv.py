@@ -4,11 +4,13 @@ The dense kernel is an implicit GEMM through shared memory: out[p, co] = sum_r A
 output pixels p (all images flattened, so no tile is wasted on a ragged H x W), the output channels co and
 r = (tap, input channel).  A group stages 16 input channels of one tap for its 256 pixels (padding as
 zeros) and the tap's weights for its 64 channels, and each thread accumulates an 8 x 8 register tile.
-The layout is only strides, so NCHW, NHWC and conv1d (H = KH = 1) share it.  The depthwise kernels are
-memory-bound: each thread keeps a few outputs in registers and reads its windows from global memory (L1
-serves the overlap).  Stride, padding, dilation, the kernel's extent and every size are run-time values:
-one specialisation per dtype.  Host functions (numpy on interp/vulkan, torch CUDA tensors on cuda):
-:func:`conv1d`, :func:`conv2d`, :func:`depthwise_conv2d`.  Design and bounds: docs/std/conv.md.
+The layout is only strides, so NCHW, NHWC and conv1d (H = KH = 1) share it.  The depthwise kernels keep a
+few outputs a thread in registers and read their windows from global memory (L1 serves the overlap); NCHW
+3x3, 5x5 and 7x7 at stride 1 take a kernel specialised on the filter's size that loads each window row once
+into registers for a run of consecutive outputs.  Otherwise stride, padding, dilation, the kernel's extent
+and every size are run-time values: one specialisation per dtype.  Host functions (numpy on interp/vulkan,
+torch CUDA tensors on cuda): :func:`conv1d`, :func:`conv2d`, :func:`depthwise_conv2d`.  Design and bounds:
+docs/std/conv.md.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, i32, kernel, u32, variants
-from iron.lang import (barrier, group_id, group_size, local, num_groups, shared, static_range, thread_id,
-                       vec)
+from iron.lang import (barrier, group_id, group_size, isfinite, local, num_groups, shared, static_range,
+                       thread_id, vec)
 
 from . import _host
 
@@ -45,6 +47,9 @@ SHARED_VEC = False
 DW_PX = 2
 DWH_PX = 4
 DW_WCAP = 4096
+#: Depthwise NCHW, KS x KS at stride 1 (dwconv2d_nchw_k_kernel): a thread's run of consecutive outputs of one
+#: row spans this many bytes of T (4 f32, 8 f16/bf16): a warp's window loads then span 512 bytes a load.
+DW_RUN_BYTES = 16
 #: A row coordinate that fails every bounds check (a pixel past the end).
 FAR = -(1 << 29)
 #: Lavapipe and many Vulkan devices allow at most this many groups per grid axis; kernels loop past it.
@@ -259,6 +264,84 @@ def dwconv2d_nchw_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int,
                     y[plane * hw_out + q] = T(acc[j] + bv)
             tile += num_groups(0)
         plane += num_groups(1)
+
+
+@kernel(variants(T=[f32, f16, bf16], KS=[3, 5, 7]))
+def dwconv2d_nchw_k_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int, h: int, wd: int, ph: int, pw: int,
+                           h_out: int, w_out: int, planes: int, has_bias: int):
+    """Depthwise 2-D convolution (groups = C), NCHW, a KS x KS filter (KS = 3, 5 or 7), stride 1, dilation 1.
+
+    x (N, C, H, W), w (C, 1, KS, KS), bias (C) read only when has_bias != 0, y (N, C, H_out, W_out); all
+    C-contiguous, dtype T; planes = N * C.  Zero padding ph, pw >= 0 (any: asymmetric, or past KS // 2);
+    H_out = H + 2 ph - KS + 1 >= 1, W_out = W + 2 pw - KS + 1 >= 1; every size from 1 (a 1 x 1 image).
+    A thread owns a run of R = DW_RUN_BYTES / sizeof(T) consecutive outputs of one output row (4 f32, 8
+    f16/bf16; a row's last run may be shorter: W_out need not be a multiple of R, nor reach it).  For each of
+    the KS input rows under its run that lies inside the image it loads the filter row's KS weights (as f32)
+    and the R + KS - 1 inputs of the row's window (zeros outside the image) into registers, once, and does
+    the R * KS multiply-adds from there.  Grid (dw_nchw_k_grid): (groups(0) * 256, groups(1)); axis 0 walks
+    the tiles of 256 of a plane's M = H_out * ceil(W_out / R) (row, run) pairs, axis 1 the planes, P = max(1,
+    256 // M) at a time (thread t of group g takes plane P g + t // M, pair t % M: small planes share a group);
+    either axis may be short (the kernel loops); threads past the end do nothing.  Each output is one f32
+    multiply-add chain over (kh, kw) row-major from 0, then + bias and one rounding to T: the generic
+    kernel's order.  Padded taps add nothing: rows in the padding are skipped; padded columns under a filter
+    row of finite weights run as exact zeros (0 * w = +-0 leaves the sum's value; at most the sign of a zero
+    sum can differ from skipping), and under a row with an Inf/NaN weight they are skipped (no 0 * Inf =
+    NaN).  NaN/Inf that are read propagate as IEEE arithmetic does.
+    """
+    R = DW_RUN_BYTES // (4 if T is f32 else 2)
+    runs = (w_out + R - 1) // R                  # runs of an output row
+    items = h_out * runs                         # (row, run) pairs of a plane
+    per_plane = (items + GROUP - 1) // GROUP
+    pack = max(1, GROUP // items)                # planes a group takes at once: 1 unless a plane is small
+    sub = thread_id(0) // items                  # this thread's plane among them (0 when pack == 1) ...
+    t = thread_id(0) - sub * items               # ... and its (row, run) pair there
+    hw = h * wd
+    hw_out = h_out * w_out
+    plane = group_id(1) * pack + sub
+    while plane < planes and sub < pack:
+        c = plane % ch
+        bv = 0.0
+        if has_bias != 0:
+            bv = f32(bias[c])
+        tile = group_id(0)
+        while tile < per_plane:
+            i = tile * GROUP + t
+            if i < items:
+                oh = i // runs
+                ow0 = (i - oh * runs) * R
+                iw0 = ow0 - pw                   # the window's first input column
+                acc = local(f32, R)
+                wr = local(f32, KS)
+                win = local(f32, R + KS - 1)
+                for kh in static_range(KS):
+                    ih = oh + kh - ph
+                    if u32(ih) < u32(h):         # the row check: a row in the padding adds nothing
+                        wsum = 0.0
+                        for kw in static_range(KS):
+                            wr[kw] = f32(w[c * (KS * KS) + kh * KS + kw])
+                            wsum += wr[kw]
+                        rb = plane * hw + ih * wd + iw0
+                        for e in static_range(R + KS - 1):
+                            win[e] = 0.0
+                            if u32(iw0 + e) < u32(wd):
+                                win[e] = f32(x[rb + e])
+                        # checked == 0 (the row's weights finite; a sum that overflows goes to checked == 1):
+                        # padded columns read as zeros and their taps run as exact zeros, no check a tap;
+                        # checked == 1 (an Inf/NaN weight, where 0 * w is NaN) skips the padded taps one by one
+                        for checked in static_range(2):
+                            if (not isfinite(wsum)) if checked == 1 else isfinite(wsum):
+                                for kw in static_range(KS):
+                                    for j in static_range(R):
+                                        if checked == 0:
+                                            acc[j] += win[j + kw] * wr[kw]
+                                        elif u32(iw0 + j + kw) < u32(wd):
+                                            acc[j] += win[j + kw] * wr[kw]
+                yb = plane * hw_out + oh * w_out + ow0
+                for j in static_range(R):
+                    if ow0 + j < w_out:
+                        y[yb + j] = T(acc[j] + bv)
+            tile += num_groups(0)
+        plane += num_groups(1) * pack
 
 
 @kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
@@ -572,12 +655,29 @@ def depthwise_conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, 
         dwconv2d_nhwc_kernel.variant(T=dt, VEC=vw).launch(
             x, w, b, out, *geometry, n_pix, int(c % vw == 0 and _aligned(x, out)), int(bias is not None),
             grid=(_host.ceil_div(c, vw * gx) * gx, tiles * gy), group=(gx, gy), backend=backend)
+    elif dw_nchw_ks(kh, kw, (sh, sw), (dh, dw)):
+        dwconv2d_nchw_k_kernel.variant(T=dt, KS=kh).launch(
+            x, w, b, out, c, h, wd, ph, pw, h_out, w_out, n * c, int(bias is not None),
+            grid=dw_nchw_k_grid(h_out, w_out, n * c, dt, MAX_GROUPS), group=(GROUP, 1), backend=backend)
     else:
         per_plane = _host.ceil_div(h_out * w_out, GROUP * DW_PX)
         dwconv2d_nchw_kernel.variant(T=dt).launch(
             x, w, b, out, *geometry, n * c, int(bias is not None),
             grid=(min(per_plane, MAX_GROUPS) * GROUP, min(n * c, MAX_GROUPS)), group=(GROUP, 1), backend=backend)
     return out
+
+
+def dw_nchw_k_grid(h_out: int, w_out: int, planes: int, dt: Any, cap: int) -> tuple[int, int]:
+    """dwconv2d_nchw_k_kernel's grid, at most ``cap`` groups an axis: the tiles of 256 (row, run) pairs of a
+    plane, and the planes in packs of 256 // pairs (1 unless a plane has fewer than 128 pairs)."""
+    items = h_out * _host.ceil_div(w_out, DW_RUN_BYTES // dt.itemsize)
+    pack = max(1, GROUP // items)
+    return min(_host.ceil_div(items, GROUP), cap) * GROUP, min(_host.ceil_div(planes, pack), cap)
+
+
+def dw_nchw_ks(kh: int, kw: int, stride: tuple[int, int], dilation: tuple[int, int]) -> bool:
+    """Whether NCHW depthwise takes dwconv2d_nchw_k_kernel: a square 3x3, 5x5 or 7x7 filter, stride and dilation 1."""
+    return kh == kw and kh in (3, 5, 7) and stride == (1, 1) and dilation == (1, 1)
 
 
 def dw_nhwc_group(c: int, vec: int) -> tuple[int, int]:
@@ -589,5 +689,5 @@ def dw_nhwc_group(c: int, vec: int) -> tuple[int, int]:
     return gx, GROUP // gx
 
 
-__all__ = ["conv1d", "conv2d", "conv2d_kernel", "depthwise_conv2d", "dwconv2d_nchw_kernel",
-           "dwconv2d_nhwc_kernel"]
+__all__ = ["conv1d", "conv2d", "conv2d_kernel", "depthwise_conv2d", "dwconv2d_nchw_k_kernel",
+           "dwconv2d_nchw_kernel", "dwconv2d_nhwc_kernel"]

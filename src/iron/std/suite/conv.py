@@ -5,7 +5,7 @@ windows of the padded input (numpy stride tricks, strided by the stride and the 
 against the weights; the error scale of every output is the same einsum over |x| and |w| plus |bias|.
 Shapes are named extents: N, C (input channels), H, W (or L), CO (output channels), K (kernel rows; KW
 its columns when it differs), S/P/D (stride, padding, dilation; SW/PW/DW for the columns when they
-differ), L (layout: 1 = NHWC) and B (0 = no bias).
+differ), L (layout: 1 = NHWC), B (0 = no bias) and G (at most G groups per grid axis: the grid loops).
 """
 
 from __future__ import annotations
@@ -270,3 +270,59 @@ def depthwise_nhwc_setup(case):
                  grid=(_host.ceil_div(c, vec * gx) * gx, tiles * gy), group=(gx, gy),
                  oracle=lambda x, w, bias, *_: {"y": to_nhwc(expect(x.transpose(0, 3, 1, 2), w, bias))},
                  depth=_depth(g["KH"] * g["KW"]), flops=2 * n_pix * c * g["KH"] * g["KW"])
+
+
+# ---------------------------------------------------------------- depthwise NCHW, KS x KS, stride 1
+
+def _generic_args(x, w, bias, y, ch, h, wd, ph, pw, h_out, w_out, planes, has_bias) -> tuple[Any, ...]:
+    """dwconv2d_nchw_k_kernel's arguments as the generic NCHW kernel's (KH = KW = KS, stride and dilation 1)."""
+    k = w.shape[2]
+    return x, w, bias, y, ch, h, wd, k, k, 1, 1, ph, pw, 1, 1, h_out, w_out, planes, has_bias
+
+
+def _depthwise_k_torch(*args):
+    return _depthwise_torch(*_generic_args(*args))
+
+
+def _depthwise_k_numpy(*args):
+    return _depthwise_numpy(*_generic_args(*args))
+
+
+#: K is the filter's size and the KS variant the row runs (the setup binds it: a shape never meets another
+#: KS).  W_out = W + 2 PW - K + 1 against runs of 4 (f32) and 8 (f16/bf16) outputs: 11 and 9 are multiples of
+#: neither, 12 of 4 only, 3 falls short of one run; PW past K // 2 gives windows of padding alone; H = 1 puts
+#: K - 1 of the K rows in padding.  G caps each grid axis at G groups: 70 rows of 8 (f32) or 4 (f16/bf16)
+#: runs are 3 or 2 tiles of 256 per plane, and there are 3 planes, so one group walks both loops; planes of 3
+#: (row, run) pairs go 85 to a group (the 256th thread idles), and 100 of them take one group two passes.
+DWK_TESTS = [
+    _dense_shape(2, 3, 9, 11, 3, 3, P=1),              # W_out 11
+    _dense_shape(1, 4, 6, 5, 4, 3, B=0),               # padding 0; W_out 3 < one run; no bias
+    _dense_shape(1, 2, 1, 6, 2, 3, P=1),               # H = 1
+    _dense_shape(1, 1, 1, 1, 1, 3, P=1),               # a 1 x 1 image
+    _dense_shape(1, 3, 7, 10, 3, 5, P=1, PW=3),        # asymmetric, PW past K // 2; W_out 12
+    _dense_shape(2, 2, 1, 3, 2, 5, P=2, B=0),          # H = 1, W_out 3
+    _dense_shape(1, 3, 70, 30, 3, 5, P=2, G=1),        # one group walks 2-3 tiles x 3 planes
+    _dense_shape(2, 50, 3, 4, 50, 3, P=1, G=1),        # 3 pairs a plane: packs of 85 planes, 2 passes
+    _dense_shape(1, 2, 8, 9, 2, 7, P=3),               # W_out 9
+    _dense_shape(1, 3, 5, 7, 3, 7, P=3, PW=1, B=0),    # asymmetric; W_out 3
+    _dense_shape(1, 1, 1, 1, 1, 7, P=3),               # a 1 x 1 image
+]
+DWK_BENCH = {"interp": [_dense_shape(1, 16, 12, 12, 16, k, P=k // 2) for k in (3, 5, 7)],
+             "vulkan": [_dense_shape(2, 64, 28, 28, 64, k, P=k // 2) for k in (3, 5, 7)],
+             "*": [_dense_shape(32, 256, 56, 56, 256, k, P=k // 2) for k in (3, 5, 7)]}
+
+
+@test_kernel(conv.dwconv2d_nchw_k_kernel, shapes=DWK_TESTS, name="std/conv/depthwise_nchw_k")
+@bench(conv.dwconv2d_nchw_k_kernel, shapes=DWK_BENCH, name="std/conv/depthwise_nchw_k",
+       reference={"cuda": _depthwise_k_torch, "*": _depthwise_k_numpy})
+def depthwise_nchw_k_setup(case):
+    g, w, bias, _, expect = _depthwise_common(case)
+    n, c, k = g["N"], g["C"], g["KH"]
+    assert k == g["KW"] and g["SH"] == g["SW"] == g["DH"] == g["DW"] == 1, "a square filter, stride and dilation 1"
+    planes = n * c
+    cap = dict(case.shape).get("G", conv.MAX_GROUPS)
+    return Setup(args=[case.randn(n, c, g["H"], g["W"]), w, bias, case.empty(n, c, g["HO"], g["WO"]), c, g["H"],
+                       g["W"], g["PH"], g["PW"], g["HO"], g["WO"], planes, g["B"]],
+                 grid=conv.dw_nchw_k_grid(g["HO"], g["WO"], planes, case.T, cap), group=(conv.GROUP, 1),
+                 oracle=lambda x, w, bias, *_: {"y": expect(x, w, bias)}, binding={"KS": k},
+                 depth=_depth(k * k), flops=2 * planes * g["HO"] * g["WO"] * k * k)
