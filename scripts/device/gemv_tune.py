@@ -7,7 +7,7 @@ with).  The unrolled copies are the library's module with the loop's ``unroll=``
 ``edited_module``); each copy's output must equal the shipped kernel's bit for bit (the unroll does not
 change a lane's order) and be close to torch's.  Times: CUDA events around 20 back-to-back launches, each on the next of
 rotated copies of the matrix (together past twice the L2).
-Run: ``PYTHONPATH=src:tests python3 scripts/device/gemv_tune.py``.
+Run: ``PYTHONPATH=src:tests python3 scripts/device/gemv_tune.py [--cols]`` (``--cols``: x @ A only).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def variants(module, prefix: str, unrolls: list[int], tmp: Path) -> dict[int, ob
 
 def tune_cols(torch, gen, tmp: Path) -> None:
     """x @ A split over K: the unroll of a thread's rows, group size and items per split pass, f16."""
-    mods = variants(gemv_mod, COLS_SITE, [4, 8, 16], tmp)
+    mods = variants(gemv_mod, COLS_SITE, [4, 8], tmp)
     for k, n in SHAPES:
         a = torch.randn(k, n, device="cuda", dtype=torch.float16, generator=gen)
         x = torch.randn(k, device="cuda", dtype=torch.float16, generator=gen)
@@ -77,7 +77,7 @@ def tune_cols(torch, gen, tmp: Path) -> None:
         base_y = None
         for u, mod in mods.items():
             for threads in (256,):
-                for target in (528, 1056, 2112):
+                for target in (264, 528, 792, 1056, 1584):
                     blocks = -(-n // 256)
                     splits = max(1, min(-(-target // blocks), k // mod.MIN_SPLIT_ROWS))
                     kstep = -(-k // splits)
@@ -113,9 +113,11 @@ def main() -> int:
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     tmp = Path(tempfile.mkdtemp())
+    tune_cols(torch, gen, tmp)
+    if "--cols" in sys.argv:
+        return 0
     rows_mods = variants(gemv_mod, ROWS_SITE, [4, 8, 16], tmp)
     q8_mods = variants(q_mod, Q8_SITE, [2, 4], tmp)
-    tune_cols(torch, gen, tmp)
     for dt, tdt in ((f16, torch.float16), (bf16, torch.bfloat16)):
         for m, k in SHAPES:
             x = torch.randn(k, device="cuda", dtype=tdt, generator=gen)

@@ -226,8 +226,10 @@ DW_TESTS = [
 #: NHWC only: C = 40 and 264 put more than one channel group in a row (264: past 32 lanes of 8); 7x7 = 49
 #: taps take 2 (f32) or 4 (f16/bf16) passes of staged weights.
 DW_NHWC_TESTS = DW_TESTS + [_dense_shape(1, 40, 5, 4, 40, 3, P=1), _dense_shape(1, 264, 2, 3, 264, 7, P=3)]
+#: On CUDA also 3x3 at stride 2 (MobileNet's downsampling): what depthwise_conv2d sends to the generic NCHW
+#: kernel; 3x3 at stride 1 goes to dwconv2d_nchw_k_kernel (DWK_BENCH), its row here is for comparison.
 DW_BENCH = {"interp": [_dense_shape(1, 16, 12, 12, 16, 3, P=1)], "vulkan": [_dense_shape(2, 64, 28, 28, 64, 3, P=1)],
-            "*": [_dense_shape(32, 256, 56, 56, 256, 3, P=1)]}
+            "*": [_dense_shape(32, 256, 56, 56, 256, 3, P=1), _dense_shape(32, 256, 112, 112, 256, 3, S=2, P=1)]}
 
 
 def _depthwise_common(case: Any) -> tuple[dict[str, int], np.ndarray, np.ndarray, list[int], Any]:
