@@ -7,6 +7,11 @@ with).  The unrolled copies are the library's module with the loop's ``unroll=``
 ``edited_module``); each copy's output must equal the shipped kernel's bit for bit (the unroll does not
 change a lane's order) and be close to torch's.  Times: CUDA events around 20 back-to-back launches, each on the next of
 rotated copies of the matrix (together past twice the L2).
+**Rank with care, decide with the bench**: on 2026-11-30 this script's times disagreed with the
+registered bench for these 12-60 us kernels (x @ A at 4096^2, both passes: 61 us here, 19.8 us in
+``iron bench``; torch.mv at 4096^2 29 us here, 14.5 us there): back-to-back launches from Python wait on
+the host's launch cost, so short kernels time the host.  Its unroll ranking for ``gemv_rows`` held in the
+bench; its split-target ranking did not.
 Run: ``PYTHONPATH=src:tests python3 scripts/device/gemv_tune.py [--cols]`` (``--cols``: x @ A only).
 """
 

@@ -59,8 +59,8 @@ MUTANTS = {
                                                                     "plane = (t % VEC) * 256 + t // VEC")]),
     # each thread starts its K slice one row late.
     "cols_slice_off_by_one": ("std/gemv/cols", "gemv_cols",
-                              [("for r in range(r0 + s, r1, slices, unroll=8):\n                    av",
-                                "for r in range(r0 + s + 1, r1, slices, unroll=8):\n                    av")]),
+                              [("for r in range(r0 + s, r1, slices, unroll=4):\n                    av",
+                                "for r in range(r0 + s + 1, r1, slices, unroll=4):\n                    av")]),
     # a K split stops one row short of the next one's first.
     "cols_split_drops_a_row": ("std/gemv/cols_split", "gemv_cols", [("r1 = min(k, r0 + kstep)",
                                                                       "r1 = min(k, r0 + kstep - 1)")]),

@@ -53,8 +53,8 @@ def gemv_rows(a: In[T], x: In[T], y: Tensor[T], m: int, k: int, vectors: bool):
         total = 0.0
         if vectors:
             acc = local(f32, VEC)
-            # 16 vectors in flight per lane (scripts/device/gemv_tune.py: at 11008 x 4096 on the H200,
-            # unroll 4 -> 16 took the bf16 rows from 32.3 to 26.9 us)
+            # 16 vectors in flight per lane (the H200's bench, unroll 4 -> 16: 11008 x 4096 bf16 32.0 -> 27.0 us,
+            # f16 30.0 -> 26.4; 4096 x 4096 13.6-14.3 -> 12.3-12.4 us)
             for c in range(lane * VEC, k, w * VEC, unroll=16):
                 av = f32(a.load(base + c, width=VEC))
                 xv = f32(x.load(c, width=VEC))
@@ -117,8 +117,8 @@ def gemv_cols(a: In[T], x: In[T], y: Tensor[T], part: Tensor[f32], k: int, n: in
         acc = local(f32, VEC)
         if vectors:
             if first < n:
-                # 8 rows in flight per thread (gemv_tune.py: x @ A split, K=4096 N=11008 f16, 52.5 -> 33.5 us)
-                for r in range(r0 + s, r1, slices, unroll=8):
+                # unroll 8 measured the same as 4 in the H200's bench (x @ A split, f16 N=11008: 33.7 / 33.6 us)
+                for r in range(r0 + s, r1, slices, unroll=4):
                     av = f32(a.load(r * n + first, width=VEC))
                     xr = f32(x[r])
                     for j in static_range(VEC):
