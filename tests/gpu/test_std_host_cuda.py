@@ -62,24 +62,28 @@ def test_reduce_many_long_rows_go_one_subgroup_each(cuda):
     np.testing.assert_array_equal(R.argmax(x, backend="cuda"), x.argmax(axis=-1))
 
 
+@pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("ks", [3, 5, 7])
-def test_depthwise_nchw_square_filters_as_the_host_launches_them(cuda, ks):
-    """3x3/5x5/7x7 at stride 1 take dwconv2d_nchw_k_kernel (runs of 8 f16 outputs); W_out 33 is no multiple
-    of the run, and planes of 30 x 33 need two tiles of 256 (row, run) pairs."""
+def test_depthwise_nchw_square_filters_as_the_host_launches_them(cuda, ks, stride):
+    """3x3/5x5/7x7 at stride 1 and 2 take dwconv2d_nchw_k_kernel (runs of 8 f16 outputs); W_out 33 (17) is no
+    multiple of the run, and planes of 30 x 33 need two tiles of 256 (row, run) pairs."""
     from iron.std import conv as C
 
-    assert C.dw_nchw_ks(ks, ks, (1, 1), (1, 1))
+    assert C.dw_nchw_ks(ks, ks, (stride, stride), (1, 1))
     rng = np.random.default_rng(ks)
     x = rng.standard_normal((2, 8, 30, 33)).astype(np.float16)
     w = rng.standard_normal((8, 1, ks, ks)).astype(np.float16)
     b = rng.standard_normal(8).astype(np.float16)
     p = ks // 2
+    ho, wo = (30 + 2 * p - ks) // stride + 1, (33 + 2 * p - ks) // stride + 1
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
-    want = np.zeros(x.shape) + b.astype(np.float64)[None, :, None, None]
+    want = np.zeros((2, 8, ho, wo)) + b.astype(np.float64)[None, :, None, None]
     for i in range(ks):
         for j in range(ks):
-            want += xp[:, :, i:i + 30, j:j + 33] * w[None, :, 0, i, j, None, None].astype(np.float64)
-    got = C.depthwise_conv2d(x, w, b, padding=p, backend="cuda").astype(np.float64)
+            win = xp[:, :, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride]
+            want += win * w[None, :, 0, i, j, None, None].astype(np.float64)
+    got = C.depthwise_conv2d(x, w, b, stride=stride, padding=p, backend="cuda").astype(np.float64)
     # f32 chains rounded once to f16: 2**-10 relative to the output, plus the chain's few ulps of f32.
     scale = np.abs(xp).max() * np.abs(w.astype(np.float64)).sum(axis=(1, 2, 3)).max() + np.abs(b).max()
+    assert got.shape == want.shape
     assert np.max(np.abs(got - want) / (np.abs(want) + 1e-3 * scale)) < 2.0 ** -9

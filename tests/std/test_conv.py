@@ -60,6 +60,11 @@ MUTANTS = {
                      "for j in static_range(R):\n                    if ow0 + j < w_out:",
                      "for j in static_range(R - 1):\n                    if ow0 + j < w_out:",
                      [SC._dense_shape(1, 2, 3, 6, 2, 5, P=2)]),
+    # depthwise NCHW KS x KS: the window read as if the stride were 1
+    "dwk_stride_ignored": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel",
+                           "if checked == 0:\n                                            acc[j] += win[S * j + kw] * wr[kw]",
+                           "if checked == 0:\n                                            acc[j] += win[j + kw] * wr[kw]",
+                           [SC._dense_shape(1, 2, 9, 11, 2, 3, S=2, P=1)]),
     # depthwise NCHW KS x KS: small planes packed into a group, but every thread takes its plane's first pair
     "dwk_packed_pair": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel",
                         "t = thread_id(0) - sub * items", "t = thread_id(0)", [SC._dense_shape(1, 4, 3, 5, 4, 3, P=1)]),
@@ -160,7 +165,8 @@ def test_depthwise_host_both_layouts(backend):
 # ---------------------------------------------------------------- depthwise NCHW, KS x KS at stride 1
 
 def test_depthwise_nchw_picks_the_ks_kernel(monkeypatch):
-    """3x3, 5x5 and 7x7 at stride and dilation 1 take dwconv2d_nchw_k_kernel; everything else the generic one."""
+    """3x3, 5x5 and 7x7 at stride 1 or 2 (both ways) and dilation 1 take dwconv2d_nchw_k_kernel; everything
+    else the generic one."""
     launched = []
     for name in ("dwconv2d_nchw_k_kernel", "dwconv2d_nchw_kernel"):
         class Spy:
@@ -170,16 +176,19 @@ def test_depthwise_nchw_picks_the_ks_kernel(monkeypatch):
         monkeypatch.setattr(conv, name, Spy())
     x = np.ones((1, 2, 9, 9), np.float32)
     for ks in (3, 5, 7):
-        conv.depthwise_conv2d(x, np.ones((2, 1, ks, ks), np.float32), padding=ks // 2, backend="interp")
-        assert launched.pop() == ("dwconv2d_nchw_k_kernel", {"T": D.f32, "KS": ks})
-    for (kh, kw), args in (((3, 3), dict(stride=2)), ((3, 3), dict(stride=(1, 2))), ((3, 3), dict(dilation=2)),
+        for stride in (1, 2):
+            conv.depthwise_conv2d(x, np.ones((2, 1, ks, ks), np.float32), padding=ks // 2, stride=stride,
+                                  backend="interp")
+            assert launched.pop() == ("dwconv2d_nchw_k_kernel", {"T": D.f32, "KS": ks, "S": stride})
+    for (kh, kw), args in (((3, 3), dict(stride=3)), ((3, 3), dict(stride=(1, 2))), ((3, 3), dict(dilation=2)),
                            ((3, 5), {}), ((1, 1), {}), ((9, 9), {})):
         conv.depthwise_conv2d(x, np.ones((2, 1, kh, kw), np.float32), padding=1, backend="interp", **args)
         assert launched.pop() == ("dwconv2d_nchw_kernel", {"T": D.f32})
 
 
+@pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("ks", [3, 5, 7])
-def test_depthwise_nchw_ks_matches_oracle_and_generic(ks, monkeypatch):
+def test_depthwise_nchw_ks_matches_oracle_and_generic(ks, stride, monkeypatch):
     """Against the oracle, NaN and -Inf in x included, and bit for bit against the generic kernel's chain."""
     rng = np.random.default_rng(16 + ks)
     x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
@@ -187,17 +196,19 @@ def test_depthwise_nchw_ks_matches_oracle_and_generic(ks, monkeypatch):
     w = rng.standard_normal((3, 1, ks, ks)).astype(np.float32)
     b = rng.standard_normal(3).astype(np.float32)
     pad = (ks // 2, ks // 2 + 1)                                  # asymmetric, past KS // 2 along W
-    got = conv.depthwise_conv2d(x, w, b, padding=pad, backend="interp")
-    want = SC.depthwise_nchw(_f64(x), _f64(w), _f64(b), (1, 1), pad, (1, 1)).value
+    st = (stride, stride)
+    got = conv.depthwise_conv2d(x, w, b, stride=stride, padding=pad, backend="interp")
+    want = SC.depthwise_nchw(_f64(x), _f64(w), _f64(b), st, pad, (1, 1)).value
     assert np.isnan(want).any() and np.isinf(want).any()
     assert np.array_equal(np.isnan(got), np.isnan(want))
     assert np.array_equal(np.isinf(got), np.isinf(want)) and np.array_equal(got[np.isinf(got)], want[np.isinf(want)])
     finite = np.isfinite(want)                                    # their windows hold no NaN/Inf: the clean oracle
-    clean = SC.depthwise_nchw(_f64(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)), _f64(w), _f64(b), (1, 1),
+    clean = SC.depthwise_nchw(_f64(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)), _f64(w), _f64(b), st,
                               pad, (1, 1))
     _close(got[finite], iron.Expect(clean.value[finite], scale=clean.scale[finite]), D.f32, ks * ks)
     monkeypatch.setattr(conv, "dw_nchw_ks", lambda *_: False)     # the generic kernel on the same problem
-    assert np.array_equal(got, conv.depthwise_conv2d(x, w, b, padding=pad, backend="interp"), equal_nan=True)
+    assert np.array_equal(got, conv.depthwise_conv2d(x, w, b, stride=stride, padding=pad, backend="interp"),
+                          equal_nan=True)
 
 
 def _inf_weight_over_padding(module, ks: int, backend: str) -> None:
@@ -225,7 +236,7 @@ def test_depthwise_nchw_ks_inf_weight_over_padding(ks, backend):
     _inf_weight_over_padding(conv, ks, backend)
 
 
-@pytest.mark.parametrize("old, new", [("elif u32(iw0 + j + kw) < u32(wd):", "else:"),   # padded taps not skipped
+@pytest.mark.parametrize("old, new", [("elif u32(iw0 + S * j + kw) < u32(wd):", "else:"),   # padded taps not skipped
                                       ("if (not isfinite(wsum)) if checked == 1 else isfinite(wsum):",
                                        "if checked == 0:")])                               # no row takes that path
 def test_depthwise_nchw_ks_inf_weight_mutants(old, new, tmp_path):

@@ -6,8 +6,8 @@ r = (tap, input channel).  A group stages 16 input channels of one tap for its 2
 zeros) and the tap's weights for its 64 channels, and each thread accumulates an 8 x 8 register tile.
 The layout is only strides, so NCHW, NHWC and conv1d (H = KH = 1) share it.  The depthwise kernels keep a
 few outputs a thread in registers and read their windows from global memory (L1 serves the overlap); NCHW
-3x3, 5x5 and 7x7 at stride 1 take a kernel specialised on the filter's size that loads each window row once
-into registers for a run of consecutive outputs.  Otherwise stride, padding, dilation, the kernel's extent
+3x3, 5x5 and 7x7 at stride 1 or 2 take a kernel specialised on the filter's size and stride that loads
+each window row once into registers for a run of consecutive outputs.  Otherwise stride, padding, dilation, the kernel's extent
 and every size are run-time values: one specialisation per dtype.  Host functions (numpy on interp/vulkan,
 torch CUDA tensors on cuda): :func:`conv1d`, :func:`conv2d`, :func:`depthwise_conv2d`.  Design and bounds:
 docs/std/conv.md.
@@ -47,7 +47,7 @@ SHARED_VEC = False
 DW_PX = 2
 DWH_PX = 4
 DW_WCAP = 4096
-#: Depthwise NCHW, KS x KS at stride 1 (dwconv2d_nchw_k_kernel): a thread's run of consecutive outputs of one
+#: Depthwise NCHW, KS x KS at stride 1 or 2 (dwconv2d_nchw_k_kernel): a thread's run of consecutive outputs of one
 #: row spans this many bytes of T (4 f32, 8 f16/bf16): a warp's window loads then span 512 bytes a load.
 DW_RUN_BYTES = 16
 #: A row coordinate that fails every bounds check (a pixel past the end).
@@ -266,18 +266,19 @@ def dwconv2d_nchw_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int,
         plane += num_groups(1)
 
 
-@kernel(variants(T=[f32, f16, bf16], KS=[3, 5, 7]))
+@kernel(variants(T=[f32, f16, bf16], KS=[3, 5, 7], S=[1, 2]))
 def dwconv2d_nchw_k_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int, h: int, wd: int, ph: int, pw: int,
                            h_out: int, w_out: int, planes: int, has_bias: int):
-    """Depthwise 2-D convolution (groups = C), NCHW, a KS x KS filter (KS = 3, 5 or 7), stride 1, dilation 1.
+    """Depthwise 2-D convolution (groups = C), NCHW, a KS x KS filter (KS = 3, 5 or 7), stride S (1 or 2) in
+    both directions, dilation 1.
 
     x (N, C, H, W), w (C, 1, KS, KS), bias (C) read only when has_bias != 0, y (N, C, H_out, W_out); all
     C-contiguous, dtype T; planes = N * C.  Zero padding ph, pw >= 0 (any: asymmetric, or past KS // 2);
-    H_out = H + 2 ph - KS + 1 >= 1, W_out = W + 2 pw - KS + 1 >= 1; every size from 1 (a 1 x 1 image).
+    H_out = (H + 2 ph - KS) // S + 1 >= 1, likewise W_out; every size from 1 (a 1 x 1 image).
     A thread owns a run of R = DW_RUN_BYTES / sizeof(T) consecutive outputs of one output row (4 f32, 8
     f16/bf16; a row's last run may be shorter: W_out need not be a multiple of R, nor reach it).  For each of
     the KS input rows under its run that lies inside the image it loads the filter row's KS weights (as f32)
-    and the R + KS - 1 inputs of the row's window (zeros outside the image) into registers, once, and does
+    and the S (R - 1) + KS inputs of the row's window (zeros outside the image) into registers, once, and does
     the R * KS multiply-adds from there.  Grid (dw_nchw_k_grid): (groups(0) * 256, groups(1)); axis 0 walks
     the tiles of 256 of a plane's M = H_out * ceil(W_out / R) (row, run) pairs, axis 1 the planes, P = max(1,
     256 // M) at a time (thread t of group g takes plane P g + t // M, pair t % M: small planes share a group);
@@ -309,19 +310,19 @@ def dwconv2d_nchw_k_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: in
             if i < items:
                 oh = i // runs
                 ow0 = (i - oh * runs) * R
-                iw0 = ow0 - pw                   # the window's first input column
+                iw0 = ow0 * S - pw               # the window's first input column
                 acc = local(f32, R)
                 wr = local(f32, KS)
-                win = local(f32, R + KS - 1)
+                win = local(f32, S * (R - 1) + KS)
                 for kh in static_range(KS):
-                    ih = oh + kh - ph
+                    ih = oh * S + kh - ph
                     if u32(ih) < u32(h):         # the row check: a row in the padding adds nothing
                         wsum = 0.0
                         for kw in static_range(KS):
                             wr[kw] = f32(w[c * (KS * KS) + kh * KS + kw])
                             wsum += wr[kw]
                         rb = plane * hw + ih * wd + iw0
-                        for e in static_range(R + KS - 1):
+                        for e in static_range(S * (R - 1) + KS):
                             win[e] = 0.0
                             if u32(iw0 + e) < u32(wd):
                                 win[e] = f32(x[rb + e])
@@ -333,9 +334,9 @@ def dwconv2d_nchw_k_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: in
                                 for kw in static_range(KS):
                                     for j in static_range(R):
                                         if checked == 0:
-                                            acc[j] += win[j + kw] * wr[kw]
-                                        elif u32(iw0 + j + kw) < u32(wd):
-                                            acc[j] += win[j + kw] * wr[kw]
+                                            acc[j] += win[S * j + kw] * wr[kw]
+                                        elif u32(iw0 + S * j + kw) < u32(wd):
+                                            acc[j] += win[S * j + kw] * wr[kw]
                 yb = plane * hw_out + oh * w_out + ow0
                 for j in static_range(R):
                     if ow0 + j < w_out:
@@ -656,7 +657,7 @@ def depthwise_conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, 
             x, w, b, out, *geometry, n_pix, int(c % vw == 0 and _aligned(x, out)), int(bias is not None),
             grid=(_host.ceil_div(c, vw * gx) * gx, tiles * gy), group=(gx, gy), backend=backend)
     elif dw_nchw_ks(kh, kw, (sh, sw), (dh, dw)):
-        dwconv2d_nchw_k_kernel.variant(T=dt, KS=kh).launch(
+        dwconv2d_nchw_k_kernel.variant(T=dt, KS=kh, S=sh).launch(
             x, w, b, out, c, h, wd, ph, pw, h_out, w_out, n * c, int(bias is not None),
             grid=dw_nchw_k_grid(h_out, w_out, n * c, dt, MAX_GROUPS), group=(GROUP, 1), backend=backend)
     else:
@@ -676,8 +677,9 @@ def dw_nchw_k_grid(h_out: int, w_out: int, planes: int, dt: Any, cap: int) -> tu
 
 
 def dw_nchw_ks(kh: int, kw: int, stride: tuple[int, int], dilation: tuple[int, int]) -> bool:
-    """Whether NCHW depthwise takes dwconv2d_nchw_k_kernel: a square 3x3, 5x5 or 7x7 filter, stride and dilation 1."""
-    return kh == kw and kh in (3, 5, 7) and stride == (1, 1) and dilation == (1, 1)
+    """Whether NCHW depthwise takes dwconv2d_nchw_k_kernel: a square 3x3, 5x5 or 7x7 filter, stride 1 or 2 (the
+    same both ways), dilation 1."""
+    return kh == kw and kh in (3, 5, 7) and stride in ((1, 1), (2, 2)) and dilation == (1, 1)
 
 
 def dw_nhwc_group(c: int, vec: int) -> tuple[int, int]:

@@ -226,8 +226,8 @@ DW_TESTS = [
 #: NHWC only: C = 40 and 264 put more than one channel group in a row (264: past 32 lanes of 8); 7x7 = 49
 #: taps take 2 (f32) or 4 (f16/bf16) passes of staged weights.
 DW_NHWC_TESTS = DW_TESTS + [_dense_shape(1, 40, 5, 4, 40, 3, P=1), _dense_shape(1, 264, 2, 3, 264, 7, P=3)]
-#: On CUDA also 3x3 at stride 2 (MobileNet's downsampling): what depthwise_conv2d sends to the generic NCHW
-#: kernel; 3x3 at stride 1 goes to dwconv2d_nchw_k_kernel (DWK_BENCH), its row here is for comparison.
+#: On CUDA 3x3 at stride 1 and 2 (MobileNet's downsampling).  NHWC always runs its generic kernel; NCHW sends
+#: these two to dwconv2d_nchw_k_kernel (DWK_BENCH has the same shapes), so the generic NCHW rows compare.
 DW_BENCH = {"interp": [_dense_shape(1, 16, 12, 12, 16, 3, P=1)], "vulkan": [_dense_shape(2, 64, 28, 28, 64, 3, P=1)],
             "*": [_dense_shape(32, 256, 56, 56, 256, 3, P=1), _dense_shape(32, 256, 112, 112, 256, 3, S=2, P=1)]}
 
@@ -274,12 +274,15 @@ def depthwise_nhwc_setup(case):
                  depth=_depth(g["KH"] * g["KW"]), flops=2 * n_pix * c * g["KH"] * g["KW"])
 
 
-# ---------------------------------------------------------------- depthwise NCHW, KS x KS, stride 1
+# ---------------------------------------------------------------- depthwise NCHW, KS x KS, stride 1 or 2
 
 def _generic_args(x, w, bias, y, ch, h, wd, ph, pw, h_out, w_out, planes, has_bias) -> tuple[Any, ...]:
-    """dwconv2d_nchw_k_kernel's arguments as the generic NCHW kernel's (KH = KW = KS, stride and dilation 1)."""
+    """dwconv2d_nchw_k_kernel's arguments as the generic NCHW kernel's (KH = KW = KS, dilation 1).  The stride
+    (a variant, not an argument) follows from the extents: stride 1 gives H + 2 PH - KS + 1 rows and columns
+    likewise, stride 2 gives that only where a single output fits, which either stride computes alike."""
     k = w.shape[2]
-    return x, w, bias, y, ch, h, wd, k, k, 1, 1, ph, pw, 1, 1, h_out, w_out, planes, has_bias
+    s = 1 if (h_out, w_out) == (h + 2 * ph - k + 1, wd + 2 * pw - k + 1) else 2
+    return x, w, bias, y, ch, h, wd, k, k, s, s, ph, pw, 1, 1, h_out, w_out, planes, has_bias
 
 
 def _depthwise_k_torch(*args):
@@ -290,8 +293,8 @@ def _depthwise_k_numpy(*args):
     return _depthwise_numpy(*_generic_args(*args))
 
 
-#: K is the filter's size and the KS variant the row runs (the setup binds it: a shape never meets another
-#: KS).  W_out = W + 2 PW - K + 1 against runs of 4 (f32) and 8 (f16/bf16) outputs: 11 and 9 are multiples of
+#: K is the filter's size and the KS variant the row runs, S the stride and the S variant (the setup binds
+#: both: a shape never meets another variant).  W_out = W + 2 PW - K + 1 against runs of 4 (f32) and 8 (f16/bf16) outputs: 11 and 9 are multiples of
 #: neither, 12 of 4 only, 3 falls short of one run; PW past K // 2 gives windows of padding alone; H = 1 puts
 #: K - 1 of the K rows in padding.  G caps each grid axis at G groups: 70 rows of 8 (f32) or 4 (f16/bf16)
 #: runs are 3 or 2 tiles of 256 per plane, and there are 3 planes, so one group walks both loops; planes of 3
@@ -308,10 +311,20 @@ DWK_TESTS = [
     _dense_shape(1, 2, 8, 9, 2, 7, P=3),               # W_out 9
     _dense_shape(1, 3, 5, 7, 3, 7, P=3, PW=1, B=0),    # asymmetric; W_out 3
     _dense_shape(1, 1, 1, 1, 1, 7, P=3),               # a 1 x 1 image
+    # stride 2: windows of S (R - 1) + KS inputs; W_out 6, 9, 4, 1, 3 and one group walking 35 rows
+    _dense_shape(2, 3, 9, 11, 3, 3, S=2, P=1),
+    _dense_shape(1, 2, 17, 20, 2, 5, S=2, P=2, PW=1, B=0),   # asymmetric
+    _dense_shape(1, 3, 8, 8, 3, 7, S=2, P=3),
+    _dense_shape(1, 1, 2, 2, 1, 3, S=2, P=1),          # one output
+    _dense_shape(1, 2, 6, 8, 2, 3, S=2, B=0),          # no padding: the last column never read
+    _dense_shape(1, 3, 70, 30, 3, 3, S=2, P=1, G=1),
 ]
-DWK_BENCH = {"interp": [_dense_shape(1, 16, 12, 12, 16, k, P=k // 2) for k in (3, 5, 7)],
-             "vulkan": [_dense_shape(2, 64, 28, 28, 64, k, P=k // 2) for k in (3, 5, 7)],
-             "*": [_dense_shape(32, 256, 56, 56, 256, k, P=k // 2) for k in (3, 5, 7)]}
+DWK_BENCH = {"interp": [_dense_shape(1, 16, 12, 12, 16, k, P=k // 2) for k in (3, 5, 7)]
+             + [_dense_shape(1, 16, 24, 24, 16, 3, S=2, P=1)],
+             "vulkan": [_dense_shape(2, 64, 28, 28, 64, k, P=k // 2) for k in (3, 5, 7)]
+             + [_dense_shape(2, 64, 56, 56, 64, 3, S=2, P=1)],
+             "*": [_dense_shape(32, 256, 56, 56, 256, k, P=k // 2) for k in (3, 5, 7)]
+             + [_dense_shape(32, 256, 112, 112, 256, 3, S=2, P=1)]}
 
 
 @test_kernel(conv.dwconv2d_nchw_k_kernel, shapes=DWK_TESTS, name="std/conv/depthwise_nchw_k")
@@ -319,12 +332,13 @@ DWK_BENCH = {"interp": [_dense_shape(1, 16, 12, 12, 16, k, P=k // 2) for k in (3
        reference={"cuda": _depthwise_k_torch, "*": _depthwise_k_numpy})
 def depthwise_nchw_k_setup(case):
     g, w, bias, _, expect = _depthwise_common(case)
-    n, c, k = g["N"], g["C"], g["KH"]
-    assert k == g["KW"] and g["SH"] == g["SW"] == g["DH"] == g["DW"] == 1, "a square filter, stride and dilation 1"
+    n, c, k, stride = g["N"], g["C"], g["KH"], g["SH"]
+    assert k == g["KW"] and stride == g["SW"] in (1, 2) and g["DH"] == g["DW"] == 1, \
+        "a square filter, one stride of 1 or 2, dilation 1"
     planes = n * c
     cap = dict(case.shape).get("G", conv.MAX_GROUPS)
     return Setup(args=[case.randn(n, c, g["H"], g["W"]), w, bias, case.empty(n, c, g["HO"], g["WO"]), c, g["H"],
                        g["W"], g["PH"], g["PW"], g["HO"], g["WO"], planes, g["B"]],
                  grid=conv.dw_nchw_k_grid(g["HO"], g["WO"], planes, case.T, cap), group=(conv.GROUP, 1),
-                 oracle=lambda x, w, bias, *_: {"y": expect(x, w, bias)}, binding={"KS": k},
+                 oracle=lambda x, w, bias, *_: {"y": expect(x, w, bias)}, binding={"KS": k, "S": stride},
                  depth=_depth(k * k), flops=2 * planes * g["HO"] * g["WO"] * k * k)
