@@ -62,8 +62,8 @@ MUTANTS = {
                      [SC._dense_shape(1, 2, 3, 6, 2, 5, P=2)]),
     # depthwise NCHW KS x KS: the window read as if the stride were 1
     "dwk_stride_ignored": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel",
-                           "if checked == 0:\n                                            acc[j] += win[S * j + kw] * wr[kw]",
-                           "if checked == 0:\n                                            acc[j] += win[j + kw] * wr[kw]",
+                           "if checked == 0:\n" + " " * 44 + "acc[j] += win[S * j + kw] * wr[kw]",
+                           "if checked == 0:\n" + " " * 44 + "acc[j] += win[j + kw] * wr[kw]",
                            [SC._dense_shape(1, 2, 9, 11, 2, 3, S=2, P=1)]),
     # depthwise NCHW KS x KS: small planes packed into a group, but every thread takes its plane's first pair
     "dwk_packed_pair": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel",

@@ -7,10 +7,10 @@ zeros) and the tap's weights for its 64 channels, and each thread accumulates an
 The layout is only strides, so NCHW, NHWC and conv1d (H = KH = 1) share it.  The depthwise kernels keep a
 few outputs a thread in registers and read their windows from global memory (L1 serves the overlap); NCHW
 3x3, 5x5 and 7x7 at stride 1 or 2 take a kernel specialised on the filter's size and stride that loads
-each window row once into registers for a run of consecutive outputs.  Otherwise stride, padding, dilation, the kernel's extent
-and every size are run-time values: one specialisation per dtype.  Host functions (numpy on interp/vulkan,
-torch CUDA tensors on cuda): :func:`conv1d`, :func:`conv2d`, :func:`depthwise_conv2d`.  Design and bounds:
-docs/std/conv.md.
+each window row once into registers for a run of consecutive outputs.  Otherwise stride, padding,
+dilation, the kernel's extent and every size are run-time values: one specialisation per dtype.  Host
+functions (numpy on interp/vulkan, torch CUDA tensors on cuda): :func:`conv1d`, :func:`conv2d`,
+:func:`depthwise_conv2d`.  Design and bounds: docs/std/conv.md.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ SHARED_VEC = False
 DW_PX = 2
 DWH_PX = 4
 DW_WCAP = 4096
-#: Depthwise NCHW, KS x KS at stride 1 or 2 (dwconv2d_nchw_k_kernel): a thread's run of consecutive outputs of one
-#: row spans this many bytes of T (4 f32, 8 f16/bf16): a warp's window loads then span 512 bytes a load.
+#: Depthwise NCHW, KS x KS at stride 1 or 2 (dwconv2d_nchw_k_kernel): a thread's run of consecutive outputs
+#: of one row spans this many bytes of T (4 f32, 8 f16/bf16): a warp's window loads then span 512 bytes a load.
 DW_RUN_BYTES = 16
 #: A row coordinate that fails every bounds check (a pixel past the end).
 FAR = -(1 << 29)

@@ -3,8 +3,8 @@ argmax.
 
 Two kernels, ``reduce_rows`` (OP = sum or max) and ``argmax_rows``, each with two schedules picked at
 launch by the uniform flag ``by_simd``: one group per row (long rows), or one subgroup per row, as
-many rows per group as it has subgroups (rows of at most SHORT_ROW_BYTES, or MANY_ROWS rows and more).  mean is the sum divided
-once by ``count``; min is ``-max(-x)`` (``sign = -1``: negation is exact).  A whole tensor is reduced
+many rows per group as it has subgroups (rows of at most SHORT_ROW_BYTES, or MANY_ROWS rows and more).
+mean is the sum divided once by ``count``; min is ``-max(-x)`` (``sign = -1``: negation is exact).  A whole tensor is reduced
 in two deterministic stages, no float atomics: the row kernel over ``P`` contiguous chunks writes f32
 partials (argmax: each chunk's best index), then one group finishes (``reduce_rows`` on the partials,
 ``argmax_finish``).

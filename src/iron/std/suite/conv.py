@@ -294,8 +294,8 @@ def _depthwise_k_numpy(*args):
 
 
 #: K is the filter's size and the KS variant the row runs, S the stride and the S variant (the setup binds
-#: both: a shape never meets another variant).  W_out = W + 2 PW - K + 1 against runs of 4 (f32) and 8 (f16/bf16) outputs: 11 and 9 are multiples of
-#: neither, 12 of 4 only, 3 falls short of one run; PW past K // 2 gives windows of padding alone; H = 1 puts
+#: both: a shape never meets another variant).  W_out = W + 2 PW - K + 1 (at S = 1) against runs of 4 (f32)
+#: and 8 (f16/bf16) outputs: 11 and 9 are multiples of neither, 12 of 4 only, 3 falls short of one run; PW past K // 2 gives windows of padding alone; H = 1 puts
 #: K - 1 of the K rows in padding.  G caps each grid axis at G groups: 70 rows of 8 (f32) or 4 (f16/bf16)
 #: runs are 3 or 2 tiles of 256 per plane, and there are 3 planes, so one group walks both loops; planes of 3
 #: (row, run) pairs go 85 to a group (the 256th thread idles), and 100 of them take one group two passes.
