@@ -70,6 +70,24 @@ def variants(module, prefix: str, unrolls: list[int], tmp: Path) -> dict[int, ob
     return out
 
 
+def sweep(torch, name: str, mods: dict, make, copies: list, nbytes: int, ref_ms: float, want, dt, m: int,
+          k: int) -> None:
+    """Time ``make(mod)`` (a one-matrix launch writing ``y``, returned with it) for each unroll's module and
+    print one JSON line each; outputs must match the shipped module's bit for bit."""
+    base_y = None
+    for u, mod in mods.items():
+        one, y = make(mod)
+        one(copies[0])
+        torch.cuda.synchronize()
+        base_y = y.clone() if base_y is None else base_y
+        ms = median_ms(torch, rotated(one, copies), 10, batch=20)
+        err = ((y.float() - want).abs().max() / want.abs().max()).item()
+        print(json.dumps({"kernel": name, "M": m, "K": k, "dtype": dt.name, "unroll": u,
+                          "us": round(ms * 1e3, 2), "gbps": round(nbytes / ms / 1e6),
+                          "torch_us": round(ref_ms * 1e3, 2), "ratio": round(ref_ms / ms, 3),
+                          "same_as_shipped": bool(torch.equal(y, base_y)), "rel_err": err}), flush=True)
+
+
 def tune_cols(torch, gen, tmp: Path) -> None:
     """x @ A split over K: the unroll of a thread's rows, group size and items per split pass, f16."""
     mods = variants(gemv_mod, COLS_SITE, [4, 8], tmp)
@@ -131,22 +149,13 @@ def main() -> int:
             copies = rotation(a)
             ref_ms = median_ms(torch, rotated(lambda mat: torch.mv(mat, x), copies), 10, batch=20)
             want = torch.mv(a.float(), x.float())
-            base_y = None
-            for u, mod in rows_mods.items():
+
+            def rows(mod):
                 y = torch.empty(m, device="cuda", dtype=tdt)
                 kern = mod.gemv_rows.variant(T=dt, VEC=8)
-                one = lambda mat: kern.launch(mat, x, y, m, k, True, grid=(mod.rows_grid(m),),
-                                              group=(mod.GROUP,), backend="cuda")
-                run = rotated(one, copies)
-                one(a)
-                torch.cuda.synchronize()
-                base_y = y.clone() if base_y is None else base_y
-                ms = median_ms(torch, run, 10, batch=20)
-                err = ((y.float() - want).abs().max() / want.abs().max()).item()
-                print(json.dumps({"kernel": "gemv_rows", "M": m, "K": k, "dtype": dt.name, "unroll": u,
-                                  "us": round(ms * 1e3, 2), "gbps": round(a.numel() * a.element_size() / ms / 1e6),
-                                  "torch_us": round(ref_ms * 1e3, 2), "ratio": round(ref_ms / ms, 3),
-                                  "same_as_shipped": bool(torch.equal(y, base_y)), "rel_err": err}), flush=True)
+                return (lambda mat: kern.launch(mat, x, y, m, k, True, grid=(mod.rows_grid(m),),
+                                                group=(mod.GROUP,), backend="cuda")), y
+            sweep(torch, "gemv_rows", rows_mods, rows, copies, a.numel() * a.element_size(), ref_ms, want, dt, m, k)
             del a, copies
             # gemv_q8_0: 34-byte blocks, scale 2**-6 (f16 0x2400), random i8 weights
             nb = k // 32
@@ -159,22 +168,13 @@ def main() -> int:
             want = torch.mv(wq.reshape(m, k), x.float())
             flat = data.reshape(-1)
             copies = rotation(flat)
-            base_y = None
-            for u, mod in q8_mods.items():
+
+            def q8(mod):
                 y = torch.empty(m, device="cuda", dtype=tdt)
                 kern = mod.gemv_q8_0.variant(T=dt)
-                one = lambda mat: kern.launch(mat, x, y, m, k, grid=(mod.grid_for(m),), group=(mod.GROUP,),
-                                              backend="cuda")
-                run = rotated(one, copies)
-                one(flat)
-                torch.cuda.synchronize()
-                base_y = y.clone() if base_y is None else base_y
-                ms = median_ms(torch, run, 10, batch=20)
-                err = ((y.float() - want).abs().max() / want.abs().max()).item()
-                print(json.dumps({"kernel": "gemv_q8_0", "M": m, "K": k, "dtype": dt.name, "unroll": u,
-                                  "us": round(ms * 1e3, 2), "gbps": round(flat.numel() / ms / 1e6),
-                                  "torch_us": round(ref_ms * 1e3, 2), "ratio": round(ref_ms / ms, 3),
-                                  "same_as_shipped": bool(torch.equal(y, base_y)), "rel_err": err}), flush=True)
+                return (lambda mat: kern.launch(mat, x, y, m, k, grid=(mod.grid_for(m),), group=(mod.GROUP,),
+                                                backend="cuda")), y
+            sweep(torch, "gemv_q8_0", q8_mods, q8, copies, flat.numel(), ref_ms, want, dt, m, k)
             del data, wq, wd, copies
     return 0
 
