@@ -293,6 +293,31 @@ def test_repeated_launches_reuse_what_they_resolved_until_an_option_changes(monk
     np.testing.assert_allclose(out32, np.exp(a32), rtol=2e-7)
 
 
+def test_variant_launches_reuse_their_binding_and_never_another_variants(monkeypatch) -> None:
+    """``k.variant(...).launch`` takes the fast path too: its key is the fixed binding plus the argument
+    types (_call_signature's summary, computed faster), so each variant resolves once and keeps its own."""
+    from iron.lang.annotations import binding_key
+    from iron.lang.kernel import _call_signature
+    from iron.lang.numpy_compat import element_signature
+
+    resolutions = []
+    original = type(block_sums)._compiled_for
+    monkeypatch.setattr(type(block_sums), "_compiled_for",
+                        lambda self, *a: resolutions.append(a[-1]) or original(self, *a))
+    a = np.arange(300, dtype=np.float32)
+    sums = {}
+    for block in (64, 128, 64, 128):
+        out = np.zeros(-(-a.size // block), np.float32)
+        block_sums.variant(BLOCK=block).launch(a, out, a.size, grid=(a.size,), group=(block,))
+        np.testing.assert_array_equal(out, _block_reference(a, block))
+        sums[block] = out
+    assert len(resolutions) == 2
+    fixed = {"BLOCK": 64}
+    args = (a, sums[64], 300)
+    mask = block_sums._runtime_mask()
+    assert _call_signature(fixed, args, {}, mask) == (binding_key(fixed),) + element_signature(args)
+
+
 class _DeviceArray:
     """What a CUDA array library hands over: no numpy, a __cuda_array_interface__ with its typestr."""
 

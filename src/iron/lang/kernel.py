@@ -135,8 +135,8 @@ class KernelFunction:
     def _launch(self, fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any], grid: Any, group: Any,
                 backend: str | None) -> None:
         runtime_mask = self._runtime_mask()
-        if self._all_runtime and not fixed and not kwargs:
-            call: tuple | None = ((),) + element_signature(args)  # the same summary, computed faster
+        if self._all_runtime and not kwargs:  # the same summary as _call_signature's, computed faster
+            call: tuple | None = (binding_key(fixed) if fixed else (),) + element_signature(args)
         else:
             call = _call_signature(fixed, args, kwargs, runtime_mask)
         fast_key = None

@@ -104,7 +104,8 @@ def test_the_kernel_params_array_points_into_the_buffer():
 @pytest.mark.parametrize(("dt", "value"), [
     (f32, 1e39), (f32, -1e39), (f32, float("nan")), (f32, 3), (f32, np.float64(0.1)), (f16, 65519.0), (f16, 1e9),
     (bf16, 1.00390625), (i8, 127), (u8, 255), (i16, -32768), (u16, 65535), (u32, 2**32 - 1), (u64, 2**64 - 1),
-    (i64, -2**63), (b8, True), (f64, 1e300), (i8, np.int8(-5)), (f32, np.float16(0.5))])
+    (i64, -2**63), (b8, True), (b8, False), (b8, np.bool_(True)), (f64, 1e300), (i8, np.int8(-5)),
+    (f32, np.float16(0.5))])
 def test_scalar_conversion_matches_the_interpreter(dt, value):
     spec = ParamSpec("s", False, dt)
     stored = scalar_converter("k", spec)(value)

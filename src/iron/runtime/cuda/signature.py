@@ -71,15 +71,17 @@ _F32_MAX = 3.4028234663852886e38
 def scalar_converter(kernel: str, spec: ParamSpec) -> Callable[[Any], int | float]:
     """A function from a launch argument to the value stored in the parameter block.
 
-    Python ints and floats in range take a short path; everything else (numpy scalars, narrow
-    dtypes, out-of-range values, wrong types) goes through the interpreter's check, which rounds
-    to the dtype or raises the interpreter's LaunchError.
+    Python bools, and ints and floats in range, take a short path; everything else (numpy scalars,
+    narrow dtypes, out-of-range values, wrong types) goes through the interpreter's check, which
+    rounds to the dtype or raises the interpreter's LaunchError.
     """
     dt = spec.dtype
     slow = _checked(kernel, spec)
     if dt.is_int and dt.bits >= 32:
         lo, hi = D.min_value(dt), D.max_value(dt)
         return lambda v: v if type(v) is int and lo <= v <= hi else slow(v)
+    if dt.is_bool:  # stored as a 32-bit 0 / 1
+        return lambda v: int(v) if type(v) is bool else slow(v)
     if dt == D.f64:
         return lambda v: v if type(v) is float else slow(v)
     if dt == D.f32:
