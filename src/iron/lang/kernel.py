@@ -133,10 +133,13 @@ class KernelFunction:
         return binding_key(binding), binding
 
     def _launch(self, fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any], grid: Any, group: Any,
-                backend: str | None) -> None:
+                backend: str | None, fixed_key: tuple | None = None) -> None:
+        """``fixed_key``: ``binding_key(fixed)`` when the caller holds it (a variant's, computed once)."""
         runtime_mask = self._runtime_mask()
         if self._all_runtime and not kwargs:  # the same summary as _call_signature's, computed faster
-            call: tuple | None = (binding_key(fixed) if fixed else (),) + element_signature(args)
+            if fixed_key is None:
+                fixed_key = binding_key(fixed) if fixed else ()
+            call: tuple | None = (fixed_key,) + element_signature(args)
         else:
             call = _call_signature(fixed, args, kwargs, runtime_mask)
         fast_key = None
@@ -192,6 +195,7 @@ class SpecializedKernel:
     def __init__(self, kernel: KernelFunction, fixed: dict[str, Any]):
         self.kernel = kernel
         self.binding = fixed
+        self._key = binding_key(fixed) if fixed else ()  # the launch fast path's part of the call summary
 
     @property
     def name(self) -> str:
@@ -216,10 +220,10 @@ class SpecializedKernel:
 
     def __getitem__(self, key: Any) -> "Launcher":
         grid, group = split_launch_key(key)
-        return Launcher(self.kernel, self.binding, grid, group)
+        return Launcher(self.kernel, self.binding, grid, group, self._key)
 
     def launch(self, *args: Any, grid: Any, group: Any = None, backend: str | None = None, **kwargs: Any) -> None:
-        self.kernel._launch(self.binding, args, kwargs, grid, group, backend)
+        self.kernel._launch(self.binding, args, kwargs, grid, group, backend, self._key)
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         raise LaunchError(f"kernel '{self.name}' is launched with a grid: k[grid](...) or k.launch(..., grid=...)")
@@ -231,16 +235,18 @@ class SpecializedKernel:
 class Launcher:
     """``k[grid]`` or ``k[grid, group]``: call it with the kernel's arguments."""
 
-    __slots__ = ("kernel", "fixed", "grid", "group")
+    __slots__ = ("kernel", "fixed", "grid", "group", "fixed_key")
 
-    def __init__(self, kernel: KernelFunction, fixed: dict[str, Any], grid: Any, group: Any):
+    def __init__(self, kernel: KernelFunction, fixed: dict[str, Any], grid: Any, group: Any,
+                 fixed_key: tuple | None = None):
         self.kernel = kernel
         self.fixed = fixed
         self.grid = grid
         self.group = group
+        self.fixed_key = fixed_key
 
     def __call__(self, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
-        self.kernel._launch(self.fixed, args, kwargs, self.grid, self.group, backend)
+        self.kernel._launch(self.fixed, args, kwargs, self.grid, self.group, backend, self.fixed_key)
 
 
 def split_launch_key(key: Any) -> tuple[Any, Any]:
