@@ -1,7 +1,8 @@
 """iron.std.gemm's matrix kernel in several configurations next to torch.matmul (cuBLAS): one JSON line each.
 
 For the GPU machine (the H200).  For each configuration of :data:`iron.std.gemm.gemm_mma` (FRAG, WARPS,
-WT, BK, THREADS) and each size, the kernel and ``torch.matmul`` run on the same bf16/f16 inputs; both
+WT, BK, THREADS) or of :data:`iron.std.gemm_wg.gemm_wg` (``WG_*``: BN, STAGES, PENDING, KP) and each
+size, the kernel and ``torch.matmul`` run on the same bf16/f16 inputs; both
 are timed with CUDA events (median of ``--reps`` after a warm-up, in one stream) and Iron's output is
 checked against cuBLAS's: the largest |difference| over the largest |cuBLAS output| must stay under
 2**-7 (both round f32 sums of the same products once to 16 bits; a wrong tile shows up as O(1)).
@@ -39,6 +40,18 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "W8_BK64_S2": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 64, "THREADS": 256, "STAGES": 2},
     "W8_BK64_S3": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x4", "BK": 64, "THREADS": 256, "STAGES": 3},
     "WIDE_BK64_S3": {"FRAG": "16x8x16", "WARPS": "2x4", "WT": "4x8", "BK": 64, "THREADS": 256, "STAGES": 3},
+    # gemm_wg (mma_wg, sm_90's wgmma): 128 x BN tiles, STAGES buffers, PENDING multiplies left running.
+    "WG_256_S4_P1": {"BN": 256, "STAGES": 4, "PENDING": 1},
+    "WG_256_S3_P1": {"BN": 256, "STAGES": 3, "PENDING": 1},
+    "WG_256_S3_P0": {"BN": 256, "STAGES": 3, "PENDING": 0},
+    "WG_128_S4_P1": {"BN": 128, "STAGES": 4, "PENDING": 1},
+    "WG_128_S3_P1": {"BN": 128, "STAGES": 3, "PENDING": 1},
+    "WG_128_S4_P0": {"BN": 128, "STAGES": 4, "PENDING": 0},
+    # K steps of 128 (two swizzled panels per buffer): half the barriers per multiply.
+    "WG_256_S2_P0_K2": {"BN": 256, "STAGES": 2, "PENDING": 0, "KP": 2},
+    "WG_128_S3_P1_K2": {"BN": 128, "STAGES": 3, "PENDING": 1, "KP": 2},
+    "WG_128_S3_P0_K2": {"BN": 128, "STAGES": 3, "PENDING": 0, "KP": 2},
+    "WG_128_S2_P0_K2": {"BN": 128, "STAGES": 2, "PENDING": 0, "KP": 2},
 }
 
 
@@ -55,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from iron import bf16, f16
     from iron.std.gemm import block_tile, gemm_mma, launch_geometry
+    from iron.std.gemm_wg import WG_BM, WG_THREADS, gemm_wg
 
     dt, tdt = (bf16, torch.bfloat16) if args.dtype == "bf16" else (f16, torch.float16)
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -69,8 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         flops = 2.0 * m * n * k
         for name in args.configs:
             cfg = CONFIGS[name]
-            kern = gemm_mma.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
-            grid, group = launch_geometry(m, n, cfg["THREADS"], block_tile(cfg))
+            if name.startswith("WG_"):
+                kern = gemm_wg.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
+                grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, cfg["BN"]))
+            else:
+                kern = gemm_mma.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
+                grid, group = launch_geometry(m, n, cfg["THREADS"], block_tile(cfg))
             c = torch.full((m, n), float("nan"), device="cuda", dtype=tdt)
 
             def run() -> None:

@@ -9,6 +9,8 @@ host's cost).  Each figure is the median over ``--reps`` loops after a warm-up. 
 * ``iron_device_launch_us``: ``CudaDevice.launch(ir, [x, y, out], grid, group)``, the device's fast path;
 * ``iron_cudaarray_launch_us``: the same with Iron's own CudaArrays;
 * ``iron_kernel_call_us``: ``add[grid](x, y, out)`` through iron.lang (the user-facing path), or why not;
+* ``iron_variant_launch_us``: ``add_v.variant(T=f32).launch(x, y, out, flag, n, grid=...)``, the path the
+  std library's hosts take (a variant binding, a bool and an int scalar);
 * ``torch_add_us`` (``torch.add(x, y, out=out)``) and ``cupy_add_us`` (``cupy.add``) where importable;
 * ``kernel_py_overhead_us``: ``add[grid](...)`` with numpy arguments on a device that does nothing,
   i.e. iron.lang's own share of a launch (runs on any machine).
@@ -27,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from iron import In, Tensor, f32, kernel
+from iron import In, T, Tensor, f16, f32, i32, kernel, variants
 from iron.lang import program_id
 
 N = 1024
@@ -37,6 +39,16 @@ N = 1024
 def add(x: In[f32], y: In[f32], out: Tensor[f32]):
     i = program_id(0)
     out[i] = x[i] + y[i]
+
+
+@kernel(variants(T=[f32, f16]))
+def add_v(x: In[T], y: In[T], out: Tensor[T], flag: bool, n: i32):
+    i = program_id(0)
+    if i < n:
+        if flag:
+            out[i] = x[i] + y[i]
+        else:
+            out[i] = x[i] - y[i]
 
 
 def per_launch_us(launch: Callable[[], Any], count: int, reps: int, sync: Callable[[], Any]) -> float:
@@ -112,6 +124,11 @@ def gpu_rows(count: int, reps: int) -> dict[str, Any]:
         np.testing.assert_allclose(to.cpu().numpy(), want, rtol=1e-6)
     except Exception as e:  # iron.lang may not take torch tensors yet
         out["iron_kernel_call_us"] = f"not measured: {type(e).__name__}: {e}"
+    to.zero_()
+    v = add_v.variant(T=f32)
+    out["iron_variant_launch_us"] = per_launch_us(
+        lambda: v.launch(tx, ty, to, True, N, grid=(N,), backend="cuda"), count, reps, torch.cuda.synchronize)
+    np.testing.assert_allclose(to.cpu().numpy(), want, rtol=1e-6)
     out["torch_add_us"] = per_launch_us(lambda: torch.add(tx, ty, out=to), count, reps, torch.cuda.synchronize)
     try:
         import cupy

@@ -87,3 +87,30 @@ def test_depthwise_nchw_square_filters_as_the_host_launches_them(cuda, ks, strid
     scale = np.abs(xp).max() * np.abs(w.astype(np.float64)).sum(axis=(1, 2, 3)).max() + np.abs(b).max()
     assert got.shape == want.shape
     assert np.max(np.abs(got - want) / (np.abs(want) + 1e-3 * scale)) < 2.0 ** -9
+
+
+@pytest.mark.parametrize("m,n,k,transpose_b,act", [(4096, 4096, 4096, False, None), (300, 520, 200, True, "gelu_tanh"),
+                                                   (129, 257, 72, False, "relu"), (1, 3, 5, True, None)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_gemm_on_warpgroups(cuda, m, n, k, transpose_b, act, dtype):
+    """The host runs gemm_wg on the H200 (wgmma from swizzled tiles): whole tiles, every tail, both layouts of B."""
+    import ml_dtypes
+
+    from iron.core import dtypes as D
+    from iron.harness.tolerance import compare, derive_tolerance
+    from iron.std import gemm as GM
+    from iron.std.suite import gemm as GS
+
+    nd = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((m, k)).astype(nd)
+    b = rng.standard_normal((k, n)).astype(nd)
+    bias = rng.standard_normal(n).astype(nd) if act else None
+    got = GM.gemm(a, np.ascontiguousarray(b.T) if transpose_b else b, bias, act, backend="cuda",
+                  transpose_b=transpose_b)
+    oracle = GS.make_oracle(False, bias is not None, act or "none")
+    want = oracle(a.astype(np.float64), b.astype(np.float64), None if bias is None else bias.astype(np.float64), None,
+                  m, n, k)
+    tol = derive_tolerance(D.from_numpy(a.dtype), GS.gemm_depth(k, bias is not None, act or "none"))
+    verdict = compare(np.asarray(got), want, tol)
+    assert verdict.ok, verdict.message

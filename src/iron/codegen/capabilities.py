@@ -34,9 +34,10 @@ from .targets import TargetProfile
 COLLECTIVE_OPCODES = frozenset({
     "barrier", "simd_sum", "simd_max", "simd_min", "simd_any", "simd_all", "simd_shuffle", "simd_shuffle_xor",
     "simd_shuffle_up", "simd_shuffle_down", "simd_broadcast", "frag_fill", "frag_load", "frag_store", "mma",
+    "mma_wg",
 })
 
-_FRAGMENT_OPCODES = frozenset({"frag_fill", "frag_load", "frag_store", "mma"})
+_FRAGMENT_OPCODES = frozenset({"frag_fill", "frag_load", "frag_store", "mma", "mma_wg"})
 #: Ops every thread of a group must reach together on every GPU target (subgroup operations act
 #: on the active lanes, so a partial last group is fine for them).
 WHOLE_GROUP_OPCODES = frozenset({"barrier"}) | _FRAGMENT_OPCODES
@@ -70,6 +71,10 @@ def check_kernel(kernel: Kernel, profile: TargetProfile) -> None:
         if dt is not None and not profile.supports_dtype(dt.name):
             raise _unsupported(f"parameter '{p.name}' has dtype {dt}, which {where} does not support",
                                kernel.loc, kernel, _dtype_hint(dt, profile))
+    if "wgmma" not in profile.features:  # before the shared-memory total: the reason that matters first
+        for op in kernel.walk():
+            if op.opcode in ("mma_wg", "mma_wg_wait"):
+                _check_op(op, kernel, profile, where)
     used_shared = 0
     for op in kernel.walk():
         _check_op(op, kernel, profile, where)
@@ -83,6 +88,10 @@ def check_kernel(kernel: Kernel, profile: TargetProfile) -> None:
 
 def _check_op(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> None:
     code = op.opcode
+    if code in ("mma_wg", "mma_wg_wait") and "wgmma" not in profile.features:
+        raise _unsupported(f"'{code}' (warpgroup multiplies) runs on NVIDIA Hopper's wgmma alone (CUDA sm_90), "
+                           f"not on {where}", op.loc, kernel,
+                           "use mma() fragments there (iron.std.gemm picks its kernel per device)")
     if code in _FRAGMENT_OPCODES:
         _check_fragment_layout(op, kernel, profile, where)
     for v in ([op.result] if op.result is not None else []) + list(op.operands):

@@ -33,7 +33,7 @@ import numpy as np
 from ..core import dtypes as D
 from ..core.dtypes import DType
 from ..core.errors import IronError
-from ..core.types import MMA_SHAPES
+from ..core.types import MMA_SHAPES, WG_ACC_SHAPES, WG_N
 from .targets import get_target
 
 Role = Literal["a", "b", "acc"]
@@ -494,6 +494,14 @@ _PTX_A = BitFieldLayout(16, 16, 32, 8, row_bits=("l2", "l3", "l4", "r1"), col_bi
 _PTX_B = BitFieldLayout(16, 8, 32, 4, row_bits=("r0", "l0", "l1", "r1"), col_bits=("l2", "l3", "l4"))
 _PTX_C = BitFieldLayout(16, 8, 32, 4, row_bits=("l2", "l3", "l4", "r1"), col_bits=("r0", "l0", "l1"))
 
+
+def _wgmma_acc(n: int) -> BitFieldLayout:
+    """One subgroup's 16 x N share of a ``wgmma`` m64nNk16 f32 accumulator (PTX ISA 9.7.15.5.1.1.1, "WGMMA
+    .m64nNk16 register fragment layout for accumulator matrix D"): the m16n8 layout above repeated N/8
+    times along the columns, register d[i] at column 8 (i >> 2) + 2 threadID_in_group + (i & 1)."""
+    extra = tuple(f"r{k}" for k in range(2, 2 + _log2(n // 8, "N / 8")))
+    return BitFieldLayout(16, n, 32, n // 2, row_bits=("l2", "l3", "l4", "r1"), col_bits=("r0", "l0", "l1", *extra))
+
 CUDA_MMA_SYNC_M16N8K16 = MmaStrategy(
     name="cuda_mma_sync_m16n8k16", targets=("cuda",), archs=ArchSet(prefix="sm_", minimum=80), lane_width=32,
     combos=(
@@ -505,9 +513,12 @@ CUDA_MMA_SYNC_M16N8K16 = MmaStrategy(
         LayoutRule("a", 16, 16, (D.f16, D.bf16), _PTX_A),
         LayoutRule("b", 16, 8, (D.f16, D.bf16), _PTX_B),
         LayoutRule("acc", 16, 8, (D.f32, D.f16), _PTX_C),
+        # mma_wg's accumulators (sm_90's wgmma): each subgroup's 16 x N rows of the warpgroup's 64 x N.
+        *(LayoutRule("acc", 16, n, (D.f32,), _wgmma_acc(n)) for n in WG_N),
     ),
     layout_status="normative",
-    sources=("NVIDIA PTX ISA, section 9.7.14.5.8 'Matrix Fragments for mma.m16n8k16 with floating point type'",),
+    sources=("NVIDIA PTX ISA, section 9.7.14.5.8 'Matrix Fragments for mma.m16n8k16 with floating point type'",
+             "NVIDIA PTX ISA, section 9.7.15.5.1.1.1 'Matrix Fragments for wgmma.mma_async.m64nNk16' (mma_wg)"),
     notes="16-bit slots pack in pairs: a is 4 .f16x2 registers, b 2, an f32 accumulator 4 .f32, an f16 one "
           "2 .f16x2.",
 )
@@ -623,7 +634,8 @@ PORTABLE = MmaStrategy(
     combos=tuple(MmaCombo(m, n, k, i, a, "shared memory + fma") for (m, n, k) in MMA_SHAPES
                  for (i, a) in _PORTABLE_DTYPES),
     layouts=tuple(LayoutRule(role, *dims, (D.f16, D.bf16, D.f32), StripedLayout(*dims))
-                  for role in ROLES for dims in sorted({role_dims(role, s) for s in MMA_SHAPES})),
+                  for role in ROLES for dims in sorted({role_dims(role, s) for s in MMA_SHAPES}
+                                                       | (set(WG_ACC_SHAPES) if role == "acc" else set()))),
     layout_status="portable",
     sources=("Iron (docs/matrix-units.md)",),
     notes="Any subgroup width that divides the fragment's element count.",

@@ -177,8 +177,10 @@ _CUDA_SHARED_OPTIN = {70: 96 * 1024, 75: 64 * 1024, 80: 163 * 1024, 86: 99 * 102
 def _cuda(arch: str, mma: str | None) -> TargetProfile:
     sm = int(arch[3:].rstrip("a"))
     atomics = _CUDA_ATOMICS if sm >= 80 else _CUDA_ATOMICS - {("add", "bf16")}
+    # wgmma (mma_wg) exists on sm_90 alone (Blackwell dropped it); code using it is built for sm_90a.
+    features = frozenset({"subgroups", "f64"} | ({"wgmma"} if sm == 90 else set()))
     return TargetProfile("cuda", arch, 32, 1024, (1024, 1024, 64), 48 * 1024, _ALL_DTYPES, atomics, atomics, mma,
-                         frozenset({"subgroups", "f64"}), max_shared_bytes_optin=_CUDA_SHARED_OPTIN[sm])
+                         features, max_shared_bytes_optin=_CUDA_SHARED_OPTIN[sm])
 
 
 def _hip(arch: str, wave: int, mma: str | None) -> TargetProfile:

@@ -371,7 +371,8 @@ WRITE_OPS = frozenset({"store", "vstore", "frag_store", "atomic_add", "atomic_ma
                        "atomic_cas", "copy_async"})
 #: Ops that order memory for every tensor (no access may move across them).  ``copy_async`` also reads
 #: its third operand and completes at some point up to ``copy_async_wait``: no access moves across either.
-FENCE_OPS = frozenset({"barrier", "call", "copy_async", "copy_async_commit", "copy_async_wait"})
+FENCE_OPS = frozenset({"barrier", "call", "copy_async", "copy_async_commit", "copy_async_wait", "mma_wg",
+                       "mma_wg_wait"})
 
 
 def may_alias(a: Value, b: Value) -> bool:
@@ -430,6 +431,8 @@ def _collect_access(k: Kernel, block: Block, alias: dict[Value, Value], reads: s
             writes.add(alias.get(op.operands[0], op.operands[0]))
         if op.opcode == "copy_async":
             reads.add(alias.get(op.operands[2], op.operands[2]))
+        if op.opcode == "mma_wg":  # reads both tiles (shared arrays: never parameters, listed for completeness)
+            reads.update(alias.get(op.operands[i], op.operands[i]) for i in (0, 2))
         if op.opcode == "call":
             name = op.attrs["callee"]
             f = k.functions.get(name)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import dtypes as D
-from .types import (MMA_SHAPES, FragmentType, IRType, ScalarType, TensorType, TupleType, VarType, VectorType,
-                    is_value_type, with_dtype)
+from .types import (MMA_SHAPES, WG_ACC_SHAPES, WG_N, FragmentType, IRType, ScalarType, TensorType, TupleType, VarType,
+                    VectorType, is_value_type, with_dtype)
 
 
 class OpTypeError(Exception):
@@ -387,7 +387,7 @@ def _for(ts, attrs):
 
 
 def _check_frag_shape(role: str, rows: int, cols: int) -> None:
-    ok = set()
+    ok = set(WG_ACC_SHAPES) if role == "acc" else set()
     for m, n, k in MMA_SHAPES:
         ok.add({"a": (m, k), "b": (k, n), "acc": (m, n)}[role])
     if (rows, cols) not in ok:
@@ -452,6 +452,38 @@ def _mma(ts, attrs):
     if b.rows != k or (c.rows, c.cols) != (m, b.cols) or (m, b.cols, k) not in MMA_SHAPES:
         raise OpTypeError(f"mma shapes do not fit: a {a.rows}x{a.cols}, b {b.rows}x{b.cols}, acc {c.rows}x{c.cols}")
     return c
+
+
+def _mma_wg(ts, attrs):
+    a, a_tile, b, b_tile, c = ts
+    for t, what in ((a, "A"), (b, "B")):
+        if not (isinstance(t, TensorType) and t.space == "shared"):
+            raise OpTypeError(f"mma_wg reads its {what} tile from a shared array, got {t}")
+        if t.dtype not in (D.f16, D.bf16):
+            raise OpTypeError(f"mma_wg multiplies f16 or bf16 tiles, got {t.dtype}")
+    if a.dtype != b.dtype:
+        raise OpTypeError(f"mma_wg tiles differ in dtype: {a.dtype} vs {b.dtype}")
+    _int_scalar(a_tile, "A tile offset")
+    _int_scalar(b_tile, "B tile offset")
+    if not (isinstance(c, FragmentType) and c.role == "acc" and c.dtype == D.f32 and c.rows == 16
+            and c.cols in WG_N):
+        raise OpTypeError(f"mma_wg accumulates into an f32 accumulator of 16 x N, N in {WG_N}; got {c}")
+    k, major, block = attrs.get("k"), attrs.get("b_major"), attrs.get("b_block")
+    if k not in (16, 32, 48, 64):
+        raise OpTypeError(f"mma_wg's k is 16, 32, 48 or 64 (a swizzled row holds 64), got {k!r}")
+    if major not in ("k", "n"):
+        raise OpTypeError(f"mma_wg's b_major is 'k' (B stored n-by-k) or 'n' (k-by-n), got {major!r}")
+    if not isinstance(block, int) or isinstance(block, bool) or block < 0 or block % 512:
+        raise OpTypeError(f"mma_wg's b_block is a multiple of 512 elements (a 1024-byte atom), got {block!r}")
+    _mma_wg_wait([], attrs)
+    return c
+
+
+def _mma_wg_wait(ts, attrs):
+    n = attrs.get("pending")
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 7:
+        raise OpTypeError(f"a warpgroup multiply leaves 0 to 7 of them in flight, got {n!r}")
+    return None
 
 
 # ---------------------------------------------------------------- the table
@@ -531,6 +563,8 @@ _reg("frag_fill", "fragment", 1, _frag_fill, attrs=("role", "dtype", "rows", "co
 _reg("frag_load", "fragment", 3, _frag_load, pure=False, attrs=("role", "dtype", "rows", "cols", "layout"))
 _reg("frag_store", "fragment", 4, _frag_store, pure=False, attrs=("layout",))
 _reg("mma", "fragment", 3, _mma, pure=False)
+_reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "b_major", "b_block", "pending"))
+_reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",))
 
 _reg("var", "var", 0, _var, pure=False, attrs=("type",))
 _reg("var_load", "var", 1, _var_load, pure=False)

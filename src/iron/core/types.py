@@ -18,6 +18,27 @@ VECTOR_WIDTHS = (2, 4, 8)
 #: defines each exactly; the targets map them onto their matrix units.
 MMA_SHAPES: tuple[tuple[int, int, int], ...] = ((8, 8, 8), (16, 8, 16), (16, 16, 16))
 
+#: Warpgroup multiplies (``mma_wg``, docs/ir.md "Warpgroup multiplies"): four consecutive subgroups
+#: multiply a 64-row A tile by a K x N B tile, both in shared memory; subgroup ``s`` holds rows
+#: ``16 (s % 4)`` .. of the product as a 16 x N accumulator fragment.
+WG_ROWS = 64
+WG_N: tuple[int, ...] = (64, 128, 256)
+WG_ACC_SHAPES: tuple[tuple[int, int], ...] = tuple((16, n) for n in WG_N)
+#: Elements in one row of a swizzled tile (128 bytes of 16-bit values), and the rows of one swizzle atom.
+SW128_ROW = 64
+SW128_ATOM_ROWS = 8
+
+
+def sw128_index(row, col):
+    """Where element (row, col) of a swizzled tile lives, as an offset from the tile's first element.
+
+    A swizzled tile (the layout ``mma_wg`` reads, NVIDIA's 128-byte swizzle of 16-bit values) keeps
+    each row in 64 consecutive elements and permutes the row's eight 8-element chunks by the row's
+    position in its 8-row atom: chunk ``c`` of row ``r`` is stored as chunk ``c ^ (r % 8)``.  Works on
+    ints and numpy int arrays.
+    """
+    return row * SW128_ROW + (((col >> 3) ^ (row & 7)) << 3) + (col & 7)
+
 
 class IRType:
     """Base class of IR types."""

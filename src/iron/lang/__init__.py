@@ -11,6 +11,7 @@ from .builtins import *  # noqa: F401,F403  (every builtin, listed in builtins._
 from .builtins import ALL_BUILTINS, Builtin, KernelOnlyError
 from .helpers import HelperFunction, func
 from .kernel import KernelFunction, Launcher, SpecializedKernel, kernel
+from .tiles import sw128
 
 DTYPES = ["f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool_"]
 
@@ -20,6 +21,6 @@ SHADOWING_PYTHON = ("abs", "min", "max", "round", "pow")
 
 __all__ = [
     "kernel", "func", "variants", "Variants", "Tensor", "In", "Constexpr", "TypeVar", "T", "U",
-    "KernelFunction", "SpecializedKernel", "Launcher", "HelperFunction", "Builtin", "KernelOnlyError",
+    "KernelFunction", "SpecializedKernel", "Launcher", "HelperFunction", "Builtin", "KernelOnlyError", "sw128",
     *DTYPES, *(name for name in ALL_BUILTINS if name not in SHADOWING_PYTHON),
 ]

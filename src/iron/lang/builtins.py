@@ -487,6 +487,23 @@ def mma(a, b, acc):
     """acc + a @ b for one subgroup's fragments."""
 
 
+@_builtin("fragment")
+def mma_wg(a, a_tile, b, b_tile, acc, k=64, b_major="k", b_block=0, pending=0):
+    """acc + A @ B for a warpgroup (four subgroups) from swizzled shared tiles (docs/ir.md).
+
+    A is the 64 x k tile at ``a[a_tile ..]``; B is k x N at ``b[b_tile ..]``, stored n-by-k
+    (``b_major="k"``) or k-by-n in blocks of 64 columns ``b_block`` elements apart (``"n"``).
+    Subgroup s gets rows 16 (s % 4) .. of the product: ``acc`` is its 16 x N accumulator.
+    ``pending``: how many of the warpgroup's multiplies may still run when it returns (0: this one
+    is done); one in flight keeps its tiles unwritable and its result unreadable until retired.
+    """
+
+
+@_builtin("fragment")
+def mma_wg_wait(pending=0):
+    """Wait until at most ``pending`` of this warpgroup's ``mma_wg`` multiplies are still running."""
+
+
 # ---------------------------------------------------------------- compile-time
 
 @_builtin("static")

@@ -331,21 +331,28 @@ def store_row(c, bias, stage, m, n, row0, col0, c0, c1, c2, c3, c4, c5, c6, c7, 
                 row = row0 + task // chunks
                 col = col0 + p * 2 * fn + (task % chunks) * 8
                 if row < m and col < n:
-                    at = sbase + (task // chunks) * ld + (task % chunks) * 8
-                    lo = stage.load(at, width=4)
-                    hi = stage.load(at + 4, width=4)
-                    y = vec(lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3])
-                    whole = n % 8 == 0 and col + 8 <= n
-                    if has_bias:
-                        y = y + f32(load_chunk(bias, 0, 0, col, 1, n, whole, 8))
-                    out = cast(activate(y, act), c.dtype)
-                    if whole:
-                        c.store(row * n + col, out)
-                    else:
-                        for e in static_range(8):
-                            if col + e < n:
-                                c[row * n + col + e] = out[e]
+                    store_staged(c, bias, stage, sbase + (task // chunks) * ld + (task % chunks) * 8, row, col, n,
+                                 has_bias, act)
         barrier()
+
+
+@func
+def store_staged(c, bias, stage, at, row, col, n, has_bias, act):
+    """C[row, col .. col+7] from 8 staged f32 sums at stage[at ..]: bias, activation, one rounding, one
+    16-byte store (element by element on the N tail).  The epilogue of both matrix kernels."""
+    lo = stage.load(at, width=4)
+    hi = stage.load(at + 4, width=4)
+    y = vec(lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3])
+    whole = n % 8 == 0 and col + 8 <= n
+    if has_bias:
+        y = y + f32(load_chunk(bias, 0, 0, col, 1, n, whole, 8))
+    out = cast(activate(y, act), c.dtype)
+    if whole:
+        c.store(row * n + col, out)
+    else:
+        for e in static_range(8):
+            if col + e < n:
+                c[row * n + col + e] = out[e]
 
 
 @kernel(variants(T=[f16, bf16], FRAG=list(FRAGS), WARPS=list(WARP_GRIDS), WT=list(WARP_TILES), BK=[32, 16, 64],
@@ -590,7 +597,8 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
     a: (M, K); b: (K, N), or (N, K) with ``transpose_b`` (an nn.Linear weight); bias: (N,) or None;
     activation: None, "relu", "gelu_tanh" or "silu"; all one float dtype, C-contiguous (numpy on
     interp/vulkan, torch tensors on cuda).  f16/bf16 run on the matrix units where the device has
-    them (:func:`fragment_config`), everything else on the FMA kernel.  Returns ``out`` (M, N).
+    them (:func:`fragment_config`; on Hopper the warpgroup kernel of gemm_wg.py), everything else on the
+    FMA kernel.  Returns ``out`` (M, N).
     """
     dt = _host.check_float(a, "gemm: a")
     if _host.dtype_of(b, "gemm: b") != dt:
@@ -623,6 +631,14 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
     target, lanes, profile = device_traits(backend)
     cfg = fragment_config(target, lanes, dt, profile, bool(transpose_b)) if dt != f32 else None
     flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}
+    from .gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg, runs_warpgroups, wg_shared_bytes
+
+    if cfg is not None and runs_warpgroups(profile) and wg_shared_bytes(WG_DEFAULT) <= profile.shared_limit:
+        # Hopper: warpgroup multiplies from swizzled tiles (gemm_wg.py), faster than mma.sync fragments.
+        grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, WG_DEFAULT["BN"]))
+        gemm_wg.variant(**flags, **WG_DEFAULT).launch(a, b, unread_bias, out, m, n, k, grid=grid, group=group,
+                                                      backend=backend)
+        return out
     if cfg is None:
         kern = gemm_fma.variant(**flags)
         grid, group = launch_geometry(m, n, FMA_THREADS, (FMA_BM, FMA_BN))

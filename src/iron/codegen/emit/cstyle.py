@@ -85,6 +85,8 @@ class KernelPrinter:
         self.tensor_access: dict[str, str] = {}
         dialect.attach(self)
         self.fragments = FragmentPrinter(self)
+        #: Whether the kernel multiplies on warpgroups (``mma_wg``): its barriers then fence the async proxy.
+        self.uses_warpgroup_mma = any(op.opcode == "mma_wg" for op in kernel.walk())
 
     # ------------------------------------------------------------ helpers for dialects
 
@@ -123,6 +125,9 @@ class KernelPrinter:
                 vector_bytes[t] = max(vector_bytes[t], width * t.type.dtype.itemsize)
             elif op.opcode == "frag_load":  # a matrix unit may load 16-byte rows (CUDA's ldmatrix)
                 vector_bytes[op.operands[0]] = max(vector_bytes[op.operands[0]], 16)
+            elif op.opcode == "mma_wg":  # swizzled tiles start on 1024-byte atoms of their array
+                for t in (op.operands[0], op.operands[2]):
+                    vector_bytes[t] = max(vector_bytes[t], 1024)
         for op in k.walk():
             if op.opcode == "shared_alloc":
                 name = self.names.define(op.result)
@@ -178,6 +183,10 @@ class KernelPrinter:
             return
         if code in ("copy_async", "copy_async_commit", "copy_async_wait"):
             self.d.copy_async(op, args)
+            return
+        if code == "mma_wg_wait":
+            for text in self.d.warpgroup_wait(op):
+                self.line(text)
             return
         if code == "var":
             t = op.attrs["type"]

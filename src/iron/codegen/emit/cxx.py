@@ -257,7 +257,8 @@ class CxxDialect(Dialect):
         """Declarations of the shared arrays ``(name, C type, bytes, align, element bytes)``.
 
         Static ``__shared__`` arrays while they fit the profile's static limit; past it (CUDA's 48 KiB),
-        pointers into one dynamic ``extern __shared__`` block, each at a 16-byte aligned offset, whose
+        pointers into one dynamic ``extern __shared__`` block, each at an offset aligned to 16 bytes or its own
+        alignment (1024 for ``mma_wg``'s tiles), whose
         size goes in ``dynamic_shared_bytes`` for the runtime to opt in to and launch with.
         """
         total = sum(size for _, _, size, _, _ in arrays)
@@ -266,9 +267,11 @@ class CxxDialect(Dialect):
             # alignas first: hip-clang rejects an attribute list after __shared__ (NVRTC takes either order).
             return [f"{f'alignas({align}) ' if align > item else ''}__shared__ {ctype} {name}[{size // item}];"
                     for name, ctype, size, align, item in arrays]
-        lines = [f"extern __shared__ __align__(16) unsigned char {DYNAMIC_SHARED}[];"]
+        block_align = max([16] + [align for _, _, _, align, _ in arrays])
+        lines = [f"extern __shared__ __align__({block_align}) unsigned char {DYNAMIC_SHARED}[];"]
         offset = 0
-        for name, ctype, size, _, _ in arrays:
+        for name, ctype, size, align, _ in arrays:
+            offset = -(-offset // max(align, 16)) * max(align, 16)
             lines.append(f"{ctype}* const {name} = reinterpret_cast<{ctype}*>({DYNAMIC_SHARED} + {offset});")
             offset += -(-size // 16) * 16
         self.dynamic_shared_bytes = offset
@@ -388,6 +391,60 @@ class CudaDialect(CxxDialect):
                 f"{ind * 2}: {', '.join(outs)}",
                 f"{ind * 2}: {', '.join(ins[:6])},",
                 f"{ind * 4}{', '.join(ins[6:])});"]
+
+    def frag_warpgroup_mma(self, op: Op, out: str, args: list[Any]) -> list[str]:
+        """``mma_wg`` as ``wgmma.mma_async`` (sm_90a) on shared-memory descriptors, one per K slice of 16.
+
+        Both tiles use the 128-byte swizzle (``sw128``): a K-major tile (A; B stored n-by-k) keeps 8-row
+        atoms 1024 bytes apart (the stride byte offset) and a K slice starts 32 bytes further in the row;
+        a k-by-n (N-major, ``trans-b``) B keeps its 64-column blocks ``b_block`` elements apart (the leading
+        byte offset) and its 8-row atoms 1024 bytes apart, a K slice two atoms further.  The slices are
+        committed as one group, and ``wgmma.wait_group`` leaves ``pending`` groups in flight (0: the
+        multiply is done when ``mma_wg`` returns).  A tile off a 1024-byte boundary would be read wrongly
+        (the swizzle follows address bits), so the kernel traps instead.
+        """
+        a, a_tile, b, b_tile, c = args
+        n, k, major, block = op.result.type.cols, op.attrs["k"], op.attrs["b_major"], op.attrs["b_block"]
+        kind = {D.f16: "f16", D.bf16: "bf16"}[a.dtype]
+        desc = self.require("iron_wgmma_desc", H.WGMMA_DESC)
+        p, ind = self.printer, self.indent
+        wa, wb, r = p.temp("wg_a"), p.temp("wg_b"), p.temp("r")
+        lines = ["#pragma unroll", f"for (int {r} = 0; {r} < {n // 2}; ++{r}) {out}[{r}] = {c.text}[{r}];"]
+        for name, t, at in ((wa, a, a_tile), (wb, b, b_tile)):
+            lines.append(f"const unsigned int {name} = "
+                         f"(unsigned int)__cvta_generic_to_shared(&{t.text}[{self.index_text(at)}]);")
+        lines += [f"if (({wa} | {wb}) & 1023u) __trap();  // a tile off its 1024-byte swizzle atom",
+                  'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");']
+        d = n // 2
+        regs = ", ".join(f"%{i}" for i in range(d))
+        outs = ", ".join(f'"+f"({out}[{i}])' for i in range(d))
+        item = a.dtype.itemsize
+        for ks in range(k // 16):
+            a_desc = f"{desc}({wa} + {ks * 16 * item}u, 16u, 1024u)"
+            if major == "k":
+                b_desc, trans = f"{desc}({wb} + {ks * 16 * item}u, 16u, 1024u)", 0
+            else:
+                b_desc, trans = f"{desc}({wb} + {ks * 16 * 64 * item}u, {block * item}u, 1024u)", 1
+            lines += ["asm volatile(",
+                      f'{ind}"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{d + 2}, 0;\\n"',
+                      f'{ind}"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} "',
+                      f'{ind}"{{{regs}}}, %{d}, %{d + 1}, p, 1, 1, 0, {trans};\\n}}"',
+                      f"{ind}: {outs}",
+                      f'{ind}: "l"({a_desc}), "l"({b_desc}), "r"(1) : "memory");']
+        lines += ['asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");', *self.warpgroup_wait(op)]
+        return ["{  // mma_wg: " + f"64x{n}x{k} {kind}, B {'k-major' if major == 'k' else 'n-major'}",
+                *(ind + line for line in lines), "}"]
+
+    def warpgroup_wait(self, op: Op) -> list[str]:
+        return [f'asm volatile("wgmma.wait_group.sync.aligned {op.attrs["pending"]};" ::: "memory");']
+
+    def barrier(self) -> str:
+        """``__syncthreads``; in a kernel with ``mma_wg`` first a proxy fence, so shared-memory writes made
+        before the barrier (stores, landed ``cp.async`` copies) are visible to ``wgmma``'s reads, which go
+        through the async proxy (PTX ISA, "wgmma.mma_async": accesses across proxies need a fence)."""
+        if self.printer is not None and self.printer.uses_warpgroup_mma:
+            return f"{self.require('iron_async_proxy_barrier', H.ASYNC_PROXY_BARRIER)}()"
+        return "__syncthreads()"
 
     def shuffle(self, value: str, lane: str) -> str:
         return f"__shfl_sync(__activemask(), {value}, {lane})"

@@ -39,6 +39,26 @@ __device__ inline float iron_round_bf16(float x) {
 }"""
 
 
+#: ``iron_wgmma_desc(address, leading, stride)``: a wgmma shared-memory matrix descriptor with the 128-byte
+#: swizzle (PTX ISA 9.7.15.5.1.2.2: 14-bit fields of byte values >> 4 at bits 0, 16 and 32, the swizzle mode
+#: 1 at bits 62-63, base offset 0: tiles start on 1024-byte atoms).
+WGMMA_DESC = """\
+// A wgmma shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte offsets.
+__device__ __forceinline__ unsigned long long iron_wgmma_desc(unsigned int address, unsigned int leading,
+                                                              unsigned int stride) {
+  return (unsigned long long)((address & 0x3FFFFu) >> 4) | ((unsigned long long)((leading & 0x3FFFFu) >> 4) << 16)
+         | ((unsigned long long)((stride & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
+}"""
+
+#: ``iron_async_proxy_barrier()``: a group barrier after which wgmma (the async proxy) sees shared writes.
+ASYNC_PROXY_BARRIER = """\
+// A barrier whose shared-memory writes before it are visible to wgmma's async-proxy reads after it.
+__device__ __forceinline__ void iron_async_proxy_barrier() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+}"""
+
+
 def pack_x2(dt: D.DType) -> str:
     """``iron_pack_<dt>x2(lo, hi)``: two f32 registers holding ``dt`` values as one .f16x2/.bf16x2 word."""
     kind, bits = ("half", "__half_as_ushort") if dt == D.f16 else ("bfloat16", "__bfloat16_as_ushort")

@@ -373,3 +373,12 @@ class Dialect:
     def frag_ldmatrix(self, instruction: str, words: list[str], address: str) -> list[str]:
         """Statements loading ``words`` (packed registers) with ``ldmatrix`` from this lane's shared ``address``."""
         raise NotImplementedError
+
+    def frag_warpgroup_mma(self, op: Op, out: str, args: list[Any]) -> list[str]:
+        """Statements for ``mma_wg`` into the (declared) register array ``out``; only CUDA sm_90 has it, and
+        the capability check refuses it everywhere else before emission."""
+        raise self.unsupported(op, "'mma_wg' has no emitter")
+
+    def warpgroup_wait(self, op: Op) -> list[str]:
+        """Statements for ``mma_wg_wait`` (CUDA sm_90 alone, like ``mma_wg``)."""
+        raise self.unsupported(op, "'mma_wg_wait' has no emitter")

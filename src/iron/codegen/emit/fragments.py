@@ -61,7 +61,7 @@ from ..targets import TargetProfile
 if TYPE_CHECKING:
     from .cstyle import ModuleParts, Operand
 
-FRAGMENT_OPCODES = frozenset({"frag_fill", "frag_load", "frag_store", "mma"})
+FRAGMENT_OPCODES = frozenset({"frag_fill", "frag_load", "frag_store", "mma", "mma_wg"})
 
 
 Combo = tuple[tuple[int, int, int], D.DType, D.DType]
@@ -137,6 +137,10 @@ def native_fragment_types(kernel: Kernel, profile: TargetProfile) -> frozenset[F
     strategy = native_strategy(profile)
     if strategy is None:
         return frozenset()
+    # mma_wg's accumulators (16 x N, which no mma takes) are the warpgroup unit's wherever it runs.
+    warpgroup = {v.type for op in kernel.walk() if op.opcode == "mma_wg" for v in (op.result, op.operands[4])}
+    if warpgroup and "wgmma" not in profile.features:
+        warpgroup = set()
     combos = native_combos(profile)
     mmas = [(_mma_key(op) in combos, {op.result.type, *(v.type for v in op.operands)})
             for op in kernel.walk() if op.opcode == "mma"]
@@ -148,7 +152,7 @@ def native_fragment_types(kernel: Kernel, profile: TargetProfile) -> frozenset[F
             if (not ok or not types <= native) and types & native:
                 native -= types
                 changed = True
-    return frozenset(native)
+    return frozenset(native | warpgroup)
 
 
 def scratch_floats_per_subgroup(kernel: Kernel, native: frozenset[FragmentType] = frozenset()) -> int:
@@ -374,6 +378,13 @@ class FragmentPrinter:
         assert t not in self.packed, "frag_store takes accumulators, which are never packed"
         self._per_element(t, lambda r, row, col: [
             f"{self._at(tensor, base, ld, row, col, op)} = {self.d.frag_from_f32(f'{frag.text}[{r}]', t.dtype)};"])
+
+    def _mma_wg(self, op: Op, args: list[Operand]) -> None:
+        """A warpgroup multiply: the dialect's instructions on this subgroup's accumulator registers."""
+        out = self.p.names.define(op.result)
+        self.declare(out, op.result.type)
+        for text in self.d.frag_warpgroup_mma(op, out, args):
+            self.p.line(text)
 
     def _mma(self, op: Op, args: list[Operand]) -> None:
         a, b, c = args

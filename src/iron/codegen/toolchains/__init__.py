@@ -27,10 +27,11 @@ TOOLCHAIN_OF_TARGET = {"cuda": "nvrtc", "hip": "hip", "spirv": "spirv", "metal":
 
 
 def check_source(target: str, source: str) -> CompiledArtifact:
-    """Compile emitted ``source`` with ``target``'s real toolchain at its reference arch (CUDA sm_90, HIP gfx90a;
-    GLSL to SPIR-V then spirv-val; MSL type-checked): a :class:`ToolchainError` carries the compiler's log."""
+    """Compile emitted ``source`` with ``target``'s real toolchain at its reference arch (CUDA sm_90, or sm_90a
+    where the source uses wgmma; HIP gfx90a; GLSL to SPIR-V then spirv-val; MSL type-checked): a
+    :class:`ToolchainError` carries the compiler's log."""
     if target == "cuda":
-        return nvrtc.compile_cuda(source, arch="sm_90")
+        return nvrtc.compile_cuda(source, arch=nvrtc.arch_for_source(source, "sm_90"))
     if target == "hip":
         return hip.compile_hip(source, arch="gfx90a")
     if target == "spirv":

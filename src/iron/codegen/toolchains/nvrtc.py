@@ -86,6 +86,14 @@ def _header_directory() -> str | None:
 available, unavailable_reason, version = probe_accessors(__name__, TOOL, INSTALL)
 
 
+def arch_for_source(source: str, arch: str) -> str:
+    """``arch`` with its arch-specific suffix (``sm_90a``) where ``source`` uses an instruction only that
+    variant has: ``wgmma`` (Iron's ``mma_wg``).  A binary for ``sm_90a`` runs on sm_90 GPUs alone."""
+    if "wgmma." in source and not arch.endswith("a"):
+        return f"{arch}a"
+    return arch
+
+
 def compile_cuda(source: str, *, arch: str = "sm_90", options: Sequence[str] = (), name: str = "kernel.cu",
                  want: str = "cubin") -> CompiledArtifact:
     """Compile CUDA C++ to CUBIN (``want="cubin"``) or PTX (``want="ptx"``) for ``arch``.

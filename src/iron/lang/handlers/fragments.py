@@ -1,10 +1,10 @@
-"""Matrix-fragment builtins: frag_a, frag_b, frag_acc, frag_load_acc, frag_store, mma."""
+"""Matrix-fragment builtins: frag_a, frag_b, frag_acc, frag_load_acc, frag_store, mma, mma_wg."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...core.types import MMA_SHAPES, FragmentType, ScalarType
+from ...core.types import MMA_SHAPES, WG_ACC_SHAPES, WG_N, FragmentType, ScalarType
 from ..lower_call import CallArgs, handles
 from ..values import RV, FValue, Py, TensorRef, describe
 from .memory import check_writable
@@ -13,7 +13,7 @@ _ROLE_DIMS = {"a": ("M", "K"), "b": ("K", "N"), "acc": ("M", "N")}
 
 
 def _shapes_for(role: str) -> list[tuple[int, int]]:
-    out = []
+    out = list(WG_ACC_SHAPES) if role == "acc" else []
     for m, n, k in MMA_SHAPES:
         shape = {"a": (m, k), "b": (k, n), "acc": (m, n)}[role]
         if shape not in out:
@@ -110,3 +110,52 @@ def frag_store(lw: Any, a: CallArgs) -> FValue:
 def mma(lw: Any, a: CallArgs) -> FValue:
     fa, fb, fc = _fragment(lw, a, "a", "a"), _fragment(lw, a, "b", "b"), _fragment(lw, a, "acc", "acc")
     return lw.value("mma", [fa.value, fb.value, fc.value], a.node)
+
+
+@handles("mma_wg")
+def mma_wg(lw: Any, a: CallArgs) -> FValue:
+    tiles = []
+    for name, offset in (("a", "a_tile"), ("b", "b_tile")):
+        t = a[name]
+        if not (isinstance(t, TensorRef) and t.type.space == "shared"):
+            raise lw.type_error(f"mma_wg() reads its {name.upper()} tile from a shared array, got {describe(t)}",
+                                a.node_of(name), hint="stage the tile in shared(...) with sw128 offsets")
+        if t.type.dtype.name not in ("f16", "bf16"):
+            raise lw.type_error(f"mma_wg() multiplies f16 or bf16 tiles; '{t.name}' holds {t.type.dtype.name}",
+                                a.node_of(name))
+        tiles += [t, lw.to_index(a[offset], a.node_of(offset), f"{name.upper()} tile offset")]
+    acc = _fragment(lw, a, "acc", "acc")
+    if (acc.type.rows, acc.type.dtype.name) != (16, "f32") or acc.type.cols not in WG_N:
+        raise lw.type_error(f"mma_wg() accumulates into frag_acc(f32, 16, N) with N in {WG_N}, got {describe(acc)}",
+                            a.node_of("acc"))
+    k = lw.static_int(a["k"], a.node_of("k"), "k")
+    if k not in (16, 32, 48, 64):
+        raise lw.type_error(f"mma_wg()'s k is 16, 32, 48 or 64, got {k}", a.node_of("k"),
+                            hint="a swizzled tile row holds 64 elements; step K in tiles of at most 64")
+    major = a["b_major"]
+    if not (isinstance(major, Py) and major.value in ("k", "n")):
+        raise lw.type_error(f'b_major must be "k" (B stored n-by-k) or "n" (k-by-n), got {describe(major)}',
+                            a.node_of("b_major"))
+    block = lw.static_int(a["b_block"], a.node_of("b_block"), "b_block")
+    if block < 0 or block % 512:
+        raise lw.type_error(f"b_block is a multiple of 512 elements (one 1024-byte swizzle atom), got {block}",
+                            a.node_of("b_block"))
+    if major.value == "n" and acc.type.cols > 64 and block == 0:
+        raise lw.type_error("B stored k-by-n needs b_block: the elements between its 64-column blocks",
+                            a.node_of("b_block"))
+    at, ao, bt, bo = tiles
+    return lw.value("mma_wg", [at.value, ao.value, bt.value, bo.value, acc.value], a.node, k=k,
+                    b_major=major.value, b_block=block, pending=_pending(lw, a))
+
+
+def _pending(lw: Any, a: CallArgs) -> int:
+    n = lw.static_int(a["pending"], a.node_of("pending"), "pending")
+    if not 0 <= n <= 7:
+        raise lw.type_error(f"{a.name}() leaves 0 to 7 warpgroup multiplies in flight, got {n}", a.node_of("pending"))
+    return n
+
+
+@handles("mma_wg_wait")
+def mma_wg_wait(lw: Any, a: CallArgs) -> FValue:
+    lw.emit("mma_wg_wait", (), a.node, pending=_pending(lw, a))
+    return Py(None)

@@ -122,7 +122,8 @@ class ModuleCompiler:
         """The module of ``kernel`` (call-free IR after the cuda pass pipeline)."""
         ir_hash = kernel_hash(kernel)
         options = self.options_for(kernel)
-        mkey = (ir_hash, self.profile.key, self.arch, self.format, *options)
+        arch = self.arch_for(kernel)
+        mkey = (ir_hash, self.profile.key, arch, self.format, *options)
         with self._lock:
             hit = self._memory.get(mkey)
             if hit is not None:
@@ -131,10 +132,17 @@ class ModuleCompiler:
         from ...codegen.emit import emit_kernel
 
         emitted = emit_kernel(kernel, "cuda", self.profile)
-        module = self.build(emitted, ir_hash, options)
+        module = self.build(emitted, ir_hash, options, arch)
         with self._lock:
             self._memory.setdefault(mkey, module)
             return self._memory[mkey]
+
+    def arch_for(self, kernel: Kernel) -> str:
+        """The arch ``kernel`` builds for: the device's, or its arch-specific variant (``sm_90a``, ``compute_90a``)
+        when the kernel multiplies on warpgroups (``mma_wg``: wgmma exists in that variant alone)."""
+        if self.arch.endswith("a") or not any(op.opcode == "mma_wg" for op in kernel.walk()):
+            return self.arch
+        return f"{self.arch}a"
 
     def options_for(self, kernel: Kernel) -> tuple[str, ...]:
         """The NVRTC options for ``kernel``: the device's, plus ``--fmad=false`` when its pipeline did not
@@ -143,19 +151,20 @@ class ModuleCompiler:
             return (*self.options, "--fmad=false")
         return self.options
 
-    def build(self, emitted: "EmittedKernel", ir_hash: str, options: tuple[str, ...] | None = None
-              ) -> CompiledModule:
+    def build(self, emitted: "EmittedKernel", ir_hash: str, options: tuple[str, ...] | None = None,
+              arch: str | None = None) -> CompiledModule:
         """The module of an emitted kernel: from the disk cache when it holds a sound entry, else NVRTC."""
         tool = self.toolchain
         options = self.options if options is None else options
-        parts = cachekey.components(ir_hash, emitted.source, tool.version(), self.arch, self.format, options,
+        arch = self.arch if arch is None else arch
+        parts = cachekey.components(ir_hash, emitted.source, tool.version(), arch, self.format, options,
                                     self.profile.key)
         digest = cachekey.digest(parts)
         entry, why = self.store.read(digest, parts)
         if entry is not None:
             with self._lock:  # builds run on several threads at once (a runner's build pool)
                 self.disk_hits += 1
-            return self._module(entry, emitted, digest, "disk")
+            return self._module(entry, emitted, digest, "disk", arch)
         if why == "no file yet":
             why = cachekey.explain_miss(emitted.entry, self.store.last_build(emitted.entry), parts)
         elif self.store.directory is not None:
@@ -163,7 +172,7 @@ class ModuleCompiler:
                 self.rebuilt += 1
             why = f"{self.store.path(digest, self.format)}: {why}; rebuilt"
         self.last_miss = why
-        art = tool.compile_cuda(emitted.source, arch=self.arch, options=list(options),
+        art = tool.compile_cuda(emitted.source, arch=arch, options=list(options),
                                 name=f"{emitted.entry}.cu", want=self.format)
         report = {k: v for k, v in art.report.items() if k != "kernels"}
         report["kernel"] = art.report.get("kernels", {}).get(emitted.entry, {})
@@ -174,10 +183,11 @@ class ModuleCompiler:
             if failed:
                 self.write_failures += 1
                 self.last_miss = f"{why}; not stored: {failed}"
-        return self._module(entry, emitted, digest, "nvrtc")
+        return self._module(entry, emitted, digest, "nvrtc", arch)
 
-    def _module(self, entry: Entry, emitted: "EmittedKernel", digest: str, origin: str) -> CompiledModule:
-        return CompiledModule(entry.binary, self.format, self.arch, emitted.entry, emitted.abi, emitted,
+    def _module(self, entry: Entry, emitted: "EmittedKernel", digest: str, origin: str, arch: str
+                ) -> CompiledModule:
+        return CompiledModule(entry.binary, self.format, arch, emitted.entry, emitted.abi, emitted,
                               entry.report, digest, origin, emitted.dynamic_shared_bytes)
 
 

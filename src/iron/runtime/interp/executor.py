@@ -81,7 +81,7 @@ class Executor:
             "var": self._var, "var_load": self._var_load, "var_store": self._var_store,
             "call": self._call, "tuple_make": self._tuple_make, "tuple_get": self._tuple_get,
             "frag_fill": self._frag_fill, "frag_load": self._frag_load, "frag_store": self._frag_store,
-            "mma": self._mma,
+            "mma": self._mma, "mma_wg": self._mma_wg, "mma_wg_wait": self._mma_wg_wait,
         }
 
     # ------------------------------------------------------------ entry
@@ -338,6 +338,13 @@ class Executor:
     def _mma(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
         a, b, c = (env[v] for v in op.operands)
         return self.fragments.mma(op, a, b, c, mask)
+
+    def _mma_wg(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        a, a_tile, b, b_tile, c = (env[v] for v in op.operands)
+        return self.fragments.mma_wg(op, a, a_tile, b, b_tile, c, mask)
+
+    def _mma_wg_wait(self, op: Op, env: Env, mask: Mask) -> None:
+        self.fragments.retire(op.attrs["pending"])
 
 
 def _is_negative_constant(v: Value) -> bool:

@@ -25,7 +25,7 @@ from ...codegen.mma import MmaLayoutError, MmaStrategy, get_strategy
 from ...core.errors import LaunchError
 from ...core.eval import np_dtype, round_f64
 from ...core.ir import Op
-from ...core.types import FragmentType
+from ...core.types import FragmentType, sw128_index
 from .faults import Faults
 from .mask import Mask
 from .memory import Buffer, Memory
@@ -118,6 +118,8 @@ class Fragments:
         self.faults = faults
         self.memory = memory
         self.lanes = None if strategy is None else LaneLayouts(strategy, threads.simd_width, faults)
+        #: Warpgroup multiplies issued and not yet retired, oldest first (``mma_wg`` with ``pending``).
+        self.in_flight: list = []
 
     # ------------------------------------------------------------ participation
     def participants(self, op: Op, mask: Mask) -> Array:
@@ -189,6 +191,84 @@ class Fragments:
             result = round_f64(c + a @ b, ct.dtype)
         out[subgroups] = result if self.lanes is None else self.lanes.distribute(op, ct, result)
         return out
+
+    def mma_wg(self, op: Op, a_buf: Buffer, a_tile: Array, b_buf: Buffer, b_tile: Array, c: Array,
+               mask: Mask) -> Array:
+        """A warpgroup multiply (docs/ir.md): subgroup s adds rows 16 (s % 4) .. of A @ B to its accumulator.
+
+        Exact f64 products and sums, rounded once to f32, as ``mma``.  The four subgroups of a
+        warpgroup must all run it with the same tile offsets; the tiles must lie in their arrays and
+        start on a 1024-byte swizzle atom.  The multiply happens when it retires (at once with
+        ``pending`` 0, else at a later ``mma_wg`` or ``mma_wg_wait``): it reads the tiles then, and its
+        result holds NaN until then, so a kernel that overwrites a tile or reads an accumulator still
+        in flight computes wrong values here too.
+        """
+        subgroups = self.participants(op, mask)
+        t = self.threads
+        if t.simd_groups_per_group % 4:
+            raise self.faults.general(op, f"mma_wg runs on warpgroups of 4 subgroups; a group has "
+                                          f"{t.simd_groups_per_group}: make the group a multiple of 4 subgroups")
+        a_at = self.uniform(op, "A tile offset", a_tile, subgroups).astype(np.int64)
+        b_at = self.uniform(op, "B tile offset", b_tile, subgroups).astype(np.int64)
+        local = subgroups % t.simd_groups_per_group
+        first = subgroups - local % 4  # the warpgroup's first subgroup
+        ran = set(subgroups.tolist())
+        for s, f in zip(subgroups.tolist(), first.tolist()):
+            missing = [q for q in range(f, f + 4) if q not in ran]
+            if missing:
+                raise self.faults.subgroup_divergence(
+                    op, t.first_thread_of_simd_group(missing[0]),
+                    "mma_wg needs all four subgroups of its warpgroup, and this one did not run it")
+        lead = {f: (int(a), int(b)) for f, a, b in zip(first.tolist(), a_at.tolist(), b_at.tolist())}
+        for s, f, a, b in zip(subgroups.tolist(), first.tolist(), a_at.tolist(), b_at.tolist()):
+            if lead[f] != (a, b):
+                raise self.faults.subgroup_divergence(
+                    op, t.first_thread_of_simd_group(s),
+                    f"its warpgroup's subgroups give different tile offsets ({lead[f]} and {(a, b)})")
+        ct: FragmentType = op.operands[4].type
+        k, major, block = op.attrs["k"], op.attrs["b_major"], op.attrs["b_block"]
+        rows = (local % 4)[:, None, None] * 16 + np.arange(16)[None, :, None]
+        kk = np.arange(k)
+        a_index = a_at[:, None, None] + sw128_index(rows, kk[None, None, :])
+        n = np.arange(ct.cols)[None, :]
+        if major == "k":
+            b_rel = sw128_index(n, kk[:, None])
+        else:
+            b_rel = (n // 64) * block + sw128_index(kk[:, None], n % 64)
+        b_index = b_at[:, None, None] + b_rel[None]
+        for buf, at, index, what in ((a_buf, a_at, a_index, "A"), (b_buf, b_at, b_index, "B")):
+            misaligned = np.flatnonzero((at * buf.dtype.itemsize) % 1024)
+            if misaligned.size:
+                sg = int(subgroups[misaligned[0]])
+                raise self.faults.general(op, f"mma_wg's {what} tile starts at element {int(at[misaligned[0]])} of "
+                                              f"'{buf.name}', not on a 1024-byte swizzle atom (subgroup {sg})")
+            flat = index.reshape(len(subgroups), -1)
+            bad = np.flatnonzero(((flat < 0) | (flat >= buf.size)).any(axis=1))
+            if bad.size:
+                row = flat[int(bad[0])]
+                wrong = row[(row < 0) | (row >= buf.size)]
+                raise self.faults.out_of_bounds(op, buf.name, int(wrong[0]), buf.size,
+                                                t.first_thread_of_simd_group(int(subgroups[bad[0]])))
+            self.memory.track_subgroups(op, buf, "read", subgroups, flat)
+        out = self.empty(op, ct)
+        out[...] = np.nan
+        self.in_flight.append(lambda: self._multiply(op, ct, a_buf, a_index, b_buf, b_index, c, out, subgroups))
+        self.retire(op.attrs["pending"])
+        return out
+
+    def retire(self, pending: int) -> None:
+        """Complete the oldest warpgroup multiplies until at most ``pending`` are in flight."""
+        while len(self.in_flight) > pending:
+            self.in_flight.pop(0)()
+
+    def _multiply(self, op: Op, ct: FragmentType, a_buf: Buffer, a_index: Array, b_buf: Buffer, b_index: Array,
+                  c: Array, out: Array, subgroups: Array) -> None:
+        a = a_buf.data[self._flat(a_buf, subgroups, a_index)].astype(np.float64)
+        b = b_buf.data[self._flat(b_buf, subgroups, b_index)].astype(np.float64)
+        acc = self._matrices(op, ct, c[subgroups]).astype(np.float64)
+        with np.errstate(all="ignore"):
+            result = round_f64(acc + a @ b, ct.dtype)
+        out[subgroups] = result if self.lanes is None else self.lanes.distribute(op, ct, result)
 
     def _matrices(self, op: Op, t: FragmentType, values: Array) -> Array:
         """Participating subgroups' fragments as (n, rows, cols) matrices, whatever the representation."""

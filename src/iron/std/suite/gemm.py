@@ -16,6 +16,7 @@ from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 
 from ..gemm import (FMA_BM, FMA_BN, FMA_THREADS, SM80_4W, SM80_WIDE, block_tile, device_traits, fragment_config, gemm_fma,
                     gemm_mma, launch_geometry, portable_small)
+from ..gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg
 
 
 def _shape(m: int, n: int, k: int) -> dict[str, int]:
@@ -197,5 +198,33 @@ def mma_stages_setup(case):
         binding = {**portable_small(case.simd_width), "STAGES": 3}
     grid, group = launch_geometry(m, n, binding["THREADS"], block_tile(binding))
     return Setup(args=_inputs(case, m, n, k), grid=grid, group=group, binding=binding,
+                 oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
+                 depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)
+
+
+# ---------------------------------------------------------------- warpgroups (mma_wg: CUDA sm_90, and the interpreter)
+
+# Every tail of the swizzled copies and of the epilogue: one element; M, N, K all ragged (element-by-element
+# copies); a whole 128 x 256 tile with K = 3 steps and one row past it; N past one BN = 128 tile with whole
+# 16-byte rows (asynchronous copies, the ring wrapping at K = 5 steps).
+WG_SHAPES = [_shape(1, 1, 1), _shape(33, 17, 45), _shape(129, 256, 192), _shape(70, 136, 320)]
+WG_BINDINGS = [{**_flags(f16, False, False, "none"), **WG_DEFAULT},
+               {**_flags(bf16, True, True, "gelu_tanh"), "BN": 128, "STAGES": 3, "PENDING": 1, "KP": 2}]
+# Synchronous multiplies (PENDING 0), the shortest ring, K steps of one and two panels.
+WG_MORE = [{**_flags(f16, True, True, "relu"), "BN": 256, "STAGES": 2, "PENDING": 0, "KP": 2},
+           {**_flags(bf16, False, True, "silu"), "BN": 128, "STAGES": 3, "PENDING": 0, "KP": 1}]
+
+
+@test_kernel(gemm_wg, shapes={"vulkan": [], "*": WG_SHAPES}, bindings=WG_BINDINGS, name="std/gemm/wg")
+@test_kernel(gemm_wg, shapes={"vulkan": [], "*": WG_SHAPES[1:3]}, bindings=WG_MORE, name="std/gemm/wg_variants")
+@bench(gemm_wg, shapes={**MMA_BENCH, "vulkan": []}, bindings=[{**_flags(f16, False, False, "none"), **WG_DEFAULT}],
+       reference={"cuda": _matmul_torch, "*": _matmul_numpy}, name="std/gemm/wg")
+@bench(gemm_wg, shapes={**MMA_BENCH, "vulkan": []}, bindings=[{**_flags(bf16, False, False, "none"), **WG_DEFAULT}],
+       reference={"cuda": _matmul_torch, "*": _matmul_numpy}, name="std/gemm/wg_bf16")
+def wg_setup(case):
+    """Two warpgroups of four 32-lane subgroups per group (docs/std/gemm.md, "Warpgroups")."""
+    m, n, k = case["M"], case["N"], case["K"]
+    grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, case["BN"]))
+    return Setup(args=_inputs(case, m, n, k), grid=grid, group=group,
                  oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
                  depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)

@@ -1,0 +1,200 @@
+"""``mma_wg`` (warpgroup multiplies from swizzled shared tiles, docs/ir.md): its meaning on the interpreter
+against numpy, its errors, its CUDA form (wgmma on sm_90a, compiled by NVRTC here) and its refusal elsewhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import iron
+from iron import In, Tensor, f16, f32, kernel, variants
+from iron.codegen.capabilities import check_kernel
+from iron.codegen.emit import emit_kernel
+from iron.codegen.mma import get_strategy
+from iron.codegen.targets import profile
+from iron.codegen.toolchains import nvrtc
+from iron.core import dtypes as D
+from iron.core.errors import UnsupportedOnTarget
+from iron.core.types import sw128_index
+from iron.lang import (barrier, frag_acc, frag_store, mma_wg, mma_wg_wait, shared, simd_group_id, sw128,
+                       thread_id)
+
+
+@kernel(variants(N=[64, 128, 256], MAJOR=["k", "n"], PENDING=[0, 1], SKEW=[0, 8]))
+def probe(a: In[f16], b: In[f16], c: Tensor[f32]):
+    """c (64 x N) = a (64 x 64, m-by-k) @ B; b is N x 64 (n-by-k) for MAJOR "k", 64 x N (k-by-n) for "n".
+
+    PENDING 1 leaves the multiply running until mma_wg_wait; SKEW 8 starts the A tile off its atom.
+    """
+    a_s = shared(f16, 64 * 64 + 512)
+    b_s = shared(f16, N * 64)
+    tid = thread_id(0)
+    for i in range(tid, 64 * 64, 128):
+        a_s[SKEW + sw128(i // 64, i % 64)] = a[i]
+    for i in range(tid, N * 64, 128):
+        if MAJOR == "k":
+            b_s[sw128(i // 64, i % 64)] = b[i]
+        else:
+            b_s[((i % N) // 64) * 4096 + sw128(i // N, (i % N) % 64)] = b[i]
+    barrier()
+    acc = mma_wg(a_s, SKEW, b_s, 0, frag_acc(f32, 16, N), k=64, b_major=MAJOR, b_block=4096, pending=PENDING)
+    mma_wg_wait(0)
+    frag_store(c, simd_group_id() * 16 * N, N, acc)
+
+
+def run_probe(n: int, major: str, pending: int = 0, skew: int = 0, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((64, 64)).astype(np.float16)
+    bt = rng.standard_normal((n, 64)).astype(np.float16)  # B as n-by-k
+    b = bt if major == "k" else np.ascontiguousarray(bt.T)
+    c = np.full((64, n), np.nan, np.float32)
+    probe.variant(N=n, MAJOR=major, PENDING=pending, SKEW=skew).launch(a, b, c, grid=(128,), group=(128,),
+                                                                      backend="interp")
+    return c, a.astype(np.float64) @ bt.astype(np.float64).T
+
+
+@pytest.mark.parametrize("n", [64, 128, 256])
+@pytest.mark.parametrize("major", ["k", "n"])
+def test_interp_multiplies_each_subgroups_rows(n, major):
+    """Subgroup s of the warpgroup holds rows 16 s .. of the 64 x N product, exact products summed in f64 and
+    rounded once to f32 (the four 16-row stores together are the whole product)."""
+    got, want = run_probe(n, major)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+def test_pending_multiply_lands_at_its_wait():
+    got, want = run_probe(128, "n", pending=1)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+def test_a_tile_off_its_atom_is_refused():
+    with pytest.raises(iron.IronError, match="not on a 1024-byte swizzle atom"):
+        run_probe(64, "k", skew=8)
+
+
+@kernel
+def reads_in_flight(a: In[f16], c: Tensor[f32]):
+    """Reads the accumulator of a multiply still running (no mma_wg_wait): the interpreter gives NaN."""
+    a_s = shared(f16, 64 * 64)
+    for i in range(thread_id(0), 64 * 64, 128):
+        a_s[i] = a[i]
+    barrier()
+    acc = mma_wg(a_s, 0, a_s, 0, frag_acc(f32, 16, 64), pending=1)
+    frag_store(c, simd_group_id() * 16 * 64, 64, acc)
+
+
+@kernel
+def overwrites_in_flight(a: In[f16], c: Tensor[f32]):
+    """Zeroes A while its multiply still runs: the multiply reads the zeros when it retires, as hardware may."""
+    a_s = shared(f16, 64 * 64)
+    for i in range(thread_id(0), 64 * 64, 128):
+        a_s[i] = a[i]
+    barrier()
+    acc = mma_wg(a_s, 0, a_s, 0, frag_acc(f32, 16, 64), pending=1)
+    barrier()
+    for i in range(thread_id(0), 64 * 64, 128):
+        a_s[i] = f16(0.0)
+    barrier()
+    mma_wg_wait(0)
+    frag_store(c, simd_group_id() * 16 * 64, 64, acc)
+
+
+def test_misuse_of_a_running_multiply_shows_on_the_interpreter():
+    a = np.ones((64, 64), np.float16)
+    c = np.zeros((64, 64), np.float32)
+    reads_in_flight.launch(a, c, grid=(128,), group=(128,), backend="interp")
+    assert np.isnan(c).all()
+    overwrites_in_flight.launch(a, c, grid=(128,), group=(128,), backend="interp")
+    assert not c.any()
+
+
+def test_a_group_must_hold_whole_warpgroups():
+    a = np.ones((64, 64), np.float16)
+    c = np.zeros((64, 64), np.float32)
+    with pytest.raises(iron.IronError, match="warpgroups of 4 subgroups"):
+        reads_in_flight.launch(a, c, grid=(64,), group=(64,), backend="interp")
+
+
+def test_frontend_errors_name_the_call(tmp_path):
+    import importlib.util
+
+    def compile_body(body: str):
+        path = tmp_path / "user_kernel.py"
+        path.write_text("from iron import *\nfrom iron.lang import *\n"
+                        "@kernel\ndef k(a: In[f16], g: Tensor[f16], c: Tensor[f32]):\n"
+                        "    s = shared(f16, 8192)\n"
+                        f"    acc = {body}\n"
+                        "    frag_store(c, 0, 64, acc)\n")
+        spec = importlib.util.spec_from_file_location(f"user_kernel_{abs(hash(body))}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.k.ir()
+
+    with pytest.raises(iron.KernelTypeError, match="shared array") as e:
+        compile_body("mma_wg(g, 0, s, 0, frag_acc(f32, 16, 64))")
+    assert "user_kernel.py:6" in str(e.value)
+    with pytest.raises(iron.KernelTypeError, match="16, 32, 48 or 64"):
+        compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 64), k=80)")
+    with pytest.raises(iron.KernelTypeError, match="b_major"):
+        compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 64), b_major='m')")
+    with pytest.raises(iron.KernelTypeError, match="needs b_block"):
+        compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 128), b_major='n')")
+    with pytest.raises(iron.KernelTypeError, match="0 to 7"):
+        compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 64), pending=9)")
+    with pytest.raises(iron.KernelTypeError, match="f32, 16, N"):
+        compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 8))")
+
+
+def test_sw128_matches_the_interpreters_layout():
+    rows, cols = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
+    offsets = sw128_index(rows, cols)
+    assert sorted(offsets.ravel().tolist()) == list(range(64 * 64))  # a permutation of the tile
+    # each 8-element chunk stays whole, and chunk c of row r sits at chunk c ^ (r % 8)
+    assert np.array_equal(offsets[:, ::8] % 64 // 8, (cols[:, ::8] // 8) ^ (rows[:, ::8] % 8))
+
+
+@pytest.mark.parametrize("n", [64, 128, 256])
+def test_the_accumulator_layout_is_the_wgmma_one(n):
+    """PTX ISA, wgmma m64nNk16 D: row groupID + 8 (i >> 1 & 1), column 8 (i >> 2) + 2 (lane % 4) + (i & 1)."""
+    layout = get_strategy("cuda_mma_sync_m16n8k16").fragment_layout("acc", 16, n, D.f32)
+    layout.check()
+    for lane in (0, 5, 31):
+        for i in (0, 3, n // 2 - 1):
+            want = ((lane >> 2) + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * (lane % 4) + (i & 1))
+            assert layout.element(lane, i) == want
+
+
+def test_cuda_emits_wgmma_for_sm90a(require_toolchain):
+    require_toolchain("nvrtc")
+    kern = probe.variant(N=128, MAJOR="n", PENDING=1, SKEW=0).compiled("cuda")
+    emitted = emit_kernel(kern, "cuda")
+    src = emitted.source
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in src and ", p, 1, 1, 0, 1;" in src  # trans-b
+    assert "fence.proxy.async.shared::cta" in src and "alignas(1024)" in src
+    assert "wgmma.wait_group.sync.aligned 1;" in src and "wgmma.wait_group.sync.aligned 0;" in src
+    assert nvrtc.arch_for_source(src, "sm_90") == "sm_90a" and nvrtc.arch_for_source("int x;", "sm_90") == "sm_90"
+    report = nvrtc.compile_cuda(src, arch="sm_90a").report
+    assert report["spill_stores"] == 0
+
+
+@pytest.mark.parametrize("target,arch", [("cuda", "sm_80"), ("hip", "gfx90a"), ("spirv", "vulkan-nvidia"),
+                                         ("metal", "apple-m2")])
+def test_refused_where_no_wgmma_runs(target, arch):
+    kern = probe.variant(N=64, MAJOR="k", PENDING=0, SKEW=0).compiled(target)
+    with pytest.raises(UnsupportedOnTarget, match="mma_wg"):
+        check_kernel(kern, profile(target, arch))
+    assert "wgmma" in profile("cuda", "sm_90").features and "wgmma" not in profile("cuda", "sm_80").features
+
+
+def test_the_runtime_builds_warpgroup_kernels_for_the_arch_specific_variant():
+    from iron.runtime.cuda.compile import ModuleCompiler
+
+    compiler = ModuleCompiler(profile("cuda", "sm_90"), "sm_90", toolchain=object())
+    assert compiler.arch_for(probe.variant(N=64, MAJOR="k", PENDING=0, SKEW=0).compiled("cuda")) == "sm_90a"
+    assert compiler.arch_for(reads_in_flight.ir()) == "sm_90a"
+
+    @kernel
+    def plain(x: Tensor[f32]):
+        x[thread_id(0)] = 1.0
+
+    assert compiler.arch_for(plain.ir()) == "sm_90"
