@@ -89,6 +89,34 @@ def test_depthwise_nchw_square_filters_as_the_host_launches_them(cuda, ks, strid
     assert np.max(np.abs(got - want) / (np.abs(want) + 1e-3 * scale)) < 2.0 ** -9
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("ks", [3, 5])
+def test_depthwise_nhwc_square_filters_as_the_host_launches_them(cuda, ks, stride):
+    """3x3/5x5 at stride 1 and 2 in NHWC take dwconv2d_nhwc_k_kernel: C = 264 (two groups of channel vectors,
+    the second mostly idle), W_out 33 (17) no multiple of the 4-output tile, asymmetric padding."""
+    from iron.std import conv as C
+
+    assert C.dw_nhwc_ks(ks, ks, (stride, stride), (1, 1))
+    rng = np.random.default_rng(ks + 10)
+    c = 264
+    x = rng.standard_normal((2, 30, 33, c)).astype(np.float16)
+    w = rng.standard_normal((c, 1, ks, ks)).astype(np.float16)
+    b = rng.standard_normal(c).astype(np.float16)
+    ph, pw = ks // 2, ks // 2 + 1
+    ho, wo = (30 + 2 * ph - ks) // stride + 1, (33 + 2 * pw - ks) // stride + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+    want = np.zeros((2, ho, wo, c)) + b.astype(np.float64)
+    for i in range(ks):
+        for j in range(ks):
+            win = xp[:, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride, :]
+            want += win * w[:, 0, i, j].astype(np.float64)
+    got = C.depthwise_conv2d(x, w, b, stride=stride, padding=(ph, pw), layout="NHWC", backend="cuda")
+    got = got.astype(np.float64)
+    scale = np.abs(xp).max() * np.abs(w.astype(np.float64)).sum(axis=(1, 2, 3)).max() + np.abs(b).max()
+    assert got.shape == want.shape
+    assert np.max(np.abs(got - want) / (np.abs(want) + 1e-3 * scale)) < 2.0 ** -9
+
+
 @pytest.mark.parametrize("m,n,k,transpose_b,act", [(4096, 4096, 4096, False, None), (300, 520, 200, True, "gelu_tanh"),
                                                    (129, 257, 72, False, "relu"), (1, 3, 5, True, None)])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])

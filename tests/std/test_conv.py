@@ -53,7 +53,7 @@ MUTANTS = {
                           "if u32(iw0 + e) <= u32(wd):", [SC._dense_shape(1, 2, 4, 5, 2, 3, P=1)]),
     # depthwise NCHW KS x KS: a row in the padding not skipped (reads the row above the plane)
     "dwk_padded_row": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel",
-                       "if u32(ih) < u32(h):", "if ih < h:",
+                       "if u32(ih) < u32(h):         # the row check", "if ih < h:         # the row check",
                        [SC._dense_shape(1, 2, 4, 5, 2, 3, P=1)]),
     # depthwise NCHW KS x KS: the run's last output never stored
     "dwk_run_tail": ("std/conv/depthwise_nchw_k", "dwconv2d_nchw_k_kernel",
@@ -76,6 +76,23 @@ MUTANTS = {
     # depthwise NHWC: the bias dropped
     "dw_nhwc_bias": ("std/conv/depthwise_nhwc", "dwconv2d_nhwc_kernel", "bv[e] = f32(bias[c + e])",
                      "bv[e] = 0.0", [SC._dense_shape(1, 40, 5, 4, 40, 3, P=1)]),
+    # depthwise NHWC KS x KS: the window's columns applied as if the stride were 1
+    "dwkh_stride_ignored": ("std/conv/depthwise_nhwc_k", "dwconv2d_nhwc_k_kernel",
+                            "if q - j * S >= 0 and q - j * S < KS:", "if q - j >= 0 and q - j < KS:",
+                            [SC._dense_shape(1, 8, 9, 11, 8, 3, S=2, P=1)]),
+    # depthwise NHWC KS x KS: a column in the padding read (the previous row's last pixel)
+    "dwkh_window_column": ("std/conv/depthwise_nhwc_k", "dwconv2d_nhwc_k_kernel",
+                           "if u32(iw0 + q) < u32(wd):", "if iw0 + q < wd:",
+                           [SC._dense_shape(1, 8, 4, 5, 8, 3, P=1)]),
+    # depthwise NHWC KS x KS: a row in the padding not skipped
+    "dwkh_padded_row": ("std/conv/depthwise_nhwc_k", "dwconv2d_nhwc_k_kernel",
+                        "ih = oh * S - ph + kh\n            if u32(ih) < u32(h):",
+                        "ih = oh * S - ph + kh\n            if ih < h:", [SC._dense_shape(2, 8, 4, 5, 8, 3, P=1)]),
+    # depthwise NHWC KS x KS: a short last tile stores past its row (over the next row's first outputs)
+    "dwkh_tile_tail": ("std/conv/depthwise_nhwc_k", "dwconv2d_nhwc_k_kernel",
+                       "            if ow0 + j < w_out:\n                o = j * VEC",
+                       "            if ow0 + j < w_out + 1:\n                o = j * VEC",
+                       [SC._dense_shape(1, 8, 3, 5, 8, 3, P=1)]),
 }
 
 
@@ -184,6 +201,46 @@ def test_depthwise_nchw_picks_the_ks_kernel(monkeypatch):
                            ((3, 5), {}), ((1, 1), {}), ((9, 9), {})):
         conv.depthwise_conv2d(x, np.ones((2, 1, kh, kw), np.float32), padding=1, backend="interp", **args)
         assert launched.pop() == ("dwconv2d_nchw_kernel", {"T": D.f32})
+
+
+def test_depthwise_nhwc_picks_the_ks_kernel(monkeypatch):
+    """3x3 and 5x5 at stride 1 or 2 (both ways), dilation 1, C a multiple of the vector width take
+    dwconv2d_nhwc_k_kernel; everything else the generic NHWC kernel."""
+    launched = []
+    for name in ("dwconv2d_nhwc_k_kernel", "dwconv2d_nhwc_kernel"):
+        class Spy:
+            def variant(self, _real=getattr(conv, name), _name=name, **binding):
+                launched.append((_name, binding))
+                return _real.variant(**binding)
+        monkeypatch.setattr(conv, name, Spy())
+    x = np.ones((1, 9, 9, 8), np.float32)
+    for ks in (3, 5):
+        for stride in (1, 2):
+            conv.depthwise_conv2d(x, np.ones((8, 1, ks, ks), np.float32), padding=ks // 2, stride=stride,
+                                  layout="NHWC", backend="interp")
+            assert launched.pop() == ("dwconv2d_nhwc_k_kernel", {"T": D.f32, "KS": ks, "S": stride})
+    for c, (kh, kw), args in ((8, (3, 3), dict(stride=3)), (8, (3, 3), dict(stride=(1, 2))),
+                              (8, (3, 3), dict(dilation=2)), (8, (7, 7), {}), (8, (3, 5), {}), (6, (3, 3), {})):
+        conv.depthwise_conv2d(np.ones((1, 9, 9, c), np.float32), np.ones((c, 1, kh, kw), np.float32), padding=1,
+                              layout="NHWC", backend="interp", **args)
+        assert launched.pop() == ("dwconv2d_nhwc_kernel", {"T": D.f32, "VEC": 4})
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("ks", [3, 5])
+def test_depthwise_nhwc_ks_matches_the_generic_kernel(ks, stride, monkeypatch):
+    """Bit for bit the generic NHWC kernel's chain, NaN and -Inf in x and asymmetric padding past KS // 2."""
+    rng = np.random.default_rng(26 + ks)
+    x = rng.standard_normal((2, 9, 10, 16)).astype(np.float32)
+    x[0, 2, 3, 5], x[1, 6, 7, 9] = np.nan, -np.inf
+    w = rng.standard_normal((16, 1, ks, ks)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    pad = (ks // 2, ks // 2 + 1)
+    got = conv.depthwise_conv2d(x, w, b, stride=stride, padding=pad, layout="NHWC", backend="interp")
+    assert np.isnan(got).any() and np.isinf(got).any()
+    monkeypatch.setattr(conv, "dw_nhwc_ks", lambda *_: False)
+    assert np.array_equal(got, conv.depthwise_conv2d(x, w, b, stride=stride, padding=pad, layout="NHWC",
+                                                     backend="interp"), equal_nan=True)
 
 
 @pytest.mark.parametrize("stride", [1, 2])

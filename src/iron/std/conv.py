@@ -454,6 +454,84 @@ def dwconv2d_nhwc_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int,
         tile += num_groups(1)
 
 
+@kernel(variants(T=[f32, f16, bf16], KS=[3, 5], S=[2, 1]))
+def dwconv2d_nhwc_k_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int, h: int, wd: int, ph: int,
+                           pw: int, h_out: int, w_out: int, tiles: int, has_bias: int):
+    """Depthwise 2-D convolution (groups = C), NHWC, a KS x KS filter (KS = 3 or 5), stride S (1 or 2) in both
+    directions, dilation 1, C a multiple of the vector width (16 bytes of T) and 16-byte aligned rows.
+
+    x (N, H, W, C), w (C, 1, KS, KS), bias (C) read only when has_bias != 0, y (N, H_out, W_out, C); all
+    C-contiguous, dtype T; tiles = N * H_out * ceil(W_out / DWH_PX).  Zero padding ph, pw >= 0; H_out, W_out
+    >= 1.  Group (gx, gy) as dwconv2d_nhwc_kernel (dw_nhwc_group): thread (tx, ty) owns VEC channels of a
+    tile of DWH_PX consecutive outputs of one output row (a row's last tile may be short).  For each filter
+    row inside the image it walks the (DWH_PX - 1) S + KS input columns under the tile once, one 16-byte
+    load each, and adds each column to the outputs whose window holds it: every output's taps still come
+    in (kh, kw) row-major order, so each output is the generic kernel's f32 multiply-add chain from 0, then
+    + bias and one rounding to T.  Padded taps are skipped (rows and columns outside the image add
+    nothing).  The group stages its channels' KS * KS weights once (f32, [tap][channel]).  Grid:
+    (ceil(C / (VEC gx)) * gx, groups(1) * gy); the kernel loops past groups(1).  NaN/Inf that are read
+    propagate as IEEE arithmetic does.
+    """
+    VEC = 4 if T is f32 else 8
+    ws = shared(f32, KS * KS * 256)
+    tx = thread_id(0)
+    ty = thread_id(1)
+    gx = group_size(0)
+    gy = group_size(1)
+    t = ty * gx + tx
+    cw = gx * VEC                        # channels per group
+    c0 = group_id(0) * cw
+    c = c0 + tx * VEC
+    cl = t % cw                          # the channel this thread stages, and where its weights go:
+    slot = (cl % VEC) * gx + cl // VEC   # the VEC weights of a thread gx apart
+    for r in range(t // cw, KS * KS, GROUP // cw):
+        wv = 0.0
+        if c0 + cl < ch:
+            wv = f32(w[(c0 + cl) * KS * KS + r])
+        ws[r * cw + slot] = wv
+    barrier()
+    wt = (w_out + DWH_PX - 1) // DWH_PX  # tiles of an output row
+    tile = group_id(1) * gy + ty
+    while tile < tiles and c < ch:
+        nr = tile // wt                  # n * H_out + oh
+        ow0 = (tile - nr * wt) * DWH_PX
+        n = nr // h_out
+        oh = nr - n * h_out
+        acc = local(f32, DWH_PX * VEC)
+        for kh in static_range(KS):
+            ih = oh * S - ph + kh
+            if u32(ih) < u32(h):
+                wrow = local(f32, KS * VEC)
+                for kw in static_range(KS):
+                    for e in static_range(VEC):
+                        wrow[kw * VEC + e] = ws[(kh * KS + kw) * cw + e * gx + tx]
+                iw0 = ow0 * S - pw
+                base = ((n * h + ih) * wd + iw0) * ch + c
+                for q in static_range((DWH_PX - 1) * S + KS):
+                    if u32(iw0 + q) < u32(wd):
+                        xv = f32(x.load(base + q * ch, width=VEC))
+                        for j in static_range(DWH_PX):
+                            if q - j * S >= 0 and q - j * S < KS:  # column q is tap q - j S of output j
+                                for e in static_range(VEC):
+                                    acc[j * VEC + e] += xv[e] * wrow[(q - j * S) * VEC + e]
+        bv = local(f32, VEC)
+        if has_bias != 0:
+            bl = f32(bias.load(c, width=VEC))
+            for e in static_range(VEC):
+                bv[e] = bl[e]
+        for j in static_range(DWH_PX):
+            if ow0 + j < w_out:
+                o = j * VEC
+                at = (nr * w_out + ow0 + j) * ch + c
+                if VEC == 8:
+                    y.store(at, T(vec(acc[o] + bv[0], acc[o + 1] + bv[1], acc[o + 2] + bv[2], acc[o + 3] + bv[3],
+                                      acc[o + 4] + bv[4], acc[o + 5] + bv[5], acc[o + 6] + bv[6],
+                                      acc[o + 7] + bv[7])))
+                else:
+                    y.store(at, T(vec(acc[o] + bv[0], acc[o + 1] + bv[1], acc[o + 2] + bv[2], acc[o + 3] + bv[3])))
+        tile += num_groups(1) * gy
+
+
 @func
 def select_i32(cond: bool, a: i32, b: i32):
     """``a`` where ``cond`` holds, else ``b`` (both evaluated; neither loads)."""
@@ -648,7 +726,15 @@ def depthwise_conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, 
     _check_int32(op, n * c * h * wd, n * c * h_out * w_out)
     b = w if bias is None else bias
     geometry = (c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out)
-    if nhwc:
+    if nhwc and dw_nhwc_ks(kh, kw, (sh, sw), (dh, dw)) and c % _host.vector_width(dt) == 0 and _aligned(x, out, b):
+        vw = _host.vector_width(dt)
+        gx, gy = dw_nhwc_group(c, vw)
+        tiles = n * h_out * _host.ceil_div(w_out, DWH_PX)
+        dwconv2d_nhwc_k_kernel.variant(T=dt, KS=kh, S=sh).launch(
+            x, w, b, out, c, h, wd, ph, pw, h_out, w_out, tiles, int(bias is not None),
+            grid=(_host.ceil_div(c, vw * gx) * gx, min(_host.ceil_div(tiles, gy), MAX_GROUPS) * gy),
+            group=(gx, gy), backend=backend)
+    elif nhwc:
         vw = _host.vector_width(dt)
         gx, gy = dw_nhwc_group(c, vw)
         n_pix = n * h_out * w_out
@@ -682,6 +768,12 @@ def dw_nchw_ks(kh: int, kw: int, stride: tuple[int, int], dilation: tuple[int, i
     return kh == kw and kh in (3, 5, 7) and stride in ((1, 1), (2, 2)) and dilation == (1, 1)
 
 
+def dw_nhwc_ks(kh: int, kw: int, stride: tuple[int, int], dilation: tuple[int, int]) -> bool:
+    """Whether NHWC depthwise runs dwconv2d_nhwc_k_kernel (with C a multiple of the vector width): a square
+    3x3 or 5x5 filter, the same stride 1 or 2 both ways, no dilation."""
+    return kh == kw and kh in (3, 5) and stride[0] == stride[1] and stride[0] in (1, 2) and dilation == (1, 1)
+
+
 def dw_nhwc_group(c: int, vec: int) -> tuple[int, int]:
     """The NHWC depthwise group: gx threads across the channel vectors (a power of two up to 32), 256 in all."""
     lanes = _host.ceil_div(c, vec)
@@ -692,4 +784,4 @@ def dw_nhwc_group(c: int, vec: int) -> tuple[int, int]:
 
 
 __all__ = ["conv1d", "conv2d", "conv2d_kernel", "depthwise_conv2d", "dwconv2d_nchw_k_kernel",
-           "dwconv2d_nchw_kernel", "dwconv2d_nhwc_kernel"]
+           "dwconv2d_nchw_kernel", "dwconv2d_nhwc_k_kernel", "dwconv2d_nhwc_kernel"]

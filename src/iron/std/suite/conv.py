@@ -342,3 +342,59 @@ def depthwise_nchw_k_setup(case):
                  grid=conv.dw_nchw_k_grid(g["HO"], g["WO"], planes, case.T, cap), group=(conv.GROUP, 1),
                  oracle=lambda x, w, bias, *_: {"y": expect(x, w, bias)}, binding={"KS": k, "S": stride},
                  depth=_depth(k * k), flops=2 * planes * g["HO"] * g["WO"] * k * k)
+
+
+# ---------------------------------------------------------------- depthwise NHWC, KS x KS, stride 1 or 2
+
+def _nhwc_generic_args(x, w, bias, y, ch, h, wd, ph, pw, h_out, w_out, tiles, has_bias) -> tuple[Any, ...]:
+    """dwconv2d_nhwc_k_kernel's arguments as the generic NHWC kernel's (as _generic_args does for NCHW)."""
+    k = w.shape[2]
+    s = 1 if (h_out, w_out) == (h + 2 * ph - k + 1, wd + 2 * pw - k + 1) else 2
+    n_pix = x.shape[0] * h_out * w_out
+    return x, w, bias, y, ch, h, wd, k, k, s, s, ph, pw, 1, 1, h_out, w_out, n_pix, 1, has_bias
+
+
+def _depthwise_nhwc_k_torch(*args):
+    return _depthwise_torch(*_nhwc_generic_args(*args))
+
+
+def _depthwise_nhwc_k_numpy(*args):
+    return _depthwise_numpy(*_nhwc_generic_args(*args))
+
+
+#: C a multiple of 8 (the kernel's contract: whole 16-byte vectors of f16/bf16), one tile = 4 outputs of a row.
+#: lavapipe runs 3x3 at stride 1 and 5x5 at stride 2 (6 of the 12 specialisations, each ~4 s to compile).
+#: W_out 11 (a short last tile), 3 (less than a tile); no padding; H = 1; a 1 x 1 image; PW past K // 2; C =
+#: 24 (a group of 4 lanes, 3 busy), 264 (two channel groups); G caps the tile axis so one group walks it.
+DWKH_TESTS = [
+    _dense_shape(2, 8, 9, 11, 8, 3, P=1),
+    _dense_shape(1, 16, 6, 5, 16, 3, B=0),
+    _dense_shape(1, 24, 1, 6, 24, 3, P=1),
+    _dense_shape(1, 8, 1, 1, 8, 3, P=1),
+    _dense_shape(1, 40, 7, 10, 40, 5, P=1, PW=3),
+    _dense_shape(2, 16, 9, 11, 16, 3, S=2, P=1),
+    _dense_shape(1, 8, 17, 20, 8, 5, S=2, P=2, PW=1, B=0),
+    _dense_shape(1, 264, 4, 6, 264, 3, S=2, P=1),
+    _dense_shape(1, 8, 2, 2, 8, 3, S=2, P=1),
+    _dense_shape(1, 8, 70, 30, 8, 3, S=2, P=1, G=1),
+]
+
+
+@test_kernel(conv.dwconv2d_nhwc_k_kernel, shapes={"vulkan": [DWKH_TESTS[0], DWKH_TESTS[6]], "*": DWKH_TESTS},
+             name="std/conv/depthwise_nhwc_k")
+@bench(conv.dwconv2d_nhwc_k_kernel, shapes=DW_BENCH, name="std/conv/depthwise_nhwc_k",
+       reference={"cuda": _depthwise_nhwc_k_torch, "*": _depthwise_nhwc_k_numpy})
+def depthwise_nhwc_k_setup(case):
+    g, w, bias, _, expect = _depthwise_common(case)
+    n, c, k, stride = g["N"], g["C"], g["KH"], g["SH"]
+    assert k == g["KW"] and stride == g["SW"] in (1, 2) and g["DH"] == g["DW"] == 1 and c % 8 == 0, \
+        "a square filter, one stride of 1 or 2, dilation 1, whole vectors of channels"
+    vec = _host.vector_width(case.T)
+    gx, gy = conv.dw_nhwc_group(c, vec)
+    tiles = n * g["HO"] * _host.ceil_div(g["WO"], conv.DWH_PX)
+    cap = dict(case.shape).get("G", conv.MAX_GROUPS)
+    return Setup(args=[case.randn(n, g["H"], g["W"], c), w, bias, case.empty(n, g["HO"], g["WO"], c), c, g["H"],
+                       g["W"], g["PH"], g["PW"], g["HO"], g["WO"], tiles, g["B"]],
+                 grid=(_host.ceil_div(c, vec * gx) * gx, min(_host.ceil_div(tiles, gy), cap) * gy), group=(gx, gy),
+                 oracle=lambda x, w, bias, *_: {"y": to_nhwc(expect(x.transpose(0, 3, 1, 2), w, bias))},
+                 binding={"KS": k, "S": stride}, depth=_depth(k * k), flops=2 * n * g["HO"] * g["WO"] * c * k * k)
