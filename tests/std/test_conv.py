@@ -184,13 +184,7 @@ def test_depthwise_host_both_layouts(backend):
 def test_depthwise_nchw_picks_the_ks_kernel(monkeypatch):
     """3x3, 5x5 and 7x7 at stride 1 or 2 (both ways) and dilation 1 take dwconv2d_nchw_k_kernel; everything
     else the generic one."""
-    launched = []
-    for name in ("dwconv2d_nchw_k_kernel", "dwconv2d_nchw_kernel"):
-        class Spy:
-            def variant(self, _real=getattr(conv, name), _name=name, **binding):
-                launched.append((_name, binding))
-                return _real.variant(**binding)
-        monkeypatch.setattr(conv, name, Spy())
+    launched = spy_on_kernels(monkeypatch, "dwconv2d_nchw_k_kernel", "dwconv2d_nchw_kernel")
     x = np.ones((1, 2, 9, 9), np.float32)
     for ks in (3, 5, 7):
         for stride in (1, 2):
@@ -203,16 +197,22 @@ def test_depthwise_nchw_picks_the_ks_kernel(monkeypatch):
         assert launched.pop() == ("dwconv2d_nchw_kernel", {"T": D.f32})
 
 
-def test_depthwise_nhwc_picks_the_ks_kernel(monkeypatch):
-    """3x3 and 5x5 at stride 1 or 2 (both ways), dilation 1, C a multiple of the vector width take
-    dwconv2d_nhwc_k_kernel; everything else the generic NHWC kernel."""
-    launched = []
-    for name in ("dwconv2d_nhwc_k_kernel", "dwconv2d_nhwc_kernel"):
+def spy_on_kernels(monkeypatch, *names: str) -> list:
+    """The (kernel name, binding) of every ``variant`` the host asks of conv's kernels ``names``, in order."""
+    launched: list = []
+    for name in names:
         class Spy:
             def variant(self, _real=getattr(conv, name), _name=name, **binding):
                 launched.append((_name, binding))
                 return _real.variant(**binding)
         monkeypatch.setattr(conv, name, Spy())
+    return launched
+
+
+def test_depthwise_nhwc_picks_the_ks_kernel(monkeypatch):
+    """3x3 and 5x5 at stride 1 or 2 (both ways), dilation 1, C a multiple of the vector width take
+    dwconv2d_nhwc_k_kernel; everything else the generic NHWC kernel."""
+    launched = spy_on_kernels(monkeypatch, "dwconv2d_nhwc_k_kernel", "dwconv2d_nhwc_kernel")
     x = np.ones((1, 9, 9, 8), np.float32)
     for ks in (3, 5):
         for stride in (1, 2):
