@@ -198,3 +198,12 @@ def test_the_runtime_builds_warpgroup_kernels_for_the_arch_specific_variant():
         x[thread_id(0)] = 1.0
 
     assert compiler.arch_for(plain.ir()) == "sm_90"
+
+
+@pytest.mark.parametrize("strategy", ["cuda_mma_sync_m16n8k16", "portable"])
+def test_interp_holds_the_accumulators_per_lane(strategy):
+    """With the interpreter placing fragments per lane (``interp_fragment_layout``), mma_wg scatters its result
+    by the strategy's 16 x N layout (the wgmma one for CUDA's) and frag_store gathers it back."""
+    iron.config.set_option("interp_fragment_layout", strategy)
+    got, want = run_probe(256, "k", pending=1)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
