@@ -16,7 +16,7 @@ from iron.codegen.toolchains import nvrtc
 from iron.core import dtypes as D
 from iron.core.errors import UnsupportedOnTarget
 from iron.core.types import sw128_index
-from iron.lang import (barrier, frag_acc, frag_store, mma_wg, mma_wg_wait, shared, simd_group_id, sw128,
+from iron.lang import (barrier, frag_acc, frag_store, mma_wg, mma_wg_wait, select, shared, simd_group_id, sw128,
                        thread_id)
 
 
@@ -207,3 +207,26 @@ def test_interp_holds_the_accumulators_per_lane(strategy):
     iron.config.set_option("interp_fragment_layout", strategy)
     got, want = run_probe(256, "k", pending=1)
     np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+@kernel(variants(BAD=["offsets", "missing"]))
+def misused(a: In[f16], c: Tensor[f32]):
+    """BAD "offsets": subgroup 1 of the warpgroup names another A tile; "missing": subgroup 2 skips the multiply."""
+    a_s = shared(f16, 2 * 64 * 64)
+    for i in range(thread_id(0), 2 * 64 * 64, 128):
+        a_s[i] = a[i % 4096]
+    barrier()
+    acc = frag_acc(f32, 16, 64)
+    if BAD == "offsets":
+        acc = mma_wg(a_s, select(simd_group_id() == 1, 4096, 0), a_s, 0, acc)
+    elif simd_group_id() != 2:
+        acc = mma_wg(a_s, 0, a_s, 0, acc)
+    frag_store(c, simd_group_id() * 16 * 64, 64, acc)
+
+
+@pytest.mark.parametrize("bad,message", [("offsets", "different tile offsets"), ("missing", "all four subgroups")])
+def test_a_warpgroup_must_agree(bad, message):
+    a = np.ones((64, 64), np.float16)
+    c = np.zeros((64, 64), np.float32)
+    with pytest.raises(iron.IronError, match=message):
+        misused.variant(BAD=bad).launch(a, c, grid=(128,), group=(128,), backend="interp")

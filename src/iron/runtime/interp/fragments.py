@@ -212,19 +212,23 @@ class Fragments:
         b_at = self.uniform(op, "B tile offset", b_tile, subgroups).astype(np.int64)
         local = subgroups % t.simd_groups_per_group
         first = subgroups - local % 4  # the warpgroup's first subgroup
-        ran = set(subgroups.tolist())
-        for s, f in zip(subgroups.tolist(), first.tolist()):
-            missing = [q for q in range(f, f + 4) if q not in ran]
-            if missing:
-                raise self.faults.subgroup_divergence(
-                    op, t.first_thread_of_simd_group(missing[0]),
-                    "mma_wg needs all four subgroups of its warpgroup, and this one did not run it")
-        lead = {f: (int(a), int(b)) for f, a, b in zip(first.tolist(), a_at.tolist(), b_at.tolist())}
-        for s, f, a, b in zip(subgroups.tolist(), first.tolist(), a_at.tolist(), b_at.tolist()):
-            if lead[f] != (a, b):
-                raise self.faults.subgroup_divergence(
-                    op, t.first_thread_of_simd_group(s),
-                    f"its warpgroup's subgroups give different tile offsets ({lead[f]} and {(a, b)})")
+        warpgroups, counts = np.unique(first, return_counts=True)
+        if (counts != 4).any():
+            w = int(warpgroups[counts != 4][0])
+            missing = next(q for q in range(w, w + 4) if q not in set(subgroups.tolist()))
+            raise self.faults.subgroup_divergence(
+                op, t.first_thread_of_simd_group(missing),
+                "mma_wg needs all four subgroups of its warpgroup, and this one did not run it")
+        # Whole warpgroups of ascending subgroups: rows of four, each one warpgroup.
+        offsets = np.stack([a_at, b_at], axis=-1).reshape(-1, 4, 2)
+        differs = np.flatnonzero((offsets != offsets[:, :1]).any(axis=(1, 2)))
+        if differs.size:
+            w = int(differs[0])
+            lane = int(np.flatnonzero((offsets[w] != offsets[w, 0]).any(axis=1))[0])
+            raise self.faults.subgroup_divergence(
+                op, t.first_thread_of_simd_group(int(subgroups[4 * w + lane])),
+                f"its warpgroup's subgroups give different tile offsets ({tuple(offsets[w, 0].tolist())} and "
+                f"{tuple(offsets[w, lane].tolist())})")
         ct: FragmentType = op.operands[4].type
         k, major, block = op.attrs["k"], op.attrs["b_major"], op.attrs["b_block"]
         rows = (local % 4)[:, None, None] * 16 + np.arange(16)[None, :, None]
