@@ -37,7 +37,7 @@ DECODE_THREADS = 128
 TEAM = 8
 
 
-@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2], U=[1, 2, 4]))
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2, 4], U=[1, 2, 4]))
 def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32],
                            part_lse: Tensor[f32], H: int, H_kv: int, S_max: int, NCH: int, CH: int, scale: f32):
     """One chunk of keys for GQ query heads sharing one KV head: the chunk's softmax-weighted V and its LSE.
