@@ -140,3 +140,17 @@ def test_verification_failure_names_the_pass(monkeypatch):
         run_pipeline(_kernel(), PassContext(opt_level=1))
     # With verification off the broken IR goes through unnoticed.
     run_pipeline(_kernel(), PassContext(opt_level=1, verify=False))
+
+
+def test_in_place_passes_leave_the_input_and_match_the_staged_pipeline():
+    """run_pipeline rewrites one private copy in place; the caller's kernel is untouched and the result is the
+    same IR as the pipeline that keeps every stage (a copy per pass)."""
+    k = _kernel()
+    before = print_kernel(k)
+    ctx = PassContext(target="cuda")
+    fast = run_pipeline(k, ctx)
+    assert print_kernel(k) == before
+    staged = pipeline_stages(k, ctx)[-1][1]
+    assert print_kernel(fast) == print_kernel(staged)
+    assert print_kernel(k) == before
+    assert not ctx.in_place and "in_place" not in repr(ctx)

@@ -1,7 +1,8 @@
 """Small helpers the passes share: value substitution and op construction.
 
-Every pass works on a private copy of its input (``clone_kernel``) and
-rewrites that copy block by block, in program order.  Because a value is
+Every pass works on a private copy of its input (``clone_kernel``; ``own``: the
+input itself when the pipeline runs the passes in place on a copy of its own)
+and rewrites it block by block, in program order.  Because a value is
 always defined before its uses (in the same block or an enclosing one), one
 forward walk that renames operands through a :class:`Substitution` sees every
 replacement before any use of the replaced value.
@@ -12,12 +13,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...core.builder import normalize_const
-from ...core.ir import Op, Value
+from ...core.ir import Kernel, Op, Value, clone_kernel
 from ...core.ops import infer_type
 from ...core.types import IRType
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
+
+
+def own(kernel: "Kernel", ctx: "PassContext | None") -> "Kernel":
+    """The kernel a pass rewrites: its input when the context allows in-place passes, else a private copy."""
+    return kernel if ctx is not None and ctx.in_place else clone_kernel(kernel)
 
 
 class Substitution:

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.analysis import const_value, constant_trip_count
 from ...core.eval import PURE_ELEMENTWISE_OPS, const_array, eval_pure
-from ...core.ir import Block, Kernel, Op, clone_kernel
+from ...core.ir import Block, Kernel, Op
 from ...core.ops import OPS
 from ...core.types import IRType, ScalarType, VectorType
-from ._rewrite import become_const
+from ._rewrite import become_const, own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
@@ -33,7 +33,7 @@ FOLDABLE = frozenset(op for op in PURE_ELEMENTWISE_OPS if op != "const" and OPS[
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
-    k = clone_kernel(kernel)
+    k = own(kernel, ctx)
     k.body = _fold_block(k.body)
     return k
 

@@ -21,16 +21,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Hashable
 
 from ...core.analysis import constant_key, is_commutative
-from ...core.ir import Block, Kernel, Op, Value, clone_kernel
+from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import OPS
-from ._rewrite import Substitution
+from ._rewrite import Substitution, own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
-    k = clone_kernel(kernel)
+    k = own(kernel, ctx)
     cse = _CSE()
     for p in k.params:
         cse.number(p.value)

@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...core.analysis import for_terminates, kernel_blocks, use_counts
-from ...core.ir import Block, Kernel, Op, clone_kernel
+from ...core.ir import Block, Kernel, Op
 from ...core.ops import OPS
+from ._rewrite import own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
@@ -33,7 +34,7 @@ _REMOVABLE_WHEN_UNUSED = frozenset({"var", "var_load", "shared_alloc"})
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
-    k = clone_kernel(kernel)
+    k = own(kernel, ctx)
     while _sweep(k):
         pass
     return k

@@ -21,15 +21,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...core.analysis import use_counts, value_dtype
-from ...core.ir import Block, Kernel, Op, Value, clone_kernel
-from ._rewrite import context_or_default, make_op
+from ...core.ir import Block, Kernel, Op, Value
+from ._rewrite import context_or_default, make_op, own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
-    k = clone_kernel(kernel)
+    k = own(kernel, ctx)
     if not context_or_default(ctx).contract:
         return k
     _contract_block(k.body, use_counts(k))

@@ -32,9 +32,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...core.analysis import may_exit_early
-from ...core.ir import Block, Kernel, Op, Value, clone_kernel
+from ...core.ir import Block, Kernel, Op, Value
 from ...core.types import is_value_type
-from ._rewrite import Substitution, become_const
+from ._rewrite import Substitution, become_const, own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
@@ -44,7 +44,7 @@ _ZERO = object()
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
-    k = clone_kernel(kernel)
+    k = own(kernel, ctx)
     _Forwarder().block(k.body, {})
     return k
 

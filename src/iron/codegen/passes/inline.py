@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...core.errors import IronCompileError, IRVerificationError
-from ...core.ir import Block, Function, Kernel, Op, Value, clone_block, clone_kernel
+from ...core.ir import Block, Function, Kernel, Op, Value, clone_block
 from ...core.types import TupleType
-from ._rewrite import Substitution
+from ._rewrite import Substitution, own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
@@ -29,7 +29,7 @@ class RecursiveHelperError(IronCompileError):
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
-    k = clone_kernel(kernel)
+    k = own(kernel, ctx)
     inliner = _Inliner(k.functions, k.name)
     k.body = inliner.block(k.body, ())
     k.functions = {}

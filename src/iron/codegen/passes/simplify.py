@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from ...core.analysis import all_ones, const_value, is_commutative, is_const_equal, splat_value, value_dtype
 from ...core.builder import round_float
 from ...core.dtypes import DType
-from ...core.ir import Block, Kernel, Op, Value, clone_kernel
-from ._rewrite import Substitution, make_const, make_op
+from ...core.ir import Block, Kernel, Op, Value
+from ._rewrite import Substitution, make_const, make_op, own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
@@ -51,7 +51,7 @@ _INVERSE_COMPARE = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "gt": "le", 
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
-    k = clone_kernel(kernel)
+    k = own(kernel, ctx)
     for _ in range(MAX_ROUNDS):
         s = _Simplifier()
         k.body = s.block(k.body)

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 
 from ...core.analysis import const_value, constant_trip_count, has_escaping_control, int_range
 from ...core.dtypes import DType
-from ...core.ir import Block, Kernel, Op, Value, clone_block, clone_kernel
-from ._rewrite import context_or_default, make_const, make_op
+from ...core.ir import Block, Kernel, Op, Value, clone_block
+from ._rewrite import context_or_default, make_const, make_op, own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
@@ -46,7 +46,7 @@ FULL_UNROLL_OP_BUDGET = 4096
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
-    k = clone_kernel(kernel)
+    k = own(kernel, ctx)
     k.body = _Unroller(context_or_default(ctx).unroll_max).block(k.body)
     return k
 

@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING
 
 from ...core.analysis import IndexAnalysis, touches_memory, walk_blocks
 from ...core.dtypes import DType
-from ...core.ir import Block, Kernel, Op, Value, clone_kernel
+from ...core.ir import Block, Kernel, Op, Value
 from ...core.types import IRType, TensorType
-from ._rewrite import Substitution, make_op
+from ._rewrite import Substitution, make_op, own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
@@ -51,7 +51,7 @@ MAX_VECTOR_BYTES = 16
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
-    k = clone_kernel(kernel)
+    k = own(kernel, ctx)
     index = IndexAnalysis(k)
     blocks = list(walk_blocks(k.body))
     subst = Substitution()
