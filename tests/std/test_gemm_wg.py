@@ -46,8 +46,9 @@ MUTANTS = {
 
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_mutant_caught(name, tmp_path, seed):
+    """On the ragged shape (every mutant but early_read shows there), early_read on the whole-chunk one."""
     kern = mutant(tmp_path, *MUTANTS[name])
-    assert_mutant_caught("std/gemm/wg", kern, seed, shapes=TAIL)
+    assert_mutant_caught("std/gemm/wg", kern, seed, shapes=TAIL[1:] if name == "early_read" else TAIL[:1])
 
 
 def test_unmutated_copy_passes(tmp_path, seed):
