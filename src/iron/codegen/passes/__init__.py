@@ -1,8 +1,9 @@
 """The optimisation passes, registered in one table.
 
-A pass is a pure function ``(kernel, ctx) -> kernel``: it never changes its
-input (each starts from :func:`iron.core.ir.clone_kernel`) and returns a new
-kernel.  ``ctx`` is the :class:`iron.codegen.pipeline.PassContext`; most
+A pass is a function ``(kernel, ctx) -> kernel`` that never changes its input
+(each starts from :func:`iron.core.ir.clone_kernel`) and returns a new kernel,
+unless ``ctx.in_place``: then it rewrites its input (``_rewrite.own``), which
+:func:`iron.codegen.pipeline.run_pipeline` uses on a copy of its own.  ``ctx`` is the :class:`iron.codegen.pipeline.PassContext`; most
 passes ignore it, and ``None`` stands for the default context (the
 interpreter target) when a pass is run on its own.
 :mod:`iron.codegen.pipeline` decides the order.
