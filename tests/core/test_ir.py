@@ -166,3 +166,13 @@ def test_constants_are_normalised_to_their_type():
     h = b.const(0.1, D.f16).owner
     assert h.attrs["value"] == 0.0999755859375
     assert b.const(3, VectorType(D.f32, 2)).owner.attrs["value"] == (3.0, 3.0)
+
+
+def test_verifier_keeps_sibling_regions_apart():
+    """A value of an if's first region is not in scope in its second (the walk's one scope set is restored)."""
+    k = exp_kernel()
+    if_op = k.body.ops[3]
+    then_value = if_op.regions[0].ops[0].result
+    assert if_op.opcode == "if" and len(if_op.regions) == 2
+    Builder(if_op.regions[1]).op("exp", [then_value])
+    _expect_invalid(k, "not defined before this use")

@@ -36,12 +36,12 @@ class _Verifier:
             names.add(p.name)
             self._define(p.value, None)
         self.func: Function | None = None
-        self._block(self.k.body, scope=set(p.value for p in self.k.params), loop_depth=0)
+        self._block(self.k.body, set(p.value for p in self.k.params), loop_depth=0)
         for f in self.k.functions.values():
             self.func = f
             for p in f.params:
                 self._define(p.value, None)
-            self._block(f.body, scope=set(p.value for p in f.params), loop_depth=0)
+            self._block(f.body, set(p.value for p in f.params), loop_depth=0)
             last = f.body.ops[-1] if f.body.ops else None
             if last is None or last.opcode != "return":
                 self.fail(f"function '{f.name}' must end with return")
@@ -55,11 +55,15 @@ class _Verifier:
             self.fail(f"value {v} defined twice", op)
         self.defined.add(v)
 
-    def _block(self, b: Block, scope: set[Value], loop_depth: int) -> None:
-        visible = set(scope)
+    def _block(self, b: Block, visible: set[Value], loop_depth: int) -> None:
+        """Check ``b`` with ``visible`` the values in scope; the values ``b`` defines are in scope for the
+        rest of ``b`` (and its regions) and leave ``visible`` as it was when ``b`` ends (one set for the
+        whole walk: copying it per block was quadratic in a large unrolled kernel)."""
+        added: list[Value] = []
         for a in b.args:
             self._define(a, None)
             visible.add(a)
+            added.append(a)
         for i, op in enumerate(b.ops):
             info = OPS.get(op.opcode)
             if info is None:
@@ -109,3 +113,5 @@ class _Verifier:
                     self.fail("result value does not point back to its op", op)
                 self._define(op.result, op)
                 visible.add(op.result)
+                added.append(op.result)
+        visible.difference_update(added)
