@@ -31,7 +31,7 @@ from iron.std import quant_gemv as q_mod
 
 SHAPES = [(4096, 11008), (11008, 4096), (4096, 4096)]
 ROWS_SITE = "for c in range(lane * VEC, k, w * VEC, unroll="
-Q8_SITE = "for p in range(lane, nb * 4, w, unroll="
+Q8_SITE = "for p in range(lane + w * piece_slice, nb * 4, w * sp, unroll="
 COLS_SITE = "                for r in range(r0 + s, r1, slices, unroll="
 
 
@@ -172,8 +172,9 @@ def main() -> int:
             def q8(mod):
                 y = torch.empty(m, device="cuda", dtype=tdt)
                 kern = mod.gemv_q8_0.variant(T=dt)
-                return (lambda mat: kern.launch(mat, x, y, m, k, grid=(mod.grid_for(m),), group=(mod.GROUP,),
-                                                backend="cuda")), y
+                split = mod.split_for(m, k, "Q8_0")
+                return (lambda mat: kern.launch(mat, x, y, m, k, split, grid=(mod.grid_for(m, split),),
+                                                group=(mod.GROUP,), backend="cuda")), y
             sweep(torch, "gemv_q8_0", q8_mods, q8, copies, flat.numel(), ref_ms, want, dt, m, k)
             del data, wq, wd, copies
     return 0

@@ -142,3 +142,47 @@ def test_gemm_on_warpgroups(cuda, m, n, k, transpose_b, act, dtype):
     tol = derive_tolerance(D.from_numpy(a.dtype), GS.gemm_depth(k, bias is not None, act or "none"))
     verdict = compare(np.asarray(got), want, tol)
     assert verdict.ok, verdict.message
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
+@pytest.mark.parametrize("m,k", [(4096, 4096), (11008, 4096), (3, 11008)])
+def test_quant_gemv_with_the_hosts_split(cuda, qtype, m, k):
+    """Teams of split_for subgroups per row pair (Q8_0: 4, 2, 8; Q4_K: 1, 1, 2) on the suite's blocks
+    (random past a million weights), against float64 ``W @ x`` with W gguf's own dequantisation (the
+    registered oracle)."""
+    from iron.core import dtypes as D
+    from iron.harness.tolerance import compare, derive_tolerance
+    from iron.std import quant_gemv as Q
+    from iron.std.suite import gguf as SG
+    from iron.std.suite import quant_gemv as SQ
+
+    rng = np.random.default_rng(m + k)
+    data = SG.make_data(rng, qtype, m, k)
+    x = rng.standard_normal(k).astype(np.float16)
+    split = Q.split_for(m, k, qtype)
+    got = Q.quant_gemv(data, qtype, x, m, k, backend="cuda")
+    want = SQ.oracle_of(qtype, m, k)(data, x.astype(np.float64), None, m, k, split)
+    verdict = compare(got, want, derive_tolerance(D.f16, SQ.depth(qtype, k, 32, split)))
+    assert verdict.ok, verdict.message
+
+
+@pytest.mark.parametrize("h_kv,d", [(8, 128), (32, 128), (8, 64)])
+def test_decode_attention_short_chunks_take_teams_of_16(cuda, h_kv, d):
+    """Batch 1 over a 4K cache: 64-128-key chunks, which the host runs with teams of 16 lanes (8 at D = 64
+    in f16: 16 vectors of 8 do not fit a row of 64)."""
+    b, h, s = 1, 32, 4096
+    gq = A.heads_per_group(h, h_kv)
+    assert A.team_lanes(A.decode_chunk(b, h // gq, s), d, 8, "cuda") == (16 if d == 128 else 8)
+    rng = np.random.default_rng(h_kv + d)
+    q = rng.standard_normal((b, h, d)).astype(np.float16)
+    k = rng.standard_normal((b, h_kv, s, d)).astype(np.float16)
+    v = rng.standard_normal((b, h_kv, s, d)).astype(np.float16)
+    lens = np.array([s - 5], np.int32)
+    got = A.decode_attention(q, k, v, lens, backend="cuda").astype(np.float64)
+    r = h // h_kv
+    for hi in range(h):
+        kk = k[0, hi // r, :lens[0]].astype(np.float64)
+        w = kk @ q[0, hi].astype(np.float64) / math.sqrt(d)
+        p = np.exp(w - w.max())
+        want = (p / p.sum()) @ v[0, hi // r, :lens[0]].astype(np.float64)
+        assert np.max(np.abs(got[0, hi] - want)) < 2.0 ** -8, hi

@@ -27,12 +27,16 @@ def _entry(name: str):
     return next(e for e in ENTRIES if e.name == name)
 
 
+#: The 48 KB tensor-core prefill, and decode teams of 16 lanes (lavapipe's subgroups have 8).
+NOT_ON_LAVAPIPE = ("std/attention/prefill", "std/attention/decode_split_tm16", "std/attention/decode_split_tm16_f32")
+
+
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
 def test_registered_rows_pass(entry, backend, seed):
     rows = run_entry(entry, backend, seed)
-    if backend == "vulkan" and entry.name == "std/attention/prefill":
-        assert rows == []  # the 48 KB tensor-core kernel: registered for interp and cuda only
+    if backend == "vulkan" and entry.name in NOT_ON_LAVAPIPE:
+        assert rows == []  # registered for interp and cuda only
         return
     assert_rows_pass(rows, seed)
 
@@ -40,6 +44,13 @@ def test_registered_rows_pass(entry, backend, seed):
 #: The registry shapes that exercise the most: several chunks / query and key blocks with tails, GQA, D 128.
 DECODE_SUBSET = SA.DECODE_SHAPES[1:]
 PREFILL_SUBSET = [SA.PREFILL_SHAPES[2], SA.PREFILL_SHAPES[4]]
+
+
+def test_teams_of_16_in_subgroups_of_64(seed):
+    """A 2-level team butterfly (32, the default, has one); the interpreter runs widths 8, 32 and 64."""
+    config.set_option("simd_width", 64)
+    for name in ("std/attention/decode_split_tm16", "std/attention/decode_split_tm16_f32"):
+        assert_rows_pass(mutant_rows(name, _entry(name).kernel, seed), seed)
 
 
 @pytest.mark.parametrize("width", [8, 64])
@@ -107,6 +118,8 @@ MUTANTS = [
      "attention_decode_split", "sc[u * GQ + g] = select(j0 + u * TEAMS < end, s, NEG)", "sc[u * GQ + g] = s"),
     ("decode: the block's sum of weights drops its last key", "std/attention/decode_split",
      "attention_decode_split", "                tot += p\n", "                tot += p * f32(u < U - 1)\n"),
+    ("decode TM=16: the score butterfly stops a level short", "std/attention/decode_split_tm16",
+     "attention_decode_split", "LEVELS = 3 if TM == 8 else 4", "LEVELS = 3"),
     ("combine drops the last chunk", "std/attention/decode_combine", "attention_decode_combine",
      "        for c in range(NCH):\n            w =", "        for c in range(NCH - 1):\n            w ="),
 ]
@@ -244,6 +257,17 @@ def _decode_inputs(d=64, dtype=np.float16):
 def test_decode_attention_rejects_bad_input(change, message):
     with pytest.raises(iron.LaunchError, match=re.escape(message)):
         A.decode_attention(*change(_decode_inputs()), backend="interp")
+
+
+def test_decode_plan_takes_teams_of_16_for_short_chunks_on_cuda_only():
+    """TM 16 needs CUDA (16-lane subgroups), chunks of at most SHORT_CHUNK keys and D a multiple of 16
+    vectors; U follows the team width (tests/gpu runs the plan on the H200)."""
+    assert A.team_lanes(A.SHORT_CHUNK, 128, 8, "cuda") == 16 and A.team_lanes(64, 64, 4, "cuda") == 16
+    assert A.team_lanes(A.SHORT_CHUNK + 16, 128, 8, "cuda") == A.TEAM
+    assert A.team_lanes(64, 64, 8, "cuda") == A.TEAM  # 16 lanes x 8 elements > D
+    assert A.team_lanes(64, 128, 8, "vulkan") == A.TEAM and A.team_lanes(64, 128, 8, "interp") == A.TEAM
+    assert [A.keys_in_flight(g, 16) for g in (1, 2)] == [2, 1]
+    assert [A.keys_in_flight(g) for g in (1, 2)] == [4, 2]
 
 
 def test_decode_attention_rejects_bad_out_and_chunk():

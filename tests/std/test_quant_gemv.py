@@ -54,15 +54,23 @@ MUTANTS = {
     "q6_k_qh_offset": ("gemv_q6_k", [("q = (qa >> 4) | (((qh >> 4) & 3) << 4)",
                                       "q = (qa >> 4) | (((qh >> 5) & 3) << 4)")]),
     # Q8_0: the last piece of each row never added (a missing tail).
-    "q8_0_last_piece": ("gemv_q8_0", [("for p in range(lane, nb * 4, w, unroll=2):",
-                                       "for p in range(lane, nb * 4 - 1, w, unroll=2):")]),
+    "q8_0_last_piece": ("gemv_q8_0", [("for p in range(lane + w * piece_slice, nb * 4, w * sp, unroll=2):",
+                                       "for p in range(lane + w * piece_slice, nb * 4 - 1, w * sp, unroll=2):")]),
+    # a team's subgroups each walk every piece from their offset (the stride ignores the split).
+    "q8_0_split_stride": ("gemv_q8_0", [("for p in range(lane + w * piece_slice, nb * 4, w * sp, unroll=2):",
+                                         "for p in range(lane + w * piece_slice, nb * 4, w, unroll=2):")]),
+    # only the team's first subgroup's sums are stored (the others' pieces dropped).
+    "split_sums_dropped": ("gemv_q4_k", [("            for q in range(1, split):\n",
+                                          "            for q in range(1, 1):\n")]),
+    # the team's partials of the pair's two rows crossed.
+    "split_rows_crossed": ("gemv_q6_k", [("acc_a = acc_a + sums[at + 2 * q]\n", "acc_a = acc_a + sums[at + 2 * q + 1]\n")]),
     # the butterfly starts one level too low: half the lanes' partials never meet.
     "butterfly_half": ("gemv_q6_k", [("    o = simd_size() // 2\n", "    o = simd_size() // 4\n")]),
     # the second row of a pair is read from the first row's bytes.
     "pair_second_row": ("gemv_q4_0", [("        rb = min(r + 1, m - 1) * stride\n        acc_a = 0.0\n"
-                                       "        acc_b = 0.0\n        for p in range(lane, nb * 2, w, unroll=2):",
-                                       "        rb = r * stride\n        acc_a = 0.0\n"
-                                       "        acc_b = 0.0\n        for p in range(lane, nb * 2, w, unroll=2):")]),
+                                       "        acc_b = 0.0\n        for p in range(lane + w * piece_slice, nb * 2,",
+                                       "        rb = min(r, m - 1) * stride\n        acc_a = 0.0\n"
+                                       "        acc_b = 0.0\n        for p in range(lane + w * piece_slice, nb * 2,")]),
 }
 
 
@@ -83,7 +91,7 @@ def test_unmutated_copy_passes(tmp_path, seed):
 
 def check(y, data, qtype, x, m, k, backend="interp"):
     """``y`` against the suite's float64 oracle within the depth of the kernel that ran."""
-    want = SQ.oracle_of(qtype, m, k)(data, x.astype(np.float64), None, m, k)
+    want = SQ.oracle_of(qtype, m, k)(data, x.astype(np.float64), None, m, k, 1)
     w = 8 if backend == "vulkan" else config.get("simd_width")
     dt = D.from_numpy(x.dtype)
     verdict = compare(y, want, derive_tolerance(dt, SQ.depth(qtype, k, w)))
@@ -153,6 +161,28 @@ def test_bad_inputs_raise_launch_errors():
 def test_grid_covers_every_row_pair():
     assert Q.grid_for(1) == 256 and Q.grid_for(16) == 256 and Q.grid_for(17) == 512
     assert Q.grid_for(4096) == 256 * 256 and Q.grid_for(10 ** 7) == Q.MAX_GROUPS * 256
+    # teams of 4 subgroups: 2 pairs a group; teams of 8 (a whole group): 1
+    assert Q.grid_for(4, 4) == 256 and Q.grid_for(5, 4) == 512 and Q.grid_for(4096, 8) == 2048 * 256
+
+
+def test_split_gives_the_grid_its_target_subgroups():
+    """The fewest subgroups per pair that reach TARGET_SUBGROUPS, unless a lane would get fewer than
+    MIN_LANE_PIECES pieces of a row; always one of SPLITS."""
+    for qtype in QTYPES:
+        for m in (1, 4096, 11008, 2 * Q.TARGET_SUBGROUPS, 10 ** 6):
+            for k in (256, 4096, 11008 // 256 * 256, 1 << 16):
+                s = Q.split_for(m, k, qtype)
+                pairs = -(-m // 2)
+                lane_pieces = k // G.block_size(qtype) * Q.PIECES[qtype] // 32
+                assert s in Q.SPLITS
+                assert s == 1 or lane_pieces // s >= Q.MIN_LANE_PIECES, (qtype, m, k, s)
+                bigger = [b for b in Q.SPLITS if b > s]
+                assert (pairs * s >= Q.TARGET_SUBGROUPS or not bigger
+                        or lane_pieces // bigger[0] < Q.MIN_LANE_PIECES), (qtype, m, k, s)
+                assert s == 1 or pairs * (s // 2) < Q.TARGET_SUBGROUPS, (qtype, m, k, s)
+    # the Llama-2-7B decode shapes as the H200's bench chose them (std/quant_gemv/*_splits)
+    assert [Q.split_for(m, k, "Q8_0") for m, k in [(4096, 4096), (11008, 4096), (4096, 11008)]] == [4, 2, 4]
+    assert [Q.split_for(m, k, "Q4_K") for m, k in [(4096, 4096), (11008, 4096), (4096, 11008)]] == [1, 1, 2]
 
 
 # ---------------------------------------------------------------- non-finite policy

@@ -32,12 +32,12 @@ LOG2E = 1.4426950408889634
 # ---------------------------------------------------------------- decode: split pass
 
 #: Threads of one decode group; lanes of a team, which reads one K/V row at a time (8 lanes fit every
-#: subgroup width Iron runs: 8 on lavapipe, 32, 64).
+#: subgroup width Iron runs: 8 on lavapipe, 32, 64; the TM = 16 variant needs subgroups of 16 or more).
 DECODE_THREADS = 128
 TEAM = 8
 
 
-@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2, 4], U=[1, 2, 4]))
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2, 4], U=[1, 2, 4], TM=[TEAM, 16]))
 def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32],
                            part_lse: Tensor[f32], H: int, H_kv: int, S_max: int, NCH: int, CH: int, scale: f32):
     """One chunk of keys for GQ query heads sharing one KV head: the chunk's softmax-weighted V and its LSE.
@@ -47,22 +47,24 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
     [c*CH, min((c+1)*CH, L_b)) of heads hg*GQ .. hg*GQ+GQ-1, KV head (hg*GQ) // (H / H_kv).
     Out (f32): part_o (B, H, NCH, D) = sum_j softmax_j v_j over the chunk (normalised), part_lse
     (B, H, NCH) = log2 sum_j 2^(s_j), s_j = scale * log2(e) * q.k_j; an empty chunk gives 0 and -inf.
-    Order: a team of 8 lanes owns U keys at a time, j0, j0 + 16, ... (j0 = start + team, + 16 U, ...):
-    each score a lane's sequential FMA chain over D/8 elements (16-byte vectors), then a 3-step xor
-    butterfly; the U keys fold into the team's running (m, l, acc) at once (one rescale by 2^(m - m'),
-    then the U weighted rows in order); teams combine by an xor butterfly inside a subgroup, then
-    subgroups in id order.
-    D in {64, 128}; H a multiple of H_kv, H / H_kv a multiple of GQ.  NaN/Inf in q or k give NaN for the
-    head's chunk (and output); NaN/Inf in v propagate to the outputs that weight them.
+    Order: a team of TM lanes (8 or 16) owns U keys at a time, j0, j0 + 128/TM, ... (j0 = start + team,
+    + U 128/TM, ...): each score a lane's sequential FMA chain over D/TM elements (VEC-wide loads), then a
+    log2 TM-step xor butterfly; the U keys fold into the team's running (m, l, acc) at once (one rescale
+    by 2^(m - m'), then the U weighted rows in order); teams combine by an xor butterfly inside a
+    subgroup, then subgroups in id order.
+    D in {64, 128}, a multiple of TM VEC; TM at most the subgroup width; H a multiple of H_kv, H / H_kv a
+    multiple of GQ.  NaN/Inf in q or k give NaN for the head's chunk (and output); NaN/Inf in v propagate
+    to the outputs that weight them.
     """
-    NV = D // (TEAM * VEC)
+    NV = D // (TM * VEC)
     E = NV * VEC
-    TEAMS = DECODE_THREADS // TEAM
+    TEAMS = DECODE_THREADS // TM
+    LEVELS = 3 if TM == 8 else 4
     ml_s = shared(f32, TEAMS * GQ * 2)
     acc_s = shared(f32, GQ * D)
     t = thread_id(0)
-    team = t // TEAM
-    lt = t % TEAM
+    team = t // TM
+    lt = t % TM
     c = group_id(0)
     hg = group_id(1)
     b = hg // (H // GQ)
@@ -81,7 +83,7 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
     qv = local(f32, GQ * E)
     for g in static_range(GQ):
         for jv in static_range(NV):
-            x = f32(q.load((b * H + h0 + g) * D + (lt + jv * TEAM) * VEC, width=VEC))
+            x = f32(q.load((b * H + h0 + g) * D + (lt + jv * TM) * VEC, width=VEC))
             for i in static_range(VEC):
                 qv[g * E + jv * VEC + i] = x[i] * (scale * LOG2E)
     m = local(f32, GQ)
@@ -96,8 +98,8 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
         for u in static_range(U):
             base = (row0 + min(j0 + u * TEAMS, end - 1)) * D
             for jv in static_range(NV):
-                kx = f32(k.load(base + (lt + jv * TEAM) * VEC, width=VEC))
-                vx = f32(v.load(base + (lt + jv * TEAM) * VEC, width=VEC))
+                kx = f32(k.load(base + (lt + jv * TM) * VEC, width=VEC))
+                vx = f32(v.load(base + (lt + jv * TM) * VEC, width=VEC))
                 for i in static_range(VEC):
                     kf[u * E + jv * VEC + i] = kx[i]
                     vf[u * E + jv * VEC + i] = vx[i]
@@ -114,9 +116,8 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
         for u in static_range(U):
             for g in static_range(GQ):
                 s = sc[u * GQ + g]
-                s += simd_shuffle_xor(s, 4)
-                s += simd_shuffle_xor(s, 2)
-                s += simd_shuffle_xor(s, 1)
+                for lv in static_range(LEVELS):
+                    s += simd_shuffle_xor(s, TM >> (lv + 1))
                 sc[u * GQ + g] = select(j0 + u * TEAMS < end, s, NEG)
         for g in static_range(GQ):
             mx = m[g]
@@ -134,7 +135,7 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
                     acc[g * E + e] = fma(p, vf[u * E + e], acc[g * E + e])
             l[g] = tot
     # Teams of one subgroup: an xor butterfly over the team index.
-    mask = TEAM
+    mask = TM
     while mask < simd_size():
         for g in static_range(GQ):
             mo = simd_shuffle_xor(m[g], mask)
@@ -151,7 +152,7 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
     # Subgroups, in id order: (m, l) first, then each subgroup's lead team adds its rescaled, normalised acc.
     sg = simd_group_id()
     nsg = num_simd_groups()
-    lead = lane_id() < TEAM
+    lead = lane_id() < TM
     if lane_id() == 0:
         for g in static_range(GQ):
             ml_s[(sg * GQ + g) * 2] = m[g]
@@ -176,7 +177,7 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
             for g in static_range(GQ):
                 for jv in static_range(NV):
                     for i in static_range(VEC):
-                        idx = g * D + (lt + jv * TEAM) * VEC + i
+                        idx = g * D + (lt + jv * TM) * VEC + i
                         if r == 0:
                             acc_s[idx] = acc[g * E + jv * VEC + i] * f[g]
                         else:
@@ -505,11 +506,29 @@ def heads_per_group(h: int, h_kv: int) -> int:
     return 2 if (h // h_kv) % 2 == 0 else 1
 
 
-def keys_in_flight(gq: int) -> int:
+def keys_in_flight(gq: int, tm: int = TEAM) -> int:
     """U: keys a decode team loads and folds at once.  On the H200 (B=16, 32 heads of 128, a 4K cache,
-    f16, 2026-11-30): four when a group serves one head (32 KV heads: 307 us one key at a time -> 250;
-    SDPA 248), two when it serves two (8 KV heads: 123 -> 102 us; four keys 115; SDPA 66)."""
+    f16, 2026-11-30): with teams of 8, four when a group serves one head (32 KV heads: 307 us one key at a
+    time -> 250; SDPA 248), two when it serves two (8 KV heads: 123 -> 102 us; four keys 115; SDPA 66).
+    Teams of 16 (short chunks, batch 1): two for one head (22.2 us; four 24.8), one for two (16.5; two
+    20.3)."""
+    if tm == 16:
+        return 2 if gq == 1 else 1
     return 4 if gq == 1 else 2
+
+
+#: Chunks of at most this many keys (decode_chunk's plans at batch 1) go to teams of 16 lanes on CUDA.
+SHORT_CHUNK = 128
+
+
+def team_lanes(ch: int, d: int, vec: int, backend: str | None) -> int:
+    """TM: lanes that share a key's row.  On the H200, 16 for short chunks (B=1, 32 heads of 128, a 4K
+    cache, f16: 8 KV heads 20.7 -> 16.5 us, 32 KV heads 24.3 -> 22.2) but not long ones (B=16, 8 KV heads,
+    1024-key chunks: 102.6 -> 124.9 us at two heads a group, 127.3 at four); CUDA only (its subgroups hold
+    16 lanes; lavapipe's 8 do not), and only where D is a multiple of 16 vectors."""
+    if backend_name(backend) == "cuda" and ch <= SHORT_CHUNK and d % (16 * vec) == 0:
+        return 16
+    return TEAM
 
 
 def _check_heads(h: int, h_kv: int, d: int) -> None:
@@ -562,7 +581,9 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: f
         raise LaunchError(f"decode_attention: B*H/{gq} = {b * h // gq} groups or {nch} chunks exceed 65535")
     part_o = empty_like(q, (b, h, nch, d), f32)
     part_lse = empty_like(q, (b, h, nch), f32)
-    split = attention_decode_split.variant(T=dt, VEC=vector_width(dt), D=d, GQ=gq, U=keys_in_flight(gq))
+    vec = vector_width(dt)
+    tm = team_lanes(ch, d, vec, backend)
+    split = attention_decode_split.variant(T=dt, VEC=vec, D=d, GQ=gq, U=keys_in_flight(gq, tm), TM=tm)
     split.launch(q, k_cache, v_cache, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, _scale(scale, d),
                  grid=(nch * DECODE_THREADS, b * h // gq), group=(DECODE_THREADS,), backend=backend)
     attention_decode_combine.variant(T=dt).launch(
@@ -616,5 +637,5 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
 
 
 __all__ = ["attention_decode_combine", "attention_decode_split", "attention_prefill", "attention_prefill_small",
-           "decode_attention",
-           "decode_chunk", "heads_per_group", "prefill_attention", "prefill_block"]
+           "decode_attention", "decode_chunk", "heads_per_group", "keys_in_flight", "prefill_attention",
+           "prefill_block", "team_lanes"]

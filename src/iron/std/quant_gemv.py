@@ -1,8 +1,9 @@
 """``y = W x`` with W stored in a GGUF block format (Q8_0, Q4_0, Q4_K, Q6_K): the decode-time matvec.
 
-W is never expanded: each subgroup takes two rows at a time, every lane whole pieces of blocks
-(its x slice loaded once for both rows), the block's scales applied once per piece to an f32 dot
-product of the small integers with x, then a xor-butterfly across the lanes.  The kernels are bound by the quantised
+W is never expanded: a team of ``split`` subgroups takes two rows at a time, every lane whole pieces of
+blocks (its x slice loaded once for both rows), the block's scales applied once per piece to an f32 dot
+product of the small integers with x, then a xor-butterfly across the lanes and, with split > 1, the
+team's subgroups added in shared memory.  The kernels are bound by the quantised
 bytes they stream (0.56 to 1.06 bytes per weight against 2 for f16), so bandwidth is counted on
 those bytes.  ``quant_gemv(data, "Q4_K", x, M, K)`` launches the matching kernel (docs/std/quant_gemv.md).
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, u8, u16, variants
-from iron.lang import bitcast, grid_size, lane_id, program_id, simd_shuffle_xor, simd_size, static_range, vec
+from iron.lang import (barrier, bitcast, cast, group_id, lane_id, num_groups, shared, simd_group_id, simd_shuffle_xor,
+                       simd_size, static_range, vec)
 
 from . import _host
 from .gguf import bytes8, check_data, format_of, half_at, int_f32
@@ -23,6 +25,14 @@ GROUP = 256
 ROWS = 2
 #: Vulkan caps a grid axis at 65535 groups; the kernels loop over row pairs past that.
 MAX_GROUPS = 65535
+#: Subgroups a row pair's team may have (the host's choice; the kernels take any split >= 1).
+SPLITS = (1, 2, 4, 8)
+#: The host splits a row pair over more subgroups until the grid has this many: at M = 4096, one subgroup a
+#: pair leaves the H200 with too few loads in flight (Q8_0 at K = 11008: 33.6 us at split 1, 26.0 at 4).
+TARGET_SUBGROUPS = 8192
+#: ... but not so far that a lane gets fewer pieces than this (Q4_K at K = 4096, 128 pieces a row: split 8
+#: left half of every subgroup's lanes idle, 17.0 us against 12.3 at split 1).
+MIN_LANE_PIECES = 4
 
 
 # ---------------------------------------------------------------- pieces shared by the kernels
@@ -57,6 +67,31 @@ def lane_sum(v):
         v = v + simd_shuffle_xor(v, o)
         o = o // 2
     return v
+
+
+@func
+def finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, split):
+    """Store rows ``r`` and ``r + 1`` (each only below ``limit``) from this subgroup's two sums: a butterfly
+    over its lanes, then with ``split`` > 1 the team's ``split`` subgroups meet in ``sums`` (shared, 2 per
+    subgroup) and its first subgroup's lane 0 adds them in slice order.  One rounding to y's dtype."""
+    lane = lane_id()
+    acc_a = lane_sum(acc_a)
+    acc_b = lane_sum(acc_b)
+    if split > 1:
+        at = 2 * (team * split + piece_slice)
+        if lane == 0:
+            sums[at] = acc_a
+            sums[at + 1] = acc_b
+        barrier()
+        if lane == 0 and piece_slice == 0:
+            for q in range(1, split):
+                acc_a = acc_a + sums[at + 2 * q]
+                acc_b = acc_b + sums[at + 2 * q + 1]
+        barrier()  # every sum is read before the next pair writes its partials
+    if lane == 0 and piece_slice == 0 and r < limit:
+        y[r] = cast(acc_a, y.dtype)
+        if r + 1 < limit:
+            y[r + 1] = cast(acc_b, y.dtype)
 
 
 @func
@@ -149,115 +184,126 @@ def q6_k_piece(data, base, half, col, x0, x1, x2, x3):
 # Each kernel's docstring is its whole contract; the four share the row/lane scheme and the policies.
 
 @kernel(variants(T=[f32, f16, bf16]))
-def gemv_q8_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
+def gemv_q8_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q8_0 (34-byte blocks of 32: f16 d, 32 x i8 q; weight d q).
 
     data: m rows of k weights, each row k / 32 blocks back to back (gguf.py), the buffer 2-byte aligned;
     x: (k,), y: (m,), T in f32/f16/bf16; k a positive multiple of 32, m >= 1, bytes < 2**31.
-    Rows: subgroup s of the grid (W lanes, the group a multiple of W) takes rows 2 s and 2 s + 1, then
-    2 (s + S), ... (S subgroups); an odd last row is computed on a clamped row and not stored.
-    Order: lane l adds its pieces l, l + W, ... in order (f32), then a xor butterfly over the W lanes
-    (log2 W levels); one rounding to T.  No atomics: deterministic.
+    Rows: a group's subgroups (W lanes, GROUP a multiple of W) form teams of P = min(split, GROUP / W)
+    (split >= 1); team t of group g takes rows 2 (g E + t) and + 1 (E = GROUP / W / P teams a group), then
+    the same + 2 E G (G groups); an odd last row is computed on a clamped row and not stored.
+    Order: lane l of the team's subgroup j adds its pieces l + W j, + W P, ... in order (f32), a xor
+    butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
+    No atomics: deterministic.
     Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
     unspecified); finite inputs give finite y unless the sum overflows.
     A piece is a quarter block: an 8-term dot product of q with x, then times d.
     """
+    sums = shared(f32, 2 * GROUP)
     w = simd_size()
     lane = lane_id()
-    teams = grid_size(0) // w
+    sp = min(split, GROUP // w)
+    team = simd_group_id() // sp
+    piece_slice = simd_group_id() % sp
+    teams = GROUP // w // sp
     nb = k // 32
     stride = nb * 34
-    r = (program_id(0) // w) * ROWS
-    while r < m:
-        ra = r * stride
+    base = group_id(0) * teams * ROWS
+    while base < m:
+        r = base + team * ROWS
+        ra = min(r, m - 1) * stride
         rb = min(r + 1, m - 1) * stride
         acc_a = 0.0
         acc_b = 0.0
-        for p in range(lane, nb * 4, w, unroll=2):
+        for p in range(lane + w * piece_slice, nb * 4, w * sp, unroll=2):
             blk = p // 4
             part = p % 4
             xv = load_x8(x, blk * 32 + 8 * part)
             acc_a += q8_0_piece(data, ra + blk * 34, part, xv)
             acc_b += q8_0_piece(data, rb + blk * 34, part, xv)
-        acc_a = lane_sum(acc_a)
-        acc_b = lane_sum(acc_b)
-        if lane == 0:
-            y[r] = T(acc_a)
-            if r + 1 < m:
-                y[r + 1] = T(acc_b)
-        r += teams * ROWS
+        finish_pair(y, sums, acc_a, acc_b, r, min(m, base + teams * ROWS), team, piece_slice, sp)
+        base += num_groups(0) * teams * ROWS
 
 
 @kernel(variants(T=[f32, f16, bf16]))
-def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
+def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q4_0 (18-byte blocks of 32: f16 d, 16 bytes of nibbles; weight d (q - 8)).
 
     data: m rows of k weights, each row k / 32 blocks back to back (gguf.py), the buffer 2-byte aligned;
     x: (k,), y: (m,), T in f32/f16/bf16; k a positive multiple of 32, m >= 1, bytes < 2**31.
-    Rows: subgroup s of the grid (W lanes, the group a multiple of W) takes rows 2 s and 2 s + 1, then
-    2 (s + S), ... (S subgroups); an odd last row is computed on a clamped row and not stored.
-    Order: lane l adds its pieces l, l + W, ... in order (f32), then a xor butterfly over the W lanes
-    (log2 W levels); one rounding to T.  No atomics: deterministic.
+    Rows: a group's subgroups (W lanes, GROUP a multiple of W) form teams of P = min(split, GROUP / W)
+    (split >= 1); team t of group g takes rows 2 (g E + t) and + 1 (E = GROUP / W / P teams a group), then
+    the same + 2 E G (G groups); an odd last row is computed on a clamped row and not stored.
+    Order: lane l of the team's subgroup j adds its pieces l + W j, + W P, ... in order (f32), a xor
+    butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
+    No atomics: deterministic.
     Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
     unspecified); finite inputs give finite y unless the sum overflows.
     A piece is half a block, 8 bytes: weights 8 h .. + 8 (low nibbles) and 16 + 8 h .. + 8 (high), one
     16-term dot product then times d.
     """
+    sums = shared(f32, 2 * GROUP)
     w = simd_size()
     lane = lane_id()
-    teams = grid_size(0) // w
+    sp = min(split, GROUP // w)
+    team = simd_group_id() // sp
+    piece_slice = simd_group_id() % sp
+    teams = GROUP // w // sp
     nb = k // 32
     stride = nb * 18
-    r = (program_id(0) // w) * ROWS
-    while r < m:
-        ra = r * stride
+    base = group_id(0) * teams * ROWS
+    while base < m:
+        r = base + team * ROWS
+        ra = min(r, m - 1) * stride
         rb = min(r + 1, m - 1) * stride
         acc_a = 0.0
         acc_b = 0.0
-        for p in range(lane, nb * 2, w, unroll=2):
+        for p in range(lane + w * piece_slice, nb * 2, w * sp, unroll=2):
             blk = p // 2
             part = p % 2
             xl = load_x8(x, blk * 32 + 8 * part)
             xh = load_x8(x, blk * 32 + 16 + 8 * part)
             acc_a += q4_0_piece(data, ra + blk * 18, part, xl, xh)
             acc_b += q4_0_piece(data, rb + blk * 18, part, xl, xh)
-        acc_a = lane_sum(acc_a)
-        acc_b = lane_sum(acc_b)
-        if lane == 0:
-            y[r] = T(acc_a)
-            if r + 1 < m:
-                y[r + 1] = T(acc_b)
-        r += teams * ROWS
+        finish_pair(y, sums, acc_a, acc_b, r, min(m, base + teams * ROWS), team, piece_slice, sp)
+        base += num_groups(0) * teams * ROWS
 
 
 @kernel(variants(T=[f32, f16, bf16]))
-def gemv_q4_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
+def gemv_q4_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q4_K (144-byte super-blocks of 256; weight (d sc_s) q - dmin m_s).
 
     data: m rows of k weights, each row k / 256 blocks back to back (gguf.py), the buffer 8-byte aligned;
     x: (k,), y: (m,), T in f32/f16/bf16; k a positive multiple of 256, m >= 1, bytes < 2**31.
-    Rows: subgroup s of the grid (W lanes, the group a multiple of W) takes rows 2 s and 2 s + 1, then
-    2 (s + S), ... (S subgroups); an odd last row is computed on a clamped row and not stored.
-    Order: lane l adds its pieces l, l + W, ... in order (f32), then a xor butterfly over the W lanes
-    (log2 W levels); one rounding to T.  No atomics: deterministic.
+    Rows: a group's subgroups (W lanes, GROUP a multiple of W) form teams of P = min(split, GROUP / W)
+    (split >= 1); team t of group g takes rows 2 (g E + t) and + 1 (E = GROUP / W / P teams a group), then
+    the same + 2 E G (G groups); an odd last row is computed on a clamped row and not stored.
+    Order: lane l of the team's subgroup j adds its pieces l + W j, + W P, ... in order (f32), a xor
+    butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
+    No atomics: deterministic.
     Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
     unspecified); finite inputs give finite y unless the sum overflows.
     A piece is 16 bytes of one 32-byte nibble chunk: 16 weights of each of two sub-blocks, each a 16-term
     dot product times d sc, minus dmin m times the sum of its x; the four terms added in that order.
     Nibbles load 8 bytes at a time, the header and scales 4.
     """
+    sums = shared(f32, 2 * GROUP)
     w = simd_size()
     lane = lane_id()
-    teams = grid_size(0) // w
+    sp = min(split, GROUP // w)
+    team = simd_group_id() // sp
+    piece_slice = simd_group_id() % sp
+    teams = GROUP // w // sp
     nb = k // 256
     stride = nb * 144
-    r = (program_id(0) // w) * ROWS
-    while r < m:
-        ra = r * stride
+    base = group_id(0) * teams * ROWS
+    while base < m:
+        r = base + team * ROWS
+        ra = min(r, m - 1) * stride
         rb = min(r + 1, m - 1) * stride
         acc_a = 0.0
         acc_b = 0.0
-        for p in range(lane, nb * 8, w, unroll=2):
+        for p in range(lane + w * piece_slice, nb * 8, w * sp, unroll=2):
             sb = p // 8
             j = (p % 8) // 2
             h = p % 2
@@ -270,42 +316,44 @@ def gemv_q4_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
             sxh = sum8(xh1, sum8(xh0, 0.0))
             acc_a += q4_k_piece(data, ra + sb * 144, j, h, xl0, xl1, xh0, xh1, sxl, sxh)
             acc_b += q4_k_piece(data, rb + sb * 144, j, h, xl0, xl1, xh0, xh1, sxl, sxh)
-        acc_a = lane_sum(acc_a)
-        acc_b = lane_sum(acc_b)
-        if lane == 0:
-            y[r] = T(acc_a)
-            if r + 1 < m:
-                y[r + 1] = T(acc_b)
-        r += teams * ROWS
+        finish_pair(y, sums, acc_a, acc_b, r, min(m, base + teams * ROWS), team, piece_slice, sp)
+        base += num_groups(0) * teams * ROWS
 
 
 @kernel(variants(T=[f32, f16, bf16]))
-def gemv_q6_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
+def gemv_q6_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q6_K (210-byte super-blocks of 256; weight d sc_{i // 16} (q - 32)).
 
     data: m rows of k weights, each row k / 256 blocks back to back (gguf.py), the buffer 2-byte aligned;
     x: (k,), y: (m,), T in f32/f16/bf16; k a positive multiple of 256, m >= 1, bytes < 2**31.
-    Rows: subgroup s of the grid (W lanes, the group a multiple of W) takes rows 2 s and 2 s + 1, then
-    2 (s + S), ... (S subgroups); an odd last row is computed on a clamped row and not stored.
-    Order: lane l adds its pieces l, l + W, ... in order (f32), then a xor butterfly over the W lanes
-    (log2 W levels); one rounding to T.  No atomics: deterministic.
+    Rows: a group's subgroups (W lanes, GROUP a multiple of W) form teams of P = min(split, GROUP / W)
+    (split >= 1); team t of group g takes rows 2 (g E + t) and + 1 (E = GROUP / W / P teams a group), then
+    the same + 2 E G (G groups); an odd last row is computed on a clamped row and not stored.
+    Order: lane l of the team's subgroup j adds its pieces l + W j, + W P, ... in order (f32), a xor
+    butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
+    No atomics: deterministic.
     Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
     unspecified); finite inputs give finite y unless the sum overflows.
     A piece is (half n, columns c .. c + 8): weights 128 n + 32 t + c .. + 8 for t < 4, four 8-term dot
     products each times its i8 scale, added in t order, then times d.
     """
+    sums = shared(f32, 2 * GROUP)
     w = simd_size()
     lane = lane_id()
-    teams = grid_size(0) // w
+    sp = min(split, GROUP // w)
+    team = simd_group_id() // sp
+    piece_slice = simd_group_id() % sp
+    teams = GROUP // w // sp
     nb = k // 256
     stride = nb * 210
-    r = (program_id(0) // w) * ROWS
-    while r < m:
-        ra = r * stride
+    base = group_id(0) * teams * ROWS
+    while base < m:
+        r = base + team * ROWS
+        ra = min(r, m - 1) * stride
         rb = min(r + 1, m - 1) * stride
         acc_a = 0.0
         acc_b = 0.0
-        for p in range(lane, nb * 8, w, unroll=2):
+        for p in range(lane + w * piece_slice, nb * 8, w * sp, unroll=2):
             sb = p // 8
             half = (p % 8) // 4
             col = 8 * (p % 4)
@@ -316,13 +364,8 @@ def gemv_q6_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int):
             x3 = load_x8(x, first + 96)
             acc_a += q6_k_piece(data, ra + sb * 210, half, col, x0, x1, x2, x3)
             acc_b += q6_k_piece(data, rb + sb * 210, half, col, x0, x1, x2, x3)
-        acc_a = lane_sum(acc_a)
-        acc_b = lane_sum(acc_b)
-        if lane == 0:
-            y[r] = T(acc_a)
-            if r + 1 < m:
-                y[r + 1] = T(acc_b)
-        r += teams * ROWS
+        finish_pair(y, sums, acc_a, acc_b, r, min(m, base + teams * ROWS), team, piece_slice, sp)
+        base += num_groups(0) * teams * ROWS
 
 
 KERNELS = {"Q8_0": gemv_q8_0, "Q4_0": gemv_q4_0, "Q4_K": gemv_q4_k, "Q6_K": gemv_q6_k}
@@ -330,10 +373,23 @@ KERNELS = {"Q8_0": gemv_q8_0, "Q4_0": gemv_q4_0, "Q4_K": gemv_q4_k, "Q6_K": gemv
 PIECES = {"Q8_0": 4, "Q4_0": 2, "Q4_K": 8, "Q6_K": 8}
 
 
-def grid_for(m: int) -> int:
-    """Threads for m rows: 32 lanes per row pair (a subgroup on NVIDIA; wider subgroups loop over more
-    pairs, narrower ones leave their spare subgroups idle), capped at MAX_GROUPS groups."""
-    return min(_host.ceil_div(_host.ceil_div(m, ROWS) * 32, GROUP), MAX_GROUPS) * GROUP
+def split_for(m: int, k: int, qtype: str) -> int:
+    """Subgroups per row pair: the fewest of SPLITS that give the grid TARGET_SUBGROUPS (32-lane) subgroups,
+    capped where each lane would get fewer than MIN_LANE_PIECES pieces of a row (bench
+    ``std/quant_gemv/*_splits``)."""
+    pairs = _host.ceil_div(m, ROWS)
+    pieces = k // format_of(qtype).block * PIECES[format_of(qtype).name]
+    most = max(1, pieces // (32 * MIN_LANE_PIECES))
+    want = next((s for s in SPLITS if pairs * s >= TARGET_SUBGROUPS), SPLITS[-1])
+    return max(s for s in SPLITS if s <= max(1, min(want, most)))
+
+
+def grid_for(m: int, split: int = 1) -> int:
+    """Threads for m rows: a team of ``split`` 32-lane subgroups per row pair (a subgroup on NVIDIA is 32
+    lanes; wider subgroups make smaller teams and loop over more pairs, narrower ones leave spare
+    subgroups idle), capped at MAX_GROUPS groups."""
+    teams = max(1, GROUP // 32 // split)
+    return min(_host.ceil_div(_host.ceil_div(m, ROWS), teams), MAX_GROUPS) * GROUP
 
 
 def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, backend: str | None = None) -> Any:
@@ -358,11 +414,12 @@ def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, b
         _host.check_shape(out, (M,), "quant_gemv: out")
         if _host.dtype_of(out, "quant_gemv: out") != dt:
             raise LaunchError(f"quant_gemv: out must be {dt.name} like x, got {_host.dtype_of(out).name}")
+    split = split_for(M, K, fmt.name)
     kern = KERNELS[fmt.name].variant(T=dt)
-    kern.launch(data, x, out, M, K, grid=(grid_for(M),), group=(GROUP,), backend=backend)
+    kern.launch(data, x, out, M, K, split, grid=(grid_for(M, split),), group=(GROUP,), backend=backend)
     return out
 
 
-__all__ = ["GROUP", "KERNELS", "PIECES", "ROWS", "dot8", "gemv_q4_0", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0",
-           "grid_for", "lane_sum", "load_x8", "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_piece", "quant_gemv",
-           "sum8"]
+__all__ = ["GROUP", "KERNELS", "PIECES", "ROWS", "MIN_LANE_PIECES", "SPLITS", "TARGET_SUBGROUPS", "dot8", "finish_pair", "gemv_q4_0",
+           "gemv_q4_k", "gemv_q6_k", "gemv_q8_0", "grid_for", "lane_sum", "load_x8", "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_piece", "quant_gemv",
+           "split_for", "sum8"]

@@ -125,17 +125,19 @@ def decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch
     return {"part_o": Expect(o, mag), "part_lse": Expect(lse2, lse_scale)}
 
 
-def decode_depth(d: int, a: float, ch: int) -> Depth:
-    """The split pass's rounding chain (all f32; its outputs are f32).
+def decode_depth(d: int, a: float, ch: int, tm: int = A.TEAM) -> Depth:
+    """The split pass's rounding chain (all f32; its outputs are f32), for teams of ``tm`` lanes.
 
-    Score: q * scale*log2(e) (2 roundings), a lane's FMA chain over E = D/8 elements, a 3-step butterfly:
-    E + 5, and |s - m| (1) before exp2 (2): in all (E + 8) * A relative to each weight, twice for the
-    normalisation.  Per key of a team: acc * alpha and the FMA (2), l alike: 2 * ceil(CH / 16) keys;
-    the team butterfly (3 per level, up to 3 levels), the subgroup rounds (up to 16 FMAs), the total's
-    sum and division (18): 40.
+    Score: q * scale*log2(e) (2 roundings), a lane's FMA chain over E = D/TM elements, a log2 TM-step
+    butterfly: E + 2 + log2 TM, and |s - m| (1) before exp2 (2): in all (E + 5 + log2 TM) * A relative to
+    each weight, twice for the normalisation.  Per key of a team: acc * alpha and the FMA (2), l alike:
+    2 * ceil(CH / (128 / TM)) keys; the team butterfly (3 per level, up to 3 levels), the subgroup rounds
+    (up to 16 FMAs), the total's sum and division (18): 40.
     """
-    e = d // A.TEAM
-    return Depth(steps=0, f32_steps=math.ceil(2 * (e + 8) * a) + 2 * -(-ch // 16) + 40)
+    e = d // tm
+    levels = tm.bit_length() - 1
+    return Depth(steps=0, f32_steps=math.ceil(2 * (e + 5 + levels) * a) + 2 * -(-ch // (A.DECODE_THREADS // tm))
+                 + 40)
 
 
 def _decode_lens(case, b: int, s_max: int) -> np.ndarray:
@@ -148,8 +150,8 @@ def _decode_lens(case, b: int, s_max: int) -> np.ndarray:
 
 
 def decode_args(case, full: bool) -> tuple[list, dict, float]:
-    """Arguments and binding of the split pass as the host plans them, or with the case's GQ and U (bindings
-    that a registration fixes, such as ``decode_gq4``'s)."""
+    """Arguments and binding of the split pass as the host plans them on the case's backend, or with the
+    case's GQ, U and TM (bindings that a registration fixes, such as ``decode_gq4``'s)."""
     b, h, h_kv, s_max, d = (int(case[n]) for n in ("B", "H", "Hkv", "S", "D"))
     gq = case.binding.get("GQ") or A.heads_per_group(h, h_kv)
     ch = _extent(case, "CH", 0) or A.decode_chunk(b, h // gq, s_max)
@@ -161,7 +163,8 @@ def decode_args(case, full: bool) -> tuple[list, dict, float]:
     lens = np.full(b, s_max, np.int32) if full else _decode_lens(case, b, s_max)
     args = [q, k, v, lens, case.empty(b, h, nch, d, dtype=f32), case.empty(b, h, nch, dtype=f32), h, h_kv, s_max,
             nch, ch, scale]
-    return args, {"D": d, "GQ": gq, "U": case.binding.get("U") or A.keys_in_flight(gq)}, float(scale)
+    tm = case.binding.get("TM") or A.team_lanes(ch, d, case.binding["VEC"], case.backend)
+    return args, {"D": d, "GQ": gq, "U": case.binding.get("U") or A.keys_in_flight(gq, tm), "TM": tm}, float(scale)
 
 
 @test_kernel(A.attention_decode_split, shapes=DECODE_SHAPES, bindings=VECTORS, name="std/attention/decode_split")
@@ -171,7 +174,8 @@ def decode_split_setup(case):
     a = score_magnitude(q[:, :, None, :], k, scale)
     groups = args[0].shape[0] * h // binding["GQ"]
     return Setup(args=args, grid=(nch * A.DECODE_THREADS, groups), group=(A.DECODE_THREADS,),
-                 oracle=decode_split_oracle, depth=decode_depth(binding["D"], a, ch), binding=binding)
+                 oracle=decode_split_oracle, depth=decode_depth(binding["D"], a, ch, binding["TM"]),
+                 binding=binding)
 
 
 def _decode_torch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale):
@@ -217,7 +221,7 @@ def decode_bench_setup(case):
     a = score_magnitude(q[:, :, None, :], k, scale)
     item = q.itemsize
     # SDPA returns T: both sides are judged at T's tolerance (one rounding to T on top of the f32 chain).
-    depth = Depth(steps=1, f32_steps=decode_depth(d, a, ch).f32_steps)
+    depth = Depth(steps=1, f32_steps=decode_depth(d, a, ch, binding["TM"]).f32_steps)
     return Setup(args=args, grid=(nch * A.DECODE_THREADS, b * h // binding["GQ"]), group=(A.DECODE_THREADS,),
                  oracle=decode_split_oracle, outputs=["part_o"], depth=depth, out_dtype=case.T, binding=binding,
                  flops=4 * b * h * s_max * d, bytes_moved=(q.size + k.size + v.size + b * h * d) * item)
@@ -245,6 +249,58 @@ def decode_split_gq4_setup(case):
 @bench(A.attention_decode_split, shapes=GQ4_BENCH, bindings=GQ4_BINDINGS, name="std/attention/decode_gq4",
        reference={"cuda": _decode_torch, "*": _decode_numpy})
 def decode_gq4_bench_setup(case):
+    return decode_bench_setup(case)
+
+
+# ---------------------------------------------------------------- decode, teams of 16 lanes
+
+#: TM = 16: a key's row spread over 16 lanes (D/16 elements a lane), so GQ = 4 heads fit in about the
+#: registers GQ = 2 takes with teams of 8.  Subgroups of 16 or more only (not lavapipe's 8).
+TM16_SHAPES = [{"B": 2, "H": 4, "Hkv": 1, "S": 33, "D": 128, "CH": 16},
+               {"B": 2, "H": 8, "Hkv": 2, "S": 100, "D": 128, "CH": 32},
+               {"B": 1, "H": 4, "Hkv": 2, "S": 70, "D": 64, "CH": 48}]
+TM16_TESTS = [{**VECTORS[0], "GQ": 2, "U": 1, "TM": 16}, {**VECTORS[1], "GQ": 4, "U": 2, "TM": 16},
+              {**VECTORS[2], "GQ": 4, "U": 1, "TM": 16}]
+TM16_BINDINGS = [{**v, "GQ": g, "U": u, "TM": 16} for v in VECTORS[1:] for g, u in ((4, 1), (4, 2), (2, 1), (2, 2))]
+
+
+@test_kernel(A.attention_decode_split, shapes={"vulkan": [], "*": TM16_SHAPES[:2]}, bindings=TM16_TESTS[1:],
+             name="std/attention/decode_split_tm16")
+def decode_split_tm16_setup(case):
+    return decode_split_setup(case)
+
+
+@test_kernel(A.attention_decode_split, shapes={"vulkan": [], "*": TM16_SHAPES}, bindings=TM16_TESTS[:1],
+             name="std/attention/decode_split_tm16_f32")
+def decode_split_tm16_f32_setup(case):
+    return decode_split_setup(case)
+
+
+@bench(A.attention_decode_split, shapes=GQ4_BENCH, bindings=TM16_BINDINGS, name="std/attention/decode_tm16",
+       reference={"cuda": _decode_torch, "*": _decode_numpy})
+def decode_tm16_bench_setup(case):
+    return decode_bench_setup(case)
+
+
+#: Keys per chunk at B = 16 with 8 KV heads (the host's decode_chunk gives 1024 at GQ = 2, 512 at GQ = 4:
+#: about TARGET_GROUPS groups), and teams of 16 on the MHA shapes: the measurements behind the host's plan.
+CHUNK_BENCH = {"interp": [], "vulkan": [],
+               "*": [{"B": 16, "H": 32, "Hkv": 8, "S": 4096, "D": 128, "CH": ch} for ch in (4096, 2048, 1024, 512, 256, 128)]}
+CHUNK_BINDINGS = [{**VECTORS[1], "GQ": g, "U": u, "TM": tm}
+                  for g, u, tm in ((2, 2, 8), (4, 2, 16), (2, 1, 16), (2, 4, 8))]
+MHA_TM16_BENCH = {"interp": [], "vulkan": [], "*": DECODE_BENCH["*"][:2]}
+
+
+@bench(A.attention_decode_split, shapes=CHUNK_BENCH, bindings=CHUNK_BINDINGS, name="std/attention/decode_chunks",
+       reference={"cuda": _decode_torch, "*": _decode_numpy})
+def decode_chunks_bench_setup(case):
+    return decode_bench_setup(case)
+
+
+@bench(A.attention_decode_split, shapes=MHA_TM16_BENCH, bindings=[{**VECTORS[1], "GQ": 1, "U": u, "TM": 16}
+                                                                  for u in (2, 4)],
+       name="std/attention/decode_mha_tm16", reference={"cuda": _decode_torch, "*": _decode_numpy})
+def decode_mha_tm16_bench_setup(case):
     return decode_bench_setup(case)
 
 

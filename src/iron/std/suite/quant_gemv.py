@@ -25,14 +25,17 @@ from iron import Depth, Expect, Setup, bench, log2_ceil, test_kernel
 from iron.core import dtypes as D
 
 from ..gguf import FORMATS
-from ..quant_gemv import GROUP, KERNELS, PIECES, grid_for
+from ..quant_gemv import GROUP, KERNELS, PIECES, SPLITS, grid_for, split_for
 from .gguf import extents, make_data, reference_dequantize
 
 # Rows M by blocks per row B: one row and one block; two rows (one pair); an odd count (the last pair's
 # second row clamped, not stored); pieces past one subgroup's stride (several per lane); G = 1: one
-# group, so each subgroup loops over several row pairs.
+# group, so each team loops over several row pairs.  S: subgroups per pair (the host's choice, split_for,
+# without it): 2 with a pair per group past the last row; 4 with several pieces per subgroup; 3 (no host
+# picks it) leaves spare subgroups in a group; 8 on one group looping over pairs.
 SHAPES = [{"M": 1, "B": 1}, {"M": 2, "B": 1}, {"M": 3, "B": 2}, {"M": 5, "B": 9}, {"M": 4, "B": 37},
-          {"M": 37, "B": 3, "G": 1}]
+          {"M": 37, "B": 3, "G": 1}, {"M": 7, "B": 5, "S": 2}, {"M": 6, "B": 37, "S": 4},
+          {"M": 9, "B": 11, "S": 3}, {"M": 21, "B": 19, "G": 1, "S": 8}]
 BENCH_SHAPES = {"interp": [{"M": 256, "K": 1024}], "vulkan": [{"M": 1024, "K": 4096}],
                 "*": [{"M": 4096, "K": 4096}, {"M": 11008, "K": 4096}, {"M": 4096, "K": 11008}]}
 
@@ -44,16 +47,18 @@ PIECE_STEPS = {"Q8_0": 8 + 1, "Q4_0": 16 + 1, "Q4_K": 16 + 2 + 3, "Q6_K": 8 + 1 
 ORACLE_STEPS = {"Q8_0": 0, "Q4_0": 0, "Q4_K": 1, "Q6_K": 1}
 
 
-def depth(qtype: str, k: int, w: int) -> Depth:
+def depth(qtype: str, k: int, w: int, split: int = 1) -> Depth:
     """Roundings on the longest path to y[r]: the piece, the lane's adds of its pieces in order, the
-    log2 W butterfly, the oracle's own W rounding; then one rounding to T."""
+    log2 W butterfly, the team's P - 1 adds of its subgroups' sums, the oracle's own W rounding; then one
+    rounding to T."""
+    team = max(1, min(split, GROUP // w))
     pieces = k // FORMATS[qtype].block * PIECES[qtype]
-    chain = PIECE_STEPS[qtype] + -(-pieces // w) + log2_ceil(w) + ORACLE_STEPS[qtype]
+    chain = PIECE_STEPS[qtype] + -(-pieces // (w * team)) + log2_ceil(w) + team - 1 + ORACLE_STEPS[qtype]
     return Depth(steps=1, f32_steps=chain)
 
 
 def oracle_of(qtype: str, rows: int, k: int) -> Any:
-    def oracle(data, x, y, m, kk):
+    def oracle(data, x, y, m, kk, split):
         W = reference_dequantize(data, qtype).astype(np.float64).reshape(rows, k)
         scale = np.abs(W) @ np.abs(x)
         if qtype == "Q4_K":  # W = P - O (P = d sc q, O = dmin m): the error follows |P| + |O|
@@ -88,7 +93,7 @@ class MvReference:
         copies = max(2, -(-(256 << 20) // (w.numel() * w.element_size())))
         self.weights = [w] + [w.clone() for _ in range(copies - 1)]
 
-    def __call__(self, data, x, y, m, k):
+    def __call__(self, data, x, y, m, k, split):
         if not self.weights:
             self._prepare(data, x)
         W = self.weights[self.calls % len(self.weights)]
@@ -105,12 +110,13 @@ def _gemv_setup(qtype: str) -> Any:
 
     def setup(case):
         rows, k = extents(case, fmt.block)
-        grid = int(case.shape["G"]) * GROUP if "G" in case.shape else grid_for(rows)
+        split = int(case.shape["S"]) if "S" in case.shape else split_for(rows, k, qtype)
+        grid = int(case.shape["G"]) * GROUP if "G" in case.shape else grid_for(rows, split)
         data = make_data(case.rng, qtype, rows, k)
         x = case.randn(k)
         nbytes = data.nbytes + (k + rows) * D.numpy_dtype(case.T).itemsize
-        return Setup(args=[data, x, case.empty(rows), rows, k], grid=grid, group=GROUP,
-                     oracle=oracle_of(qtype, rows, k), depth=depth(qtype, k, case.simd_width),
+        return Setup(args=[data, x, case.empty(rows), rows, k, split], grid=grid, group=GROUP,
+                     oracle=oracle_of(qtype, rows, k), depth=depth(qtype, k, case.simd_width, split),
                      flops=2 * rows * k, bytes_moved=nbytes,
                      reference={"cuda": MvReference(qtype, rows, k, torch=True),
                                 "*": MvReference(qtype, rows, k, torch=False)})
@@ -124,6 +130,14 @@ for _qtype, _kernel in KERNELS.items():
     _name = f"std/quant_gemv/{_qtype.lower()}"
     SETUPS[_qtype] = bench(_kernel, shapes=BENCH_SHAPES, name=_name)(
         test_kernel(_kernel, shapes=SHAPES, name=_name)(_gemv_setup(_qtype)))
+
+# The host's split against the others at the Llama shapes (bf16; the tuning behind split_for), for the two
+# block sizes: Q8_0 (34-byte blocks of 32) and Q4_K (144-byte super-blocks of 256).
+SPLIT_BENCH = {"interp": [], "vulkan": [],
+               "*": [{**shape, "S": s} for shape in BENCH_SHAPES["*"] for s in SPLITS]}
+for _qtype in ("Q8_0", "Q4_K"):
+    bench(KERNELS[_qtype], shapes=SPLIT_BENCH, dtypes=[D.bf16], name=f"std/quant_gemv/{_qtype.lower()}_splits")(
+        _gemv_setup(_qtype))
 
 
 __all__ = ["BENCH_SHAPES", "MvReference", "ORACLE_STEPS", "PIECE_STEPS", "SETUPS", "SHAPES", "depth", "oracle_of"]
