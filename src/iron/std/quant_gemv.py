@@ -70,6 +70,13 @@ def lane_sum(v):
 
 
 @func
+def team_shape(split):
+    """(P, E): subgroups a team (``split`` capped at the group's subgroups) and teams a group."""
+    sp = min(split, GROUP // simd_size())
+    return sp, GROUP // simd_size() // sp
+
+
+@func
 def finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, split):
     """Store rows ``r`` and ``r + 1`` (each only below ``limit``) from this subgroup's two sums: a butterfly
     over its lanes, then with ``split`` > 1 the team's ``split`` subgroups meet in ``sums`` (shared, 2 per
@@ -202,10 +209,9 @@ def gemv_q8_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     sums = shared(f32, 2 * GROUP)
     w = simd_size()
     lane = lane_id()
-    sp = min(split, GROUP // w)
+    sp, teams = team_shape(split)
     team = simd_group_id() // sp
     piece_slice = simd_group_id() % sp
-    teams = GROUP // w // sp
     nb = k // 32
     stride = nb * 34
     base = group_id(0) * teams * ROWS
@@ -245,10 +251,9 @@ def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     sums = shared(f32, 2 * GROUP)
     w = simd_size()
     lane = lane_id()
-    sp = min(split, GROUP // w)
+    sp, teams = team_shape(split)
     team = simd_group_id() // sp
     piece_slice = simd_group_id() % sp
-    teams = GROUP // w // sp
     nb = k // 32
     stride = nb * 18
     base = group_id(0) * teams * ROWS
@@ -290,10 +295,9 @@ def gemv_q4_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     sums = shared(f32, 2 * GROUP)
     w = simd_size()
     lane = lane_id()
-    sp = min(split, GROUP // w)
+    sp, teams = team_shape(split)
     team = simd_group_id() // sp
     piece_slice = simd_group_id() % sp
-    teams = GROUP // w // sp
     nb = k // 256
     stride = nb * 144
     base = group_id(0) * teams * ROWS
@@ -340,10 +344,9 @@ def gemv_q6_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     sums = shared(f32, 2 * GROUP)
     w = simd_size()
     lane = lane_id()
-    sp = min(split, GROUP // w)
+    sp, teams = team_shape(split)
     team = simd_group_id() // sp
     piece_slice = simd_group_id() % sp
-    teams = GROUP // w // sp
     nb = k // 256
     stride = nb * 210
     base = group_id(0) * teams * ROWS
