@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from iron import In, Tensor, f32, i32, kernel
+import pytest
+
+from iron import In, Tensor, f32, func, i32, kernel
 from iron.core import dtypes as D
 from iron.core.builder import new_kernel, tensor
+from iron.core.errors import DivergentBarrierError
 from iron.core.types import ScalarType
 from iron.core.uniformity import find_divergent_barriers, varying_values
-from iron.lang import atomic_add, group_id, num_groups, simd_sum, thread_id
+from iron.lang import atomic_add, barrier, group_id, group_size, num_groups, shared, simd_sum, thread_id
 
 
 @kernel
@@ -73,3 +76,46 @@ def test_uniform_early_exit_keeps_control_uniform() -> None:
     b.op("barrier")
     assert find_divergent_barriers(k) == []
 
+
+
+# ---------------------------------------------------------------- tuples returned by helpers
+
+@func
+def _geometry(n):
+    """A group-wide count beside a thread's own index: one tuple, elements of both kinds."""
+    per = group_size(0) // 4
+    return per, n // per, thread_id(0) % per
+
+
+@kernel
+def tuple_count_bounds_a_barrier_loop(x: In[f32], y: Tensor[f32], n: int):
+    s = shared(f32, 64)
+    per, steps, lane = _geometry(n)
+    t = thread_id(0)
+    for i in range(steps):
+        s[t % 64] = x[i] + f32(lane)
+        barrier()
+        y[t] = s[(t + 1) % 64] + f32(per)
+        barrier()
+
+
+@kernel
+def tuple_index_bounds_a_barrier_loop(x: In[f32], y: Tensor[f32], n: int):
+    s = shared(f32, 64)
+    per, steps, lane = _geometry(n)
+    t = thread_id(0)
+    for i in range(lane):
+        s[t % 64] = x[i] + f32(steps)
+        barrier()
+        y[t] = s[(t + 1) % 64] + f32(per)
+
+
+def test_a_helpers_tuple_varies_element_by_element() -> None:
+    """The count from group_size stays uniform beside the thread index (it used to vary with it, and the
+    barrier loop it bounds was refused); the thread index still varies, and a loop it bounds is reported."""
+    k = tuple_count_bounds_a_barrier_loop.ir()
+    assert find_divergent_barriers(k) == []
+    hints = _varying_hints(k)
+    assert "t" in hints and not {"per", "steps", "i"} & hints
+    with pytest.raises(DivergentBarrierError, match="inside a loop whose bounds depend on the thread"):
+        tuple_index_bounds_a_barrier_loop.ir()

@@ -16,6 +16,10 @@ A value is *varying* when it may differ between the threads of one group:
   results;
 * a ``var_load`` of a slot that is stored a varying value, or stored under
   varying control flow;
+* a ``tuple_get`` of a varying element: a tuple's elements are tracked one by
+  one (``tuple_make``, and a helper's tuple result, element by element), so a
+  helper returning a thread index beside a group-wide count leaves the count
+  uniform;
 * the induction variable of a ``for`` with varying bounds.
 
 Control is *varying* inside an ``if`` with a varying condition, inside a
@@ -76,16 +80,23 @@ def varying_values(k: Kernel) -> set[Value]:
 
 class _Walker:
     def __init__(self, functions: dict[str, Function], varying: set[Value],
-                 memo: dict[tuple[str, tuple[bool, ...]], tuple[bool, list[DivergentBarrier]]]):
+                 memo: dict[tuple[str, tuple[bool, ...]], tuple[bool, list[DivergentBarrier], tuple[bool, ...] | None]]):
         self.functions = functions
         self.varying: set[Value] = set(varying)
         self.varying_vars: set[Value] = set()
         self.memo = memo
         self.reports: list[DivergentBarrier] = []
         self.result_varying = False
+        #: Per-element varyingness of tuple values (a tuple varies as a whole when any element does).
+        self.elements: dict[Value, tuple[bool, ...]] = {}
+        self.result_elements: tuple[bool, ...] | None = None
+
+    def _size(self) -> tuple[int, int, int]:
+        return len(self.varying), len(self.varying_vars), sum(sum(e) for e in self.elements.values())
 
     def analyse(self, body: Block) -> tuple[list[DivergentBarrier], bool]:
-        """Iterate to the fixpoint; returns the reports and whether a ``return`` operand varies.
+        """Iterate to the fixpoint; returns the reports and whether a ``return`` operand varies
+        (``result_elements`` then says which elements of a tuple result do).
 
         A barrier keeps the cause found in the earliest iteration: later
         iterations add consequences of it (a slot stored after a divergent
@@ -94,13 +105,14 @@ class _Walker:
         """
         first: dict[int, DivergentBarrier] = {}
         while True:
-            size = (len(self.varying), len(self.varying_vars))
+            size = self._size()
             self.reports = []
             self.result_varying = False
+            self.result_elements = None
             self._block(body, None)
             for r in self.reports:
                 first.setdefault(_report_key(r), r)
-            if (len(self.varying), len(self.varying_vars)) == size:
+            if self._size() == size:
                 return [first[_report_key(r)] for r in _dedupe(self.reports)], self.result_varying
 
     # ------------------------------------------------------------ control
@@ -121,6 +133,8 @@ class _Walker:
             elif opc in ("break", "continue", "return"):
                 if opc == "return" and op.operands and op.operands[0] in self.varying:
                     self.result_varying = True
+                if opc == "return" and op.operands and op.operands[0] in self.elements:
+                    self.result_elements = self.elements[op.operands[0]]
                 if cur is not None:
                     exits.setdefault(opc, _Cause(cur.op, _EXIT_REASONS[opc]))
             else:
@@ -170,6 +184,11 @@ class _Walker:
             return
         if opc == "var_load":
             vary = op.operands[0] in self.varying_vars
+        elif opc == "tuple_make":
+            self.elements[op.result] = tuple(v in self.varying for v in op.operands)
+            vary = any(self.elements[op.result])
+        elif opc == "tuple_get" and op.operands[0] in self.elements:
+            vary = self.elements[op.operands[0]][op.attrs["index"]]
         else:
             vary = opc in VARYING_INDEX_OPS or opc in _ATOMICS or any(v in self.varying for v in op.operands)
         if vary:
@@ -182,18 +201,23 @@ class _Walker:
         flags = tuple(v in self.varying for v in op.operands)
         key = (f.name, flags)
         if key not in self.memo:
-            self.memo[key] = (False, [])  # a placeholder: helpers never recurse, but stay finite if one did
+            self.memo[key] = (False, [], None)  # a placeholder: helpers never recurse, but stay finite if one did
             inner = _Walker(self.functions, {p.value for p, vary in zip(f.params, flags) if vary}, self.memo)
             reports, result_varying = inner.analyse(f.body)
-            self.memo[key] = (result_varying, reports)
-        result_varying, reports = self.memo[key]
+            self.memo[key] = (result_varying, reports, inner.result_elements)
+        result_varying, reports, elements = self.memo[key]
         for r in reports:
             self.reports.append(r if r.call is not None else DivergentBarrier(r.barrier, r.cause, r.reason, op))
         if cv is not None:
             barrier = _first_barrier(f.body, self.functions, set())
             if barrier is not None:
                 self.reports.append(DivergentBarrier(barrier, cv.op, cv.reason, op))
-        if op.result is not None and (result_varying or any(flags)):
+        if op.result is not None and elements is not None:
+            # The helper ran with these arguments' varyingness: its tuple's elements are exact.
+            self.elements[op.result] = elements
+            if any(elements):
+                self.varying.add(op.result)
+        elif op.result is not None and (result_varying or any(flags)):
             self.varying.add(op.result)
 
 

@@ -345,6 +345,23 @@ def dwconv2d_nchw_k_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: in
         plane += num_groups(1) * pack
 
 
+@func
+def nhwc_threads(width):
+    """A depthwise NHWC group's geometry (group (gx, gy), gx threads of ``width`` channels across a pixel):
+    (tx, ty, gx, gy, t, cw, c0, c, cl, slot) -- the thread, the group's size, the flat thread index, the
+    group's channels (cw from c0), this thread's first channel c, and the channel cl it stages with the
+    shared-memory slot of its weights (the ``width`` weights of a thread gx apart)."""
+    tx = thread_id(0)
+    ty = thread_id(1)
+    gx = group_size(0)
+    gy = group_size(1)
+    t = ty * gx + tx
+    cw = gx * width
+    c0 = group_id(0) * cw
+    cl = t % cw
+    return tx, ty, gx, gy, t, cw, c0, c0 + tx * width, cl, (cl % width) * gx + cl // width
+
+
 @kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
 def dwconv2d_nhwc_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int, h: int, wd: int, kh: int,
                          kw: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
@@ -362,18 +379,9 @@ def dwconv2d_nhwc_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: int,
     are skipped; NaN/Inf that are read propagate as IEEE arithmetic does.
     """
     ws = shared(f32, DW_WCAP)
-    tx = thread_id(0)
-    ty = thread_id(1)
-    gx = group_size(0)
-    gy = group_size(1)
-    t = ty * gx + tx
-    cw = gx * VEC                        # channels per group
-    c0 = group_id(0) * cw
-    c = c0 + tx * VEC
+    tx, ty, gx, gy, t, cw, c0, c, cl, slot = nhwc_threads(VEC)
     khw = kh * kw
     taps = DW_WCAP // cw                 # taps staged per pass
-    cl = t % cw                          # the channel this thread stages, and where its weights go:
-    slot = (cl % VEC) * gx + cl // VEC   # the VEC weights of a thread gx apart
     hw_out = h_out * w_out
     n_tiles = (n_pix + gy * DWH_PX - 1) // (gy * DWH_PX)
     tile = group_id(1)
@@ -474,16 +482,7 @@ def dwconv2d_nhwc_k_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: in
     """
     VEC = 4 if T is f32 else 8
     ws = shared(f32, KS * KS * 256)
-    tx = thread_id(0)
-    ty = thread_id(1)
-    gx = group_size(0)
-    gy = group_size(1)
-    t = ty * gx + tx
-    cw = gx * VEC                        # channels per group
-    c0 = group_id(0) * cw
-    c = c0 + tx * VEC
-    cl = t % cw                          # the channel this thread stages, and where its weights go:
-    slot = (cl % VEC) * gx + cl // VEC   # the VEC weights of a thread gx apart
+    tx, ty, gx, gy, t, cw, c0, c, cl, slot = nhwc_threads(VEC)
     for r in range(t // cw, KS * KS, GROUP // cw):
         wv = 0.0
         if c0 + cl < ch:
