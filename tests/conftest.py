@@ -5,9 +5,14 @@ Every run draws a new base seed (so inputs differ from run to run) unless
 seed and its test id, and failing corpus checks print both.
 """
 
+import os
 import secrets
 import zlib
 from dataclasses import dataclass
+
+# The suite verifies the IR after every pass (iron's default is once after the pipeline), so a pass that
+# breaks the IR is named where it did; before iron reads its options, and for the runner processes too.
+os.environ.setdefault("IRON_VERIFY", "each")
 
 import numpy as np
 import pytest

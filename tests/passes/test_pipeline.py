@@ -49,7 +49,7 @@ def _kernel():
 
 def test_context_defaults_and_contract_per_target():
     ctx = PassContext()
-    assert (ctx.target, ctx.fp_contract, ctx.unroll_max, ctx.opt_level, ctx.verify) == ("interp", None, 64, 2, True)
+    assert (ctx.target, ctx.fp_contract, ctx.unroll_max, ctx.opt_level, ctx.verify) == ("interp", None, 64, 2, "end")
     assert {t: PassContext(target=t).contract for t in TARGETS} == {
         "interp": False, "cuda": True, "hip": True, "spirv": False, "metal": True}
     assert PassContext(target="cuda", fp_contract=False).contract is False
@@ -137,9 +137,37 @@ def test_verification_failure_names_the_pass(monkeypatch):
         return out
     monkeypatch.setitem(passes_pkg.PASSES, "cse", Pass("cse", broken, "broken on purpose"))
     with pytest.raises(IRVerificationError, match="after cse"):
-        run_pipeline(_kernel(), PassContext(opt_level=1))
+        run_pipeline(_kernel(), PassContext(opt_level=1, verify="each"))
+    # Verified once at the end (the default): still caught, with the way to name the pass.
+    with pytest.raises(IRVerificationError, match="IRON_VERIFY=each names the pass"):
+        run_pipeline(_kernel(), PassContext(opt_level=1, verify="end"))
     # With verification off the broken IR goes through unnoticed.
-    run_pipeline(_kernel(), PassContext(opt_level=1, verify=False))
+    run_pipeline(_kernel(), PassContext(opt_level=1, verify="off"))
+
+
+def test_verify_modes_and_the_booleans_they_replace():
+    """True meant after every pass, False never; the option reads the same words from IRON_VERIFY."""
+    assert [PassContext(verify=v).verify for v in (True, False, "each", "end", "off", "EACH")] == \
+        ["each", "off", "each", "end", "off", "each"]
+    with pytest.raises(ValueError, match="each, end, off"):
+        PassContext(verify="sometimes")
+    config.set_option("verify", "1")
+    assert config.get("verify") == "each" and PassContext.for_target("cuda").verify == "each"
+    config.set_option("verify", "end")
+    assert PassContext.for_target("cuda").verify == "end"
+
+
+def test_the_end_check_runs_once_after_the_passes(monkeypatch):
+    """"end" verifies once after the pipeline, "each" after each of its passes."""
+    import iron.codegen.pipeline as P
+
+    calls = []
+    monkeypatch.setattr(P, "verify", lambda k, stage: calls.append(stage))
+    run_pipeline(_kernel(), PassContext(opt_level=2, verify="end"))
+    assert len(calls) == 1
+    calls.clear()
+    run_pipeline(_kernel(), PassContext(opt_level=2, verify="each"))
+    assert calls == [p.name for p in default_passes(PassContext(opt_level=2))]
 
 
 def test_in_place_passes_leave_the_input_and_match_the_staged_pipeline():

@@ -39,6 +39,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from .. import config
 from ..core import dtypes as D
 from ..core.errors import UnsupportedOnTarget
 from ..core.ir import Block, Kernel, Op, Param, Value
@@ -552,7 +553,8 @@ def small_int_powers(kernel: Kernel) -> Kernel:
 
 
 def legalize(kernel: Kernel, target: str, min_lane_width: int = 8) -> Kernel:
-    """The rewrites ``target`` needs, verified; ``kernel`` must be call-free (after the pipeline)."""
+    """The rewrites ``target`` needs, verified as the ``verify`` option says; ``kernel`` must be call-free
+    (after the pipeline)."""
     k = kernel
     steps: list[tuple[str, Callable[[Kernel], Kernel]]] = []
     if target in _BOOL_BUFFERS:
@@ -563,7 +565,11 @@ def legalize(kernel: Kernel, target: str, min_lane_width: int = 8) -> Kernel:
               ("lower_lane_shuffles", lambda kk: lower_lane_shuffles(kk, min_lane_width))]
     if target in _BF16_AS_BITS:
         steps.append(("lower_bf16_to_bits", lambda kk: lower_bf16_to_bits(kk, target)))
+    mode = config.get("verify")
     for name, step in steps:
         k = step(k)
-        verify(k, stage=f"legalize:{name}")
+        if mode == "each":
+            verify(k, stage=f"legalize:{name}")
+    if mode == "end" and steps:
+        verify(k, stage=f"legalize ({steps[-1][0]} last; IRON_VERIFY=each names the step that broke it)")
     return k

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .. import config
+from ..config import verify_mode
 from ..core.ir import Kernel, clone_kernel
 from ..core.verifier import verify
 from .passes import PASSES, Pass
@@ -54,12 +55,13 @@ class PassContext:
     fp_contract: bool | None = None  # None: the target's compiler default (targets.py)
     unroll_max: int = 64
     opt_level: int = 2  # 0 none, 1 cleanups only, 2 full
-    verify: bool = True
+    verify: str = "end"  # each | end | off (iron.config's verify option; a bool reads as each / off)
     #: The passes may change their input kernel instead of a copy (run_pipeline owns a copy already).
     in_place: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         get_target(self.target)  # a clear error for an unknown target
+        object.__setattr__(self, "verify", verify_mode(self.verify))
         if self.opt_level not in _LEVELS:
             raise ValueError(f"opt_level must be one of {', '.join(map(str, _LEVELS))}, got {self.opt_level!r}")
         if self.unroll_max < 0:
@@ -91,8 +93,10 @@ def default_passes(ctx: PassContext) -> list[Pass]:
 def run_pipeline(kernel: Kernel, ctx: PassContext, dump: Callable[[str, Kernel], None] | None = None) -> Kernel:
     """Run the default passes on ``kernel`` (which stays unchanged) and return the result.
 
-    With ``ctx.verify`` the IR is verified after every pass (a failure names
-    the pass); ``dump(name, kernel)`` is called after every pass.  Without a
+    ``ctx.verify`` "each" verifies the IR after every pass (a failure names the
+    pass), "end" once after the last (a quarter of a large kernel's compile time
+    less; a failure says to run with ``IRON_VERIFY=each``), "off" never;
+    ``dump(name, kernel)`` is called after every pass.  Without a
     ``dump`` the pipeline copies the kernel once and the passes rewrite that
     copy in place (a copy per pass was about a quarter of a large kernel's
     compile time); with one, each stage is a kernel of its own.
@@ -101,12 +105,15 @@ def run_pipeline(kernel: Kernel, ctx: PassContext, dump: Callable[[str, Kernel],
     if dump is None:
         k = clone_kernel(kernel)
         ctx = replace(ctx, in_place=True)
-    for p in default_passes(ctx):
+    passes = default_passes(ctx)
+    for p in passes:
         k = p(k, ctx)
-        if ctx.verify:
+        if ctx.verify == "each":
             verify(k, stage=p.name)
         if dump is not None:
             dump(p.name, k)
+    if ctx.verify == "end" and passes:
+        verify(k, stage=f"the passes ({passes[-1].name} last; IRON_VERIFY=each names the pass that broke it)")
     if k.meta.get("contract") != ctx.contract:
         # Whether a*b + c may fuse travels with the IR: a backend whose compiler fuses on its own (NVRTC's
         # --fmad) must be told not to when the pipeline did not contract (it is part of the content hash).

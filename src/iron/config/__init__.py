@@ -44,6 +44,23 @@ def _choice(s: Any) -> str:
     return str(s).strip().lower()
 
 
+#: When the IR verifier runs: after every pass, once after the whole pipeline, or never.
+VERIFY_MODES = ("each", "end", "off")
+
+
+def verify_mode(s: Any) -> str:
+    """``each``, ``end`` or ``off``; a boolean reads as ``each`` (true) or ``off`` (false), as it used to."""
+    if isinstance(s, bool):
+        return "each" if s else "off"
+    v = str(s).strip().lower()
+    if v in VERIFY_MODES:
+        return v
+    try:
+        return "each" if _bool(v) else "off"
+    except ValueError:
+        raise ValueError(f"expected one of {', '.join(VERIFY_MODES)} (or a boolean), got {s!r}") from None
+
+
 #: ``cache_dir`` values that turn the on-disk caches off.
 CACHE_OFF = "off"
 
@@ -80,7 +97,9 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("fp_contract", None, _opt_bool,
            "Fuse a*b+c into fma: on, off, or auto (each target's compiler default)."),
     Option("unroll_max", 64, int, "Largest trip count the unroll pass fully unrolls without a hint."),
-    Option("verify", True, _bool, "Verify the IR after the frontend and after every pass."),
+    Option("verify", "end", verify_mode,
+           "When the IR verifier runs: after the frontend and once after the passes (end), after every pass as "
+           "well (each: names the pass that broke the IR; the tests run so), or off.", VERIFY_MODES),
     Option("opt_level", 2, int, "0: no optimisation passes; 1: cleanups only; 2: the full pipeline.", (0, 1, 2)),
     Option("vulkan_device", "auto", str,
            "Vulkan device to run on: auto (a GPU first, else the CPU driver lavapipe), an index, or part of its name."),

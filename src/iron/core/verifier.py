@@ -1,4 +1,5 @@
-"""The IR verifier: run after the frontend and after every pass.
+"""The IR verifier: run after the frontend, and after the passes and legalisation (once at their end, or
+after every step with ``IRON_VERIFY=each``).
 
 A failure is a compiler bug, never a user mistake, so it raises
 :class:`IRVerificationError` naming the op, its source line and the stage.
