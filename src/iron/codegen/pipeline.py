@@ -94,8 +94,8 @@ def run_pipeline(kernel: Kernel, ctx: PassContext, dump: Callable[[str, Kernel],
     """Run the default passes on ``kernel`` (which stays unchanged) and return the result.
 
     ``ctx.verify`` "each" verifies the IR after every pass (a failure names the
-    pass), "end" once after the last (a quarter of a large kernel's compile time
-    less; a failure says to run with ``IRON_VERIFY=each``), "off" never;
+    pass), "end" once after the last (about a quarter less of the passes' time on
+    a large kernel; a failure says to run with ``IRON_VERIFY=each``), "off" never;
     ``dump(name, kernel)`` is called after every pass.  Without a
     ``dump`` the pipeline copies the kernel once and the passes rewrite that
     copy in place (a copy per pass was about a quarter of a large kernel's
