@@ -63,7 +63,8 @@ MUTANTS = {
     "split_sums_dropped": ("gemv_q4_k", [("            for q in range(1, split):\n",
                                           "            for q in range(1, 1):\n")]),
     # the team's partials of the pair's two rows crossed.
-    "split_rows_crossed": ("gemv_q6_k", [("acc_a = acc_a + sums[at + 2 * q]\n", "acc_a = acc_a + sums[at + 2 * q + 1]\n")]),
+    "split_rows_crossed": ("gemv_q6_k", [("acc_a = acc_a + sums[at + 2 * q]\n",
+                                          "acc_a = acc_a + sums[at + 2 * q + 1]\n")]),
     # the butterfly starts one level too low: half the lanes' partials never meet.
     "butterfly_half": ("gemv_q6_k", [("    o = simd_size() // 2\n", "    o = simd_size() // 4\n")]),
     # the second row of a pair is read from the first row's bytes.

@@ -78,9 +78,14 @@ def varying_values(k: Kernel) -> set[Value]:
     return set(w.varying)
 
 
+#: What a helper's walk found for one pattern of varying arguments: whether its result varies, its
+#: barrier reports, and (a tuple result) which elements vary.
+_Summary = tuple[bool, list[DivergentBarrier], "tuple[bool, ...] | None"]
+
+
 class _Walker:
     def __init__(self, functions: dict[str, Function], varying: set[Value],
-                 memo: dict[tuple[str, tuple[bool, ...]], tuple[bool, list[DivergentBarrier], tuple[bool, ...] | None]]):
+                 memo: dict[tuple[str, tuple[bool, ...]], _Summary]):
         self.functions = functions
         self.varying: set[Value] = set(varying)
         self.varying_vars: set[Value] = set()

@@ -423,6 +423,6 @@ def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, b
     return out
 
 
-__all__ = ["GROUP", "KERNELS", "PIECES", "ROWS", "MIN_LANE_PIECES", "SPLITS", "TARGET_SUBGROUPS", "dot8", "finish_pair", "gemv_q4_0",
-           "gemv_q4_k", "gemv_q6_k", "gemv_q8_0", "grid_for", "lane_sum", "load_x8", "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_piece", "quant_gemv",
-           "split_for", "sum8"]
+__all__ = ["GROUP", "KERNELS", "MIN_LANE_PIECES", "PIECES", "ROWS", "SPLITS", "TARGET_SUBGROUPS", "dot8",
+           "finish_pair", "gemv_q4_0", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0", "grid_for", "lane_sum", "load_x8",
+           "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_piece", "quant_gemv", "split_for", "sum8", "team_shape"]

@@ -285,7 +285,8 @@ def decode_tm16_bench_setup(case):
 #: Keys per chunk at B = 16 with 8 KV heads (the host's decode_chunk gives 1024 at GQ = 2, 512 at GQ = 4:
 #: about TARGET_GROUPS groups), and teams of 16 on the MHA shapes: the measurements behind the host's plan.
 CHUNK_BENCH = {"interp": [], "vulkan": [],
-               "*": [{"B": 16, "H": 32, "Hkv": 8, "S": 4096, "D": 128, "CH": ch} for ch in (4096, 2048, 1024, 512, 256, 128)]}
+               "*": [{"B": 16, "H": 32, "Hkv": 8, "S": 4096, "D": 128, "CH": ch}
+                     for ch in (4096, 2048, 1024, 512, 256, 128)]}
 CHUNK_BINDINGS = [{**VECTORS[1], "GQ": g, "U": u, "TM": tm}
                   for g, u, tm in ((2, 2, 8), (4, 2, 16), (2, 1, 16), (2, 4, 8))]
 MHA_TM16_BENCH = {"interp": [], "vulkan": [], "*": DECODE_BENCH["*"][:2]}
