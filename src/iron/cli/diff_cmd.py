@@ -43,7 +43,8 @@ def _meta(snap: snapshot.Snapshot) -> str:
 
 
 def diff_table(cmp: Comparison) -> str:
-    """The per-row comparison, grouped by bench, then the regressions and the counts."""
+    """The per-row comparison, grouped by bench, then the correctness failures, the slowdowns past the
+    threshold and the counts."""
     out = [f"iron diff · {_meta(cmp.base)} → {_meta(cmp.new)} · threshold {cmp.threshold * 100:g}%"]
     if cmp.base.device != cmp.new.device:
         out.append(f"note: the snapshots come from different devices ({cmp.base.device} vs {cmp.new.device}); "
@@ -60,13 +61,18 @@ def diff_table(cmp: Comparison) -> str:
     for bench, group in render.grouped(list(zip(cmp.deltas, table)), lambda item: item[0].key[0]):
         out += ["", bench, header, render.RULE * len(header)]
         out += [render.table_line(cells, widths, left) for _, cells in group]
-    regs = cmp.regressions
+    failing = [d for d in cmp.regressions if d.status == "failing"]
+    slower = [d for d in cmp.regressions if d.status != "failing"]
     out.append("")
-    if regs:
-        out.append(f"{len(regs)} regression{'s' if len(regs) != 1 else ''} past {cmp.threshold * 100:g}%:")
-        out += [f"  {render.FAIL} {d.key[0]} {_label(d, many_backends)}: "
-                + ("now failing" + (f" ({d.new.error})" if d.new and d.new.error else "") if d.status == "failing"
-                   else f"{_signed(d.time_change)} time") for d in regs]
+    if failing:  # wrong results, not slowdowns: their own heading, whatever the threshold
+        out.append(f"{len(failing)} correctness failure{'s' if len(failing) != 1 else ''} (rows that passed in the "
+                   "baseline fail now):")
+        out += [f"  {render.FAIL} {d.key[0]} {_label(d, many_backends)}: now failing"
+                + (f" ({d.new.error})" if d.new and d.new.error else "") for d in failing]
+    if slower:
+        out.append(f"{len(slower)} regression{'s' if len(slower) != 1 else ''} past {cmp.threshold * 100:g}%:")
+        out += [f"  {render.FAIL} {d.key[0]} {_label(d, many_backends)}: {_signed(d.time_change)} time"
+                for d in slower]
     counts = ", ".join(f"{cmp.count(s)} {s}" for s in ("slower", "failing", "faster", "same", "fixed",
                                                        "still failing", "no time", "new", "missing") if cmp.count(s))
     out.append(f"{len(cmp.deltas)} rows: {counts or 'none'}")

@@ -78,23 +78,60 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     root = Path(args.directory)
-    if root.exists() and not root.is_dir():
-        raise InitError(f"{root} exists and is not a folder")
-    taken = [name for name in FILES if (root / name).exists()]
+    if os.path.lexists(root) and not root.is_dir():
+        what = "a symbolic link to nothing" if root.is_symlink() else "not a folder"
+        raise InitError(f"{root} exists and is {what}; nothing was written. Choose a new folder: iron init NEW_DIR")
+    # A symbolic link counts as taken, dangling or not: nothing is ever written through one.
+    taken = [name for name in FILES if os.path.lexists(root / name)]
     if taken:
         raise InitError(f"{', '.join(str(root / n) for n in taken)} already exist(s); nothing was written. "
                         "Choose an empty folder: iron init NEW_DIR")
-    root.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in FILES.items():
-        # O_EXCL: never replace a file that appeared since the check above
-        fd = os.open(root / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        written.append(root / name)
+    created = _make_folders(root)
+    written: list[Path] = []
+    try:
+        for name, text in FILES.items():
+            _write_new(root / name, text)
+            written.append(root / name)
+    except OSError as e:
+        for path in reversed(written):  # all or nothing: remove what this command wrote
+            path.unlink(missing_ok=True)
+        for folder in reversed(created):
+            _remove_empty(folder)
+        raise InitError(f"cannot write {e.filename or root}: {e.strerror or e}; nothing was written") from None
     print(f"created an Iron project in {root.resolve()}:")
     for path in written:
         print(f"  {path}")
     where = "" if root.resolve() == Path.cwd().resolve() else f"cd {args.directory} && "
     print(f"next: {where}iron test   (then: iron bench)")
     return 0
+
+
+def _make_folders(root: Path) -> list[Path]:
+    """Create ``root`` and its missing parents; the folders created, outermost first."""
+    missing = [p for p in (root, *root.parents) if not os.path.lexists(p)][::-1]
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        for folder in reversed(missing):
+            _remove_empty(folder)
+        raise InitError(f"cannot create the folder {root}: {e.strerror or e}; nothing was written") from None
+    return missing
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Write a file that did not exist: never one that appeared since the check, never through a symlink."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError:
+        path.unlink(missing_ok=True)  # ours: O_EXCL created it
+        raise
+
+
+def _remove_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import tomllib
 from typing import Any, Sequence
 
 from ..core.errors import IronCompileError, IronError
@@ -52,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except IronError as e:
         print(f"iron {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except tomllib.TOMLDecodeError as e:  # iron.toml is read through iron.config, which names the file; a stray
+        print(f"iron {args.command}: error: a TOML file is malformed: {e}", file=sys.stderr)  # reader gets this
         return 1
     except KeyboardInterrupt:
         return 130

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import tomllib
+import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,7 +22,27 @@ class KernelNotFound(IronError):
     pass
 
 
+class ModuleImportFailed(KernelNotFound):
+    """The user's module raised while it was imported (a syntax error, an exception in its body)."""
+
+
 _loads = 0
+_IRON_DIR = str(Path(__file__).resolve().parents[1])
+
+
+def _user_frame(exc: BaseException, where: Path | None) -> str:
+    """Where in the user's code ``exc`` arose: ``file:line:column`` of a syntax error, else the last frame
+    outside Python's import machinery and Iron (an Iron error raised by the user's line is theirs)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        column = f":{exc.offset}" if exc.offset else ""
+        text = (exc.text or "").rstrip("\n")
+        shown = f"\n    {text.strip()}\n    {' ' * max(0, (exc.offset or 1) - 1 - (len(text) - len(text.lstrip())))}^" \
+            if text.strip() else ""
+        return f"{exc.filename}:{exc.lineno}{column}: {type(exc).__name__}: {exc.msg}{shown}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith("<frozen") and not f.filename.startswith(_IRON_DIR)]
+    at = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else (f"{where}: " if where else "")
+    return f"{at}{type(exc).__name__}: {exc}"
 
 
 def _load_file(path: Path) -> ModuleType:
@@ -44,30 +64,41 @@ def _load_file(path: Path) -> ModuleType:
         raise
     except Exception as e:  # the user's module failed to import: report it as theirs
         del sys.modules[mod_name]
-        raise KernelNotFound(f"importing {path} failed: {type(e).__name__}: {e}") from e
+        raise ModuleImportFailed(f"importing {path} failed: {_user_frame(e, path)}") from e
     finally:
         sys.path.remove(str(path.resolve().parent))
     return module
 
 
 def _load_module(name: str) -> ModuleType:
+    """Import module ``name`` as ``python -m`` would from here: the working directory is searched first
+    (the ``iron`` script's own folder is what Python puts on the path, not the user's)."""
+    here = str(Path.cwd())
+    if here not in sys.path:
+        sys.path.insert(0, here)
     try:
         return importlib.import_module(name)
-    except ImportError as e:
-        raise KernelNotFound(f"cannot import module '{name}': {e}") from e
+    except IronCompileError:
+        raise
+    except ModuleNotFoundError as e:
+        if e.name and (name == e.name or name.startswith(e.name + ".")):
+            raise KernelNotFound(f"cannot import module '{name}': {e} (searched the working directory {here} "
+                                 "and the installed packages)") from e
+        raise ModuleImportFailed(f"importing module '{name}' failed: {_user_frame(e, None)}") from e
+    except Exception as e:  # the user's module failed to import: report it as theirs
+        raise ModuleImportFailed(f"importing module '{name}' failed: {_user_frame(e, None)}") from e
 
 
 def project_modules(start: Path | None = None) -> list[str]:
-    d = (start or Path.cwd()).resolve()
-    for p in (d, *d.parents):
-        f = p / "iron.toml"
-        if f.is_file():
-            data = tomllib.loads(f.read_text())
-            mods = data.get("iron", {}).get("modules", [])
-            if str(p) not in sys.path:
-                sys.path.insert(0, str(p))
-            return [str(m) for m in mods]
-    return []
+    """The modules the project's iron.toml lists (none without a project); its folder joins the import path."""
+    from .project import find_project  # project imports this module
+
+    project = find_project(start)
+    if project is None:
+        return []
+    if str(project.root) not in sys.path:
+        sys.path.insert(0, str(project.root))
+    return list(project.modules)
 
 
 def is_kernel(obj: Any) -> bool:

@@ -13,11 +13,11 @@ fill.  The runner imports them; the CLI never does (it touches no GPU and no use
 from __future__ import annotations
 
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from .. import config
 from ..core.errors import IronError
 from .discovery import load_source
 
@@ -39,21 +39,15 @@ class Project:
 
 
 def find_project(start: Path | None = None) -> Project | None:
-    """The project whose ``iron.toml`` is in ``start`` (default: the working directory) or above it."""
-    d = (start or Path.cwd()).resolve()
-    for folder in (d, *d.parents):
-        f = folder / "iron.toml"
-        if f.is_file():
-            try:
-                data = tomllib.loads(f.read_text())
-            except (OSError, tomllib.TOMLDecodeError) as e:
-                raise ProjectError(f"{f}: cannot read it: {e}") from None
-            table = data.get("iron", {})
-            mods = table.get("modules", []) if isinstance(table, dict) else []
-            if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
-                raise ProjectError(f"{f}: [iron] modules must be a list of module names, e.g. modules = [\"kernels\"]")
-            return Project(folder, tuple(mods))
-    return None
+    """The project whose ``iron.toml`` is in ``start`` (default: the working directory) or above it, as far
+    as the project's root (:func:`iron.config.find_toml`: a file another user owns or may write is refused)."""
+    f = config.find_toml(start)
+    if f is None:
+        return None
+    mods = config.toml_table(f).get("modules", [])
+    if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
+        raise ProjectError(f"{f}: [iron] modules must be a list of module names, e.g. modules = [\"kernels\"]")
+    return Project(f.parent, tuple(mods))
 
 
 def sources(explicit: list[str] | None, start: Path | None = None) -> tuple[list[str], Project | None]:
