@@ -9,6 +9,8 @@ import pytest
 from iron import config
 from iron.cli import update_cmd
 from iron.cli.main import main
+from iron.harness import build_marker, measured
+from iron.runtime import diskcache
 
 
 @pytest.fixture
@@ -71,15 +73,18 @@ def dirty(project, monkeypatch):
     cache = project / "cache"
     monkeypatch.setenv("IRON_CACHE_DIR", str(cache))
     config.reload()
-    for sub in ("spirv", "vulkan", "cuda", "probes"):
-        (cache / sub).mkdir(parents=True)
-        (cache / sub / "entry").write_bytes(b"IRONBLOB" + b"x" * 100)
-    (cache / "later").mkdir()
-    (cache / "later" / "blob").write_bytes(b"IRONBLOB....")   # an Iron cache folder this version does not name
+    for sub in ("spirv", "vulkan", "cuda"):  # as Iron's writers make them: a marked folder, envelopes
+        assert diskcache.ensure_folder(cache / sub) is None
+        assert diskcache.write(cache / sub / "entry", b"TEST", b"x" * 100, key="k") is None
+    measured.save({"device": "Some GPU", "bandwidth_gbps": 1.0})
+    (cache / "later").mkdir()   # unmarked, only Iron envelopes: an older Iron's cache folder, removed
+    (cache / "later" / "blob").write_bytes(diskcache.wrap(b"TEST", b"...."))
     (cache / "foreign").mkdir()
     (cache / "foreign" / "notes.txt").write_text("mine")      # not Iron's: kept
+    files = {"cuda/k.cu": b"// kernel"}
     (project / "build" / "iron" / "cuda").mkdir(parents=True)
-    (project / "build" / "iron" / "cuda" / "k.cu").write_text("// kernel")
+    (project / "build" / "iron" / "cuda" / "k.cu").write_bytes(files["cuda/k.cu"])
+    (project / "build" / "iron" / ".iron-build").write_bytes(build_marker.updated(project / "build" / "iron", files))
     (project / ".iron" / "snaps").mkdir(parents=True)           # baselines are never cleaned
     return cache
 
@@ -98,7 +103,7 @@ def test_clean_removes_iron_files_only(dirty, project, capsys):
     assert main(["clean"]) == 0
     out = capsys.readouterr().out
     assert "removed build/iron" in out and f"removed {dirty / 'cuda'}" in out
-    assert sorted(p.name for p in dirty.iterdir()) == ["foreign"]
+    assert sorted(p.name for p in dirty.iterdir()) == [".iron-cache", "foreign"]  # Iron made it; it holds a user file
     assert not (project / "build" / "iron").exists() and (project / ".iron" / "snaps").is_dir()
     assert main(["clean"]) == 0
     assert "nothing to clean" in capsys.readouterr().out
@@ -107,9 +112,14 @@ def test_clean_removes_iron_files_only(dirty, project, capsys):
 def test_clean_never_removes_a_build_dir_holding_anything_else(dirty, project, capsys):
     """--build-dir is the user's choice: pointing it at the project must not delete the project."""
     (project / "kernels.py").write_text("# the user's work")
-    assert main(["clean", "--build-only", "--build-dir", "."]) == 0
-    assert "kept . (not only iron build's output)" in capsys.readouterr().out
+    assert main(["clean", "--build-only", "--build-dir", "."]) == 2
+    assert "refusing to clean the --build-dir .: . holds the" in capsys.readouterr().err
     assert (project / "kernels.py").is_file() and (project / "build" / "iron" / "cuda" / "k.cu").is_file()
+    (project / "mine" / "cuda").mkdir(parents=True)
+    (project / "mine" / "cuda" / "k.cu").write_text("// the user's kernel")
+    assert main(["clean", "--build-only", "--build-dir", "mine"]) == 0
+    assert "kept mine (no .iron-build marker" in capsys.readouterr().out
+    assert (project / "mine" / "cuda" / "k.cu").is_file()
 
 
 def test_clean_build_only_and_cache_only(dirty, project, capsys):

@@ -1,7 +1,10 @@
 """The ceilings ``iron device --probe`` measured, kept per device in Iron's cache directory.
 
 One small JSON file per device, ``<cache_dir>/probes/<device-slug>.json``, written atomically; a file
-that is missing, corrupt or of another format reads as "nothing measured", never as numbers.  The
+that is missing, corrupt, of another format or of another device (its key, the device name, is
+stored in it and compared) reads as "nothing measured", never as numbers.  The ``probes`` folder is
+marked as Iron's when made (:func:`iron.runtime.diskcache.ensure_folder`), and :func:`is_probe_file`
+tells ``iron clean`` which files in it are Iron's.  The
 bench roofline uses them through ``metrics.profile(..., measured_peaks=peaks(device_name))``.
 """
 
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config
+from ..runtime import diskcache
 
 FORMAT = "iron-probe"
 VERSION = 1
@@ -62,6 +66,7 @@ def save(record: dict[str, Any]) -> Path | None:
     path = path_for(record["device"])
     if path is None:
         return None
+    diskcache.ensure_folder(path.parent)  # marked as Iron's when made here; if it cannot be, the write says why
     write_json_atomically(path, {"format": FORMAT, "version": VERSION, **record})
     return path
 
@@ -82,6 +87,17 @@ def load(device_name: str) -> dict[str, Any] | None:
     return data
 
 
+def is_probe_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a symlink) holding a probe record of this format."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 20:
+            return False
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
 def peaks(device_name: str | None) -> dict[str, Any] | None:
     """The measured ceilings for ``device_name`` in the form ``metrics.profile(measured_peaks=...)`` takes."""
     record = load(device_name) if device_name else None
@@ -95,5 +111,5 @@ def peaks(device_name: str | None) -> dict[str, Any] | None:
     return out
 
 
-__all__ = ["FORMAT", "PEAK_KEYS", "VERSION", "directory", "load", "path_for", "peaks", "save", "slug",
-           "write_json_atomically"]
+__all__ = ["FORMAT", "PEAK_KEYS", "VERSION", "directory", "is_probe_file", "load", "path_for", "peaks", "save",
+           "slug", "write_json_atomically"]

@@ -25,7 +25,7 @@ from iron.codegen.toolchains import spirv as spirv_toolchain
 from iron.lang import program_id
 from iron.runtime import diskcache
 from iron.runtime.vulkan.compile import KernelCompiler
-from iron.runtime.vulkan.pipeline_store import HEADER, KIND, cache_file, header_problem
+from iron.runtime.vulkan.pipeline_store import HEADER, KIND, cache_file, cache_key, header_problem
 
 
 @kernel
@@ -127,7 +127,8 @@ def test_a_bad_pipeline_cache_file_is_ignored_and_replaced(tmp_path, damage):
     elif damage == "truncate":
         path.write_bytes(good[:-10])
     elif damage == "foreign":  # a sound envelope around another GPU's data
-        path.write_bytes(diskcache.wrap(KIND, _header(info, vendor=_foreign_vendor(info), device=0x2335)))
+        path.write_bytes(diskcache.wrap(KIND, _header(info, vendor=_foreign_vendor(info), device=0x2335),
+                                        cache_key(info)))
     else:
         path.write_bytes(b"\0" * 4096)
     dev = _device_with_cache(tmp_path)
@@ -140,8 +141,8 @@ def test_a_bad_pipeline_cache_file_is_ignored_and_replaced(tmp_path, damage):
     double(dev, x, np.zeros_like(x))
     dev.close()
     assert dev.validation_messages == []
-    assert diskcache.read(path, KIND)[1] == "ok"  # replaced by this device's own cache
-    assert header_problem(diskcache.read(path, KIND)[0], info) is None
+    assert diskcache.read(path, KIND, cache_key(info))[1] == "ok"  # replaced by this device's own cache
+    assert header_problem(diskcache.read(path, KIND, cache_key(info))[0], info) is None
 
 
 def test_cache_dir_off_keeps_no_files():

@@ -9,7 +9,9 @@ reason, and is rebuilt and replaced.  Writes are atomic (a temporary file
 renamed into place), so two processes filling the cache at once each see
 either nothing or a whole entry; the last writer wins with identical
 content.  ``index/<entry>.json`` keeps the key of each entry point's last
-build, which is what :func:`.cachekey.explain_miss` compares against.
+build, which is what :func:`.cachekey.explain_miss` compares against.  The
+``cuda`` folder is marked as Iron's when the store creates it
+(:func:`iron.runtime.diskcache.ensure_folder`), for ``iron clean``.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class ModuleStore:
         path = self.path(digest, entry.components["format"])
         if path is None:
             return None
+        diskcache.ensure_folder(path.parent)  # if it cannot be made, the write below says why
         failed = diskcache.write(path, KIND, encode(entry))
         if failed is None:
             failed = diskcache.write(self._index_path(entry.entry), INDEX_KIND,

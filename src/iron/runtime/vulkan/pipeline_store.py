@@ -4,7 +4,8 @@ One file per device and driver build under ``<cache_dir>/vulkan/``, named by
 vendorID, deviceID, driverVersion and pipelineCacheUUID.  Loaded data is
 handed to the driver only after its VkPipelineCacheHeaderVersionOne header
 (checked here, not left to the driver: a driver fed a foreign or damaged
-blob may crash) names this very device and driver build; anything else is
+blob may crash) names this very device and driver build, and the envelope's key
+(the file's name: vendor, device, driver version and cache UUID) matches; anything else is
 ignored with the reason in :attr:`PipelineStore.status`, and the device
 starts from an empty cache.  Saved at close, atomically (:mod:`iron.runtime.diskcache`).
 """
@@ -24,10 +25,15 @@ HEADER_VERSION_ONE = 1
 KIND = b"VKPC"
 
 
+def cache_key(info: PhysicalDeviceInfo) -> str:
+    """The whole key of a pipeline cache file: the device and the driver build."""
+    return (f"pipelines-{info.vendor_id:04x}-{info.device_id:04x}-"
+            f"{info.driver_version:08x}-{info.pipeline_cache_uuid}")
+
+
 def cache_file(directory: Path, info: PhysicalDeviceInfo) -> Path:
     """Where ``info``'s device and driver keep their pipeline cache under ``directory``."""
-    return directory / "vulkan" / (f"pipelines-{info.vendor_id:04x}-{info.device_id:04x}-"
-                                   f"{info.driver_version:08x}-{info.pipeline_cache_uuid}.bin")
+    return directory / "vulkan" / f"{cache_key(info)}.bin"
 
 
 def header_problem(data: bytes, info: PhysicalDeviceInfo) -> str | None:
@@ -60,7 +66,7 @@ class PipelineStore:
         """The initial data for vkCreatePipelineCache, or None (then ``status`` says why)."""
         if self.path is None:
             return None
-        data, why = diskcache.read(self.path, KIND)
+        data, why = diskcache.read(self.path, KIND, cache_key(self.info))
         if data is None and why == "no file yet":
             self.status = f"no file yet at {self.path}; started an empty cache"
             return None
@@ -81,5 +87,6 @@ class PipelineStore:
         if problem is not None:  # the driver's own data, which it should never produce
             self.status += f"; not saved: {problem}"
             return
-        failed = diskcache.write(self.path, KIND, data)
+        diskcache.ensure_folder(self.path.parent)  # if it cannot be made, the write below says why
+        failed = diskcache.write(self.path, KIND, data, cache_key(self.info))
         self.status += f"; not saved: {failed}" if failed else f"; saved {len(data)} bytes"
