@@ -116,3 +116,17 @@ def test_save_to_a_place_that_cannot_be_written_still_prints_the_table(project, 
     captured = capsys.readouterr()
     assert captured.out.startswith("iron bench · ") and "2 rows: 2 ok" in captured.out
     assert f"cannot write {blocker / 'bench.json'}" in captured.err and "the table below is all there is" in captured.err
+
+
+def test_progress_goes_to_a_log_as_plain_lines(project, capfd):
+    """Off a terminal (a log, CI) ``iron bench`` and ``iron snap`` say how far they are on stderr, plainly."""
+    assert main(["bench", "--backend", "interp"]) == 0
+    err = capfd.readouterr().err
+    assert "[0/2] 0:0" in err and "elapsed · scale_setup" in err and "[2/2] done in " in err
+    assert "\r" not in err and "\x1b" not in err
+    assert main(["snap", "--backend", "interp", "--out", str(project / "snap.json")]) == 0
+    captured = capfd.readouterr()
+    assert "[0/2] 0:0" in captured.err and "[2/2] done in " in captured.err
+    assert "saved 2 rows" in captured.out
+    assert main(["bench", "--backend", "interp", "--json"]) == 0
+    assert "elapsed" not in capfd.readouterr().err  # --json stays quiet

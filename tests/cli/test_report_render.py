@@ -94,6 +94,8 @@ def test_test_summary_counts_and_explains_failures():
     assert "✗ n=1 f32: crashed: SIGSEGV" in text
     assert lines[-1] == "1 passed, 2 failed · 0.5 s"
     assert render.test_summary([]).endswith("no tests ran\n")
+    # the run's wall time, when known, is the time said (a hung item's wait and the restarts are in no row's time)
+    assert render.test_summary(rows, seconds=312.25).splitlines()[-1] == "1 passed, 2 failed · 312.2 s"
 
 
 class _Tty(io.StringIO):
@@ -101,7 +103,7 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_progress_draws_one_line_on_a_terminal_only():
+def test_progress_draws_one_line_on_a_terminal():
     tty = _Tty()
     with render.Progress(total=2, stream=tty) as p:
         p.start("mlx/gemv N=16M f32")
@@ -110,13 +112,36 @@ def test_progress_draws_one_line_on_a_terminal_only():
     out = tty.getvalue()
     assert "\r\x1b[2K[0/2] mlx/gemv N=16M f32" in out and "[1/2]" in out and "a note\n" in out
     assert "\n" not in out.replace("a note\n", "")  # progress never scrolls the terminal
-    for quiet in (render.Progress(total=2, stream=io.StringIO()), render.Progress(total=2, stream=_Tty(),
-                                                                                  enabled=False)):
+    for quiet in (render.Progress(total=2, stream=io.StringIO(), enabled=False),
+                  render.Progress(total=2, stream=_Tty(), enabled=False)):  # --json
         quiet.start("x")
         quiet.advance("y")
         quiet.log("z")
         quiet.close()
         assert quiet.stream.getvalue() == ""
+
+
+def test_progress_off_a_terminal_prints_plain_lines_now_and_then():
+    """In a log (CI, ``> run.log 2>&1``) a long run says how far it is: the first line, the last, and at most
+    one line every ``interval`` seconds between, with the time elapsed and an estimate of the time left."""
+    now = [0.0]
+    log = io.StringIO()
+    p = render.Progress(stream=log, interval=15.0, clock=lambda: now[0])
+    p.set_total(100)
+    for i in range(100):  # 100 items of 2 s each: 200 s
+        p.start(f"item {i}")
+        now[0] += 2.0
+        p.advance()
+    p.log("a note")
+    p.close()
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue() and "\x1b" not in log.getvalue()
+    assert lines[0] == "[0/100] 0:00 elapsed · item 0"
+    assert lines[1] == "[8/100] 0:16 elapsed, about 3:04 left · item 8"
+    assert lines[-2:] == ["[100/100] done in 3:20", "a note"]
+    assert len(lines) == 1 + 200 // 16 + 2  # throttled: a 30-minute bench writes about 120 lines, not thousands
+    times = [int(ln.split()[1].split(":")[0]) * 60 + int(ln.split()[1].split(":")[1]) for ln in lines[:-2]]
+    assert all(b - a >= 15 for a, b in zip(times, times[1:]))
 
 
 def test_json_documents_round_trip():

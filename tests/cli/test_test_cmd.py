@@ -2,6 +2,7 @@
 
 import json
 import sys
+import time
 import textwrap
 from pathlib import Path
 
@@ -98,3 +99,55 @@ def test_the_example_in_docs_runner_md_passes(tmp_path, monkeypatch, quick_runs,
     assert main(["test", "--backend", "interp"]) == 0
     out = capsys.readouterr().out
     assert "axpy_setup" in out and "block_sum_setup   18/18" in out and "33 passed, 0 failed" in out
+
+
+def test_a_filter_is_never_read_as_a_file_of_arguments_or_a_flag(project, capsys):
+    """``--filter @x`` is the text "@x" (the runner once read the file x as more arguments: here "N=7", which
+    ran two tests), and a filter that begins with "-" is no flag either."""
+    (project / "x").write_text("N=7\n")
+    for flag in ("--filter=@x", "--filter=-x"):
+        assert main(["test", "--backend", "interp", flag]) == 1
+        err = capsys.readouterr().err
+        assert "no tests matched" in err and "error" not in err
+
+
+@pytest.mark.parametrize("value", ["inf", "0", "-3", "nan", "1e400", "soon"])
+def test_a_bad_timeout_is_a_clean_usage_error(project, value, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["test", "--backend", "interp", "--timeout", value])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument --timeout: " in err and "runner_timeout" in err and "Traceback" not in err
+
+
+HANGS = textwrap.dedent('''
+    import time
+    from iron import Setup, Tensor, f32, kernel, test_kernel
+    from iron.lang import program_id
+
+    @kernel
+    def copy1(a: Tensor[f32], out: Tensor[f32]):
+        i = program_id(0)
+        out[i] = a[i]
+
+    @test_kernel(copy1, shapes=[4])
+    def hangs_setup(case):
+        time.sleep(600)
+''')
+
+
+def test_the_summary_time_is_the_runs_wall_time_with_restarts(tmp_path, monkeypatch, quick_runs, capsys):  # noqa: F811
+    """A row failed as hung stops its runner, and a fresh runner starts; the summary's time is the whole run's
+    wall time, both runners' start-up included (it was the rows' own times added up)."""
+    root = write_project(tmp_path / "proj", {"kernels": GOOD, "hangs": HANGS})
+    monkeypatch.chdir(root)
+    config.reload()
+    started = time.monotonic()
+    assert main(["test", "--backend", "interp", "--timeout", "3"]) == 1
+    wall = time.monotonic() - started
+    out = capsys.readouterr().out
+    assert "timed out" in out
+    totals = out.rstrip().splitlines()[-1]
+    assert totals.endswith(" s") and " failed · " in totals, totals
+    reported = float(totals.rsplit(" · ", 1)[1].split()[0])
+    assert 0.85 * wall <= reported <= wall + 0.1, (reported, wall)

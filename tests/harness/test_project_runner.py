@@ -83,6 +83,8 @@ def test_crashes_hangs_and_early_exits_fail_their_rows_alone(project, monkeypatc
     assert sorted(f"{r.test}[{r.case},{r.dtype}]" for r in rows) == sorted(result.plan)
     assert result.restarts >= 4 and not result.errors and result.hello["backend"] == "interp"
     assert starts[0] == result.plan[0] and elapsed < 60
+    # the run's time is its wall time, restarts and the hung item's wait included; that item's row says its wait
+    assert elapsed - 1 < result.seconds <= elapsed and by["b_hang", "N=5"].seconds >= 3
     # past 50 finished items the --skip list went through an @file, removed afterwards
     assert argfiles and not any(os.path.exists(f) for f in argfiles)
 
@@ -114,3 +116,59 @@ def test_nothing_in_the_project_is_written(project):
     ProjectRunner("test", ["--backend", "interp", "--filter", "f_after"], timeout=60, cwd=project).run()
     after = {p: p.stat().st_mtime_ns for p in project.rglob("*") if "__pycache__" not in p.parts}
     assert before == after
+
+
+LEAVES_A_CHILD = textwrap.dedent('''
+    import subprocess
+    from pathlib import Path
+    from iron import In, Setup, Tensor, f32, kernel, test_kernel
+    from iron.lang import program_id
+
+    @kernel
+    def copy(a: In[f32], out: Tensor[f32], n: int):
+        i = program_id(0)
+        if i < n:
+            out[i] = a[i]
+
+    @test_kernel(copy, shapes=[5])
+    def leaves_a_sleeper(case):
+        child = subprocess.Popen(["sleep", "600"])  # inherits the runner's stderr (its stdout is stderr too)
+        Path(PID_FILE).write_text(str(child.pid))
+        return Setup(args=[case.randn(5), case.empty(5), 5], grid=5, oracle=lambda a, out, n: a)
+''')
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie waiting for init is gone too
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
+def test_a_child_left_holding_stderr_neither_stalls_the_run_nor_outlives_it(tmp_path, quick_runs):  # noqa: F811
+    """Once the runner has exited, a process it left behind with its stderr open does not keep the CLI waiting
+    for the end of that pipe (a whole runner_timeout), and it is stopped with the runner's process group."""
+    pid_file = tmp_path / "sleeper.pid"
+    root = write_project(tmp_path / "proj", {"sleeper": f"PID_FILE = {str(pid_file)!r}\n" + LEAVES_A_CHILD})
+    rows, seen = [], []
+
+    def on_row(row):
+        rows.append(row)
+        seen.append(time.monotonic())
+    result = ProjectRunner("test", ["--backend", "interp", "--seed", "1"], on_row=on_row, timeout=60, cwd=root).run()
+    returned = time.monotonic()
+    assert [r.ok for r in result.rows] == [True] == [r.ok for r in rows] and not result.errors
+    assert returned - seen[-1] < 10, f"the CLI waited {returned - seen[-1]:.1f} s after the last row"
+    assert result.restarts == 0
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid), "the sleeper the test left behind still runs"

@@ -11,13 +11,14 @@ The CLI itself imports no user code and touches no device; nothing in the projec
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-import queue
+import selectors
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -48,6 +49,8 @@ class RunResult:
     restarts: int = 0
     #: Whether a runner sent its plan (the first plan is the run's; later runners send what is left).
     planned: bool = False
+    #: Wall time of the whole run, restarted runners included (the summary's time).
+    seconds: float = 0.0
 
     @property
     def device(self) -> str:
@@ -66,6 +69,8 @@ class RunResult:
 class _Attempt:
     status: str = "running"  # "done", "timeout", "exited"
     current: str | None = None
+    #: When ``current`` started (``time.monotonic``), for the time a hung or crashed item cost.
+    current_since: float = 0.0
     done: bool = False
     #: Whether this child has sent its plan (until then it imports, opens the device: a longer limit).
     planned: bool = False
@@ -73,10 +78,17 @@ class _Attempt:
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=30))
 
 
-#: Above this many ``--skip`` ids the arguments go through an ``@file``.
+#: Above this many ``--skip`` ids they go through a file (``--skip-from``).
 _INLINE_SKIPS = 50
 #: Seconds a child may take to start (import the project, open the device) whatever the item timeout.
 STARTUP_SECONDS = 60.0
+#: Seconds a runner that said it was done may take to exit (release the device) before it is stopped.
+EXIT_SECONDS = 10.0
+#: Seconds to read what is left in the pipes once the runner has exited (a pipe open longer is held by a process
+#: it left behind, which is then stopped with the runner's process group).
+DRAIN_SECONDS = 1.0
+#: How often the runner is checked for having exited while its pipes are quiet.
+POLL_SECONDS = 0.2
 
 
 class ProjectRunner:
@@ -89,7 +101,8 @@ class ProjectRunner:
         self.command = command
         self.args = list(args)
         self.on_row, self.on_start, self.on_plan, self.on_log = on_row, on_start, on_plan, on_log
-        self.timeout = float(config.get("runner_timeout") if timeout is None else timeout)
+        self.timeout = float(config.get("runner_timeout") if timeout is None
+                             else config.parse_value("runner_timeout", timeout, "the runner timeout"))
         self.cwd = cwd
         self.python = python or sys.executable
         #: The run so far (what ``run`` returns at the end): the hello, the plan, the rows that arrived.
@@ -97,6 +110,13 @@ class ProjectRunner:
 
     def run(self) -> RunResult:
         result = self.result = RunResult(self.command)
+        started = time.monotonic()
+        try:
+            return self._run(result)
+        finally:
+            result.seconds = time.monotonic() - started
+
+    def _run(self, result: RunResult) -> RunResult:
         finished: set[str] = set()
         meta: dict[str, dict[str, Any]] = {}
         serial = False
@@ -115,7 +135,8 @@ class ProjectRunner:
                 result.restarts += 1
                 continue
             reason = self._reason(attempt)
-            row = self._failed_row(item, meta.get(item, {}), result.backend, reason)
+            seconds = time.monotonic() - attempt.current_since if attempt.current == item else None
+            row = self._failed_row(item, meta.get(item, {}), result.backend, reason, seconds)
             finished.add(item)
             result.rows.append(row)
             if self.on_row:
@@ -126,51 +147,62 @@ class ProjectRunner:
     def _attempt(self, result: RunResult, finished: set[str], meta: dict[str, dict[str, Any]],
                  serial: bool) -> _Attempt:
         attempt = _Attempt()
-        extra = [a for i in sorted(finished) for a in ("--skip", i)] + (["--lookahead", "0"] if serial else [])
+        extra = ["--lookahead=0"] if serial else []
         argfile = None
         if len(finished) > _INLINE_SKIPS:
-            with tempfile.NamedTemporaryFile("w", suffix=".args", prefix="iron-runner-", delete=False) as f:
-                f.write("\n".join(extra) + "\n")
+            with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="iron-runner-skip-", delete=False,
+                                             encoding="utf-8") as f:
+                json.dump(sorted(finished), f)
                 argfile = f.name
-            extra = [f"@{argfile}"]
+            extra.append(f"--skip-from={argfile}")
+        else:
+            extra += [f"--skip={i}" for i in sorted(finished)]
         cmd = [self.python, "-m", "iron.runner", self.command, *self.args, *extra]
         src = str(Path(__file__).resolve().parents[2])  # the same Iron in the child as here
         env = config.child_environment({"PYTHONPATH": src})
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                    text=True, encoding="utf-8", errors="replace", bufsize=1, cwd=self.cwd,
-                                    env=env, start_new_session=True)
+                                    bufsize=0, cwd=self.cwd, env=env, start_new_session=True)
         except OSError as e:
             raise RunnerFailed(f"cannot start the runner ({self.python}): {e}") from None
-        events: queue.Queue[tuple[str, str | None]] = queue.Queue()
-        readers = [threading.Thread(target=_pump, args=(proc.stdout, events, "out"), daemon=True),
-                   threading.Thread(target=_pump, args=(proc.stderr, events, "err"), daemon=True)]
-        for t in readers:
-            t.start()
-        open_streams = 2
+        pipes = _Pipes(proc)
         deadline = time.monotonic() + max(self.timeout, STARTUP_SECONDS)
+        done_at: float | None = None  # when the runner said it was done
+        exited_at: float | None = None  # when the runner was seen to have exited
         try:
-            while open_streams:
-                try:
-                    kind, line = events.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    attempt.status = "timeout"
-                    _kill(proc)
+            while True:
+                now = time.monotonic()
+                if exited_at is None and _has_exited(proc):
+                    exited_at = now
+                if done_at is None and attempt.done:
+                    done_at = now
+                if exited_at is not None and not pipes.open:
                     break
-                if line is None:
-                    open_streams -= 1
-                elif kind == "err":
-                    attempt.stderr.append(line.rstrip("\n"))
-                    if self.on_log:
-                        self.on_log(line.rstrip("\n"))
-                elif self._message(line, result, attempt, finished, meta):
-                    limit = self.timeout if attempt.planned else max(self.timeout, STARTUP_SECONDS)
-                    deadline = time.monotonic() + limit
-            attempt.returncode = proc.wait()
+                # Once the runner has exited, what it wrote is in the pipes already: a pipe still open past a short
+                # drain is held by a process it left behind, whose end of it nobody should wait for.
+                if exited_at is not None:
+                    limit = exited_at + DRAIN_SECONDS
+                elif done_at is not None:
+                    limit = min(deadline, done_at + EXIT_SECONDS)
+                else:
+                    limit = deadline
+                if now >= limit:
+                    if exited_at is None and done_at is None:
+                        attempt.status = "timeout"
+                    break
+                # (both pipes at their end: the runner is exiting, soon seen as exited)
+                for kind, line in pipes.read(min(limit - now, POLL_SECONDS if pipes.open else 0.01)):
+                    if kind == "err":
+                        attempt.stderr.append(line)
+                        if self.on_log:
+                            self.on_log(line)
+                    elif self._message(line, result, attempt, finished, meta):
+                        allowed = self.timeout if attempt.planned else max(self.timeout, STARTUP_SECONDS)
+                        deadline = time.monotonic() + allowed
         finally:
-            if proc.poll() is None:
-                _kill(proc)
-                proc.wait()
+            _kill(proc)  # a hung runner, and whatever it left running (its process group), before it is reaped
+            attempt.returncode = proc.wait()
+            pipes.close()
             if argfile:
                 os.unlink(argfile)
         if attempt.status == "running":
@@ -200,6 +232,7 @@ class ProjectRunner:
                     self.on_plan(result.plan)
         elif msg.kind == "start":
             attempt.current = str(data.get("item"))
+            attempt.current_since = time.monotonic()
             if self.on_start:
                 self.on_start(attempt.current)
         elif msg.kind in ("test_row", "bench_row"):
@@ -236,19 +269,76 @@ class ProjectRunner:
                     "the remaining items ran in a fresh one")
         return f"the runner crashed while running this item ({self._how(attempt)})" + _tail(attempt.stderr, 5)
 
-    def _failed_row(self, item: str, meta: dict[str, Any], backend: str, reason: str) -> Row:
+    def _failed_row(self, item: str, meta: dict[str, Any], backend: str, reason: str,
+                    seconds: float | None = None) -> Row:
         name = str(meta.get("name") or item.split("[")[0])
         common = dict(kernel=str(meta.get("kernel", "")), dtype=str(meta.get("dtype", "-")), backend=backend,
                       ok=False, error=reason)
         if self.command == "bench":
             return protocol.BenchRow(bench=name, shape=str(meta.get("case", item)), **common)
-        return protocol.TestRow(test=name, case=str(meta.get("case", item)), **common)
+        return protocol.TestRow(test=name, case=str(meta.get("case", item)), seconds=seconds, **common)
 
 
-def _pump(stream: Any, events: queue.Queue, kind: str) -> None:
-    for line in stream:
-        events.put((kind, line))
-    events.put((kind, None))
+class _Pipes:
+    """The runner's stdout and stderr as lines, read without blocking.
+
+    Reading is never tied to the end of a pipe: a process the runner started (a test's setup) may hold a copy of
+    it open long after the runner is gone, so the caller decides when to stop and :meth:`close` drops the rest.
+    """
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._partial: dict[str, bytes] = {}
+        for kind, stream in (("out", proc.stdout), ("err", proc.stderr)):
+            os.set_blocking(stream.fileno(), False)
+            self._selector.register(stream, selectors.EVENT_READ, kind)
+            self._partial[kind] = b""
+
+    @property
+    def open(self) -> int:
+        """How many of the two pipes have not reached their end."""
+        return len(self._selector.get_map())
+
+    def read(self, timeout: float) -> list[tuple[str, str]]:
+        """The complete lines (``("out" | "err", text)``, no newline) that arrive within ``timeout`` seconds."""
+        lines: list[tuple[str, str]] = []
+        for key, _ in self._selector.select(max(0.0, timeout)):
+            kind = key.data
+            try:
+                chunk = os.read(key.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:  # the end of the pipe: a last line without its newline still counts
+                tail, self._partial[kind] = self._partial[kind], b""
+                if tail:
+                    lines.append((kind, _text(tail)))
+                self._selector.unregister(key.fileobj)
+                key.fileobj.close()
+                continue
+            *whole, self._partial[kind] = (self._partial[kind] + chunk).split(b"\n")
+            lines += [(kind, _text(ln)) for ln in whole]
+        return lines
+
+    def close(self) -> None:
+        for key in list(self._selector.get_map().values()):
+            self._selector.unregister(key.fileobj)
+            key.fileobj.close()
+        self._selector.close()
+
+
+def _text(line: bytes) -> str:
+    return line.decode("utf-8", errors="replace").rstrip("\r")
+
+
+def _has_exited(proc: subprocess.Popen) -> bool:
+    """Whether the runner has exited, without reaping it: until it is reaped its pid, the id of its process group,
+    cannot be reused, so killing that group afterwards reaches only what the runner left behind."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except (AttributeError, ChildProcessError):  # no waitid here
+        return proc.poll() is not None
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -279,19 +369,25 @@ def add_run_arguments(p: Any) -> None:
                    help="a FILE.py or MODULE to load (repeatable; default: the modules iron.toml lists)")
     p.add_argument("--json", action="store_true", help="print the rows as one JSON document on stdout")
     p.add_argument("--seed", type=int, default=None, help="base seed of the random inputs (default: a fresh one)")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--timeout", type=_timeout, default=None, metavar="SECONDS",
                    help="per-item limit before a row fails as hung (default: the runner_timeout option)")
 
 
 def runner_arguments(ns: Any, seed: int) -> list[str]:
     """The runner's command line for the parsed ``iron test`` / ``iron bench`` options."""
-    out: list[str] = ["--seed", str(seed)]
-    for m in ns.module:
-        out += ["-m", str(Path(m).resolve()) if m.endswith(".py") else m]
-    for f in ns.filter:
-        out += ["--filter", f]
-    for d in ns.dtype:
-        out += ["--dtype", d]
+    # Each value is attached to its flag (``--filter=@x``, ``--filter=-x``) so that none can be read as a flag.
+    out: list[str] = [f"--seed={seed}"]
+    out += [f"--module={Path(m).resolve() if m.endswith('.py') else m}" for m in ns.module]
+    out += [f"--filter={f}" for f in ns.filter]
+    out += [f"--dtype={d}" for d in ns.dtype]
     if ns.backend:
-        out += ["--backend", ns.backend]
+        out.append(f"--backend={ns.backend}")
     return out
+
+
+def _timeout(text: str) -> float:
+    """``--timeout``, checked as the runner_timeout option is (a finite number of seconds above 0)."""
+    try:
+        return float(config.parse_value("runner_timeout", text, "--timeout"))
+    except IronError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--timeout: ")) from None

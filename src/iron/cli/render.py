@@ -14,6 +14,7 @@ import json
 import math
 import shutil
 import sys
+import time
 from dataclasses import asdict, is_dataclass
 from typing import Any, Callable, Sequence, TextIO
 
@@ -132,8 +133,9 @@ def grouped(items: Sequence[Any], key: Callable[[Any], str]) -> list[tuple[str, 
     return list(groups.items())
 
 
-def test_summary(rows: Sequence[TestRow]) -> str:
-    """One line per test (cases passed of cases run), each failure with its reason, then the totals."""
+def test_summary(rows: Sequence[TestRow], seconds: float | None = None) -> str:
+    """One line per test (cases passed of cases run), each failure with its reason, then the totals and the
+    run's wall time ``seconds`` (restarted runners included; without it, the rows' own times added up)."""
     backends = ", ".join(dict.fromkeys(r.backend for r in rows)) or "no backend"
     out = [f"iron test · {backends}"]
     if not rows:
@@ -145,7 +147,8 @@ def test_summary(rows: Sequence[TestRow]) -> str:
         out.append(f"{name.ljust(width)}  {passed:>3}/{len(group):<3} {OK if passed == len(group) else FAIL}")
         out += [f"  {FAIL} {r.case} {r.dtype}: {_why(r)}" for r in group if not r.ok]
     failed = sum(not r.ok for r in rows)
-    seconds = sum(r.seconds or 0.0 for r in rows)
+    if seconds is None:
+        seconds = sum(r.seconds or 0.0 for r in rows)
     out.append(f"{len(rows) - failed} passed, {failed} failed" + (f" · {seconds:.1f} s" if seconds else ""))
     return "\n".join(out) + "\n"
 
@@ -158,19 +161,31 @@ def _why(row: TestRow) -> str:
     return "failed"
 
 
-class Progress:
-    """One line on a terminal that says what runs now (``[3/12] mlx/gemv N=16M f16``), redrawn in place.
+#: Seconds between two plain progress lines (a log, CI); the first and the last are always printed.
+PLAIN_INTERVAL = 15.0
 
-    Silent when the stream is not a terminal or ``enabled`` is False (``--json``), so piped output and
-    logs stay clean.  :meth:`log` prints a line above the progress line without garbling it.
+
+class Progress:
+    """What runs now, on stderr, so that a long run never looks hung.
+
+    On a terminal: one line (``[3/12] mlx/gemv N=16M f16``) redrawn in place.  Elsewhere (a log, CI): plain lines
+    (``[3/12] 0:45 elapsed, about 2:15 left · mlx/gemv N=16M f16``), the first, the last, and between them at most
+    one every ``interval`` seconds, so the log stays short.  ``enabled=False`` (``--json``) silences it.
+    :meth:`log` prints a line without garbling the progress line.
     """
 
-    def __init__(self, total: int | None = None, stream: TextIO | None = None, enabled: bool | None = None):
+    def __init__(self, total: int | None = None, stream: TextIO | None = None, enabled: bool | None = None,
+                 interval: float = PLAIN_INTERVAL, clock: Callable[[], float] = time.monotonic):
         self.stream = stream if stream is not None else sys.stderr
-        is_tty = getattr(self.stream, "isatty", lambda: False)()
-        self.enabled = bool(is_tty) if enabled is None else bool(enabled and is_tty)
+        #: On a terminal: one line redrawn in place; elsewhere: plain, throttled lines.
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.enabled = True if enabled is None else bool(enabled)
         self.total = total
         self.done = 0
+        self.interval = interval
+        self._clock = clock
+        self._began = clock()
+        self._printed_at: float | None = None  # when the last plain line was printed
         self._shown = False
 
     def set_total(self, total: int | None) -> None:
@@ -183,24 +198,29 @@ class Progress:
     def advance(self, item: str | None = None) -> None:
         """Count one item as finished (and show ``item`` if given)."""
         self.done += 1
-        self._draw(item or "")
+        self._draw(item or "", last=self.total is not None and self.done >= self.total)
 
     def log(self, text: str) -> None:
         if not self.enabled:
             return
-        self._clear()
+        if self.live:
+            self._clear()
         self.stream.write(text + "\n")
         self.stream.flush()
 
     def close(self) -> None:
-        if self.enabled and self._shown:
+        if self.enabled and self.live and self._shown:
             self._clear()
             self.stream.flush()
 
-    def _draw(self, item: str) -> None:
+    def _draw(self, item: str, last: bool = False) -> None:
         if not self.enabled:
             return
         count = f"[{self.done}/{self.total}]" if self.total else f"[{self.done}]"
+        if not self.live:
+            if item or last:  # each plain line names the item that runs now, the last one the total time
+                self._plain(count, item, last)
+            return
         text = f"{count} {item}".rstrip()
         width = shutil.get_terminal_size((80, 24)).columns - 1
         if len(text) > width:
@@ -208,6 +228,20 @@ class Progress:
         self.stream.write("\r\x1b[2K" + text)
         self.stream.flush()
         self._shown = True
+
+    def _plain(self, count: str, item: str, last: bool) -> None:
+        now = self._clock()
+        if not last and self._printed_at is not None and now - self._printed_at < self.interval:
+            return
+        elapsed = now - self._began
+        text = f"{count} {_clock_time(elapsed)} elapsed"
+        if last:
+            text = f"{count} done in {_clock_time(elapsed)}"
+        elif self.total and self.done:
+            text += f", about {_clock_time(elapsed / self.done * max(self.total - self.done, 0))} left"
+        self.stream.write(text + (f" · {item}" if item and not last else "") + "\n")
+        self.stream.flush()
+        self._printed_at = now
 
     def _clear(self) -> None:
         self.stream.write("\r\x1b[2K")
@@ -218,6 +252,13 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _clock_time(seconds: float) -> str:
+    """``0:45``, ``12:03``, ``1:02:03``."""
+    s = max(0, round(seconds))
+    h, rest = divmod(s, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
 # ------------------------------------------------------------------ JSON
@@ -266,9 +307,9 @@ def print_json(document: Any, stream: TextIO | None = None) -> None:
     (stream if stream is not None else sys.stdout).write(dumps(document) + "\n")
 
 
-__all__ = ["BENCH_FORMAT", "JSON_VERSION", "Progress", "TEST_FORMAT", "bench_columns", "bench_document",
-           "bench_table", "dumps", "fmt_num", "grouped", "jsonable", "print_json", "relative_speed", "table_line",
-           "test_document", "test_summary"]
+__all__ = ["BENCH_FORMAT", "JSON_VERSION", "PLAIN_INTERVAL", "Progress", "TEST_FORMAT", "bench_columns",
+           "bench_document", "bench_table", "dumps", "fmt_num", "grouped", "jsonable", "print_json", "relative_speed",
+           "table_line", "test_document", "test_summary"]
 
 # Named test_* by the contract with the bench/test commands; not pytest tests if a test module imports them.
 test_summary.__test__ = False  # type: ignore[attr-defined]

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import subprocess
 import sys
 from pathlib import Path
 
-from .. import config
-from . import snapshot
+from . import render, snapshot
+from .project_runner import add_run_arguments
 from .snapshot import SnapshotError
+from .test_cmd import execute, report_errors
 
 HELP = "save bench results as a regression baseline (a versioned JSON snapshot) for iron diff"
 
@@ -44,19 +43,18 @@ def bench_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run_bench(argv: list[str]) -> str:
-    """Run ``iron bench --json`` (in a child process, as the CLI runs everything that touches a device)
-    and return what it printed; its progress and errors go straight to this terminal."""
-    if importlib.util.find_spec("iron.cli.bench_cmd") is None:
-        raise SnapshotError("this Iron has no 'iron bench' command to run; pass the output of a bench run "
-                            "with --from FILE.json")
-    cmd = [sys.executable, "-m", "iron", "bench", "--json", *argv]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=config.child_environment({}))
-    if not proc.stdout.strip():
-        raise SnapshotError(f"iron bench printed no results (exit status {proc.returncode}); see its errors above")
-    if proc.returncode != 0:
-        print(f"iron snap: note: iron bench exited with status {proc.returncode}; failed rows are kept as failed",
-              file=sys.stderr)
-    return proc.stdout
+    """Run the benches as ``iron bench`` does (in the runner process), with the same progress on stderr, and
+    return what ``iron bench --json`` would print."""
+    parser = argparse.ArgumentParser(prog="iron bench", add_help=False)
+    add_run_arguments(parser)
+    ns = parser.parse_args(argv)
+    result, _ = execute("bench", ns, verbose=False)
+    report_errors("bench", result)
+    if not result.rows:
+        raise SnapshotError("no benches ran" + ("; see the errors above" if result.errors else
+                                                ": register them with @iron.bench in the modules iron.toml lists "
+                                                "(or pass -m FILE.py)"))
+    return render.dumps(render.bench_document(result.rows, result.device, result.backend))
 
 
 def current_results(args: argparse.Namespace, source: str | None) -> snapshot.Snapshot:

@@ -7,6 +7,8 @@ import secrets
 import sys
 from collections.abc import Callable
 
+from ..core import dtypes
+from ..core.errors import IronError
 from . import render
 from .project_runner import ProjectRunner, Row, RunResult, add_run_arguments, runner_arguments
 
@@ -18,12 +20,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0, help="show what the runner prints (stderr)")
 
 
+def check_dtypes(given: list[str]) -> None:
+    """Refuse a ``--dtype`` that names no dtype (it would match nothing, and say only "no tests matched")."""
+    names = [d.strip() for item in given for d in item.split(",") if d.strip()]
+    unknown = [d for d in names if d not in dtypes.BY_NAME and d != "-"]
+    if unknown:
+        raise IronError(f"--dtype: unknown dtype{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                        f"known: {', '.join(dtypes.BY_NAME)} (and - for items without one)")
+
+
 def execute(command: str, args: argparse.Namespace, verbose: bool,
             after_row: Callable[[Row, RunResult], None] | None = None) -> tuple[RunResult, int]:
     """Run ``command`` through the runner with a progress line; the result and the seed used.
 
     ``after_row(row, result_so_far)`` runs as each row arrives (``iron bench --save`` writes them as they come).
     """
+    check_dtypes(args.dtype)
     seed = args.seed if args.seed is not None else secrets.randbits(31)
     progress = render.Progress(enabled=not args.json)
 
@@ -58,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(render.test_document(result.rows, result.backend))
     elif result.rows or not result.errors:
-        sys.stdout.write(render.test_summary(result.rows))
+        sys.stdout.write(render.test_summary(result.rows, result.seconds))
     if not result.rows and not result.errors:
         print("iron test: no tests matched: register them with @iron.test_kernel in the modules iron.toml lists "
               "(or pass -m FILE.py)", file=sys.stderr)

@@ -3,13 +3,15 @@ protocol messages (:mod:`iron.core.protocol`) on stdout, one JSON object per lin
 
 The CLI (``iron test`` / ``iron bench``, through ``ProjectRunner``) spawns this process so that a
 kernel that crashes, hangs or faults the device takes down only the child.  Stdout carries the
-protocol and nothing else: anything the user's code prints goes to stderr.  Arguments beginning
-with ``@`` name a file of further arguments, one per line (long ``--skip`` lists).
+protocol and nothing else: anything the user's code prints goes to stderr.  No argument is read
+as a file of arguments (a filter may begin with ``@``); long ``--skip`` lists come in a JSON file
+(``--skip-from``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import traceback
@@ -38,7 +40,7 @@ class Emitter:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m iron.runner", fromfile_prefix_chars="@",
+    p = argparse.ArgumentParser(prog="python -m iron.runner",
                                 description="Run registered tests or benches; protocol messages on stdout.")
     p.add_argument("command", choices=("test", "bench"))
     p.add_argument("-m", "--module", action="append", default=[], metavar="SOURCE",
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "option)")
     p.add_argument("--dtype", action="append", default=[], help="only these dtypes (repeatable, comma-separated)")
     p.add_argument("--skip", action="append", default=[], metavar="ID", help="leave out this item")
+    p.add_argument("--skip-from", metavar="FILE.json", help="leave out the items this JSON list of ids names")
     p.add_argument("--only", action="append", default=[], metavar="ID", help="run only these items")
     p.add_argument("--seed", type=int, default=0, help="base seed of the random inputs")
     p.add_argument("--lookahead", type=int, default=None,
@@ -97,7 +100,7 @@ def run(argv: Sequence[str], out: IO[str]) -> int:
     if args.only:
         only = set(args.only)
         items = [i for i in items if i.id in only]
-    skip = set(args.skip)
+    skip = set(args.skip) | set(_ids(args.skip_from) if args.skip_from else ())
     items = [i for i in items if i.id not in skip]
     emit("plan", {"items": [i.id for i in items],
                   "meta": [{"name": i.entry.name, "kernel": i.entry.kernel_name, "case": i.case_label,
@@ -110,6 +113,15 @@ def run(argv: Sequence[str], out: IO[str]) -> int:
             failed = run_benches(items, device, backend, name, args.seed, emit, timing.Policy.from_config())
     emit("done", {"items": len(items), "failed": failed})
     return 0
+
+
+def _ids(path: str) -> list[str]:
+    """The item ids in ``path``, a JSON list the CLI wrote (``--skip-from``)."""
+    with open(path, encoding="utf-8") as f:
+        ids = json.load(f)
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"{path}: expected a JSON list of item ids")
+    return ids
 
 
 def _fatal(emit: Emitter, message: str) -> int:
