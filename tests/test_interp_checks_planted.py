@@ -109,9 +109,9 @@ def test_overrun_names_kernel_tensor_index_and_thread() -> None:
 
 # ---------------------------------------------------------------- barriers only some threads reach
 
-def _run_at_width_32(k, args, grid: int) -> None:
+def _run_at_width_32(k, args, grid: int, group: int = GROUP) -> None:
     """Launch the interpreter's compiled kernel at subgroup width 32, whatever the configuration."""
-    interp.run(k.variant().compiled("interp"), args, (grid,), (GROUP,), simd_width=32)
+    interp.run(k.variant().compiled("interp"), args, (grid,), (group,), simd_width=32)
 
 
 @kernel
@@ -125,15 +125,16 @@ def barrier_if_subgroup_full(out: Tensor[i32]):
 def test_barrier_only_full_subgroups_reach_fails_at_run_time() -> None:
     """A condition the frontend takes for uniform (a subgroup sum of a constant) that is not.
 
-    ``simd_sum(1)`` counts a subgroup's active lanes: with the grid ending
-    inside a group the last subgroup is partial, so only the full subgroup
-    reaches the barrier.  The frontend does not reject this, so the
-    interpreter must.  (The textbook example, a condition loaded from a
-    thread-dependent index, the frontend already rejects at compile time.)
+    ``simd_sum(1)`` counts a subgroup's active lanes: in a group of 40 threads
+    the second subgroup of 32 is partial, so only the full subgroup reaches
+    the barrier.  The frontend does not reject this, so the interpreter must.
+    (The textbook example, a condition loaded from a thread-dependent index,
+    the frontend already rejects at compile time; a grid ending inside a
+    group, the other way to a partial subgroup, is refused at launch.)
     """
-    grid = 40  # one group of 64: subgroup 0 has 32 active lanes, subgroup 1 has 8
+    grid = 40  # one group of 40: subgroup 0 has 32 active lanes, subgroup 1 has 8
     with pytest.raises(BarrierDivergenceError) as info:
-        _run_at_width_32(barrier_if_subgroup_full, [np.zeros(grid, np.int32)], grid)
+        _run_at_width_32(barrier_if_subgroup_full, [np.zeros(grid, np.int32)], grid, group=grid)
     err = info.value
     assert err.thread.thread_id[0] < 32 <= err.missing_thread.thread_id[0] < grid
     assert "barrier_if_subgroup_full" in str(err)

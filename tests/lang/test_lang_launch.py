@@ -61,9 +61,10 @@ def test_variant_parameter_from_keyword_and_from_variant(block: int) -> None:
     a = np.arange(300, dtype=np.float32)
     groups = -(-a.size // block)
     by_keyword = np.zeros(groups, np.float32)
-    block_sums[a.size, block](a, by_keyword, a.size, BLOCK=block)
+    # A kernel with barrier() runs over whole groups (the tail guarded by `if i < n`), as on every GPU.
+    block_sums[groups * block, block](a, by_keyword, a.size, BLOCK=block)
     by_variant = np.zeros(groups, np.float32)
-    block_sums.variant(BLOCK=block)[a.size, block](a, by_variant, a.size)
+    block_sums.variant(BLOCK=block)[groups * block, block](a, by_variant, a.size)
     np.testing.assert_array_equal(by_keyword, _block_reference(a, block))
     np.testing.assert_array_equal(by_variant, by_keyword)
 
@@ -71,7 +72,7 @@ def test_variant_parameter_from_keyword_and_from_variant(block: int) -> None:
 def test_unlisted_variant_parameters_take_their_first_value() -> None:
     a = np.ones(200, np.float16)
     out = np.zeros(4, np.float32)
-    block_sums[a.size, 64](a, out, a.size)  # BLOCK defaults to 64, T = f16 from the array
+    block_sums[4 * 64, 64](a, out, a.size)  # BLOCK defaults to 64, T = f16 from the array
     np.testing.assert_array_equal(out, [64, 64, 64, 8])
     assert block_sums.lower(a, out, a.size).meta["variant"] == {"T": f16, "BLOCK": 64}
     assert block_sums.ir(T=f16).meta["variant"] == {"T": f16, "BLOCK": 64}
@@ -308,7 +309,7 @@ def test_variant_launches_reuse_their_binding_and_never_another_variants(monkeyp
     sums = {}
     for block in (64, 128, 64, 128):
         out = np.zeros(-(-a.size // block), np.float32)
-        block_sums.variant(BLOCK=block).launch(a, out, a.size, grid=(a.size,), group=(block,))
+        block_sums.variant(BLOCK=block).launch(a, out, a.size, grid=(out.size * block,), group=(block,))
         np.testing.assert_array_equal(out, _block_reference(a, block))
         sums[block] = out
     assert len(resolutions) == 2

@@ -207,3 +207,30 @@ def test_slots_declared_in_the_body_are_fresh_in_every_copy():
     k = _order_sensitive_loop(0, 5, 1, body_extra=extra)
     out = check_preserves(unroll.run, k, *_run_args([0], [0]))
     assert count_ops(out, "var") == 2 + 5
+
+
+def _long_body(b, i):
+    v = i
+    for _ in range(200):
+        v = b.op("add", [v, i])
+
+
+def test_explicit_hints_are_lowered_to_keep_the_copies_within_the_op_budget():
+    k = _order_sensitive_loop(None, None, 1, hint=1024, body_extra=_long_body)
+    out = check_preserves(unroll.run, k, *_run_args([0, 3, -5], [0, 400, 900]))
+    main = next(op for op in out.walk() if op.opcode == "for")
+    copies = count_ops(main.regions[0], "mul")  # one acc*3 per copy of the body
+    body_ops = sum(1 for _ in next(op for op in k.walk() if op.opcode == "for").regions[0].walk())
+    assert 2 <= copies <= unroll.HINTED_UNROLL_OP_BUDGET // body_ops
+    assert sum(1 for _ in out.walk()) <= unroll.HINTED_UNROLL_OP_BUDGET + 1000
+
+
+def test_nested_hints_do_not_multiply_past_the_op_budget():
+    def inner(b, i):
+        loop = b.for_(b.const(0, D.i32), b.const(1024, D.i32), b.const(1, D.i32), unroll=1024)
+        with b.at(loop.regions[0]):
+            b.op("add", [i, loop.regions[0].args[0]])
+    k = _order_sensitive_loop(0, 256, 1, hint=256, body_extra=inner)
+    out = apply_pass(unroll.run, k)
+    assert sum(1 for _ in out.walk()) <= 2 * unroll.HINTED_UNROLL_OP_BUDGET
+    assert count_ops(out, "for") >= 1  # the outer loop is unrolled partially, not a million copies

@@ -188,11 +188,16 @@ def check_emitted_launch(emitted: Any, grid: Sequence[int], group: Sequence[int]
             f"kernel '{name}': group {dims} has {threads} threads, but its mma scratch was sized for "
             f"{emitted.max_group_threads} on {emitted.profile.target} ({emitted.profile.arch}) beside its "
             f"shared arrays: use groups of at most {emitted.max_group_threads} threads or smaller shared arrays")
-    op = emitted.whole_group_op
-    grid3 = tuple(int(g) for g in grid)
-    if op is not None and any(g % b for g, b in zip(grid3, dims)):
+    check_whole_groups(name, grid, dims, emitted.whole_group_op)
+
+
+def check_whole_groups(name: str, grid: Sequence[int], group: Sequence[int], op: Any) -> None:
+    """Refuse a grid that ends in a partial group when the kernel has ``op`` (from ``whole_group_op``; None
+    for none), which every thread of a group must reach together (LaunchError)."""
+    grid_t, group_t = tuple(int(g) for g in grid), tuple(int(g) for g in group)
+    if op is not None and any(g % b for g, b in zip(grid_t, group_t)):
         where = f" ({op.loc})" if op.loc else ""
         raise LaunchError(
-            f"kernel '{name}': grid {grid3} is not a multiple of the group {dims}, and the kernel uses "
+            f"kernel '{name}': grid {grid_t} is not a multiple of the group {group_t}, and the kernel uses "
             f"{op.opcode}{where}, which every thread of a group must reach: round the grid up to whole groups "
             f"and guard the tail with the kernel's own bounds check")

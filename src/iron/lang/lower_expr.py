@@ -21,7 +21,8 @@ from .builtins import Builtin
 from .coerce import Coercion
 from .env import Slot
 from .fold import FoldError, fold_binary, fold_compare, fold_unary
-from .values import RV, ElemRef, FValue, Py, RegArray, TensorRef, TupleVal, describe
+from .values import (HOST_ARRAY_HINT, RV, ElemRef, FValue, Py, RegArray, TensorRef, TupleVal, describe,
+                     is_host_array)
 
 BINOPS: dict[type, str] = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
@@ -132,11 +133,28 @@ class ExprLowering(Coercion):
 
     # ------------------------------------------------------------ operators
     def expr_BinOp(self, node: ast.BinOp) -> FValue:
-        op = BINOPS.get(type(node.op))
-        if op is None:
-            raise self.error(UnsupportedSyntaxError, "the '@' operator is not supported", node,
-                             hint="use fragments and mma() for matrix products")
-        return self.binary(op, self.lower_expr(node.left), self.lower_expr(node.right), node)
+        """A chain ``a + b - c * d ...`` (left-nested BinOps) is lowered in a loop, left to right, so that a
+        generated expression of thousands of terms does not recurse once per term."""
+        chain = [node]
+        while isinstance(chain[-1].left, ast.BinOp):
+            chain.append(chain[-1].left)  # type: ignore[arg-type]
+        ops = []
+        for n in chain:
+            op = BINOPS.get(type(n.op))
+            if op is None:
+                raise self.error(UnsupportedSyntaxError, "the '@' operator is not supported", n,
+                                 hint="use fragments and mma() for matrix products")
+            ops.append(op)
+        value = self.lower_expr(chain[-1].left)
+        saved = self.b.loc
+        try:
+            for n, op in zip(reversed(chain), reversed(ops)):
+                right = self.lower_expr(n.right)
+                self.b.loc = self.loc(n)
+                value = self.binary(op, value, right, n)
+        finally:
+            self.b.loc = saved
+        return value
 
     def binary(self, op: str, a: FValue, b: FValue, node: ast.AST) -> FValue:
         if isinstance(a, Py) and isinstance(b, Py):
@@ -317,7 +335,11 @@ class ExprLowering(Coercion):
                     return self.py_object(base.value[key.value], node)
                 except (KeyError, IndexError, TypeError) as e:
                     raise self.type_error(f"cannot index {describe(base)} with {key.value!r}: {e}", node) from None
-        raise self.type_error(f"{describe(base)} cannot be indexed", node)
+            if is_host_array(base.value):
+                raise self.type_error(f"{describe(base)} cannot be indexed with a run-time index", node,
+                                      hint=HOST_ARRAY_HINT)
+        raise self.type_error(f"{describe(base)} cannot be indexed", node,
+                              hint="kernels index tensors, shared and register arrays, vectors and tuples of constants")
 
     def lower_ref(self, node: ast.expr) -> FValue:
         """An argument that may be an element address (``a[i]`` in ``load(a[i])``)."""
@@ -342,8 +364,14 @@ class ExprLowering(Coercion):
         idx_nodes = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
         shape = t.type.shape if t.is_shared else None
         if len(idx_nodes) > 1 and (shape is None or len(idx_nodes) != len(shape)):
-            dims = "one flat index" if shape is None else f"1 or {len(shape)} indices"
-            raise self.type_error(f"{describe(t)} takes {dims}, got {len(idx_nodes)}", node)
+            got = len(idx_nodes)
+            if shape is None:
+                raise self.type_error(f"{describe(t)} takes one flat index, got {got}", node,
+                                      hint=f"a tensor parameter is flat (an array of any shape arrives as its "
+                                      f"C-contiguous elements): index it row-major with one index, e.g. "
+                                      f"{t.name}[i * ncols + j]")
+            raise self.type_error(f"{describe(t)} has {len(shape)} dimensions {tuple(shape)}, got {got} indices",
+                                  node, hint=f"index it with {len(shape)} indices, or one flat row-major index")
         indices = [self.lower_expr(n) for n in idx_nodes]
         for v, n in zip(indices, idx_nodes):
             if isinstance(v, Py) and isinstance(v.value, int) and not isinstance(v.value, bool) and v.value < 0:

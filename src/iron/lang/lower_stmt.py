@@ -23,10 +23,13 @@ from .handlers.memory import load_element, store_element
 from .lower_call import CallLowering
 from .lower_expr import BINOPS
 from .promote import literal_dtype
-from .values import RV, FValue, Py, RegArray, TensorRef, TupleVal, describe
+from .values import HOST_ARRAY_HINT, RV, FValue, Py, RegArray, TensorRef, TupleVal, describe, is_host_array
 
 #: The most iterations a static_range loop may unroll to.
 MAX_STATIC_UNROLL = 4096
+#: The largest ``range(..., unroll=N)`` (the copies of the body one loop may become; past it compile time and
+#: memory grow with N for no speed: unroll=16000 took minutes).
+MAX_UNROLL = 1024
 
 _UNSUPPORTED_STMT_HINTS: dict[type, str] = {
     ast.FunctionDef: "define helpers at module level with @iron.func",
@@ -225,8 +228,10 @@ class StmtLowering(CallLowering):
             i = self.register_index(base, target)
             self.store_slot(f"{base.name}[{i}]", Slot(base.slots[i], base.elem), value, node)
             return
+        host = isinstance(base, Py) and is_host_array(base.value)
         raise self.error(UnsupportedSyntaxError, f"cannot assign to an element of {describe(base)}", target,
-                         hint="only tensor, shared-array and register-array elements can be assigned")
+                         hint=HOST_ARRAY_HINT if host else
+                         "only tensor, shared-array and register-array elements can be assigned")
 
     def assign_name(self, name: str, value: FValue, node: ast.stmt) -> None:
         """Bind ``name`` (see iron.lang.env for when a slot is needed)."""
@@ -339,6 +344,10 @@ class StmtLowering(CallLowering):
             unroll = self.static_int(self.lower_expr(kw.value), kw.value, "unroll")
             if unroll < 1:
                 raise self.type_error(f"unroll must be at least 1, got {unroll}", kw.value)
+            if unroll > MAX_UNROLL:
+                raise self.type_error(f"unroll={unroll} is over the limit of {MAX_UNROLL} copies of the loop body",
+                                      kw.value, hint="unroll by a small factor (4 to 16 is typical): the loop "
+                                      "still runs every iteration, N only sets how many share one pass of the body")
         if not 1 <= len(it.args) <= 3:
             raise self.error(ArityError, f"range() takes 1 to 3 arguments, got {len(it.args)}", it,
                              hint="range(stop), range(start, stop) or range(start, stop, step)")

@@ -96,6 +96,16 @@ class TupleVal:
 FValue = Union[Py, RV, TensorRef, ElemRef, RegArray, TupleVal]
 
 
+#: Why a host array cannot be used inside a kernel, and what to do instead.
+HOST_ARRAY_HINT = ("a kernel sees only its arguments on the device: pass the array as an argument "
+                   "(a Tensor[...] parameter) and index that")
+
+
+def is_host_array(x: object) -> bool:
+    """A numpy (or numpy-like) array: something with a shape and a dtype that is no kernel value."""
+    return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__getitem__")
+
+
 def describe(v: FValue) -> str:
     """A short description of a value for error messages."""
     if isinstance(v, Py):
@@ -110,6 +120,8 @@ def describe(v: FValue) -> str:
             return f"the string {x!r}"
         if x is None:
             return "None"
+        if is_host_array(x):
+            return f"a host array ({type(x).__name__} of shape {tuple(x.shape)}) from outside the kernel"
         return f"the Python object {type(x).__name__}"
     if isinstance(v, RV):
         t = v.type

@@ -11,7 +11,10 @@ inner loops have been unrolled.  The ``unroll`` hint of a loop decides:
   ``<= N``; otherwise unroll by ``N``: a main loop whose body holds ``N``
   copies of the original body, followed by a remainder loop for the last
   iterations (fully unrolled when the bounds are constants).  Run-time
-  bounds need a constant step.
+  bounds need a constant step.  ``N`` is lowered so that the copies stay
+  within :data:`HINTED_UNROLL_OP_BUDGET` ops (nested hints multiply: 1024
+  inside 1024 would be a million copies); the frontend refuses ``N`` over
+  1024 (``iron.lang.lower_stmt.MAX_UNROLL``).
 
 Loops whose body may leave it early (``return`` anywhere, or a ``break`` /
 ``continue`` of this loop) are left alone: the copies would need to skip
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
 
 #: Largest number of ops a full unroll without an explicit hint may produce.
 FULL_UNROLL_OP_BUDGET = 4096
+#: Largest number of ops the copies of one loop's body may have under an explicit ``unroll`` hint.
+HINTED_UNROLL_OP_BUDGET = 65536
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
@@ -71,6 +76,10 @@ class _Unroller:
         body = op.regions[0]
         if hint == 1 or has_escaping_control(body):
             return [op]
+        if hint is not None:
+            hint = min(hint, max(1, HINTED_UNROLL_OP_BUDGET // max(1, _op_count(body))))
+            if hint == 1:
+                return [op]
         lo, hi, step = (const_value(v) for v in op.operands)
         dt: DType = op.operands[0].type.dtype
         if isinstance(step, int) and isinstance(lo, int) and isinstance(hi, int):

@@ -15,6 +15,10 @@ from ...core.ir import Op
 from .threads import ThreadRef, ThreadSpace
 
 
+class GlobalMemoryRaceError(InterpError):
+    """Two threads of a launch touch one global element, at least one writing, with nothing ordering them."""
+
+
 def _attach(err: InterpError, **details: Any) -> InterpError:
     for key, value in details.items():
         setattr(err, key, value)
@@ -61,6 +65,21 @@ class Faults:
         msg = (f"shared-memory race on '{tensor}'[{index}] in group {group}: {kind} by {actor} and "
                f"{other_kind} by {other_actor} ({other_op.opcode}{other_where}) with no barrier between them")
         return _attach(SharedMemoryRaceError(msg, self.kernel, op.loc), tensor=tensor, index=index, group=group,
+                       thread=actor, other_thread=other_actor, other_loc=other_op.loc)
+
+    def global_race(self, op: Op, other_op: Op, tensor: str, aliases: list[str], index: int,
+                    actor: ThreadRef | str, other_actor: ThreadRef | str, kind: str, other_kind: str,
+                    group: str | None) -> InterpError:
+        """``group``: the group both threads are in (no barrier between them), or None for two groups."""
+        other_where = f" at {other_op.loc}" if other_op.loc else ""
+        same = f" (the same array as {', '.join(repr(a) for a in aliases)})" if aliases else ""
+        order = (f"in group {group} with no barrier between them" if group is not None else
+                 "in different groups, which a GPU runs in any order")
+        msg = (f"global-memory race on '{tensor}'[{index}]{same}: {kind} by {actor} and {other_kind} by "
+               f"{other_actor} ({other_op.opcode}{other_where}), {order}; the interpreter's lock step hides it, "
+               f"a GPU does not: write the result to another tensor (or separate the accesses by a barrier "
+               f"within a group)")
+        return _attach(GlobalMemoryRaceError(msg, self.kernel, op.loc), tensor=tensor, index=index, group=group,
                        thread=actor, other_thread=other_actor, other_loc=other_op.loc)
 
     def inactive_lane(self, op: Op, thread: int, source_lane: int) -> InterpError:

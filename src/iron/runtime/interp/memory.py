@@ -4,12 +4,14 @@ A :class:`Buffer` is flat storage.  A global tensor is a view of the caller's
 array (stores land in it directly); a shared array holds one copy per group,
 and a thread's element ``i`` lives at ``group * size + i``.  Every access
 goes through :meth:`Memory.locate`, which applies the bounds and alignment
-checks and, for shared memory, the race tracker.
+checks and, for shared memory, the race tracker (for global tensors too when
+the ``interp_global_races`` option is on: :mod:`.global_races`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +22,9 @@ from .faults import Faults
 from .mask import Mask
 from .races import Race, RaceTracker
 from .threads import ThreadRef, ThreadSpace
+
+if TYPE_CHECKING:
+    from .global_races import GlobalRaces
 
 
 @dataclass
@@ -33,7 +38,8 @@ class Buffer:
     #: Elements one thread can address (the tensor size, or one group's copy).
     size: int
     shared: bool = False
-    races: RaceTracker | None = None
+    #: The race tracker: a shared array's (with checks on), a global tensor's (with ``interp_global_races``).
+    races: RaceTracker | GlobalRaces | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,8 @@ class Memory:
         self._shared: dict[int, Buffer] = {}
         self._ops: list[Op] = []
         self._op_ids: dict[int, int] = {}
+        #: Trackers of the global tensors, when the global race check is on.
+        self.global_races: list[GlobalRaces] = []
 
     # ------------------------------------------------------------ buffers
     def shared(self, op: Op) -> Buffer:
@@ -133,10 +141,18 @@ class Memory:
         return self._op_ids[key]
 
     def track(self, op: Op, buf: Buffer, kind: str, at: Located, width: int = 1) -> None:
-        """Record a per-thread access of a shared array (no-op for global memory or without checks)."""
+        """Record a per-thread access of a tracked buffer (a no-op for the others)."""
         if buf.races is None:
             return
         t = self.threads
+        if not buf.shared:
+            threads = np.arange(t.size) if at.threads is None else at.threads
+            index = at.index
+            if width > 1:
+                index = (index[:, None] + np.arange(width)).reshape(-1)
+                threads = np.repeat(threads, width)
+            self._record_global(op, buf, kind, index, threads)
+            return
         groups = t.linear_group if at.threads is None else t.linear_group[at.threads]
         actors = t.local_linear if at.threads is None else t.local_linear[at.threads]
         index = at.index
@@ -151,6 +167,10 @@ class Memory:
         if buf.races is None:
             return
         t = self.threads
+        if not buf.shared:
+            actors = np.repeat(t.size + simd_groups, index.shape[1])
+            self._record_global(op, buf, kind, index.reshape(-1), actors)
+            return
         per_group = t.simd_groups_per_group
         groups = np.repeat(simd_groups // per_group, index.shape[1])
         actors = np.repeat(t.threads_per_group + simd_groups % per_group, index.shape[1])
@@ -158,10 +178,35 @@ class Memory:
 
     def _record(self, op: Op, buf: Buffer, kind: str, groups: np.ndarray, index: np.ndarray,
                 actors: np.ndarray) -> None:
-        assert buf.races is not None
+        assert isinstance(buf.races, RaceTracker)
         race = buf.races.record(kind, self.op_id(op), groups, index, actors)
         if race is not None:
             raise self._race_error(op, buf, race)
+
+    def _record_global(self, op: Op, buf: Buffer, kind: str, index: np.ndarray, actors: np.ndarray) -> None:
+        tracker = buf.races
+        assert tracker is not None and not isinstance(tracker, RaceTracker)
+        race = tracker.record(kind, self.op_id(op), index, actors)
+        if race is None:
+            return
+        group, other_group = (int(g) for g in tracker.group_of(np.array([race.actor, race.other_actor])))
+        one_group = self._group_text(group * self.threads.threads_per_group) if group == other_group else None
+        aliases = [n for n in tracker.names if n != buf.name]
+        raise self.faults.global_race(op, self._ops[race.other_op_id], buf.name, aliases, race.index,
+                                      self._global_actor(race.actor), self._global_actor(race.other_actor),
+                                      race.kind, race.other_kind, one_group)
+
+    def _global_actor(self, actor: int) -> ThreadRef | str:
+        t = self.threads
+        if actor < t.size:
+            return t.describe(actor)
+        sg = actor - t.size
+        group, local = divmod(sg, t.simd_groups_per_group)
+        return f"subgroup {local} of group {self._group_text(group * t.threads_per_group)} (a fragment op)"
+
+    def _group_text(self, thread: int) -> str:
+        group = self.threads.describe(thread).group_id
+        return str(group[0]) if len(group) == 1 else str(group)
 
     def _race_error(self, op: Op, buf: Buffer, race: Race) -> Exception:
         other_op = self._ops[race.other_op_id]
@@ -180,5 +225,7 @@ class Memory:
     def barrier(self, groups: np.ndarray) -> None:
         """``groups`` (bool over groups) passed a barrier: their race history starts afresh."""
         for buf in self._shared.values():
-            if buf.races is not None:
+            if isinstance(buf.races, RaceTracker):
                 buf.races.reset(groups)
+        for tracker in self.global_races:
+            tracker.barrier(groups)

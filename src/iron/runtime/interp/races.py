@@ -8,11 +8,16 @@ and every access kind, the tracker remembers the first two distinct
 enough to find a conflicting pair for any later access, at the moment it
 happens.  An actor is a thread (its number in the group) or, for fragment
 ops, a whole subgroup (``threads_per_group + subgroup``).
+
+The global race check (:mod:`.global_races`) uses the same tracker with a
+*party*: two actors conflict only when their parties differ (threads of
+different groups), and forgets actors one group at a time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -20,6 +25,9 @@ READ, WRITE, ATOMIC = "read", "write", "atomic"
 #: The access kinds each kind conflicts with when the actors differ.
 CONFLICTS = {READ: (WRITE, ATOMIC), WRITE: (READ, WRITE, ATOMIC), ATOMIC: (READ, WRITE)}
 _NONE = -1
+
+#: Maps actors (an int array) to what decides whether two of them conflict; None: the actors themselves.
+Party = Callable[[np.ndarray], np.ndarray] | None
 
 
 @dataclass(frozen=True)
@@ -44,9 +52,10 @@ class RaceTracker:
     else 64, since the tables are as large as the shared arrays of all groups.
     """
 
-    def __init__(self, groups: int, size: int, actors: int, ops: int):
+    def __init__(self, groups: int, size: int, actors: int, ops: int, party: Party = None):
         self.groups = groups
         self.size = size
+        self._party = party
         narrow = actors < 2 ** 15 and ops < 2 ** 16
         self._dtype = np.dtype(np.int32 if narrow else np.int64)
         self._shift = 16 if narrow else 32
@@ -58,6 +67,18 @@ class RaceTracker:
         for first, second in self._seen.values():
             first.reshape(self.groups, self.size)[groups] = _NONE
             second.reshape(self.groups, self.size)[groups] = _NONE
+
+    def forget(self, gone: Callable[[np.ndarray], np.ndarray]) -> None:
+        """Forget every access whose actor ``gone`` marks (a bool per actor), whatever its address."""
+        for first, second in self._seen.values():
+            drop_first = (first != _NONE) & gone(first >> self._shift)
+            drop_second = (second != _NONE) & gone(second >> self._shift)
+            second[drop_second] = _NONE
+            first[drop_first] = second[drop_first]
+            second[drop_first] = _NONE
+
+    def _of(self, actors: np.ndarray) -> np.ndarray:
+        return actors if self._party is None else self._party(actors)
 
     def record(self, kind: str, op_id: int, group: np.ndarray, index: np.ndarray,
                actor: np.ndarray) -> Race | None:
@@ -77,7 +98,7 @@ class RaceTracker:
                 continue
             first, second = self._seen[other]
             f, s = first[keys], second[keys]
-            entry = np.where((f >> self._shift) != actor, f, s)
+            entry = np.where(self._of(f >> self._shift) != self._of(actor), f, s)
             hits = np.flatnonzero(entry != _NONE)
             if hits.size:
                 j = int(hits[0])
@@ -92,7 +113,7 @@ class RaceTracker:
         starts = np.flatnonzero(np.r_[True, k_sorted[1:] != k_sorted[:-1]])
         seg = np.cumsum(np.r_[True, k_sorted[1:] != k_sorted[:-1]]) - 1
         first_actor = a_sorted[starts]
-        differs = a_sorted != first_actor[seg]
+        differs = self._of(a_sorted) != self._of(first_actor)[seg]
         if kind == WRITE and differs.any():
             j = int(np.flatnonzero(differs)[0])
             s = int(seg[j])
@@ -111,7 +132,7 @@ class RaceTracker:
         first, second = self._seen[kind]
         old_first, old_second = first[ukeys], second[ukeys]
         # The second entry keeps the first actor that differs from the first entry's.
-        candidate = np.where((b1 >> shift) != (old_first >> shift), b1, b2)
+        candidate = np.where(self._of(b1 >> shift) != self._of(old_first >> shift), b1, b2)
         first[ukeys] = np.where(old_first == _NONE, b1, old_first)
         second[ukeys] = np.where(old_first == _NONE, b2, np.where(old_second == _NONE, candidate, old_second))
         return None
