@@ -92,3 +92,69 @@ def test_a_failed_build_writes_nothing_and_keeps_old_files(project, capsys):
 def test_unknown_emit_kind_lists_the_choices(project, capsys):
     assert _build(project, "--emit", "llvm") == 1
     assert "unknown --emit kind 'llvm'" in capsys.readouterr().err
+
+
+RULED = textwrap.dedent('''
+    from iron import kernel, variants, Tensor, In, T, f32, f16, LaunchError
+    from iron.lang import program_id
+
+    def whole_vectors(v):
+        """VEC divides N"""
+        return v.N % v.VEC == 0
+
+    @kernel(variants(T=[f32, f16], N=[4, 6], VEC=[2, 4], where=whole_vectors))
+    def chunks(a: In[T], out: Tensor[T]):
+        assert N % VEC == 0, "VEC divides N"  # N=6, VEC=4 fails to compile: the rule excludes it
+        i = program_id(0)
+        out[i] = a[i]
+''')
+
+
+def test_variant_rules_decide_what_is_built(tmp_path, capsys):
+    """Combinations a rule of variants(where=...) rejects (here one whose static assertion fails) are not
+    enumerated: the build succeeds and the manifest and the Swift bindings hold exactly the valid ones."""
+    (tmp_path / "kernels.py").write_text(RULED)
+    assert main(["build", "-m", str(tmp_path / "kernels.py"), "--out", str(tmp_path / "out"),
+                 "--emit", "ir,msl,swift,manifest"]) == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    (k,) = manifest["kernels"]
+    built = [(v["binding"]["T"], v["binding"]["N"], v["binding"]["VEC"]) for v in k["variants"]]
+    assert built == [("f32", "4", "2"), ("f32", "4", "4"), ("f32", "6", "2"),
+                     ("f16", "4", "2"), ("f16", "4", "4"), ("f16", "6", "2")]
+    swift = (tmp_path / "out" / "swift" / "IronKernels.swift").read_text()
+    entries = sorted(v["entry"] for v in k["variants"])
+    assert sorted(e for e in entries if f"public func {e}(" in swift) == entries
+    irs = [p.name for p in (tmp_path / "out" / "ir").iterdir()]
+    assert len(irs) == 6 and not [name for name in irs if "N_6" in name and "VEC_4" in name]
+
+
+def test_launching_an_excluded_combination_names_the_kernel_and_the_rule(tmp_path):
+    import numpy as np
+
+    from iron import LaunchError
+    from iron.harness.discovery import load_source
+
+    (tmp_path / "ruled.py").write_text(RULED)
+    module = load_source(str(tmp_path / "ruled.py"))
+    with pytest.raises(LaunchError, match=r"kernel 'chunks' has no variant T=f32, N=6, VEC=4: its rule "
+                                          r"'whole_vectors: VEC divides N' excludes that combination"):
+        module.chunks.variant(N=6, VEC=4).launch(np.zeros(4, np.float32), np.zeros(4, np.float32), grid=4,
+                                                 backend="interp")
+    with pytest.raises(LaunchError, match="whole_vectors"):
+        module.chunks.variant(T=module.f16, N=6, VEC=4)
+    module.chunks.variant(N=6, VEC=2).launch(np.ones(4, np.float32), out := np.zeros(4, np.float32), grid=4,
+                                             backend="interp")
+    assert out.tolist() == [1.0] * 4
+    assert len(module.chunks.variants) == 6
+
+
+def test_a_lambda_rule_is_named_by_its_source():
+    from iron import f16, f32, variants
+
+    v = variants(T=[f32, f16], V=[4, 8], where=lambda v: not (v.T == f16 and v.V == 4))
+    assert [b for b in v.bindings()] == [{"T": f32, "V": 4}, {"T": f32, "V": 8}, {"T": f16, "V": 8}]
+    assert "lambda v: not (v.T == f16 and v.V == 4)" in repr(v)
+    with pytest.raises(ValueError, match="reject every combination"):
+        variants(T=[f32], where=lambda v: False).bindings()
+    with pytest.raises(ValueError, match="takes a predicate"):
+        variants(T=[f32], where=3)

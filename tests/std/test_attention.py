@@ -272,7 +272,7 @@ def test_decode_plan_takes_teams_of_16_for_short_chunks_on_cuda_only():
 
 def test_decode_attention_rejects_bad_out_and_chunk():
     args = _decode_inputs()
-    with pytest.raises(iron.LaunchError, match="out: expected shape"):
+    with pytest.raises(iron.LaunchError, match="decode_attention: out has shape"):
         A.decode_attention(*args, out=np.zeros((1, 2, 32), np.float16), backend="interp")
     with pytest.raises(iron.LaunchError, match="chunk must be positive"):
         A.decode_attention(*args, chunk=0, backend="interp")

@@ -72,8 +72,8 @@ def test_dtype_spellings_copy_and_out():
     (lambda: C.cast(np.ones(4, np.float32), "f64"), "among f32, f16 and bf16"),
     (lambda: C.cast(np.ones(4, np.float32), "half-float"), "unknown dtype"),
     (lambda: C.cast(np.ones(4, np.int32), "f16"), "f32, f16 or bf16"),
-    (lambda: C.cast(np.ones(4, np.float32), "f16", out=np.empty(4, np.float32)), "expected f16"),
-    (lambda: C.cast(np.ones(4, np.float32), "f16", out=np.empty(5, np.float16)), "expected shape"),
+    (lambda: C.cast(np.ones(4, np.float32), "f16", out=np.empty(4, np.float32)), "cast: out has dtype f32; cast writes f16"),
+    (lambda: C.cast(np.ones(4, np.float32), "f16", out=np.empty(5, np.float16)), "cast: out has shape"),
     (lambda: C.copy("not an array"), "expected an array"),
 ])
 def test_bad_input_is_a_launch_error(call, message):

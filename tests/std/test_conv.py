@@ -367,7 +367,7 @@ X4 = np.ones((1, 3, 5, 5), np.float32)
     (lambda: conv.conv2d(X4, np.ones((2, 3, 3), np.float32)), "w must have 4 dimensions"),
     (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float32), np.ones(3, np.float32)), "bias: expected shape (2,)"),
     (lambda: conv.conv2d(X4, np.ones((2, 3, 3, 3), np.float32), out=np.empty((1, 2, 3, 4), np.float32)),
-     "out: expected shape (1, 2, 3, 3)"),
+     "conv2d: out has shape (1, 2, 3, 4); conv2d writes shape (1, 2, 3, 3)"),
     (lambda: conv.conv2d(X4.astype(np.int32), np.ones((2, 3, 3, 3), np.int32)), "takes f32, f16 or bf16"),
     (lambda: conv.conv1d(X4[:, :, 0], np.ones((2, 3, 9), np.float32), padding=1), "along L the kernel spans 9"),
     (lambda: conv.conv1d(X4[:, :, 0], np.ones((2, 3, 2), np.float32), stride=(1, 1)), "must be ints"),

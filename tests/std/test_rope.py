@@ -155,7 +155,7 @@ def test_bad_inputs_raise_launch_errors():
         R.rope(x, (table[0],))
     with pytest.raises(iron.LaunchError, match="theta"):
         R.rope(x, pos, theta=-1.0)
-    with pytest.raises(iron.LaunchError, match="out must be f32"):
+    with pytest.raises(iron.LaunchError, match="rope: out has dtype f16; rope writes f32"):
         R.rope(x, pos, out=np.zeros(x.shape, np.float16))
     with pytest.raises(iron.LaunchError, match="head_dim"):
         R.rope_cache(pos, 7)

@@ -181,7 +181,7 @@ def _compile_kind(kind: str, variants: list[VariantBuild], result: BuildResult, 
         if em is None:
             continue
         try:
-            binary, arch = _compile_one(kind, em)
+            binary, arch = _compile_one(kind, em, vb.optimized.get(target))
         except ToolchainMissing as e:
             if strict:
                 raise BuildError(f"--emit {kind}: {e}") from None
@@ -191,11 +191,13 @@ def _compile_kind(kind: str, variants: list[VariantBuild], result: BuildResult, 
         result.files[name] = binary
 
 
-def _compile_one(kind: str, em: Any) -> tuple[bytes, str | None]:
+def _compile_one(kind: str, em: Any, ir: Kernel | None = None) -> tuple[bytes, str | None]:
     if kind in ("ptx", "cubin"):
         from ..codegen.toolchains import nvrtc
 
         arch = DEFAULT_ARCH["cuda"]
+        if ir is not None and any(op.opcode == "mma_wg" for op in ir.walk()):
+            arch += "a"  # wgmma exists in the arch-specific sm_90a alone (as the CUDA runtime builds it)
         art = nvrtc.compile_cuda(em.source, arch=arch, want=kind, name=f"{em.abi.entry}.cu")
         return art.binary, arch
     if kind == "hsaco":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ..core.dtypes import DType
 from .builtins import KernelOnlyError
@@ -100,14 +100,29 @@ Constexpr = ConstexprSpec()
 VARIANT_VALUE_TYPES = (DType, bool, int, float, str)
 
 
-class Variants:
-    """The variant parameters of a kernel: an ordered name -> list of values mapping.
+class VariantValues(dict):
+    """One combination of variant values, as a rule of ``variants(where=...)`` sees it: ``v["BM"]`` or ``v.BM``."""
 
-    ``bindings()`` is the cartesian product, first parameter varying slowest,
-    in the order the values were listed.
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no variant parameter {name!r}; the parameters are {', '.join(self)}") from None
+
+
+#: What a rule of ``variants(where=...)`` is: a predicate on one combination of variant values.
+VariantRule = Callable[[VariantValues], Any]
+
+
+class Variants:
+    """The variant parameters of a kernel: an ordered name -> list of values mapping, and its rules.
+
+    ``bindings()`` is the cartesian product, first parameter varying slowest, in the order the values
+    were listed, less the combinations a rule of ``where`` rejects (combinations the kernel cannot
+    compile): those are never built ahead of time, and a launch of one is an error naming the rule.
     """
 
-    def __init__(self, params: dict[str, list[Any]]):
+    def __init__(self, params: dict[str, list[Any]], where: VariantRule | Sequence[VariantRule] | None = None):
         for name, values in params.items():
             if not name.isidentifier():
                 raise ValueError(f"variant parameter {name!r} is not an identifier")
@@ -119,19 +134,86 @@ class Variants:
             if len(set(map(_tagged, values))) != len(values):
                 raise ValueError(f"variants({name}=...) lists a value twice: {list(values)!r}")
         self.params: dict[str, tuple[Any, ...]] = {n: tuple(vs) for n, vs in params.items()}
+        rules = () if where is None else tuple(where) if isinstance(where, (list, tuple)) else (where,)
+        for rule in rules:
+            if not callable(rule):
+                raise ValueError(f"variants(where=...) takes a predicate on the variant values (or a list of "
+                                 f"them), got {rule!r}")
+        if rules and not self.params:
+            raise ValueError("variants(where=...) needs variant parameters for its rules to judge")
+        self.where: tuple[VariantRule, ...] = rules
+        self._valid: list[dict[str, Any]] | None = None
 
-    def bindings(self) -> list[dict[str, Any]]:
+    def product(self) -> list[dict[str, Any]]:
+        """Every combination of the listed values, valid or not."""
         names = list(self.params)
         return [dict(zip(names, combo)) for combo in itertools.product(*self.params.values())]
 
+    def bindings(self) -> list[dict[str, Any]]:
+        """The valid combinations (computed once: the rules run on first use, not at import)."""
+        if self._valid is None:
+            valid = [b for b in self.product() if self.broken_rule(b) is None]
+            if not valid:
+                raise ValueError(f"{self!r}: the rules of where= reject every combination of the listed values")
+            self._valid = valid
+        return list(self._valid)
+
+    def broken_rule(self, binding: dict[str, Any]) -> VariantRule | None:
+        """The first rule that rejects ``binding``'s variant values, or None (also when some are unbound)."""
+        if not self.where or any(name not in binding for name in self.params):
+            return None
+        values = VariantValues((name, binding[name]) for name in self.params)
+        for rule in self.where:
+            try:
+                ok = rule(values)
+            except Exception as e:  # noqa: BLE001 - a rule is user code; say which one failed, on which values
+                raise ValueError(f"the variants rule {rule_text(rule)!r} failed on {format_binding(values)}: "
+                                 f"{type(e).__name__}: {e}") from e
+            if not ok:
+                return rule
+        return None
+
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={list(vs)!r}" for n, vs in self.params.items())
-        return f"variants({inner})"
+        rules = f", where={[rule_text(r) for r in self.where]!r}" if self.where else ""
+        return f"variants({inner}{rules})"
 
 
-def variants(**params: list[Any]) -> Variants:
-    """Declare variant parameters: ``variants(T=[f32, f16], BLOCK=[128, 256])``."""
-    return Variants(params)
+def variants(*, where: VariantRule | Sequence[VariantRule] | None = None, **params: list[Any]) -> Variants:
+    """Declare variant parameters: ``variants(T=[f32, f16], BLOCK=[128, 256])``.
+
+    ``where``: a predicate (or a list of them) on one combination, ``lambda v: v.BLOCK % v.VEC == 0``;
+    only the combinations every rule accepts exist (docs/language.md "Variants").
+    """
+    return Variants(params, where)
+
+
+def rule_text(rule: VariantRule) -> str:
+    """How an error names a rule: a lambda's source text, else its name and its docstring's first line."""
+    name = getattr(rule, "__name__", "")
+    if name == "<lambda>":
+        return _lambda_source(rule) or "a lambda"
+    doc = (getattr(rule, "__doc__", None) or "").strip()
+    label = getattr(rule, "__qualname__", None) or repr(rule)
+    return f"{label}: {doc.splitlines()[0]}" if doc else label
+
+
+def _lambda_source(fn: Any) -> str | None:
+    """The text of lambda ``fn`` in its file (None when the file is not readable or holds several candidates)."""
+    import ast
+    import linecache
+
+    code = fn.__code__
+    try:
+        lines = linecache.getlines(code.co_filename)
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError, OSError):
+        return None
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno
+             and [a.arg for a in node.args.args] == list(code.co_varnames[:code.co_argcount])]
+    if len(found) != 1:
+        return None
+    return ast.get_source_segment("".join(lines), found[0])
 
 
 def _tagged(value: Any) -> tuple[str, Any]:

@@ -16,7 +16,7 @@ from .. import config
 from ..core.dtypes import DType
 from ..core.errors import LaunchError
 from ..core.ir import Kernel
-from .annotations import Variants, binding_key, format_binding
+from .annotations import Variants, binding_key, format_binding, rule_text
 from .binding import BindingResolver
 from .frontend import lower_kernel
 from .numpy_compat import array_element_type, element_signature, is_numpy_integer
@@ -64,12 +64,27 @@ class KernelFunction:
 
     @property
     def variants(self) -> list[dict[str, Any]]:
-        """Every binding of the declared variant parameters (the cartesian product)."""
+        """Every valid binding of the declared variant parameters: the cartesian product less what the
+        rules of ``variants(where=...)`` reject."""
         return self._variants.bindings() if self._variants.params else []
 
     def variant(self, **binding: Any) -> "SpecializedKernel":
         """This kernel with some variant values, type variables or constexprs fixed."""
-        return SpecializedKernel(self, self.resolver.check_partial(binding))
+        checked = self.resolver.check_partial(binding)
+        self._check_rules(checked)
+        return SpecializedKernel(self, checked)
+
+    def _check_rules(self, binding: dict[str, Any]) -> None:
+        """A LaunchError when ``binding`` sets every variant parameter to a combination a rule rejects."""
+        try:
+            rule = self._variants.broken_rule(binding)
+        except ValueError as e:
+            raise LaunchError(f"kernel '{self.name}': {e}") from None
+        if rule is not None:
+            values = format_binding({n: binding[n] for n in self._variants.params})
+            raise LaunchError(f"kernel '{self.name}' has no variant {values}: its rule {rule_text(rule)!r} "
+                              f"excludes that combination (it is not built, and cannot run); "
+                              f"{len(self.variants)} combinations are valid")
 
     def ir(self, **binding: Any) -> Kernel:
         """The verified frontend IR for ``binding`` (unlisted variant parameters take their first value)."""
@@ -86,6 +101,7 @@ class KernelFunction:
     def _ir_for(self, key: tuple, binding: dict[str, Any]) -> Kernel:
         k = self._irs.get(key)
         if k is None:
+            self._check_rules(binding)
             meta = {} if self.fp_contract is None else {"fp_contract": self.fp_contract}
             k = lower_kernel(self.parsed, self.params, binding, self.name, meta)
             self._irs[key] = k

@@ -103,5 +103,117 @@ def check_shape(x: Any, shape: Sequence[int], what: str) -> None:
         raise LaunchError(f"{what}: expected shape {tuple(shape)}, got {got}")
 
 
+# ---------------------------------------------------------------- the user's out= (and residual_out=)
+
+def output(fn: str, out: Any, like: Any, shape: Sequence[int], dtype: D.DType, reads: dict[str, Any],
+           in_place: Sequence[str] = (), name: str = "out") -> Any:
+    """``out`` checked under the user's names, or (None) a new array of ``shape`` and ``dtype`` like ``like``.
+
+    Checked before any launch, so the error names ``fn`` and ``name`` (not a kernel's parameter) and
+    nothing has run: ``out`` must be an array of ``like``'s kind and device, of ``shape`` and ``dtype``,
+    C-contiguous, and must not overlap any array of ``reads`` (the inputs, by the user's names) --
+    except that it may be exactly an input listed in ``in_place`` (same memory, shape and dtype), for
+    the kernels whose threads each read an element before writing only that element.  The GPU
+    backends run threads concurrently, so a kernel reading what another thread writes would give
+    wrong results there while the interpreter, in lock-step, got them right.
+    """
+    if out is None:
+        return empty_like(like, shape, dtype)
+    what = f"{fn}: {name}"
+    got = dtype_of(out, what)
+    if kind_of(out) != kind_of(like):
+        raise LaunchError(f"{what} is a {kind_of(out)}, the input a {kind_of(like)}: pass {name} of the same "
+                          f"kind (or leave {name}=None to allocate it)")
+    device, in_device = getattr(out, "device", None), getattr(like, "device", None)
+    if kind_of(out) == "torch tensor" and device != in_device:
+        raise LaunchError(f"{what} is on {device}, the input on {in_device}: pass {name} on the same device")
+    if got != dtype:
+        raise LaunchError(f"{what} has dtype {got.name}; {fn} writes {dtype.name} there")
+    if shape_of(out) != tuple(shape):
+        raise LaunchError(f"{what} has shape {shape_of(out)}; {fn} writes shape {tuple(shape)} there")
+    if not is_contiguous(out):
+        raise LaunchError(f"{what} must be C-contiguous (the kernel writes it as one flat buffer)")
+    for input_name, x in reads.items():
+        if x is None or x is out and input_name in in_place or not overlaps(out, x):
+            continue
+        if input_name in in_place and same_memory(out, x):
+            continue
+        allowed = f" ({name}={input_name} itself is allowed)" if input_name in in_place else ""
+        raise LaunchError(f"{what} overlaps {input_name}: {fn} cannot write its result over the memory it reads"
+                          f"{allowed}; pass a separate {name} (or leave it None)")
+    return out
+
+
+def kind_of(x: Any) -> str:
+    """What sort of array ``x`` is, as an error says it."""
+    module = type(x).__module__.split(".")[0]
+    return {"numpy": "numpy array", "torch": "torch tensor", "cupy": "CuPy array"}.get(module, type(x).__name__)
+
+
+def is_contiguous(x: Any) -> bool:
+    flags = getattr(x, "flags", None)
+    if flags is not None and hasattr(flags, "c_contiguous"):
+        return bool(flags.c_contiguous)
+    if hasattr(x, "is_contiguous"):
+        return bool(x.is_contiguous())
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if isinstance(cai, dict) and cai.get("strides") is not None:
+        itemsize = int(cai["typestr"][2:])
+        want = itemsize
+        for extent, stride in reversed(list(zip(cai["shape"], cai["strides"]))):
+            if extent > 1 and stride != want:
+                return False
+            want *= extent
+    return True
+
+
+def _span(x: Any) -> tuple[Any, int, int] | None:
+    """(address space, first byte, one past the last byte) of an array's elements; None when empty or unknown."""
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(x, np.ndarray):
+        if x.size == 0:
+            return None
+        lo, hi = np.lib.array_utils.byte_bounds(x) if hasattr(np.lib, "array_utils") else np.byte_bounds(x)
+        return "host", lo, hi
+    if hasattr(x, "data_ptr") and hasattr(x, "stride"):  # torch
+        if x.numel() == 0:
+            return None
+        start, size = x.data_ptr(), x.element_size()
+        lo = start + size * sum(min(0, (n - 1) * st) for n, st in zip(x.shape, x.stride()))
+        hi = start + size * (1 + sum(max(0, (n - 1) * st) for n, st in zip(x.shape, x.stride())))
+        return str(x.device), lo, hi
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if isinstance(cai, dict):
+        shape = tuple(cai["shape"])
+        if any(n == 0 for n in shape):
+            return None
+        itemsize = int(cai["typestr"][2:])
+        strides = cai.get("strides")
+        if strides is None:
+            strides, step = [], itemsize
+            for n in reversed(shape):
+                strides.insert(0, step)
+                step *= n
+        start = int(cai["data"][0])
+        lo = start + sum(min(0, (n - 1) * st) for n, st in zip(shape, strides))
+        hi = start + itemsize + sum(max(0, (n - 1) * st) for n, st in zip(shape, strides))
+        return ("cuda", getattr(x, "device", None).__repr__()), lo, hi
+    return None
+
+
+def overlaps(a: Any, b: Any) -> bool:
+    """Whether two arrays may share memory (numpy's bounds check; address ranges for device arrays)."""
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.size > 0 and b.size > 0 and bool(np.may_share_memory(a, b))
+    sa, sb = _span(a), _span(b)
+    return sa is not None and sb is not None and sa[0] == sb[0] and sa[1] < sb[2] and sb[1] < sa[2]
+
+
+def same_memory(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same elements: the same address range, shape and dtype (an in-place call)."""
+    return _span(a) == _span(b) and shape_of(a) == shape_of(b) and dtype_of(a) == dtype_of(b)
+
+
 __all__ = ["FLOATS", "VECTOR_BYTES", "ceil_div", "check_float", "check_shape", "dtype_of", "empty_like",
-           "shape_of", "size_of", "vector_width"]
+           "is_contiguous", "kind_of", "output", "overlaps", "same_memory", "shape_of", "size_of", "vector_width"]

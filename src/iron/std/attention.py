@@ -23,8 +23,8 @@ from iron import LaunchError, bf16, f16, f32, func, i32, In, T, Tensor, kernel, 
 from iron.lang import (barrier, exp2, fma, frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_id, lane_id,
                        local, log2, mma, num_simd_groups, program_id, select, shared, simd_group_id, simd_shuffle_xor,
                        simd_size, static_range, thread_id, vec)
-from iron.std._host import (backend_name, ceil_div, check_float, check_shape, dtype_of, empty_like, shape_of,
-                            vector_width)
+from iron.std._host import (backend_name, ceil_div, check_float, check_shape, dtype_of, empty_like, output,
+                            shape_of, vector_width)
 
 NEG = -math.inf
 LOG2E = 1.4426950408889634
@@ -37,7 +37,13 @@ DECODE_THREADS = 128
 TEAM = 8
 
 
-@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2, 4], U=[1, 2, 4], TM=[TEAM, 16]))
+def team_spans_head(v: dict[str, Any]) -> bool:
+    """a team's TM lanes read whole VEC-wide vectors of a head: D a multiple of TM * VEC"""
+    return v["D"] % (v["TM"] * v["VEC"]) == 0
+
+
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2, 4], U=[1, 2, 4], TM=[TEAM, 16],
+                 where=team_spans_head))
 def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32],
                            part_lse: Tensor[f32], H: int, H_kv: int, S_max: int, NCH: int, CH: int, scale: f32):
     """One chunk of keys for GQ query heads sharing one KV head: the chunk's softmax-weighted V and its LSE.
@@ -568,10 +574,10 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: f
         raise LaunchError(f"decode_attention: seq_lens must be int32, got {dtype_of(seq_lens).name}")
     if s_max < 1:
         raise LaunchError("decode_attention: the cache holds no positions (S_max = 0)")
-    if out is None:
-        out = empty_like(q)
-    else:
-        check_shape(out, (b, h, d), "decode_attention: out")
+    out = output("decode_attention", out, q, (b, h, d), dt,
+                 {"q": q, "k_cache": k_cache, "v_cache": v_cache, "seq_lens": seq_lens})
+    if b == 0 or h == 0:
+        return out
     gq = heads_per_group(h, h_kv)
     ch = decode_chunk(b, h // gq, s_max) if chunk is None else int(chunk)
     if ch < 1:
@@ -615,10 +621,7 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
     for name, x in (("k", k), ("v", v)):
         if dtype_of(x, name) != dt:
             raise LaunchError(f"prefill_attention: {name} is {dtype_of(x).name}, q is {dt.name}")
-    if out is None:
-        out = empty_like(q)
-    else:
-        check_shape(out, (b, h, s, d), "prefill_attention: out")
+    out = output("prefill_attention", out, q, (b, h, s, d), dt, {"q": q, "k": k, "v": v})
     if s == 0 or b * h == 0:
         return out
     bq = prefill_block(backend) if block is None else int(block)

@@ -88,18 +88,16 @@ def _dtype(dtype: Any) -> D.DType:
 def cast(x: Any, dtype: Any, out: Any = None, backend: str | None = None) -> Any:
     """``x`` converted to ``dtype`` (an Iron dtype or its name: "f32", "f16", "bf16"), rounded to nearest
     even; a new array like ``x`` unless ``out`` (of x's shape and ``dtype``) is given."""
+    return _cast(x, dtype, out, backend, "cast")
+
+
+def _cast(x: Any, dtype: Any, out: Any, backend: str | None, fn: str) -> Any:
     src = _host.check_float(x, "x")
     dst = _dtype(dtype)
     n = _host.size_of(x)
     if n > MAX_ELEMENTS:
         raise LaunchError(f"x: {n} elements; the kernel indexes at most {MAX_ELEMENTS}")
-    if out is None:
-        out = _host.empty_like(x, dtype=dst)
-    else:
-        got = _host.dtype_of(out, "out")
-        if got != dst:
-            raise LaunchError(f"out: expected {dst.name}, got {got.name}")
-        _host.check_shape(out, _host.shape_of(x), "out")
+    out = _host.output(fn, out, x, _host.shape_of(x), dst, {"x": x}, in_place=("x",))
     if n:
         vw = vector_for(src, dst)
         cast_kernel.variant(T=src, U=dst, VEC=vw).launch(x, out, n, grid=flat_grid(_host.ceil_div(n, vw)),
@@ -109,7 +107,7 @@ def cast(x: Any, dtype: Any, out: Any = None, backend: str | None = None) -> Any
 
 def copy(x: Any, out: Any = None, backend: str | None = None) -> Any:
     """A copy of ``x`` (f32/f16/bf16), 16 bytes per thread; into ``out`` when given."""
-    return cast(x, _host.check_float(x, "x"), out=out, backend=backend)
+    return _cast(x, _host.check_float(x, "x"), out, backend, "copy")
 
 
 __all__ = ["PAIRS", "cast", "cast_kernel", "copy", "vector_for"]

@@ -588,15 +588,8 @@ def _operands(x: Any, w: Any, bias: Any, x_rank: int, w_rank: int, op: str) -> t
     return dt, x, w, None if bias is None else _contiguous(bias, "bias")
 
 
-def _output(x: Any, out: Any, shape: tuple[int, ...], dt: Any, op: str) -> Any:
-    if out is None:
-        return _host.empty_like(x, shape, dt)
-    _host.check_shape(out, shape, f"{op}: out")
-    if _host.dtype_of(out, f"{op}: out") != dt:
-        raise LaunchError(f"{op}: out has dtype {_host.dtype_of(out).name}, expected {dt.name}")
-    if _contiguous(out, "out") is not out:
-        raise LaunchError(f"{op}: out must be C-contiguous (it is written in place)")
-    return out
+def _output(x: Any, out: Any, shape: tuple[int, ...], dt: Any, op: str, reads: dict[str, Any]) -> Any:
+    return _host.output(op, out, x, shape, dt, reads)
 
 
 def _aligned(*arrays: Any) -> bool:
@@ -659,7 +652,7 @@ def conv1d(x: Any, w: Any, bias: Any = None, stride: int = 1, padding: int = 0, 
         raise LaunchError("conv1d: the kernel size K must be >= 1")
     _check_bias(bias, c_out, "conv1d")
     l_out = _extent(length, k, stride, padding, dilation, "L")
-    out = _output(x, out, (n, c_out, l_out), dt, "conv1d")
+    out = _output(x, out, (n, c_out, l_out), dt, "conv1d", {"x": x, "w": w, "bias": bias})
     return _dense(x, w, bias, out, dt, False,
                   (n, c_in, 1, length, c_out, 1, k, 1, stride, 0, padding, 1, dilation, 1, l_out), backend)
 
@@ -690,7 +683,7 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
                                     _pair(dilation, "conv2d: dilation"))
     h_out, w_out = _extent(h, kh, sh, ph, dh, "H"), _extent(wd, kw, sw, pw, dw, "W")
     shape = (n, h_out, w_out, c_out) if nhwc else (n, c_out, h_out, w_out)
-    out = _output(x, out, shape, dt, "conv2d")
+    out = _output(x, out, shape, dt, "conv2d", {"x": x, "w": w, "bias": bias})
     return _dense(x, w, bias, out, dt, nhwc,
                   (n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out), backend)
 
@@ -719,7 +712,8 @@ def depthwise_conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, 
     (sh, sw), (ph, pw), (dh, dw) = (_pair(stride, f"{op}: stride"), _pair(padding, f"{op}: padding"),
                                     _pair(dilation, f"{op}: dilation"))
     h_out, w_out = _extent(h, kh, sh, ph, dh, "H"), _extent(wd, kw, sw, pw, dw, "W")
-    out = _output(x, out, (n, h_out, w_out, c) if nhwc else (n, c, h_out, w_out), dt, op)
+    out = _output(x, out, (n, h_out, w_out, c) if nhwc else (n, c, h_out, w_out), dt, op,
+                  {"x": x, "w": w, "bias": bias})
     if n * c * h_out * w_out == 0:
         return out
     _check_int32(op, n * c * h * wd, n * c * h_out * w_out)

@@ -306,19 +306,14 @@ def op_code(op: Any, families: dict[str, tuple[str, ...]], what: str) -> tuple[s
     raise LaunchError(f"{what}: unknown op {op!r}; the ops: {known}")
 
 
-def _prepare(x: Any, out: Any, what: str) -> tuple[D.DType, int, Any]:
-    """The dtype and size of ``x`` and the output (allocated like ``x`` unless given, then checked)."""
+def _prepare(x: Any, out: Any, what: str, fn: str, reads: dict[str, Any]) -> tuple[D.DType, int, Any]:
+    """The dtype and size of ``x`` and the output (allocated like ``x`` unless given, then checked: ``out``
+    may be any one input of the same shape, in place, as each thread reads its elements before writing them)."""
     dt = _host.check_float(x, what)
     n = _host.size_of(x)
     if n > MAX_ELEMENTS:
         raise LaunchError(f"{what}: {n} elements; the kernels index at most {MAX_ELEMENTS}")
-    if out is None:
-        return dt, n, _host.empty_like(x)
-    odt = _host.dtype_of(out, "out")
-    if odt != dt:
-        raise LaunchError(f"out: expected {dt.name} like the input, got {odt.name}")
-    _host.check_shape(out, _host.shape_of(x), "out")
-    return dt, n, out
+    return dt, n, _host.output(fn, out, x, _host.shape_of(x), dt, reads, in_place=tuple(reads))
 
 
 def _same(x: Any, dt: D.DType, shape: tuple[int, ...], what: str) -> None:
@@ -330,7 +325,7 @@ def _same(x: Any, dt: D.DType, shape: tuple[int, ...], what: str) -> None:
 
 def _launch_unary(op: str, x: Any, out: Any, backend: str | None, p0: float, p1: float) -> Any:
     family, index = op_code(op, UNARY_FAMILIES, "unary")
-    dt, n, out = _prepare(x, out, "x")
+    dt, n, out = _prepare(x, out, "x", op, {"x": x})
     if n:
         vw = _host.vector_width(dt)
         unary_kernel.variant(T=dt, VEC=vw, FAMILY=family).launch(
@@ -386,7 +381,7 @@ def _broadcast_size(a_shape: tuple[int, ...], b: Any, dt: D.DType) -> int:
 def binary(op: str, a: Any, b: Any, out: Any = None, backend: str | None = None) -> Any:
     """``a op b`` elementwise (``BINARY_OPS``): b is a's shape, ends it (broadcast) or a scalar."""
     family, index = op_code(op, BINARY_FAMILIES, "binary")
-    dt, n, out = _prepare(a, out, "a")
+    dt, n, out = _prepare(a, out, "a", op, {"a": a} if _is_scalar(b) else {"a": a, "b": b})
     if _is_scalar(b):
         m, s, b_arg = 0, float(b), a
     else:
@@ -403,7 +398,7 @@ def binary(op: str, a: Any, b: Any, out: Any = None, backend: str | None = None)
 
 def fma(a: Any, b: Any, c: Any, out: Any = None, backend: str | None = None) -> Any:
     """``a * b + c`` with one f32 rounding (then one to the dtype); a, b, c of one shape and dtype."""
-    dt, n, out = _prepare(a, out, "a")
+    dt, n, out = _prepare(a, out, "a", "fma", {"a": a, "b": b, "c": c})
     shape = _host.shape_of(a)
     _same(b, dt, shape, "b")
     _same(c, dt, shape, "c")
@@ -431,7 +426,7 @@ def _as_bytes(cond: Any) -> Any:
 
 def where(cond: Any, a: Any, b: Any, out: Any = None, backend: str | None = None) -> Any:
     """``a`` where ``cond`` else ``b`` (torch.where); cond bool or u8, all of one shape."""
-    dt, n, out = _prepare(a, out, "a")
+    dt, n, out = _prepare(a, out, "a", "where", {"cond": cond, "a": a, "b": b})
     shape = _host.shape_of(a)
     _same(b, dt, shape, "b")
     c = _as_bytes(cond)

@@ -355,9 +355,29 @@ def store_staged(c, bias, stage, at, row, col, n, has_bias, act):
                 c[row * n + col + e] = out[e]
 
 
+def mma_chunks(binding: dict[str, Any], transpose_b: bool) -> tuple[float, float]:
+    """16-byte chunks of the A and of the B tile each thread of :data:`gemm_mma` copies per K step."""
+    bm, bn = block_tile(binding)
+    bk = binding["BK"]
+    b_rows, b_cols = (bn, bk) if transpose_b else (bk, bn)
+    return bm * bk / 8 / binding["THREADS"], b_rows * b_cols / 8 / binding["THREADS"]
+
+
+def mma_tiles_split(v: dict[str, Any]) -> bool:
+    """every thread copies 1 to 8 whole 16-byte chunks of each tile, and K steps hold whole fragments"""
+    fk = 8 if v["FRAG"] == "8x8x8" else 16
+    return v["BK"] % fk == 0 and all(c == int(c) and 1 <= c <= 8 for c in mma_chunks(v, v["BT"]))
+
+
+def mma_config_listed(v: dict[str, Any]) -> bool:
+    """the configuration is one of MMA_CONFIGS (what the host, the suite and gemm_tune.py run)"""
+    return config_key(v) in _MMA_KEYS
+
+
 @kernel(variants(T=[f16, bf16], FRAG=list(FRAGS), WARPS=list(WARP_GRIDS), WT=list(WARP_TILES), BK=[32, 16, 64],
                  THREADS=[128, 256, 64, 32, 512], STAGES=[2, 3, 4],
-                 BT=[False, True], BIAS=[False, True], ACT=list(ACTIVATIONS)))
+                 BT=[False, True], BIAS=[False, True], ACT=list(ACTIVATIONS),
+                 where=[mma_config_listed, mma_tiles_split]))
 def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
     """C = act(A @ B + bias) on the matrix units (docs/std/gemm.md).
 
@@ -522,6 +542,36 @@ APPLE = {"FRAG": "8x8x8", "WARPS": "2x2", "WT": "4x8", "BK": 16}
 PORTABLE_SMALL = {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "1x2"}
 
 
+#: scripts/device/gemm_tune.py's candidates beside SM80 (BENCHMARKS.md has their figures): (WARPS, WT, BK,
+#: THREADS, STAGES) of 16x8x16 fragments.
+TUNING = (("2x4", "4x4", 32, 256, 2), ("2x4", "4x4", 32, 256, 3), ("2x4", "4x4", 32, 256, 4),
+          ("2x2", "4x8", 32, 128, 3), ("2x2", "4x8", 32, 128, 4), ("2x4", "4x8", 32, 256, 3),
+          ("2x4", "4x8", 32, 256, 4), ("4x2", "4x8", 32, 256, 3), ("4x2", "4x8", 32, 256, 4),
+          ("2x4", "4x8", 16, 256, 4), ("2x2", "4x8", 64, 128, 2), ("2x2", "4x8", 64, 128, 3),
+          ("2x4", "4x4", 64, 256, 2), ("2x4", "4x4", 64, 256, 3), ("2x4", "4x8", 64, 256, 3))
+
+
+def _mma_configs() -> list[dict[str, Any]]:
+    """Every configuration :func:`fragment_config` and :func:`portable_small` choose at the subgroup widths
+    Iron runs (8 to 64; portable_small to 32), SM80_4W with a ring of 4 K steps of 16 (tests/std), and the
+    tuning candidates."""
+    out = [{**SM80, "THREADS": 128}, {**SM80_WIDE, "THREADS": 256}, {**SM80_4W, "BK": 16, "STAGES": 4, "THREADS": 128}]
+    for threads in (128, 256):
+        out += [{**SM80_4W, "THREADS": threads}, {**AMD, "THREADS": threads}]
+    out.append({**APPLE, "THREADS": 128})
+    for lanes in (8, 16, 32):  # at 64 lanes its 32x32 tile has too few chunks for 256 threads
+        out += [portable_small(lanes), {**portable_small(lanes), "STAGES": 3}]
+    out += [{"FRAG": "16x8x16", "WARPS": w, "WT": wt, "BK": bk, "THREADS": th, "STAGES": st}
+            for w, wt, bk, th, st in TUNING]
+    return out
+
+
+def config_key(binding: dict[str, Any]) -> tuple:
+    """(FRAG, WARPS, WT, BK, THREADS, STAGES) of a gemm_mma binding (STAGES 2 when it names none)."""
+    return (binding["FRAG"], binding["WARPS"], binding["WT"], binding["BK"], binding["THREADS"],
+            binding.get("STAGES", 2))
+
+
 def block_tile(binding: dict[str, Any]) -> tuple[int, int]:
     """(rows, columns) of C one group of :data:`gemm_mma` computes with ``binding``."""
     fm, fn = {"16x8x16": (16, 8), "16x16x16": (16, 16), "8x8x8": (8, 8)}[binding["FRAG"]]
@@ -544,6 +594,11 @@ def mma_shared_bytes(binding: dict[str, Any], itemsize: int, transpose_b: bool) 
 def portable_small(lanes: int) -> dict[str, Any]:
     """:data:`PORTABLE_SMALL` for a subgroup width of ``lanes`` (8, 16 or 32): 4 subgroups per group."""
     return {**PORTABLE_SMALL, "BK": 16 if lanes <= 16 else 32, "THREADS": 4 * lanes}
+
+
+#: Every gemm_mma configuration that exists (:func:`mma_config_listed`): a new one is added here.
+MMA_CONFIGS = tuple(_mma_configs())
+_MMA_KEYS = frozenset(map(config_key, MMA_CONFIGS))
 
 
 def fragment_config(target: str, lanes: int, dtype: Any, profile: Any = None,
@@ -619,12 +674,7 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
         if _host.dtype_of(bias, "gemm: bias") != dt:
             raise LaunchError(f"gemm: bias has dtype {_host.dtype_of(bias).name}, a has {dt.name}")
         _host.check_shape(bias, (n,), "gemm: bias")
-    if out is None:
-        out = _host.empty_like(a, (m, n))
-    else:
-        if _host.dtype_of(out, "gemm: out") != dt:
-            raise LaunchError(f"gemm: out has dtype {_host.dtype_of(out).name}, a has {dt.name}")
-        _host.check_shape(out, (m, n), "gemm: out")
+    out = _host.output("gemm", out, a, (m, n), dt, {"a": a, "b": b, "bias": bias})
     if m == 0 or n == 0:
         return out
     unread_bias = bias if bias is not None else _host.empty_like(a, 1)

@@ -92,8 +92,13 @@ def store_acc(c, bias, stage, m, n, row0, col0, acc, has_bias, act, mine):
     barrier()
 
 
+def wg_ring_deep_enough(v: dict[str, Any]) -> bool:
+    """STAGES > PENDING + 1: a buffer for the step landing, one per multiply in flight"""
+    return v["STAGES"] > v["PENDING"] + 1
+
+
 @kernel(variants(T=[f16, bf16], BN=[128, 256], STAGES=[4, 3, 2], PENDING=[1, 0], KP=[1, 2], BT=[False, True],
-                 BIAS=[False, True], ACT=list(ACTIVATIONS)))
+                 BIAS=[False, True], ACT=list(ACTIVATIONS), where=wg_ring_deep_enough))
 def gemm_wg(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
     """C = act(A @ B + bias) on warpgroups (``mma_wg``; docs/std/gemm.md).
 

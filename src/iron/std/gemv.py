@@ -256,16 +256,13 @@ def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str 
     rows, cols = shape
     inner, outer = (rows, cols) if transpose else (cols, rows)
     _host.check_shape(x, (inner,), "gemv: x")
-    if rows == 0 or cols == 0:
-        raise LaunchError(f"gemv: A has an empty extent {shape}")
+    if inner == 0 and outer:
+        raise LaunchError(f"gemv: A has an empty extent {shape}: each output would be a sum of nothing")
     if rows * cols >= 1 << 31:
         raise LaunchError(f"gemv: A has {rows * cols} elements; the kernels index with i32 (< 2**31)")
-    if out is None:
-        out = _host.empty_like(x, (outer,), dt)
-    else:
-        _host.check_shape(out, (outer,), "gemv: out")
-        if _host.dtype_of(out, "gemv: out") != dt:
-            raise LaunchError(f"gemv: out must be {dt.name}, got {_host.dtype_of(out).name}")
+    out = _host.output("gemv", out, x, (outer,), dt, {"A": A, "x": x})
+    if outer == 0:
+        return out
     vec = _host.vector_width(dt)
     vectors = cols % vec == 0 and aligned(A, x)
     if transpose:

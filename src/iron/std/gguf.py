@@ -294,12 +294,7 @@ def dequantize(data: Any, qtype: str, shape: int | tuple[int, ...], dtype: D.DTy
         raise LaunchError(f"dequantize: {rows * k} weights; the kernels index with i32 (< 2**31)")
     if dtype not in _host.FLOATS:
         raise LaunchError(f"dequantize: dtype must be f32, f16 or bf16, got {getattr(dtype, 'name', dtype)}")
-    if out is None:
-        out = _host.empty_like(data, shape, dtype)
-    else:
-        _host.check_shape(out, shape, "dequantize: out")
-        if _host.dtype_of(out, "dequantize: out") != dtype:
-            raise LaunchError(f"dequantize: out must be {dtype.name}, got {_host.dtype_of(out).name}")
+    out = _host.output("dequantize", out, data, shape, dtype, {"data": data})
     if rows == 0:
         return out
     units = rows * (k // fmt.block) * fmt.units

@@ -323,14 +323,14 @@ def rmsnorm_rows_long(x: In[T], residual: In[T], weight: In[T], out: Tensor[T], 
 
 # ---------------------------------------------------------------- host functions
 
-def _prepare(x: Any, weight: Any, out: Any, what: str) -> tuple[Any, int, int, Any]:
+def _prepare(x: Any, weight: Any, out: Any, what: str, reads: dict[str, Any]) -> tuple[Any, int, int, Any]:
     dt = _host.check_float(x, f"{what}: x")
     rows, n = rows_of(x, f"{what}: x")
     wdt = _host.dtype_of(weight, f"{what}: weight")
     if wdt != dt:
         raise LaunchError(f"{what}: weight has dtype {wdt.name}, x has {dt.name}; they must match")
     _host.check_shape(weight, (n,), f"{what}: weight")
-    return dt, rows, n, checked_out(x, out, dt, what)
+    return dt, rows, n, checked_out(x, out, dt, what, {"x": x, "weight": weight, **reads})
 
 
 def _geometry(rows: int) -> dict[str, Any]:
@@ -341,7 +341,7 @@ def layernorm(x: Any, weight: Any, bias: Any = None, eps: float = 1e-5, out: Any
               backend: str | None = None) -> Any:
     """LayerNorm over the last axis of ``x`` (f32/f16/bf16, C-contiguous) with ``weight`` (and ``bias``) of
     shape (n,), in f32; biased variance, two-pass.  Returns ``out``."""
-    dt, rows, n, out = _prepare(x, weight, out, "layernorm")
+    dt, rows, n, out = _prepare(x, weight, out, "layernorm", {"bias": bias})
     if bias is not None:
         bdt = _host.dtype_of(bias, "layernorm: bias")
         if bdt != dt:
@@ -360,14 +360,15 @@ def layernorm(x: Any, weight: Any, bias: Any = None, eps: float = 1e-5, out: Any
 
 
 def _rms(x: Any, residual: Any, weight: Any, eps: float, out: Any, h: Any, backend: str | None, what: str) -> Any:
-    dt, rows, n, out = _prepare(x, weight, out, what)
+    dt, rows, n, out = _prepare(x, weight, out, what, {"residual": residual})
     add = residual is not None
     if add:
         rdt = _host.dtype_of(residual, f"{what}: residual")
         if rdt != dt:
             raise LaunchError(f"{what}: residual has dtype {rdt.name}, x has {dt.name}; they must match")
         _host.check_shape(residual, _host.shape_of(x), f"{what}: residual")
-        h = checked_out(x, h, dt, f"{what} (residual_out)")
+        h = checked_out(x, h, dt, what, {"x": x, "residual": residual, "weight": weight, "out": out},
+                        name="residual_out")
     if rows == 0 or n == 0:
         return out, h
     vec = _host.vector_width(dt)

@@ -403,20 +403,17 @@ def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, b
     """
     fmt = format_of(qtype)
     M, K = int(M), int(K)
-    if M < 1:
-        raise LaunchError(f"quant_gemv: M must be at least 1, got {M}")
+    if M < 0:
+        raise LaunchError(f"quant_gemv: M must be at least 0, got {M}")
     if K < 1 or K % fmt.block:
         raise LaunchError(f"quant_gemv: {qtype} rows hold whole blocks of {fmt.block} weights; K = {K} is not a "
                           f"positive multiple of {fmt.block}")
     check_data(data, fmt, M, K, "quant_gemv")
     dt = _host.check_float(x, "quant_gemv: x")
     _host.check_shape(x, (K,), "quant_gemv: x")
-    if out is None:
-        out = _host.empty_like(x, (M,), dt)
-    else:
-        _host.check_shape(out, (M,), "quant_gemv: out")
-        if _host.dtype_of(out, "quant_gemv: out") != dt:
-            raise LaunchError(f"quant_gemv: out must be {dt.name} like x, got {_host.dtype_of(out).name}")
+    out = _host.output("quant_gemv", out, x, (M,), dt, {"data": data, "x": x})
+    if M == 0:
+        return out
     split = split_for(M, K, fmt.name)
     kern = KERNELS[fmt.name].variant(T=dt)
     kern.launch(data, x, out, M, K, split, grid=(grid_for(M, split),), group=(GROUP,), backend=backend)

@@ -225,7 +225,7 @@ def _arg_group(v, j, redv, redi):
 # nothing, instead of skipping it under an `if`: that `if` around the row's loops and simd_sum made
 # NVRTC 13.5's ptxas fail for sm_90 ("C7600 Register allocation failed with register count of '7'").
 
-@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], OP=["sum", "max"]))
+@kernel(variants(T=[f32, f16, bf16], U=[f32, f16, bf16], VEC=[4, 8], OP=["sum", "max"]))
 def reduce_rows(x: In[T], out: Tensor[U], rows: int, cols: int, n: int, count: float, sign: float, by_simd: bool,
                 aligned: bool):
     """out[r] = sum(x[lo:hi]) / count (OP sum) or sign * max(sign * x[lo:hi]) (OP max), lo = r*cols,
@@ -335,13 +335,7 @@ def _rows_and_cols(x: Any, axis: int | None, what: str) -> tuple[tuple[int, ...]
 
 
 def _output(x: Any, out: Any, shape: tuple[int, ...], dtype: Any, what: str) -> Any:
-    if out is None:
-        return _host.empty_like(x, shape, dtype)
-    _host.check_shape(out, shape, f"{what}: out")
-    got = _host.dtype_of(out, f"{what}: out")
-    if got != dtype:
-        raise LaunchError(f"{what}: out has dtype {got.name}; expected {dtype.name}")
-    return out
+    return _host.output(what, out, x, shape, dtype, {"x": x})
 
 
 def is_aligned(x: Any) -> bool:

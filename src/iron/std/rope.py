@@ -232,12 +232,9 @@ def rope(x: Any, positions_or_cache: Any, layout: str = "half", out: Any = None,
         raise LaunchError(f"rope: head_dim must be even and >= 2, got {d}")
     if tokens * heads * d >= 1 << 31:
         raise LaunchError(f"rope: x has {tokens * heads * d} elements; the kernels index with i32 (< 2**31)")
-    if out is None:
-        out = _host.empty_like(x)
-    else:
-        _host.check_shape(out, shape, "rope: out")
-        if _host.dtype_of(out, "rope: out") != dt:
-            raise LaunchError(f"rope: out must be {dt.name} like x, got {_host.dtype_of(out).name}")
+    tables = (dict(zip(("cos", "sin"), positions_or_cache)) if isinstance(positions_or_cache, (tuple, list))
+              else {"positions": positions_or_cache})
+    out = _host.output("rope", out, x, shape, dt, {"x": x, **tables}, in_place=("x",))
     if tokens * heads == 0:
         return out
     half = d // 2

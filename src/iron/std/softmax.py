@@ -260,15 +260,12 @@ def rows_of(x: Any, what: str) -> tuple[int, int]:
     return rows, n
 
 
-def checked_out(x: Any, out: Any, dtype: Any, what: str) -> Any:
-    """``out`` checked against ``x``'s shape and ``dtype``, or a fresh array like ``x``."""
-    if out is None:
-        return _host.empty_like(x)
-    got = _host.dtype_of(out, f"{what}: out")
-    if got != dtype:
-        raise LaunchError(f"{what}: out has dtype {got.name}, x has {dtype.name}; they must match")
-    _host.check_shape(out, _host.shape_of(x), f"{what}: out")
-    return out
+def checked_out(x: Any, out: Any, dtype: Any, what: str, reads: dict[str, Any] | None = None,
+                name: str = "out") -> Any:
+    """``out`` checked against ``x``'s shape and ``dtype`` (:func:`_host.output`; ``out=x`` runs in place:
+    a row is read whole before any of it is written), or a fresh array like ``x``."""
+    return _host.output(what, out, x, _host.shape_of(x), dtype, {"x": x} if reads is None else reads,
+                        in_place=("x", "residual"), name=name)
 
 
 def _run(x: Any, out: Any, log_space: bool, backend: str | None) -> Any:

@@ -68,12 +68,7 @@ def transpose(x: Any, out: Any = None, backend: str | None = None) -> Any:
     rows, cols = shape
     if rows * cols >= 2**31:
         raise LaunchError(f"transpose: {rows} x {cols} elements; the kernel indexes with i32 (at most 2**31 - 1)")
-    if out is None:
-        out = _host.empty_like(x, (cols, rows))
-    else:
-        _host.check_shape(out, (cols, rows), "transpose: out")
-        if _host.dtype_of(out, "transpose: out") != dt:
-            raise LaunchError(f"transpose: out has dtype {_host.dtype_of(out).name}; expected {dt.name}")
+    out = _host.output("transpose", out, x, (cols, rows), dt, {"x": x})
     if rows and cols:
         gx = min(_host.ceil_div(cols, TILE), MAX_GROUPS)
         gy = min(_host.ceil_div(rows, TILE), MAX_GROUPS)
