@@ -55,12 +55,27 @@ class EmittedKernel:
     #: The first op every thread of a group must reach together (a barrier, a fragment op), if any:
     #: launches of such kernels must cover whole groups.
     whole_group_op: Op | None = None
+    #: Bytes of portable mma scratch per subgroup (the fragments the device's matrix unit does not hold), 0 if
+    #: none.  GLSL sizes the scratch from the pipeline's group size, so the runtime checks a launch's
+    #: ``ceil(threads / lane_width)`` of it, beside ``shared_bytes``, against the device's shared memory.
+    scratch_bytes_per_subgroup: int = 0
+    #: GLSL emitted with ``loop_guard``: the binding of the status buffer the runtime appends after the
+    #: kernel's tensors (two u32: the check loop's trip count, 2, in; the threads that saw a loop cut short
+    #: out; :data:`.glsl_loops.LOOP_CHECK`).  None where there is no guard (no loop, or not asked for).
+    loop_status_binding: int | None = None
 
 
-def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = None) -> EmittedKernel:
-    """``kernel`` (call-free, after ``run_pipeline``) as ``target`` source for ``profile`` (default: the target's)."""
+def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = None, *,
+                loop_guard: bool = False) -> EmittedKernel:
+    """``kernel`` (call-free, after ``run_pipeline``) as ``target`` source for ``profile`` (default: the target's).
+
+    ``loop_guard`` (``spirv`` only): for a driver that ends long loops early (lavapipe), make a shader that
+    runs loops report whether any was cut short (:data:`.glsl_loops.LOOP_CHECK`, ``loop_status_binding``).
+    """
     if target not in _DIALECTS:
         raise UnknownTargetError(f"no emitter for target {target!r}; emitters: {', '.join(_DIALECTS)}")
+    if loop_guard and target != "spirv":
+        raise ValueError(f"loop_guard is for GLSL (target 'spirv'), not {target!r}")
     prof = profile or default_profile(target)
     if prof.target != target:
         raise ValueError(f"profile {prof.key} is for target {prof.target!r}, not {target!r}")
@@ -72,14 +87,21 @@ def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = Non
             legal = small_int_powers(legal)
     except IronCompileError as e:
         raise e.with_kernel(kernel.name) from None
-    dialect = _DIALECTS[target](prof, kernel.name)
+    dialect = GlslDialect(prof, kernel.name, loop_guard=True) if loop_guard else _DIALECTS[target](prof, kernel.name)
     source = KernelPrinter(legal, dialect, abi).print()
     entry = "main" if target == "spirv" else abi.entry
     threads, shared = launch_limits(legal, prof)
     whole = next((op for op in legal.walk() if op.opcode in WHOLE_GROUP_OPCODES), None)
     dynamic = dialect.dynamic_shared_bytes
     return EmittedKernel(target, source, abi, entry, prof, dialect.language, threads, max(shared, dynamic),
-                         dynamic_shared_bytes=dynamic, whole_group_op=whole)
+                         dynamic_shared_bytes=dynamic, whole_group_op=whole,
+                         scratch_bytes_per_subgroup=scratch_bytes_per_subgroup(legal, prof),
+                         loop_status_binding=getattr(dialect, "loop_status_binding", None))
+
+
+def scratch_bytes_per_subgroup(kernel: Kernel, profile: TargetProfile) -> int:
+    """Bytes of portable mma scratch one subgroup of ``kernel`` needs on ``profile`` (0: none)."""
+    return scratch_floats_per_subgroup(kernel, native_fragment_types(kernel, profile)) * 4
 
 
 def launch_limits(kernel: Kernel, profile: TargetProfile) -> tuple[int, int]:
@@ -87,14 +109,17 @@ def launch_limits(kernel: Kernel, profile: TargetProfile) -> tuple[int, int]:
 
     CUDA, HIP and Metal declare the portable mma scratch statically, for as many subgroups as fit
     beside the kernel's own shared arrays (:func:`.fragments.scratch_subgroups`): a group may not
-    have more subgroups than that.  GLSL sizes the scratch from the pipeline's group size.
+    have more subgroups than that.  GLSL sizes the scratch from the pipeline's group size, so its
+    limit depends on the launch: the shared bytes here are the arrays alone, and the Vulkan runtime
+    checks them plus the scratch for the launch's group (``EmittedKernel.scratch_bytes_per_subgroup``,
+    ``iron.runtime.vulkan.shared_memory``).
     """
     arrays = shared_bytes(kernel)
-    per = scratch_floats_per_subgroup(kernel, native_fragment_types(kernel, profile)) * 4
+    per = scratch_bytes_per_subgroup(kernel, profile)
     if per == 0 or profile.target == "spirv":
         return profile.max_threads_per_group, arrays
     subgroups = scratch_subgroups(kernel, profile, arrays)
     return min(profile.max_threads_per_group, subgroups * profile.lane_width), arrays + subgroups * per
 
 
-__all__ = ["EmittedKernel", "emit_kernel", "launch_limits"]
+__all__ = ["EmittedKernel", "emit_kernel", "launch_limits", "scratch_bytes_per_subgroup"]

@@ -83,6 +83,9 @@ class KernelPrinter:
         self.shared: list[SharedArray] = []
         #: tensor parameter name -> its ABI access ("read", "write", "readwrite")
         self.tensor_access: dict[str, str] = {}
+        #: Statements every way out of the body runs first (each ``return`` and the end): none, except where a
+        #: dialect sets some in ``attach`` (GLSL's loop guard reports cut loops, :mod:`.glsl_loops`).
+        self.exit_lines: list[str] = []
         dialect.attach(self)
         self.fragments = FragmentPrinter(self)
         #: Whether the kernel multiplies on warpgroups (``mma_wg``): its barriers then fence the async proxy.
@@ -144,6 +147,8 @@ class KernelPrinter:
         for text in self.d.grid_guard():
             self.line(text)
         self.block(k.body)
+        for text in self.exit_lines:
+            self.line(text)
         parts = ModuleParts(k, self.abi, tensors, self.shared, self.lines)
         if self.fragments.scratch is not None:
             parts.extra["mma_scratch"] = self.fragments.scratch
@@ -175,6 +180,8 @@ class KernelPrinter:
             self.line(f"{code};")
             return
         if code == "return":
+            for text in self.exit_lines:
+                self.line(text)
             self.line("return;")
             return
         args = [self.operand(v) for v in op.operands]

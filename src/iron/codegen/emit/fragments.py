@@ -173,7 +173,10 @@ def scratch_subgroups(kernel: Kernel, profile: TargetProfile, other_shared_bytes
     shared memory left beside the kernel's own arrays: then as many as fit,
     and launches of fragment kernels must keep their groups within
     ``scratch_subgroups * lane_width`` threads (docs/backends.md).  GLSL sizes
-    its scratch from the pipeline's group size instead and needs no limit.
+    its scratch from the pipeline's group size instead, so there the limit
+    depends on the launch: the Vulkan runtime checks the arrays plus
+    ``ceil(threads / lane_width)`` scratches against the device's shared
+    memory before each launch (``iron.runtime.vulkan.shared_memory``).
     """
     per = scratch_floats_per_subgroup(kernel, native_fragment_types(kernel, profile)) * 4
     if per == 0:

@@ -14,10 +14,14 @@
 * bool buffers and bf16 were legalised away (u8 and u16 bits); f16 is
   ``float16_t``, used for storage and conversions only (arithmetic runs in
   f32 after legalisation).
+* With ``loop_guard`` (for a driver that ends long loops early: lavapipe), a
+  shader that runs loops reports the ones the driver cut short in a status
+  buffer bound after the kernel's own (:mod:`.glsl_loops`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ...core import dtypes as D
@@ -27,6 +31,7 @@ from . import portable_math
 from .cstyle import ModuleParts, Operand
 from .cxx_helpers import banner, used_dtypes
 from .dialect import Dialect
+from .glsl_loops import LOOP_CHECK, LOOP_CHECK_NAME, check_unguarded, loop_guard_globals, writes_loops
 from .names import field_ident
 
 #: bf16 remains only as the storage of tensors that fragments access (legalize.py).
@@ -92,6 +97,47 @@ float iron_round_f16(float x) {
 }"""
 
 
+#: Arithmetic with a literal zero, spelled without float arithmetic: drivers fold ``x * 0.0`` to 0, ``x + 0.0``
+#: to ``x`` and ``0.0 / x`` to 0 as if every value were finite and zeros unsigned, even where the shader asks
+#: for IEEE behaviour (lavapipe's gallivm does), so Iron writes out the IEEE result instead.
+_ZERO_HELPERS = {
+    "iron_times_zero": """\
+// x * z for a zero z of sign zsign (0 or 0x80000000u): NaN for NaN and infinities, else a zero of the product's sign.
+float iron_times_zero(float x, uint zsign) {
+  if (isnan(x) || isinf(x)) {
+    return uintBitsToFloat(0x7fc00000u);
+  }
+  return uintBitsToFloat((floatBitsToUint(x) & 0x80000000u) ^ zsign);
+}""",
+    "iron_over_zero": """\
+// x / z for a zero z of sign zsign: NaN for NaN and zeros, else an infinity of the quotient's sign.
+float iron_over_zero(float x, uint zsign) {
+  if (isnan(x) || x == 0.0) {
+    return uintBitsToFloat(0x7fc00000u);
+  }
+  return uintBitsToFloat(((floatBitsToUint(x) & 0x80000000u) ^ zsign) | 0x7f800000u);
+}""",
+    "iron_zero_over": """\
+// z / x for a zero z of sign zsign: NaN for NaN and zeros, else a zero of the quotient's sign.
+float iron_zero_over(uint zsign, float x) {
+  if (isnan(x) || x == 0.0) {
+    return uintBitsToFloat(0x7fc00000u);
+  }
+  return uintBitsToFloat((floatBitsToUint(x) & 0x80000000u) ^ zsign);
+}""",
+    "iron_plus_zero": """\
+// x + 0.0: x, but -0 + 0 is +0.
+float iron_plus_zero(float x) {
+  return floatBitsToUint(x) == 0x80000000u ? 0.0 : x;
+}""",
+    "iron_zero_minus": """\
+// 0.0 - x: -x, but 0 - 0 is +0 for either zero.
+float iron_zero_minus(float x) {
+  return (floatBitsToUint(x) & 0x7fffffffu) == 0u ? 0.0 : -x;
+}""",
+}
+
+
 class GlslDialect(Dialect):
     target = "spirv"
     language = "glsl"
@@ -100,11 +146,20 @@ class GlslDialect(Dialect):
     SCALAR_NAMES = _NAMES
     BF16_BITS = ("uintBitsToFloat(uint({}) << 16)", "uint16_t(floatBitsToUint({}) >> 16)", _ROUND_BF16)
 
-    def __init__(self, profile: Any, kernel_name: str) -> None:
+    def __init__(self, profile: Any, kernel_name: str, loop_guard: bool = False) -> None:
         super().__init__(profile, kernel_name)
         self.extensions: set[str] = set()
         #: tensor name -> {element type of an aliased view: view name}
         self.views: dict[str, dict[str, str]] = {}
+        self.loop_guard = loop_guard
+        #: The loop guard's status buffer binding, where this kernel has one (set in :meth:`attach`).
+        self.loop_status_binding: int | None = None
+
+    def attach(self, printer: Any) -> None:
+        super().attach(printer)
+        if self.loop_guard and writes_loops(printer.kernel):
+            self.loop_status_binding = max((t.binding for t in printer.abi.tensors), default=-1) + 1
+            printer.exit_lines = [f"{self.require(LOOP_CHECK_NAME, LOOP_CHECK)}();"]
 
     # ------------------------------------------------------------ types and literals
 
@@ -173,18 +228,24 @@ class GlslDialect(Dialect):
             if name not in _F64_MATH:
                 raise self.unsupported_math(name)
             return _MATH[name]
-        if name in ("fma", "rem") and "f64" in self.profile.features:
-            # Vulkan may round fma() twice; with f64 the helpers round once / are exact.
-            helper = "iron_fma" if name == "fma" else "iron_fmod"
-            if helper == "iron_fma":
-                self.extensions.add("GL_EXT_shader_explicit_arithmetic_types_int64")  # doubleBitsToUint64
-            return self.require(helper, portable_math.helper_text(f"{helper}_f64", "", "", "", ""))
+        if name == "fma" and "f64" in self.profile.features:
+            # Vulkan may round fma() twice; with f64 the helper rounds once.
+            self.extensions.add("GL_EXT_shader_explicit_arithmetic_types_int64")  # doubleBitsToUint64
+            return self.require("iron_fma", portable_math.helper_text("iron_fma_f64", "", "", "", ""))
+        if name == "sqrt" and "f64" in self.profile.features:
+            return self._f64_helper("iron_sqrt")  # Vulkan's sqrt() may be ulps off
         if name in ("sin", "cos"):
             self.require("iron_sincos", portable_math.sincos_text("", "f64" in self.profile.features))
             return f"iron_{name}"
         if name in _HELPER_MATH:
             return self.math_helper(_HELPER_MATH[name])
         return _MATH[name]
+
+    def _f64_helper(self, name: str) -> str:
+        """A correctly rounded f32 operation through double (``portable_math``: ``iron_sqrt``, ``iron_div``)."""
+        self.extensions.add("GL_EXT_shader_explicit_arithmetic_types_int64")  # uint64BitsToDouble
+        self.require("iron_nearest_f32", portable_math.helper_text("iron_nearest_f32", "", "", "", ""))
+        return self.require(name, portable_math.helper_text(f"{name}_f64", "", "", "", ""))
 
     def unsupported_math(self, name: str) -> Exception:
         from ...core.errors import UnsupportedOnTarget
@@ -206,6 +267,52 @@ class GlslDialect(Dialect):
         if code in ("min", "max") and a.dtype == D.f64:
             raise self.unsupported_math(code)  # the NaN-aware helpers are f32 only
         return f"{self.math(code, a.dtype)}({a.text}, {b.text})"
+
+    def unary(self, code: str, a: Operand) -> str:
+        if code == "atan" and a.dtype == D.f32:
+            # Vulkan lets atan() be 4096 ulp off (lavapipe: ~50, and atan(-0) = +0): atan2(x, 1) is 4 ulp.
+            return f"{self.math_helper('iron_atan2')}({a.text}, 1.0)"
+        return super().unary(code, a)
+
+    def binary(self, code: str, a: Operand, b: Operand) -> str:
+        if a.dtype == D.f32 and code in ("add", "sub", "mul", "div") and a.is_const != b.is_const:
+            exact = self._with_zero(code, a, b)
+            if exact is not None:
+                return exact
+        if a.dtype == D.f32 and code == "div" and "f64" in self.profile.features:
+            return self._division(a, b)
+        return super().binary(code, a, b)
+
+    def _division(self, a: Operand, b: Operand) -> str:
+        """Correctly rounded ``a / b`` (Vulkan's ``/`` may be 2.5 ulp off): a product by a power of two whose
+        inverse is a normal f32 is already exact (one correctly rounded multiply), anything else is ``iron_div``."""
+        if b.is_const and math.isfinite(float(b.const)) and b.const != 0:
+            mantissa, exponent = math.frexp(abs(float(b.const)))
+            if mantissa == 0.5 and -126 <= 1 - exponent <= 127:
+                return f"{a.atom} * {self.literal(1.0 / float(b.const), D.f32)}"
+        return f"{self._f64_helper('iron_div')}({a.text}, {b.text})"
+
+    def _with_zero(self, code: str, a: Operand, b: Operand) -> str | None:
+        """IEEE ``a op b`` where one side is a literal zero (see ``_ZERO_HELPERS``); None otherwise."""
+        zero, x = (a, b) if a.is_const else (b, a)
+        if zero.const != 0:
+            return None
+        negative = math.copysign(1.0, float(zero.const)) < 0
+        sign = "0x80000000u" if negative else "0u"
+        if code == "mul":
+            return f"{self._zero_helper('iron_times_zero')}({x.text}, {sign})"
+        if code == "div":
+            if zero is b:
+                return f"{self._zero_helper('iron_over_zero')}({x.text}, {sign})"
+            return f"{self._zero_helper('iron_zero_over')}({sign}, {x.text})"
+        if code == "sub" and zero is a:  # -0 - x is exactly -x
+            return f"-{x.atom}" if negative else f"{self._zero_helper('iron_zero_minus')}({x.text})"
+        # x + z, z + x, x - z: x itself, but -0 + +0 is +0
+        plus_positive_zero = negative == (code == "sub")
+        return f"{self._zero_helper('iron_plus_zero')}({x.text})" if plus_positive_zero else x.text
+
+    def _zero_helper(self, name: str) -> str:
+        return self.require(name, _ZERO_HELPERS[name])
 
     def int_rem(self, a: Operand, b: Operand) -> str:
         if a.dtype.is_signed:  # GLSL's % is undefined for negative operands; truncate like C
@@ -390,6 +497,10 @@ class GlslDialect(Dialect):
             lines.append(f"{layout} IronBuffer{arg.binding} {{ {element} {name}[]; }};")
             for view_type, view in sorted(self.views.get(name, {}).items()):
                 lines.append(f"{layout} IronBuffer{arg.binding}_{view.rsplit('_', 1)[1]} {{ {view_type} {view}[]; }};")
+        if self.loop_status_binding is not None:
+            lines += loop_guard_globals(self.loop_status_binding)
+        elif self.loop_guard:
+            check_unguarded(parts.kernel, [*parts.body, *"\n".join(self.helpers.values()).split("\n")])
         lines += ["", "layout(push_constant) uniform IronParams {"]
         for f in abi.fields:
             lines.append(f"{self.indent}layout(offset = {f.offset}) {_NAMES[f.storage]} {field_ident(f.name, self.reserved)};")
@@ -405,3 +516,4 @@ class GlslDialect(Dialect):
             lines += [*text.split("\n"), ""]
         lines += ["void main() {", *parts.body, "}"]
         return "\n".join(lines) + "\n"
+

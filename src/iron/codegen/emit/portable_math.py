@@ -12,9 +12,10 @@ f64 on GLSL, which keeps the native functions it has) and follows C:
 * ``iron_erf``: a Taylor polynomial for ``|x| < 0.5``; beyond, ``1 - erfc``
   from a Chebyshev fit of ``erfc`` with relative error below 1.2e-7
   (Numerical Recipes' ``erfcc`` coefficients);
-* ``iron_fmod``: ``x - trunc(x / y) * y`` by ``fma``, corrected by one ``y``
-  when ``x / y`` rounded up to the next integer (exact where the driver fuses
-  the ``fma`` and the quotient is below 2**24);
+* ``iron_fmod`` (GLSL): C's ``fmod``, exact for every input, on the integer
+  significands (long division, 8 quotient bits a step), never a float quotient:
+  ``x - trunc(x / y) * y`` loses the remainder once ``|x / y|`` passes 2**24 in
+  f32, and in f64 once it passes 2**29 (``q * y`` needs 24 + 29 bits);
 * ``iron_pow``: C's special cases (negative base with integer exponent,
   zero base, ``pow(x, 0) = 1``) around the native ``pow`` of ``|x|``;
 * ``iron_fmin``/``iron_fmax``: IEEE minNum/maxNum with -0 < +0 (docs/ir.md);
@@ -25,6 +26,11 @@ f64 on GLSL, which keeps the native functions it has) and follows C:
   nodes: 2.2e-8 relative), then the quadrant; 2.9 ulp at most over 2M random
   f32 pairs spanning 2**-29 .. 2**29 with correctly rounded f32 operations (4 with
   Vulkan's 2.5-ulp division: 3.45 seen on lavapipe), signed zeros and infinities exact;
+* ``iron_sqrt``/``iron_div`` (GLSL with f64): Vulkan lets ``sqrt`` be as loose as
+  ``1 / inversesqrt`` and ``/`` 2.5 ulp (NVIDIA's driver: ``sqrt(1.5)`` one ulp off), where the IR
+  rounds correctly; a first guess from double, one Newton step on the exact residual, then the f32
+  whose midpoints bracket the exact result (``iron_nearest_f32``), so they are correctly rounded as long
+  as the guess is within a few f32 ulps;
 * ``iron_sin``/``iron_cos`` (GLSL): Vulkan lets ``sin``/``cos`` be 2**-11 off in
   absolute terms and NVIDIA's driver is ~20 ulp off near zero; Cody-Waite
   reduction by pi/2 (in double where the device has it) and fitted polynomials, 2 ulp
@@ -61,14 +67,37 @@ float iron_fmax(float a, float b) {{
 }}"""
 
 _FMOD = """\
-// C's fmod: the remainder of x / y truncated toward zero, with the sign of x.
+// C's fmod, exact for every input: |x| = mx * 2^ex and |y| = my * 2^ey on integer significands (below 2^24);
+// the remainder of mx * 2^(ex - ey) by my by long division, 8 bits a step so that r << 8 fits in 32 bits;
+// it carries y's exponent and x's sign.  No float arithmetic, so no rounding and nothing for a driver to fold.
 float iron_fmod(float x, float y) {{
-  float q = trunc(x / y);
-  float r = fma(-q, y, x);
-  if (r != 0.0{f} && (r < 0.0{f}) != (x < 0.0{f})) {{
-    r += (x < 0.0{f}) ? -abs(y) : abs(y);
+  uint ax = floatBitsToUint(x) & 0x7fffffffu;
+  uint ay = floatBitsToUint(y) & 0x7fffffffu;
+  if (ax >= 0x7f800000u || ay > 0x7f800000u || ay == 0u) {{
+    return {nan};  // x infinite or NaN, y NaN or zero
   }}
-  return r;
+  if (ax < ay) {{
+    return x;  // |x| < |y| (y infinite included): x itself, a zero keeping its sign
+  }}
+  int ex = int(ax >> 23);
+  int ey = int(ay >> 23);
+  uint mx = ex == 0 ? ax : (ax & 0x007fffffu) | 0x00800000u;
+  uint my = ey == 0 ? ay : (ay & 0x007fffffu) | 0x00800000u;
+  ex = max(ex, 1);  // a subnormal's exponent is that of the smallest normal, without the hidden bit
+  ey = max(ey, 1);
+  uint r = mx % my;
+  for (int shift = ex - ey; shift > 0; shift -= 8) {{
+    r = (r << min(shift, 8)) % my;
+  }}
+  uint sign = floatBitsToUint(x) & 0x80000000u;
+  if (r == 0u) {{
+    return uintBitsToFloat(sign);
+  }}
+  int up = min(23 - findMSB(r), ey - 1);  // normalise; stay subnormal at the smallest exponent
+  r <<= up;
+  ey -= up;
+  uint bits = r < 0x00800000u ? r : (uint(ey) << 23) | (r & 0x007fffffu);
+  return uintBitsToFloat(sign | bits);
 }}"""
 
 _POW = """\
@@ -168,7 +197,7 @@ float iron_erf(float x) {{
 }}"""
 
 # GLSL with f64 (shaderFloat64): Vulkan lets fma() round twice (its precision is that of a
-# multiply then an add), so a correctly rounded f32 fma and an exact fmod go through f64.
+# multiply then an add), so a correctly rounded f32 fma goes through f64.
 _FMA_F64 = """\
 // fma rounded once: the f64 product is exact; the f64 sum is rounded to odd (TwoSum), then to f32.
 float iron_fma(float a, float b, float c) {{
@@ -183,25 +212,81 @@ float iron_fma(float a, float b, float c) {{
   return float(sum);
 }}"""
 
-_FMOD_F64 = """\
-// C's fmod: exact while |x / y| < 2**53, where q * y and x - q * y are exact in f64.
-float iron_fmod(float x, float y) {{
-  if (isinf(x) || isnan(x) || isnan(y) || y == 0.0) {{
-    return (x * y) / (x * y);  // NaN, as C's fmod
+# GLSL with f64: correctly rounded f32 sqrt and division.  double +, -, * are correctly rounded in
+# Vulkan, double sqrt / inversesqrt and division need not be (and a driver may narrow them to f32), so
+# they only make a guess: one Newton step on a residual that is exact in double (r*r and q*y are 48-bit
+# products; the difference is a few ulps of x), then iron_nearest_f32 moves the rounded result by at most
+# one ulp by comparing x with the neighbouring midpoints, 25-bit numbers whose products with m or y are
+# exact in double.  Special values are answered from the bits, never by the driver's arithmetic.
+_NEAREST_F32 = """\
+// The f32 value of bits q as double, with the infinity 0x7f800000u standing for 2^128 (one ulp past FLT_MAX).
+double iron_f32_value(uint q) {{
+  return q == 0x7f800000u ? uint64BitsToDouble(0x47f0000000000000ul) : double(uintBitsToFloat(q));
+}}
+
+// The bits of the f32 nearest to x / y (root: to sqrt(x)), ties to even, for a positive f32 guess q (bits;
+// 0x7f800000u for an overflow) at most one ulp away; x and y are positive f32 values in double.  The midpoint
+// m between neighbours has 25 bits, so m * y (or m * m) is exact in double and one comparison with x decides.
+uint iron_nearest_f32(uint q, double x, double y, bool root) {{
+  precise double here = iron_f32_value(q);
+  if (q > 0u) {{
+    precise double low = (iron_f32_value(q - 1u) + here) * 0.5lf;
+    precise double below = low * (root ? low : y);
+    if (x < below || (x == below && (q & 1u) == 1u)) {{
+      return q - 1u;
+    }}
   }}
-  if (isinf(y)) {{
-    return x;
+  if (q < 0x7f800000u) {{
+    precise double high = (here + iron_f32_value(q + 1u)) * 0.5lf;
+    precise double above = high * (root ? high : y);
+    if (x > above || (x == above && (q & 1u) == 1u)) {{
+      return q + 1u;
+    }}
   }}
-  double dx = double(x);
-  double dy = abs(double(y));
-  double r = dx - trunc(dx / dy) * dy;
-  if (r != 0.0lf && (r < 0.0lf) != (dx < 0.0lf)) {{
-    r += dx < 0.0lf ? -dy : dy;  // dx / dy rounded up to the next integer
+  return q;
+}}"""
+
+_SQRT_F64 = """\
+// sqrt rounded correctly (Vulkan's sqrt() may be ulps off): a guess through the double inversesqrt, one Newton
+// step on the exact residual x - r*r, then the nearest f32 (iron_nearest_f32).  IEEE for zeros, inf, NaN.
+float iron_sqrt(float x) {{
+  uint u = floatBitsToUint(x);
+  if (u == 0u || u == 0x80000000u || u == 0x7f800000u) {{
+    return x;  // sqrt(+-0) = +-0, sqrt(inf) = inf
   }}
-  if (abs(r) >= dy) {{
-    r -= dx < 0.0lf ? -dy : dy;  // dx / dy rounded down below an integer
+  if (u > 0x7f800000u) {{
+    return uintBitsToFloat(0x7fc00000u);  // negative or NaN
   }}
-  return r == 0.0lf ? x * 0.0 : float(r);  // a zero keeps the sign of x
+  precise double d = double(x);
+  precise double t = inversesqrt(d);
+  precise double r = double(float(d * t));
+  r = r + (d - r * r) * (0.5lf * t);
+  return uintBitsToFloat(iron_nearest_f32(floatBitsToUint(float(r)), d, 0.0lf, true));
+}}"""
+
+_DIV_F64 = """\
+// a / b rounded correctly (Vulkan's division may be 2.5 ulps off): a guess through the double reciprocal, one
+// Newton step on the exact residual x - q*y, then the nearest f32 (iron_nearest_f32).  Zeros, infinities and
+// NaN from the bits, as IEEE.
+float iron_div(float a, float b) {{
+  uint ua = floatBitsToUint(a) & 0x7fffffffu;
+  uint ub = floatBitsToUint(b) & 0x7fffffffu;
+  uint sign = (floatBitsToUint(a) ^ floatBitsToUint(b)) & 0x80000000u;
+  if (ua > 0x7f800000u || ub > 0x7f800000u || (ua == ub && (ua == 0u || ua == 0x7f800000u))) {{
+    return uintBitsToFloat(0x7fc00000u);  // NaN, 0 / 0, inf / inf
+  }}
+  if (ua == 0x7f800000u || ub == 0u) {{
+    return uintBitsToFloat(sign | 0x7f800000u);
+  }}
+  if (ua == 0u || ub == 0x7f800000u) {{
+    return uintBitsToFloat(sign);
+  }}
+  precise double x = double(uintBitsToFloat(ua));
+  precise double y = double(uintBitsToFloat(ub));
+  precise double inverse = 1.0lf / y;
+  precise double q = double(float(min(x * inverse, double(uintBitsToFloat(0x7f7fffffu)))));
+  q = max(q + (x - q * y) * inverse, 0.0lf);  // never -0: a far guess at a tiny quotient may overshoot
+  return uintBitsToFloat(sign | iron_nearest_f32(floatBitsToUint(float(q)), x, y, false));
 }}"""
 
 _ATAN2 = """\
@@ -310,7 +395,8 @@ def sincos_text(suffix: str, f64: bool) -> str:
 
 TEMPLATES: dict[str, str] = {"iron_fmin": _FMIN, "iron_fmax": _FMAX, "iron_fmod": _FMOD, "iron_pow": _POW,
                              "iron_log1p": _LOG1P, "iron_expm1": _EXPM1, "iron_erf": _ERF,
-                             "iron_fma_f64": _FMA_F64, "iron_fmod_f64": _FMOD_F64, "iron_atan2": _ATAN2}
+                             "iron_fma_f64": _FMA_F64, "iron_atan2": _ATAN2, "iron_nearest_f32": _NEAREST_F32,
+                             "iron_sqrt_f64": _SQRT_F64, "iron_div_f64": _DIV_F64}
 
 
 def helper_text(name: str, suffix: str, bits: str, inf: str, nan: str) -> str:

@@ -12,11 +12,12 @@ calls ``run_spirv``.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -31,14 +32,16 @@ from ..interp.args import bind_arguments, normalize_geometry
 from .compile import KernelCompiler
 from .dispatch import Dispatcher
 from .errors import VulkanValidationError
+from . import loop_limit
 from .geometry import default_group, workgroups
 from .instance import Instance
 from .logical import LogicalDevice
 from .pipeline_store import PipelineStore
 from .pipelines import PipelineCache
-from .placement import BufferPlacer
+from .placement import BufferPlacer, Placement
 from .profile import device_profile
 from .selection import select_device
+from .shared_memory import check_shared_memory
 
 
 def _close_at_exit(ref: weakref.ref[VulkanDevice]) -> None:
@@ -86,11 +89,24 @@ class VulkanDevice:
             self._device.destroy()
             self._instance.destroy()
             raise
-        self.profile: TargetProfile = device_profile(self._info)
-        self._compiler = KernelCompiler(self.profile, directory)
         self._atexit_hook = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._atexit_hook)
         self._raise_on_validation(0)
+        self._info = dataclasses.replace(self._info, loop_limit=self._measure_loop_limit())
+        self.profile: TargetProfile = device_profile(self._info)
+        self._compiler = KernelCompiler(self.profile, directory)
+
+    def _measure_loop_limit(self) -> int | None:
+        """The driver's cap on loop passes per invocation (:mod:`.loop_limit`), probed once per driver build."""
+        info = self._info
+
+        def run(spirv: bytes, trips: int) -> int:
+            abi, buffers, params = loop_limit.probe_launch(trips)
+            self.run_spirv(spirv, abi, buffers, params, (1,), (1,))
+            return int(buffers[0][0])
+
+        key = (info.name, info.driver_version, info.pipeline_cache_uuid, info.driver_info)
+        return loop_limit.measure(key, run)
 
     # ------------------------------------------------------------ description
     @property
@@ -138,6 +154,12 @@ class VulkanDevice:
         ``params`` is the parameter block (:func:`iron.codegen.abi.pack_params`),
         pushed as push constants.  Returns the GPU time in ms with ``timing``.
         """
+        return self._run(spirv, abi, buffers, params, grid, group, timing)
+
+    def _run(self, spirv: bytes, abi: KernelABI, buffers: list[np.ndarray], params: bytes, grid: tuple[int, ...],
+             group: tuple[int, ...], timing: bool, judge: Callable[[Placement], None] | None = None) -> float | None:
+        """:meth:`run_spirv`; ``judge(placement)``, if given, runs after the dispatch and before the results
+        are copied back, and may raise to leave the caller's arrays as they were."""
         with self._lock:
             self._check_open()
             group3, counts = workgroups(grid, group, self._info)
@@ -153,6 +175,8 @@ class VulkanDevice:
                                         placed.copies_in, placed.copies_out)
                 check()
                 elapsed = self._dispatcher.submit()
+                if judge is not None:
+                    judge(placed)
                 placed.finish()
             finally:
                 self._buffers.release(placed)
@@ -188,14 +212,44 @@ class VulkanDevice:
         grid3, group3, ndim = normalize_geometry(grid, group)
         workgroups(grid, group, self._info)  # reject a bad group before compiling
         bound = bind_arguments(kernel, args)
-        compiled = self._compiler.compile(kernel)
-        check_emitted_launch(compiled.emitted, grid3[:ndim], group3[:ndim])
         tensors = {p.name: arg for p, arg in zip(kernel.params, bound) if p.is_tensor}
         scalars = {p.name: arg for p, arg in zip(kernel.params, bound) if not p.is_tensor}
         sizes = {name: buf.size for name, buf in tensors.items()}
+        compiled = self._compiler.compile(kernel, loop_guard=self._needs_loop_guard(kernel, scalars, sizes))
+        check_emitted_launch(compiled.emitted, grid3[:ndim], group3[:ndim])
+        check_shared_memory(kernel, compiled.emitted, group3, self._info.name)
         params = pack_params(compiled.abi, scalars, grid3[:ndim], sizes)
         arrays = [tensors[t.name].data for t in compiled.abi.tensors]
-        return self.run_spirv(compiled.spirv, compiled.abi, arrays, params, grid, group, timing=timing)
+        binding, limit = compiled.emitted.loop_status_binding, self._info.loop_limit
+        if binding is None or limit is None:
+            return self._run(compiled.spirv, compiled.abi, arrays, params, grid, group, timing)
+        status = loop_limit.status_buffer()
+
+        def judge(placed: Placement) -> None:  # a loop cut short: raise before any result is copied back
+            placed.take(status)
+            error = loop_limit.cut_error(kernel, status, limit, self._info.name)
+            if error is not None:
+                raise error
+
+        return self._run(compiled.spirv, loop_limit.status_abi(compiled.abi, binding), [*arrays, status], params,
+                         grid, group, timing, judge)
+
+    def _needs_loop_guard(self, kernel: Kernel, scalars: dict[str, Any], sizes: dict[str, int]) -> bool:
+        """Where the driver ends long loops early (:mod:`.loop_limit`): refuse a launch whose loops are bound
+        to meet the limit, before it runs; whether the others need the shader variant that reports a cut
+        (all but those whose loops are known, with these arguments, to stay within the limit)."""
+        limit = self._info.loop_limit
+        if limit is None:
+            return False
+        passes = loop_limit.loop_passes(kernel, scalars, sizes)
+        if passes > loop_limit.usable_passes(limit):
+            raise LaunchError(f"kernel '{kernel.name}': its loops make at least {passes} passes per thread with these "
+                              f"arguments, but '{self._info.name}' ends every loop of a thread after {limit} passes "
+                              f"in all ({loop_limit.usable_passes(limit)} usable: it would return wrong results): "
+                              f"split the work over more threads or launches, or run it on another backend "
+                              f"(docs/vulkan.md, Loop limit)")
+        most = loop_limit.loop_passes_at_most(kernel, scalars, sizes)
+        return most is None or most > limit
 
     # ------------------------------------------------------------ teardown
     def _raise_on_validation(self, mark: int) -> None:

@@ -1,5 +1,8 @@
 """Compute pipelines, created once per (SPIR-V, group size) and kept for the device's lifetime.
 
+Each shader module asks for IEEE signed zeros, infinities and NaNs where the device keeps them
+(:func:`.spirv.preserve_ieee`).
+
 The group size reaches the shader through specialization constants 0, 1
 and 2 (``layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id
 = 2) in;``), so one SPIR-V module serves every group size.  Descriptor set
@@ -23,7 +26,7 @@ from ...codegen.abi import KernelABI
 from .errors import VulkanError
 from .logical import LogicalDevice
 from .instance import make_version
-from .spirv import compute_entry_point
+from .spirv import compute_entry_point, preserve_ieee
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class PipelineCache:
         module = self._modules.get(digest)
         if module is None:
             vk = self.device.vk
+            spirv = preserve_ieee(spirv, *self.device.info.float_controls)
             info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv)
             module = vk.vkCreateShaderModule(self.device.handle, info, None)
             self._modules[digest] = module

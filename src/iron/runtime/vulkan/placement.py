@@ -48,6 +48,12 @@ class Placement:
         for buffer, array in self.downloads:
             buffer.download(array)
 
+    def take(self, array: np.ndarray) -> None:
+        """Copy back just ``array`` (a written one; after the fence), to judge the launch before :meth:`finish`."""
+        for buffer, a in self.downloads:
+            if a is array:
+                buffer.download(a)
+
 
 @dataclass
 class _Resident:

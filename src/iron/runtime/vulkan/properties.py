@@ -17,6 +17,9 @@ from .features import FeatureSet, query_features
 
 _DEVICE_TYPES = {0: "other", 1: "integrated_gpu", 2: "discrete_gpu", 3: "virtual_gpu", 4: "cpu"}
 
+#: ``VkShaderFloatControlsIndependence`` values.
+_INDEPENDENCE = {0: "32-bit only", 1: "all", 2: "none"}
+
 _SUBGROUP_OPS = ("basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative", "clustered", "quad")
 
 
@@ -54,6 +57,22 @@ class PhysicalDeviceInfo:
     #: whether the device runs cooperative-matrix instructions in compute shaders.
     cooperative_matrices: tuple[coopmat.Combo, ...] = ()
     cooperative_matrix_in_compute: bool = False
+    #: Float widths whose signed zeros, infinities and NaNs the device keeps when a shader asks
+    #: (``shaderSignedZeroInfNanPreserveFloat16/32/64``); Iron asks for all of them (:mod:`.spirv`).
+    ieee_preserve_widths: tuple[int, ...] = ()
+    #: Float widths whose subnormals the device keeps when a shader asks (``shaderDenormPreserveFloat16/32/64``),
+    #: and whether widths may differ in it (``denormBehaviorIndependence``: "all", "32-bit only", "none").
+    #: Iron asks where it may (:func:`.spirv.denorm_preserve_widths`); elsewhere subnormals may flush to zero.
+    denorm_preserve_widths: tuple[int, ...] = ()
+    denorm_independence: str = "all"
+    #: Loop iterations one invocation may run in all before the driver ends its loops (lavapipe: 65535),
+    #: measured by :mod:`.loop_limit`; None: no limit was seen.
+    loop_limit: int | None = None
+
+    @property
+    def float_controls(self) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+        """What :func:`.spirv.preserve_ieee` needs after the module: the IEEE and denormal widths, the independence."""
+        return self.ieee_preserve_widths, self.denorm_preserve_widths, self.denorm_independence
 
     @property
     def api_version_text(self) -> str:
@@ -69,6 +88,8 @@ class PhysicalDeviceInfo:
         d["max_workgroup_count"] = list(self.max_workgroup_count)
         d["subgroup_operations"] = list(self.subgroup_operations)
         d["cooperative_matrices"] = [list(c) for c in self.cooperative_matrices]
+        d["ieee_preserve_widths"] = list(self.ieee_preserve_widths)
+        d["denorm_preserve_widths"] = list(self.denorm_preserve_widths)
         d["extension_count"] = len(self.extensions)
         del d["extensions"]
         return d
@@ -102,11 +123,13 @@ def describe(vk: ModuleType, physical_device: Any, index: int, instance: Any = N
     coop = coopmat.EXTENSION in extensions and instance is not None
     subgroup = vk.VkPhysicalDeviceSubgroupProperties(
         pNext=vk.VkPhysicalDeviceCooperativeMatrixPropertiesKHR() if coop else None)
-    driver = vk.VkPhysicalDeviceDriverProperties(pNext=subgroup)
+    floats = vk.VkPhysicalDeviceFloatControlsProperties(pNext=subgroup)
+    driver = vk.VkPhysicalDeviceDriverProperties(pNext=floats)
     props2 = vk.VkPhysicalDeviceProperties2(pNext=driver)
     vk.vkGetPhysicalDeviceProperties2(physical_device, pProperties=props2)
     driver = vk.ffi.cast("VkPhysicalDeviceDriverProperties*", props2.pNext)
-    subgroup = vk.ffi.cast("VkPhysicalDeviceSubgroupProperties*", driver.pNext)
+    floats = vk.ffi.cast("VkPhysicalDeviceFloatControlsProperties*", driver.pNext)
+    subgroup = vk.ffi.cast("VkPhysicalDeviceSubgroupProperties*", floats.pNext)
     p, limits = props2.properties, props2.properties.limits
     compute_ops = subgroup.supportedOperations if subgroup.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT else 0
     coop_stages = vk.ffi.cast("VkPhysicalDeviceCooperativeMatrixPropertiesKHR*", subgroup.pNext) if coop else None
@@ -136,6 +159,10 @@ def describe(vk: ModuleType, physical_device: Any, index: int, instance: Any = N
         features=query_features(vk, physical_device, extensions),
         extensions=extensions,
         cooperative_matrices=coopmat.query_combos(vk, instance, physical_device) if coop else (),
+        ieee_preserve_widths=tuple(w for w in (16, 32, 64)
+                                   if getattr(floats, f"shaderSignedZeroInfNanPreserveFloat{w}")),
+        denorm_preserve_widths=tuple(w for w in (16, 32, 64) if getattr(floats, f"shaderDenormPreserveFloat{w}")),
+        denorm_independence=_INDEPENDENCE.get(int(floats.denormBehaviorIndependence), "none"),
         cooperative_matrix_in_compute=bool(coop_stages is not None and coop_stages.cooperativeMatrixSupportedStages
                                            & vk.VK_SHADER_STAGE_COMPUTE_BIT),
     )
