@@ -105,3 +105,47 @@ def test_chunked_comparison_sees_every_chunk(monkeypatch, scale, threads):
     s = np.abs(want) if scale == "values" else (np.abs(want) + 1.0 if scale == "per_element" else 4.0)
     ratio = np.abs(got.astype(np.float64) - want) / (tol.rtol * s)
     assert v.worst == pytest.approx(ratio.max()) and "3/100 elements differ" in v.message
+
+
+# A tolerance scaled by an infinite |want| allowed any value: non-finite expected values match exactly.
+_INF, _NAN = np.inf, np.nan
+
+
+@pytest.mark.parametrize("got, want", [
+    ([-_INF, 0.0, 123.0], [_INF, _INF, -_INF]),  # the issue's case: wrong sign, finite for infinite
+    ([1.0], [_INF]),
+    ([65504.0], [_INF]),                         # the largest finite value is not infinity
+    ([-_INF], [_INF]),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_non_finite_expected_value_is_matched_exactly(got, want, dtype):
+    want = np.array(want)
+    tol = derive_tolerance(D.f32 if dtype == np.float32 else D.f16)
+    v = compare(np.array(got, dtype), want, tol)
+    assert not v.ok and "differ" in v.message
+    # the same through an explicit scale (a sum's |terms|), which is infinite there too
+    assert not compare(np.array(got, dtype), Expect(want, np.abs(want)), tol).ok
+
+
+def test_nan_is_matched_only_by_nan():
+    """Held before the fix too (a NaN error is never within an allowance); kept beside the rule it belongs to."""
+    tol = derive_tolerance(D.f32)
+    for got, want in ((np.nan, np.inf), (np.nan, -np.inf), (np.inf, np.nan), (0.0, np.nan), (np.nan, 1.0)):
+        assert not compare(np.array([got], np.float32), np.array([want]), tol).ok
+
+
+def test_an_infinite_scale_does_not_let_a_wrong_infinity_pass_for_a_finite_expected_value():
+    tol = derive_tolerance(D.f32)
+    # an infinite allowance does not make a NaN or an infinity of the wrong sign pass for a finite expected value
+    for got in (np.nan, -np.inf):
+        assert not compare(np.array([got], np.float32), Expect(np.array([1.0]), np.array([np.inf])), tol).ok
+
+
+def test_matching_non_finite_values_pass():
+    tol = derive_tolerance(D.f32)
+    want = np.array([np.inf, -np.inf, np.nan, 1.0])
+    v = compare(want.astype(np.float32), want, tol)
+    assert v.ok and v.worst == 0.0
+    assert compare(want.astype(np.float32), Expect(want, np.abs(want) + 1.0), tol).ok
+    assert compare(want.astype(np.float32), want, EXACT).ok
+    assert not compare(np.array([np.inf, np.inf, np.nan, 1.0], np.float32), want, EXACT).ok

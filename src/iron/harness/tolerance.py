@@ -2,7 +2,10 @@
 
 A float output passes when ``|got - want| <= rtol * scale + atol`` for every element, where
 ``scale`` is what the error is proportional to (``|want|`` by default; ``sum |term|`` for a sum,
-whose error bound is relative to its terms, not to a possibly cancelled result).
+whose error bound is relative to its terms, not to a possibly cancelled result).  A non-finite expected
+value is matched exactly: an infinity only by the same infinity, NaN only by NaN (and a NaN never passes
+where a finite value is expected); a finite one only by a finite value, except that a value within
+tolerance of the dtype's largest finite one may overflow to the infinity of its sign.
 
 ``rtol`` follows from the arithmetic (see docs/runner.md): a correctly rounded operation adds at
 most the unit roundoff ``u`` of its dtype (f32 ``5.96e-8``, f16 ``4.88e-4``, bf16 ``3.91e-3``), so a
@@ -185,9 +188,13 @@ def _compare_floats(got: np.ndarray, want: np.ndarray, scale: np.ndarray | None,
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             err = np.abs(g - w)
             allowed = tol.rtol * s + tol.atol
-            ok = (err <= allowed) | (np.isnan(g) & np.isnan(w)) | ((g == w) & np.isinf(w))
+            finite = np.isfinite(w)
+            # An allowance scaled by an infinite |want| (or scale) would pass anything: a non-finite expected
+            # value is matched exactly (infinities by sign, NaN only by NaN), and a finite one only by finite
+            # values within the allowance.
+            ok = np.where(finite, np.isfinite(g) & (err <= allowed), (g == w) | (np.isnan(g) & np.isnan(w)))
             # A value within tolerance of the dtype's largest finite one may round to infinity of its sign.
-            ok |= np.isinf(g) & np.isfinite(w) & (np.sign(g) == np.sign(w)) & (np.abs(w) + allowed > top)
+            ok |= np.isinf(g) & finite & (np.sign(g) == np.sign(w)) & (np.abs(w) + allowed > top)
             ratio = np.where(ok & ~np.isfinite(err), 0.0, err / np.where(allowed > 0, allowed, np.inf))
             ratio = np.where(ok, np.minimum(ratio, 1.0), ratio)
         peak = float(np.nanmax(np.where(np.isnan(ratio), np.inf, ratio))) if ratio.size else 0.0

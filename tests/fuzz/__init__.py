@@ -1,0 +1,1 @@
+"""The random-kernel differential fuzzer (docs/fuzzing.md)."""
