@@ -3,7 +3,8 @@
 # the Vulkan loader and wheels carried in .gl / .whl (README.md here), then
 #   1. the GPU tests and the CUDA/Vulkan runtime tests (NVIDIA's Vulkan driver: float controls, loop limit);
 #   2. the std host functions' argument contract on CUDA tensors;
-#   3. the differential fuzzer (docs/fuzzing.md) on interp, vulkan and cuda, JOBS processes over COUNT seeds.
+#   3. the differential fuzzer (docs/fuzzing.md) on interp, vulkan and cuda: JOBS processes of COUNT seeds each,
+#      from SEED (default 1000).
 # Logs under $OUT.  Arguments: what to run ("tests", "fuzz" or "all"; default all).
 set -uo pipefail
 what=${1:-all}
@@ -22,7 +23,7 @@ if [ "$what" = all ] || [ "$what" = fuzz ]; then
   jobs=${JOBS:-8}
   count=${COUNT:-40}
   for j in $(seq 0 $((jobs - 1))); do
-    python3 scripts/fuzz.py --count "$count" --seed $((1000 + j * count)) --backends interp,vulkan,cuda \
+    python3 scripts/fuzz.py --count "$count" --seed $((${SEED:-1000} + j * count)) --backends interp,vulkan,cuda \
       --out /tmp/fuzz-fail > "/tmp/fuzz-$j.log" 2>&1 &
   done
   wait

@@ -51,8 +51,10 @@ INT_MAX = {"i32": 2**31, "u32": 2**32 - 1}
 APPROX: dict[str, tuple[str, float, float]] = {
     "exp": ("exp(min(max({x}, -20.0), 20.0))", 2e-6, 0.0),
     "exp2": ("exp2(min(max({x}, -30.0), 30.0))", 2e-6, 0.0),
-    "log": ("log(abs({x}) + 1.0)", 2e-6, 1e-7),
-    "log2": ("log2(abs({x}) + 1.0)", 2e-6, 1e-7),
+    # Vulkan bounds log and log2 by an absolute 2^-21 for arguments in [0.5, 2] (NVIDIA's driver on the H200:
+    # log2(1 + 9.46e-6) off by 1.1e-7, fuzzer seeds 1035, 1055, 1224).
+    "log": ("log(abs({x}) + 1.0)", 2e-6, 2.0**-21),
+    "log2": ("log2(abs({x}) + 1.0)", 2e-6, 2.0**-21),
     "sin": ("sin(min(max({x}, -100.0), 100.0))", 2e-6, 2e-6),
     "cos": ("cos(min(max({x}, -100.0), 100.0))", 2e-6, 2e-6),
     "tanh": ("tanh(min(max({x}, -10.0), 10.0))", 2e-6, 1e-7),

@@ -7,13 +7,15 @@ Even then lavapipe folds arithmetic with a literal zero (``x * 0.0`` was +0 for 
 ``x / 0.0`` was 0; ``-0.0 + 0.0`` was -0), so the GLSL emitter writes such operations out exactly.
 Subnormals: the device adds ``DenormPreserve`` where it offers it (``info["denorm_preserve_widths"]``; NVIDIA's
 driver flushed ``1e-45`` to zero without it); where it does not, a subnormal operand or result may be a zero of
-its sign, exactly that and nothing else (docs/vulkan.md).
+its sign, exactly that and nothing else (docs/vulkan.md; tests/runtime/vulkan/float_flush.py, shared with the
+rounding tests); lavapipe offers no DenormPreserve but keeps subnormals, so there the results are exact.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from float_flush import accepted, flush_allowed, flushed, keeps_subnormals, same
 
 from iron import In, Tensor, f16, f32, kernel
 from iron.codegen.emit import emit_kernel
@@ -55,23 +57,6 @@ def special(x: In[f32], y: In[f32], out: Tensor[f32]):
 VALUES = np.array([-1.0, -0.0, 0.0, 1.0, np.inf, -np.inf, np.nan, 3.4e38, 1e-45, -2.5], np.float32)
 
 
-def _same(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    return ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
-
-
-def _flushed(v: np.ndarray) -> np.ndarray:
-    """``v`` with every subnormal replaced by a zero of its sign (what flushing to zero does)."""
-    tiny = np.isfinite(v) & (v != 0) & (np.abs(v) < np.finfo(np.float32).tiny)
-    return np.where(tiny, np.copysign(np.float32(0), v), v).astype(np.float32)
-
-
-def _flush_allowed(got: np.ndarray, want: np.ndarray, want_flushed_inputs: np.ndarray) -> np.ndarray:
-    """Where a device without DenormPreserve may differ: each result is the interpreter's with the subnormal
-    operand kept or flushed, and the result itself kept or flushed; exactly one of those four values."""
-    candidates = (want, _flushed(want), want_flushed_inputs, _flushed(want_flushed_inputs))
-    return np.logical_or.reduce([_same(got, c) for c in candidates])
-
-
 def _run_interp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     want = np.full(18 * x.size, 7.0, np.float32)
     special.launch(x, y, want, grid=(x.size,), group=(1,), backend="interp")
@@ -85,18 +70,18 @@ def test_special_values_match_the_interpreter(device):
     got = np.full(18 * n, 7.0, np.float32)
     device.launch(run_pipeline(special.ir(), PassContext.for_target("spirv")), [x, y, got], (n,), (1,))
     want = _run_interp(x, y)
-    same = _same(got, want).reshape(n, 18)
+    ok = same(got, want).reshape(n, 18)
     finite = np.isfinite(x) & (x != 0)  # atan of these within 4 ulp (test_vulkan_math_accuracy.py), not bit for bit
     atan_got, atan_want = got[14::18][finite].astype(np.float64), want[14::18][finite].astype(np.float64)
     assert (np.abs(atan_got - atan_want) <= 4 * np.spacing(np.abs(atan_want).astype(np.float32))).all()
-    same[finite, 14] = True
-    subnormal = _flushed(x) != x
+    ok[finite, 14] = True
+    subnormal = flushed(x) != x
     assert subnormal.any()
-    if 32 not in device.info["denorm_preserve_widths"]:  # documented: subnormals may flush, to signed zeros only
-        allowed = _flush_allowed(got, want, _run_interp(_flushed(x), y)).reshape(n, 18)
-        same[subnormal] = allowed[subnormal]
+    # documented: without DenormPreserve subnormals may flush, to signed zeros only (lavapipe keeps them: exact)
+    allowed = accepted(got, want, _run_interp(flushed(x), y), keeps_subnormals(device.info)).reshape(n, 18)
+    ok[subnormal] = allowed[subnormal]
     bad = [f"{CASES[c]} at x={x[r]!r}: {got[18 * r + c]!r}, interpreter {want[18 * r + c]!r}"
-           for r, c in zip(*np.nonzero(~same))]
+           for r, c in zip(*np.nonzero(~ok))]
     assert not bad, "\n".join(bad)
 
 
@@ -104,15 +89,15 @@ def test_flushing_allows_signed_zeros_only():
     """What NVIDIA's driver gave for x = 1e-45 without DenormPreserve passes as flushing; nothing else does."""
     x = np.array([1e-45], np.float32)
     y = np.zeros_like(x)
-    want, flushed = _run_interp(x, y), _run_interp(_flushed(x), y)
+    want, want_flushed_inputs = _run_interp(x, y), _run_interp(flushed(x), y)
     nvidia = want.copy()
     nvidia[[3, 5, 12, 17]] = [np.nan, np.nan, -0.0, 0.0]  # x / 0.0, 0.0 / x, 0.0 - x, x + y
-    assert _flush_allowed(nvidia, want, flushed).all()
-    assert not _same(nvidia, want).all()
+    assert flush_allowed(nvidia, want, want_flushed_inputs).all()
+    assert not same(nvidia, want).all()
     wrong = nvidia.copy()
     for slot, value in ((3, -np.inf), (5, -0.0), (12, 1e-45), (17, 3e-45), (15, np.nan), (7, -0.0)):
         wrong[slot] = value
-        assert not _flush_allowed(wrong, want, flushed)[slot], (CASES[slot], value)
+        assert not flush_allowed(wrong, want, want_flushed_inputs)[slot], (CASES[slot], value)
         wrong[slot] = nvidia[slot]
 
 
@@ -123,8 +108,8 @@ def test_the_interpreter_is_ieee_here():
     special.launch(x, np.zeros_like(x), got, grid=(4,), group=(1,), backend="interp")
     rows = got.reshape(4, 18)
     with np.errstate(invalid="ignore", divide="ignore"):
-        assert _same(rows[:, 0], x * np.float32(0.0)).all()
-        assert _same(rows[:, 3], x / np.float32(0.0)).all()
+        assert same(rows[:, 0], x * np.float32(0.0)).all()
+        assert same(rows[:, 3], x / np.float32(0.0)).all()
     assert np.signbit(rows[1, 0]) and np.isinf(rows[0, 3]) and np.isnan(rows[3, 14])
     assert rows[1, 7] == 0.0 and not np.signbit(rows[1, 7])  # -0.0 + 0.0 is +0
 

@@ -30,7 +30,9 @@ f64 on GLSL, which keeps the native functions it has) and follows C:
   ``1 / inversesqrt`` and ``/`` 2.5 ulp (NVIDIA's driver: ``sqrt(1.5)`` one ulp off), where the IR
   rounds correctly; a first guess from double, one Newton step on the exact residual, then the f32
   whose midpoints bracket the exact result (``iron_nearest_f32``), so they are correctly rounded as long
-  as the guess is within a few f32 ulps;
+  as the guess is within a few f32 ulps; subnormal f32 values go to and from double through their bits
+  (``iron_f32_value``, ``iron_f32_bits``), so a device that flushes the subnormals it converts (no 32-bit
+  DenormPreserve) still gets them exact;
 * ``iron_sin``/``iron_cos`` (GLSL): Vulkan lets ``sin``/``cos`` be 2**-11 off in
   absolute terms and NVIDIA's driver is ~20 ulp off near zero; Cody-Waite
   reduction by pi/2 (in double where the device has it) and fitted polynomials, 2 ulp
@@ -219,9 +221,19 @@ float iron_fma(float a, float b, float c) {{
 # one ulp by comparing x with the neighbouring midpoints, 25-bit numbers whose products with m or y are
 # exact in double.  Special values are answered from the bits, never by the driver's arithmetic.
 _NEAREST_F32 = """\
-// The f32 value of bits q as double, with the infinity 0x7f800000u standing for 2^128 (one ulp past FLT_MAX).
+// The f32 value of bits q (no sign) as double, with the infinity 0x7f800000u standing for 2^128 (one ulp past
+// FLT_MAX), built from the bits, never by a conversion: a device without DenormPreserve may flush a subnormal
+// f32 operand of the conversion to double (NVIDIA's did).  A subnormal is q * 2^-149 (exact).
 double iron_f32_value(uint q) {{
-  return q == 0x7f800000u ? uint64BitsToDouble(0x47f0000000000000ul) : double(uintBitsToFloat(q));
+  return q < 0x00800000u ? double(q) * uint64BitsToDouble(0x36a0000000000000ul)  // rebias the exponent by 896:
+                         : uint64BitsToDouble((uint64_t(q) << 29) + 0x3800000000000000ul);  // 255 gives 2^128
+}}
+
+// The bits of an f32 within one ulp of v, a non-negative double (0x7f800000u past FLT_MAX).  Below 2^-126 from
+// v * 2^149 rounded down, never through a conversion to f32 that may flush a subnormal result to zero.
+uint iron_f32_bits(double v) {{
+  return v < uint64BitsToDouble(0x3810000000000000ul) ? uint(v * uint64BitsToDouble(0x4940000000000000ul))
+                                                     : floatBitsToUint(float(v));
 }}
 
 // The bits of the f32 nearest to x / y (root: to sqrt(x)), ties to even, for a positive f32 guess q (bits;
@@ -257,7 +269,7 @@ float iron_sqrt(float x) {{
   if (u > 0x7f800000u) {{
     return uintBitsToFloat(0x7fc00000u);  // negative or NaN
   }}
-  precise double d = double(x);
+  precise double d = iron_f32_value(u);  // from the bits: a subnormal x is never flushed (sqrt(x) is normal)
   precise double t = inversesqrt(d);
   precise double r = double(float(d * t));
   r = r + (d - r * r) * (0.5lf * t);
@@ -281,12 +293,12 @@ float iron_div(float a, float b) {{
   if (ua == 0u || ub == 0x7f800000u) {{
     return uintBitsToFloat(sign);
   }}
-  precise double x = double(uintBitsToFloat(ua));
-  precise double y = double(uintBitsToFloat(ub));
+  precise double x = iron_f32_value(ua);  // subnormals from the bits, and the quotient's bits below too:
+  precise double y = iron_f32_value(ub);  // no f32 value that may be flushed is ever converted
   precise double inverse = 1.0lf / y;
-  precise double q = double(float(min(x * inverse, double(uintBitsToFloat(0x7f7fffffu)))));
+  precise double q = iron_f32_value(iron_f32_bits(min(x * inverse, double(uintBitsToFloat(0x7f7fffffu)))));
   q = max(q + (x - q * y) * inverse, 0.0lf);  // never -0: a far guess at a tiny quotient may overshoot
-  return uintBitsToFloat(sign | iron_nearest_f32(floatBitsToUint(float(q)), x, y, false));
+  return uintBitsToFloat(sign | iron_nearest_f32(iron_f32_bits(q), x, y, false));
 }}"""
 
 _ATAN2 = """\
