@@ -96,10 +96,10 @@ def _fill_iron_caches(cache: Path) -> None:
 def test_a_cache_folder_that_is_home_is_refused_and_nothing_is_touched(home, monkeypatch, capsys, dry):
     _use_cache(monkeypatch, home)
     before = _snapshot(home)
-    assert main(["clean", "--cache-only", *(["--dry-run"] if dry else [])]) == 2
+    assert main(["clean", "--cache-only", *(["--dry-run"] if dry else [])]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("iron clean: error: refusing to clean the cache folder")
-    assert "your home folder" in err[0]
+    assert len(err) == 1 and err[0].startswith("iron clean: error: IRON_CACHE_DIR: cache_dir ")
+    assert "cannot be used" in err[0] and "your home folder" in err[0]
     assert _snapshot(home) == before
 
 
@@ -110,9 +110,9 @@ def test_a_cache_folder_holding_the_project_is_refused(home, monkeypatch, capsys
         where = str(home.parent / "home-link")
     _use_cache(monkeypatch, where)
     before = _snapshot(home)
-    assert main(["clean"]) == 2
+    assert main(["clean"]) == 1
     err = capsys.readouterr().err
-    assert "refusing to clean the cache folder" in err and ("holds the project" in err or "home folder" in err)
+    assert "cache_dir" in err and "cannot be used" in err and ("holds the project" in err or "home folder" in err)
     assert _snapshot(home) == before
 
 
@@ -126,10 +126,10 @@ def test_dry_run_with_a_cache_folder_of_root_refuses_without_walking(home, monke
     monkeypatch.setattr(os, "walk", no_walk)
     monkeypatch.setattr(Path, "iterdir", no_walk)
     monkeypatch.setattr(Path, "rglob", no_walk)
-    assert main(["clean", "--dry-run"]) == 2
+    assert main(["clean", "--dry-run"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("iron clean: error: refusing to clean the cache folder: ")
-    assert "/ is a file-system root" in err[0] and "~/.cache/iron" in err[0]
+    assert len(err) == 1 and "cache_dir '/' cannot be used: / is a file-system root" in err[0]
+    assert "~/.cache/iron" in err[0]
 
 
 def test_a_build_dir_that_is_home_or_the_project_is_refused(home, capsys):

@@ -11,9 +11,7 @@ bench roofline uses them through ``metrics.profile(..., measured_peaks=peaks(dev
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +44,9 @@ def path_for(device_name: str) -> Path | None:
 
 def write_json_atomically(path: Path, data: Any) -> None:
     """``data`` as indented JSON at ``path``; readers see the old file or the new one, never half of one."""
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    diskcache.replace_atomically(path, text.encode("utf-8"))
 
 
 def save(record: dict[str, Any]) -> Path | None:

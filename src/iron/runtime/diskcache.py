@@ -82,20 +82,11 @@ def write(path: Path, kind: bytes, payload: bytes, key: bytes | str = b"") -> st
 
     The folder holding ``path`` is expected to exist (:func:`ensure_folder`); sub-folders are made.
     """
-    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(wrap(kind, payload, key))
-        os.replace(tmp, path)
+        replace_atomically(path, wrap(kind, payload, key))
         return None
     except OSError as e:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
         return f"cannot write {path} ({e.strerror or e})"
 
 
@@ -104,18 +95,24 @@ def marker_text() -> str:
                        "note": "a folder of Iron's caches: `iron clean` removes Iron's files in it"}) + "\n"
 
 
-def _write_marker(folder: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{MARKER}.", suffix=".tmp")
+def replace_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in its folder and ``os.replace``: readers see the old
+    file or the new one, never half of one.  OSError when it cannot (the temporary file is removed)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(marker_text())
-        os.replace(tmp, folder / MARKER)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def _write_marker(folder: Path) -> None:
+    replace_atomically(folder / MARKER, marker_text().encode())
 
 
 def ensure_folder(folder: Path) -> str | None:
