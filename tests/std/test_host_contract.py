@@ -273,10 +273,18 @@ def test_decode_attention_checks_out_dtype_before_its_first_launch(launches):
     assert launches == []
 
 
+class _DeviceArray:
+    """A device array as CuPy or torch exports one (``__cuda_array_interface__``), never dereferenced here."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f4", "data": (1 << 40, False),
+                                         "strides": None, "version": 3}
+
+
 def test_out_of_another_kind_is_refused():
-    torch = pytest.importorskip("torch")
-    with pytest.raises(LaunchError, match=r"^gemm: out is a torch tensor, the input a numpy array"):
-        gemm.gemm(_r(4, 4), _r(4, 4), out=torch.zeros(4, 4))
+    """A device array as out= for numpy inputs (or the reverse) is refused before anything runs."""
+    with pytest.raises(LaunchError, match=r"^gemm: out is a _DeviceArray, the input a numpy array"):
+        gemm.gemm(_r(4, 4), _r(4, 4), out=_DeviceArray((4, 4)))
 
 
 def test_every_module_has_a_case():
