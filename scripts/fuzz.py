@@ -60,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         program = kernelgen.generate(args.seed, domain)
         outcome = differential.check_program(program, backends, source=args.replay.read_text())
-        return _report([outcome], args, backends)
+        failed = bool(outcome.mismatches or outcome.errors or outcome.invalid)
+        print(f"seed {outcome.seed} ({args.replay}): {'MISMATCH' if failed else 'ok'}")
+        return _report([outcome] if failed else [], args, backends)
 
     start = time.monotonic()
     seeds = range(args.seed, args.seed + args.count)

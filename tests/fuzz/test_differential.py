@@ -122,3 +122,35 @@ def test_minimize_keeps_the_disagreement_and_drops_the_rest(monkeypatch):
     assert outcome is not None and [m.output for m in outcome.mismatches] == ["io"]
     assert "barrier()" in outcome.source
     assert len(outcome.source.splitlines()) < len(program.source().splitlines())
+
+
+def test_replay_reports_failure_only_when_the_program_disagrees(monkeypatch, tmp_path, capsys):
+    """scripts/fuzz.py --replay: exit status 0 and 'ok' for a saved program every backend agrees on, 1 and the
+    mismatch when one does not (it once reported every replay as failed)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("fuzz_script", Path(__file__).parents[2] / "scripts" / "fuzz.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    wrong = {"on": False}
+
+    def device(kernel, backend, inputs):
+        out = differential.run_interp(kernel, inputs, 32)
+        if wrong["on"]:
+            out["io"][3] += 1
+        return out
+
+    monkeypatch.setattr(differential, "run_device", device)
+    monkeypatch.setattr(differential, "available", lambda backend: (True, ""))
+    domain = "loops=0,approx=0,f16=0,subgroups=0"
+    saved = tmp_path / "seed_0.py"
+    saved.write_text(generate(0, Domain(statements=(3, 4), loops=False, approx=False, f16=False,
+                                        subgroups=False)).source())
+    argv = ["--replay", str(saved), "--seed", "0", "--backends", "interp,fake", "--domain", domain]
+    assert script.main(argv) == 0
+    assert "fuzz: 0 of 1 programs failed" in capsys.readouterr().out
+    wrong["on"] = True
+    assert script.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH" in out and "fake differs from interp" in out and "fuzz: 1 of 1 programs failed" in out

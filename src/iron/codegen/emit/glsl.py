@@ -254,6 +254,8 @@ class GlslDialect(Dialect):
                                    "compute it in f32", kernel=self.kernel_name)
 
     def math_helper(self, name: str) -> str:
+        for needed in portable_math.REQUIRES.get(name, ()):
+            self.math_helper(needed)
         text = portable_math.helper_text(name, "", "floatBitsToInt", "uintBitsToFloat(0x7f800000u)",
                                          "uintBitsToFloat(0x7fc00000u)")
         return self.require(name, text)

@@ -18,7 +18,8 @@ f64 on GLSL, which keeps the native functions it has) and follows C:
   f32, and in f64 once it passes 2**29 (``q * y`` needs 24 + 29 bits);
 * ``iron_pow``: C's special cases (negative base with integer exponent,
   zero base, ``pow(x, 0) = 1``) around the native ``pow`` of ``|x|``;
-* ``iron_fmin``/``iron_fmax``: IEEE minNum/maxNum with -0 < +0 (docs/ir.md);
+* ``iron_fmin``/``iron_fmax``: IEEE minNum/maxNum with -0 < +0 (docs/ir.md), on an integer
+  key of the bits (``iron_order_key``), never a float comparison a driver may flush or fold;
 * ``iron_atan2``: Vulkan lets ``atan(y, x)`` be 4096 ulp off (lavapipe is ~17);
   this reduces to ``atan`` of ``min/max`` in [0, 1], folds ``[tan(pi/8), 1]``
   onto ``[-0.17, 0]`` around ``pi/4``, and evaluates ``t + t z P(z)``
@@ -44,8 +45,19 @@ and ``{bits}`` the float-to-int bit cast.
 
 from __future__ import annotations
 
+_ORDER_KEY = """\
+// An int that orders every non-NaN float as its value does, -0 below +0 and subnormals exact (no float compare).
+int iron_order_key(float x) {{
+  int bits = {bits}(x);
+  return bits < 0 ? bits ^ 0x7fffffff : bits;
+}}"""
+
 _FMIN = """\
-// min ignoring NaN, with -0 below +0 (IEEE minNum; docs/ir.md).
+// min ignoring NaN, with -0 below +0 (IEEE minNum; docs/ir.md), decided on the bits (iron_order_key).  Float
+// comparisons are not enough on NVIDIA's Vulkan driver (580): without 32-bit DenormPreserve it compares
+// subnormals as zeros yet returns them unflushed (min(0, 1e-45) gave 1e-45), and one select over
+// a < b || (a == b && signbit(a)) was miscompiled when an f64 helper shared the shader (fuzzer seed 2128;
+// tests/runtime/vulkan/test_vulkan_minmax.py).
 float iron_fmin(float a, float b) {{
   if (isnan(a)) {{
     return b;
@@ -53,11 +65,11 @@ float iron_fmin(float a, float b) {{
   if (isnan(b)) {{
     return a;
   }}
-  return (a < b || (a == b && {bits}(a) < 0)) ? a : b;
+  return iron_order_key(a) <= iron_order_key(b) ? a : b;
 }}"""
 
 _FMAX = """\
-// max ignoring NaN, with +0 above -0 (IEEE maxNum; docs/ir.md).
+// max ignoring NaN, with +0 above -0 (IEEE maxNum; docs/ir.md), on the bits as iron_fmin.
 float iron_fmax(float a, float b) {{
   if (isnan(a)) {{
     return b;
@@ -65,7 +77,7 @@ float iron_fmax(float a, float b) {{
   if (isnan(b)) {{
     return a;
   }}
-  return (a > b || (a == b && {bits}(b) < 0)) ? a : b;
+  return iron_order_key(a) >= iron_order_key(b) ? a : b;
 }}"""
 
 _FMOD = """\
@@ -405,10 +417,14 @@ def sincos_text(suffix: str, f64: bool) -> str:
     return _SINCOS.format(f=suffix, reduce=reduce, limit="1.5e6" if f64 else "6433.0")
 
 
-TEMPLATES: dict[str, str] = {"iron_fmin": _FMIN, "iron_fmax": _FMAX, "iron_fmod": _FMOD, "iron_pow": _POW,
+TEMPLATES: dict[str, str] = {"iron_order_key": _ORDER_KEY, "iron_fmin": _FMIN, "iron_fmax": _FMAX, "iron_fmod": _FMOD, "iron_pow": _POW,
                              "iron_log1p": _LOG1P, "iron_expm1": _EXPM1, "iron_erf": _ERF,
                              "iron_fma_f64": _FMA_F64, "iron_atan2": _ATAN2, "iron_nearest_f32": _NEAREST_F32,
                              "iron_sqrt_f64": _SQRT_F64, "iron_div_f64": _DIV_F64}
+
+
+#: Helpers a helper calls, to be defined before it.
+REQUIRES: dict[str, tuple[str, ...]] = {"iron_fmin": ("iron_order_key",), "iron_fmax": ("iron_order_key",)}
 
 
 def helper_text(name: str, suffix: str, bits: str, inf: str, nan: str) -> str:
