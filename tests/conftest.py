@@ -45,6 +45,33 @@ def pytest_configure(config: pytest.Config) -> None:
     config.corpus_base_seed = seed if seed is not None else secrets.randbits(31)
 
 
+#: Test files under these folders need an NVIDIA GPU.
+GPU_PATHS = ("tests/gpu/",)
+#: Test files under these folders run an external compiler or a Vulkan driver, whatever fixtures they take.
+TOOLCHAIN_PATHS = ("tests/toolchains/", "tests/runtime/vulkan/")
+#: Fixtures that mean an external compiler or driver.
+TOOLCHAIN_FIXTURES = frozenset({"require_toolchain", "missing_tool"})
+#: Test ids (prefixes) that take more than a few seconds on CI's two cores (measured with --durations).
+SLOW: tuple[str, ...] = ()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test ``gpu``, ``toolchain`` and ``slow`` (pyproject.toml) from where it lives and what it uses,
+    so that ``-m`` selects them without a marker on every test."""
+    root = str(config.rootpath) + os.sep
+    for item in items:
+        nodeid = item.nodeid
+        path = str(item.path).removeprefix(root).replace(os.sep, "/")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if path.startswith(GPU_PATHS):
+            item.add_marker(pytest.mark.gpu)
+        if (path.startswith(TOOLCHAIN_PATHS) or TOOLCHAIN_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+                or params.get("backend") in ("vulkan", "cuda")):
+            item.add_marker(pytest.mark.toolchain)
+        if nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Take what the session leaves alive out of the cyclic garbage collector before the process ends.

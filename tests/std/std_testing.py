@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -75,15 +76,27 @@ def assert_mutant_caught(name: str, mutant: Any, seed: int, backend: str = "inte
     assert rows and any(not r.ok for r in rows), f"the mutant of {name} passed every row: the test is too weak"
 
 
-def compile_points(module: str) -> list[tuple[str, dict[str, Any]]]:
-    """(registration name, kernel binding) for every distinct kernel specialisation the module's tests run."""
-    points: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+@dataclass(frozen=True, eq=False)
+class Point:
+    """One kernel specialisation a test runs: found at collection without lowering it (the kernel lowers
+    and compiles it on first use, once per test run)."""
+
+    kernel: Any
+    binding: dict[str, Any]
+
+    def compiled(self, target: str) -> Any:
+        return self.kernel.variant(**self.binding).compiled(target)
+
+
+def compile_points(module: str) -> list[tuple[str, Point]]:
+    """(registration name, point) for every distinct kernel specialisation the module's tests run."""
+    points: dict[tuple[str, str], tuple[str, Point]] = {}
     for entry in suite(module):
         for item in entry.items("interp"):
             case, setup = execute.make_setup(item, SEED, device("interp"))
-            launch = execute.resolve(item, case, setup)
-            key = (launch.kernel.name, repr(sorted(launch.binding.items(), key=lambda kv: kv[0])))
-            points.setdefault(key, (entry.name, launch))
+            kernel, binding = execute.bind(item, case, setup)
+            key = (kernel.name, repr(sorted(binding.items(), key=lambda kv: kv[0])))
+            points.setdefault(key, (entry.name, Point(kernel, binding)))
     return list(points.values())
 
 

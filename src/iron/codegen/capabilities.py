@@ -26,6 +26,7 @@ from typing import Any
 from ..core import dtypes as D
 from ..core.errors import LaunchError, SourceLoc, UnsupportedOnTarget
 from ..core.ir import Kernel, Op
+from ..core.ops import FRAGMENT_OPS
 from ..core.types import FragmentType, ScalarType, TensorType, VarType, VectorType
 from .mma import PORTABLE, MmaLayoutError
 from .targets import TargetProfile
@@ -37,10 +38,6 @@ COLLECTIVE_OPCODES = frozenset({
     "mma_wg",
 })
 
-_FRAGMENT_OPCODES = frozenset({"frag_fill", "frag_load", "frag_store", "mma", "mma_wg"})
-#: Ops every thread of a group must reach together on every GPU target (subgroup operations act
-#: on the active lanes, so a partial last group is fine for them).
-WHOLE_GROUP_OPCODES = frozenset({"barrier"}) | _FRAGMENT_OPCODES
 _ATOMIC_NAMES = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min", "atomic_xchg": "xchg",
                  "atomic_cas": "cas"}
 _SUBGROUP_64BIT = frozenset({"simd_sum", "simd_max", "simd_min", "simd_shuffle", "simd_shuffle_xor",
@@ -92,7 +89,7 @@ def _check_op(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> Non
         raise _unsupported(f"'{code}' (warpgroup multiplies) runs on NVIDIA Hopper's wgmma alone (CUDA sm_90), "
                            f"not on {where}", op.loc, kernel,
                            "use mma() fragments there (iron.std.gemm picks its kernel per device)")
-    if code in _FRAGMENT_OPCODES:
+    if code in FRAGMENT_OPS:
         _check_fragment_layout(op, kernel, profile, where)
     for v in ([op.result] if op.result is not None else []) + list(op.operands):
         dt = _dtype_of(v.type)

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 from .dtypes import DType
 from .ir import Block, Kernel, Op, Value
-from .ops import OPS
+from .ops import FENCE_OPS, OPS, READ_OPS, WRITE_OPS
 from .types import ScalarType, TensorType, VectorType
 
 # ---------------------------------------------------------------- traversal and uses
@@ -363,16 +363,6 @@ def for_terminates(op: Op) -> bool:
 # ---------------------------------------------------------------- memory
 
 
-#: Ops that read the tensor named by their first operand.
-READ_OPS = frozenset({"load", "vload", "frag_load", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg",
-                      "atomic_cas"})
-#: Ops that write the tensor named by their first operand.
-WRITE_OPS = frozenset({"store", "vstore", "frag_store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg",
-                       "atomic_cas", "copy_async"})
-#: Ops that order memory for every tensor (no access may move across them).  ``copy_async`` also reads
-#: its third operand and completes at some point up to ``copy_async_wait``: no access moves across either.
-FENCE_OPS = frozenset({"barrier", "call", "copy_async", "copy_async_commit", "copy_async_wait", "mma_wg",
-                       "mma_wg_wait"})
 
 
 def may_alias(a: Value, b: Value) -> bool:

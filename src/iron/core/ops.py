@@ -8,6 +8,7 @@ Type rules are plain functions over operand types and attributes; they raise
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -23,6 +24,35 @@ class OpTypeError(Exception):
 TypeRule = Callable[[Sequence[IRType], dict], "IRType | None"]
 
 
+class Trait(enum.Flag):
+    """What an op does, for the analyses, passes, emitters and the interpreter: each asks the table
+    (:func:`opcodes_with`), so a new op states its traits in its row and nothing else lists it."""
+
+    NONE = 0
+    #: Reads the tensor named by its first operand.
+    READS = enum.auto()
+    #: Writes the tensor named by its first operand.
+    WRITES = enum.auto()
+    #: Orders memory for every tensor: no access moves across it.
+    FENCE = enum.auto()
+    #: Every thread of a group must reach it together (a partial last group may not run it).
+    WHOLE_GROUP = enum.auto()
+    #: Works on matrix fragments (per-register and cooperative forms in the emitters).
+    FRAGMENT = enum.auto()
+    #: Impure, yet without effect when its result is unused: dead-code elimination removes it.
+    REMOVABLE = enum.auto()
+    #: A read-modify-write of one element: its result differs from thread to thread.
+    ATOMIC = enum.auto()
+    #: A subgroup reduction or vote over the active lanes.
+    REDUCTION = enum.auto()
+    #: A subgroup shuffle or broadcast.
+    SHUFFLE = enum.auto()
+    #: An index whose value differs from thread to thread.
+    VARYING_INDEX = enum.auto()
+    #: An index with one value for every thread of a subgroup.
+    UNIFORM_INDEX = enum.auto()
+
+
 @dataclass(frozen=True)
 class OpInfo:
     name: str
@@ -34,6 +64,7 @@ class OpInfo:
     num_regions: int = 0
     terminator: bool = False
     attrs: tuple[str, ...] = field(default=())
+    traits: Trait = Trait.NONE
 
 
 # ---------------------------------------------------------------- helpers
@@ -498,9 +529,11 @@ def _reg(name: str, category: str, n: int | None, rule: TypeRule, **kw: Any) -> 
 _reg("const", "const", 0, _const, attrs=("value", "type"))
 
 for _n in ("program_id", "thread_id", "group_id", "group_size", "num_groups", "grid_size"):
-    _reg(_n, "index", 0, _index_axis, attrs=("axis",))
+    _reg(_n, "index", 0, _index_axis, attrs=("axis",),
+         traits=Trait.VARYING_INDEX if _n in ("program_id", "thread_id") else Trait.UNIFORM_INDEX)
 for _n in ("lane_id", "simd_size", "simd_group_id", "num_simd_groups"):
-    _reg(_n, "index", 0, _index)
+    _reg(_n, "index", 0, _index,
+         traits=Trait.VARYING_INDEX if _n in ("lane_id", "simd_group_id") else Trait.UNIFORM_INDEX)
 
 #: Float-only unary math intrinsics.
 FLOAT_UNARY = ("exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "recip", "sin", "cos", "tan",
@@ -537,37 +570,42 @@ _reg("bitcast", "cast", 1, _bitcast, attrs=("to",))
 _reg("vec_make", "vector", None, _vec_make)
 _reg("vec_extract", "vector", 1, _vec_extract, attrs=("index",))
 
-_reg("load", "memory", 2, _load, pure=False)
-_reg("store", "memory", 3, _store, pure=False)
-_reg("vload", "memory", 2, _vload, pure=False, attrs=("width",))
-_reg("vstore", "memory", 3, _vstore, pure=False)
-_reg("copy_async", "memory", 5, _copy_async, pure=False, attrs=("width",))
-_reg("copy_async_commit", "sync", 0, _none, pure=False)
-_reg("copy_async_wait", "sync", 0, _copy_async_wait, pure=False, attrs=("pending",))
+_reg("load", "memory", 2, _load, pure=False, traits=Trait.READS)
+_reg("store", "memory", 3, _store, pure=False, traits=Trait.WRITES)
+_reg("vload", "memory", 2, _vload, pure=False, attrs=("width",), traits=Trait.READS)
+_reg("vstore", "memory", 3, _vstore, pure=False, traits=Trait.WRITES)
+# copy_async also reads its third operand and completes at some point up to copy_async_wait: a fence.
+_reg("copy_async", "memory", 5, _copy_async, pure=False, attrs=("width",), traits=Trait.WRITES | Trait.FENCE)
+_reg("copy_async_commit", "sync", 0, _none, pure=False, traits=Trait.FENCE)
+_reg("copy_async_wait", "sync", 0, _copy_async_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)
 _reg("tensor_size", "memory", 1, _tensor_size)
-_reg("shared_alloc", "memory", 0, _shared_alloc, pure=False, attrs=("dtype", "shape"))
-_reg("barrier", "sync", 0, _none, pure=False)
+_reg("shared_alloc", "memory", 0, _shared_alloc, pure=False, attrs=("dtype", "shape"), traits=Trait.REMOVABLE)
+_reg("barrier", "sync", 0, _none, pure=False, traits=Trait.FENCE | Trait.WHOLE_GROUP)
 
+_ATOMIC_TRAITS = Trait.READS | Trait.WRITES | Trait.ATOMIC
 for _n in ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg"):
-    _reg(_n, "atomic", 3, _atomic, pure=False)
-_reg("atomic_cas", "atomic", 4, _atomic, pure=False)
+    _reg(_n, "atomic", 3, _atomic, pure=False, traits=_ATOMIC_TRAITS)
+_reg("atomic_cas", "atomic", 4, _atomic, pure=False, traits=_ATOMIC_TRAITS)
 
 for _n in ("simd_sum", "simd_max", "simd_min"):
-    _reg(_n, "subgroup", 1, _simd_reduce, pure=False)
+    _reg(_n, "subgroup", 1, _simd_reduce, pure=False, traits=Trait.REDUCTION)
 for _n in ("simd_any", "simd_all"):
-    _reg(_n, "subgroup", 1, _simd_vote, pure=False)
+    _reg(_n, "subgroup", 1, _simd_vote, pure=False, traits=Trait.REDUCTION)
 for _n in ("simd_shuffle", "simd_shuffle_xor", "simd_shuffle_up", "simd_shuffle_down", "simd_broadcast"):
-    _reg(_n, "subgroup", 2, _simd_shuffle, pure=False)
+    _reg(_n, "subgroup", 2, _simd_shuffle, pure=False, traits=Trait.SHUFFLE)
 
-_reg("frag_fill", "fragment", 1, _frag_fill, attrs=("role", "dtype", "rows", "cols"))
-_reg("frag_load", "fragment", 3, _frag_load, pure=False, attrs=("role", "dtype", "rows", "cols", "layout"))
-_reg("frag_store", "fragment", 4, _frag_store, pure=False, attrs=("layout",))
-_reg("mma", "fragment", 3, _mma, pure=False)
-_reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "b_major", "b_block", "pending"))
-_reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",))
+_FRAG = Trait.FRAGMENT | Trait.WHOLE_GROUP
+_reg("frag_fill", "fragment", 1, _frag_fill, attrs=("role", "dtype", "rows", "cols"), traits=_FRAG)
+_reg("frag_load", "fragment", 3, _frag_load, pure=False, attrs=("role", "dtype", "rows", "cols", "layout"),
+     traits=_FRAG | Trait.READS)
+_reg("frag_store", "fragment", 4, _frag_store, pure=False, attrs=("layout",), traits=_FRAG | Trait.WRITES)
+_reg("mma", "fragment", 3, _mma, pure=False, traits=_FRAG)
+_reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "b_major", "b_block", "pending"),
+     traits=_FRAG | Trait.FENCE)
+_reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)
 
-_reg("var", "var", 0, _var, pure=False, attrs=("type",))
-_reg("var_load", "var", 1, _var_load, pure=False)
+_reg("var", "var", 0, _var, pure=False, attrs=("type",), traits=Trait.REMOVABLE)
+_reg("var_load", "var", 1, _var_load, pure=False, traits=Trait.REMOVABLE)
 _reg("var_store", "var", 2, _var_store, pure=False)
 
 _reg("if", "control", 1, _cond, pure=False, num_regions=2)
@@ -577,9 +615,14 @@ _reg("break", "control", 0, _none, pure=False, terminator=True)
 _reg("continue", "control", 0, _none, pure=False, terminator=True)
 _reg("return", "control", None, _return, pure=False, terminator=True)
 
-_reg("call", "call", None, _call, pure=False, attrs=("callee", "result_type"))
+_reg("call", "call", None, _call, pure=False, attrs=("callee", "result_type"), traits=Trait.FENCE)
 _reg("tuple_make", "tuple", None, _tuple_make)
 _reg("tuple_get", "tuple", 1, _tuple_get, attrs=("index",))
+
+
+def opcodes_with(trait: Trait) -> frozenset[str]:
+    """Every opcode that has all of ``trait``'s flags."""
+    return frozenset(name for name, oi in OPS.items() if trait in oi.traits)
 
 
 def info(opcode: str) -> OpInfo:
@@ -597,9 +640,23 @@ def infer_type(opcode: str, operand_types: Sequence[IRType], attrs: dict) -> IRT
     return oi.rule(operand_types, attrs)
 
 
+# Groups derived from the traits, named for their readers.
 #: Ops whose result is the same for every thread of a subgroup when their
 #: operands are (used by the divergence analysis that guards barriers).
-UNIFORM_INDEX_OPS = frozenset({"group_id", "group_size", "num_groups", "grid_size", "simd_size",
-                               "num_simd_groups"})
+UNIFORM_INDEX_OPS = opcodes_with(Trait.UNIFORM_INDEX)
 #: Index ops that differ from thread to thread.
-VARYING_INDEX_OPS = frozenset({"program_id", "thread_id", "lane_id", "simd_group_id"})
+VARYING_INDEX_OPS = opcodes_with(Trait.VARYING_INDEX)
+#: Ops that read / write the tensor named by their first operand.
+READ_OPS = opcodes_with(Trait.READS)
+WRITE_OPS = opcodes_with(Trait.WRITES)
+#: Ops that order memory for every tensor (no access may move across them).
+FENCE_OPS = opcodes_with(Trait.FENCE)
+#: Ops every thread of a group must reach together on every GPU target (subgroup operations act
+#: on the active lanes, so a partial last group is fine for them).
+WHOLE_GROUP_OPS = opcodes_with(Trait.WHOLE_GROUP)
+FRAGMENT_OPS = opcodes_with(Trait.FRAGMENT)
+ATOMIC_OPS = opcodes_with(Trait.ATOMIC)
+REDUCTION_OPS = opcodes_with(Trait.REDUCTION)
+SHUFFLE_OPS = opcodes_with(Trait.SHUFFLE)
+#: Impure ops that are still removable when their result is unused (they have no effect).
+REMOVABLE_OPS = opcodes_with(Trait.REMOVABLE)

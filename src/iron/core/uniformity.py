@@ -39,9 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ir import Block, Function, Kernel, Op, Value
-from .ops import VARYING_INDEX_OPS
+from .ops import ATOMIC_OPS, VARYING_INDEX_OPS
 
-_ATOMICS = frozenset({"atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas"})
 
 
 @dataclass(frozen=True)
@@ -195,7 +194,7 @@ class _Walker:
         elif opc == "tuple_get" and op.operands[0] in self.elements:
             vary = self.elements[op.operands[0]][op.attrs["index"]]
         else:
-            vary = opc in VARYING_INDEX_OPS or opc in _ATOMICS or any(v in self.varying for v in op.operands)
+            vary = opc in VARYING_INDEX_OPS or opc in ATOMIC_OPS or any(v in self.varying for v in op.operands)
         if vary:
             self.varying.add(op.result)
 

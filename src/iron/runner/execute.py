@@ -122,8 +122,8 @@ class Launch:
                           step.group or device.default_group(step.grid))
 
 
-def resolve(item: Item, case: Case, setup: Setup) -> Launch:
-    """Bind ``setup`` to its kernel: binding, run-time argument positions, outputs, poisoned outputs."""
+def bind(item: Item, case: Case, setup: Setup) -> tuple[Any, dict[str, Any]]:
+    """The kernel ``setup`` runs and its variant binding, without lowering it (cheap: test collection)."""
     kernel, fixed = base_kernel(item.entry.kernel)
     names = [s.name for s in kernel.params]
     args = list(setup.args)
@@ -131,6 +131,13 @@ def resolve(item: Item, case: Case, setup: Setup) -> Launch:
         raise SetupError(f"'{kernel.name}' takes {len(names)} arguments ({', '.join(names)}); the setup "
                          f"'{item.entry.name}' gave {len(args)}")
     binding, _ = kernel.resolver.resolve({**fixed, **case.binding, **dict(setup.binding)}, args, {})
+    return kernel, binding
+
+
+def resolve(item: Item, case: Case, setup: Setup) -> Launch:
+    """Bind ``setup`` to its kernel: binding, run-time argument positions, outputs, poisoned outputs."""
+    kernel, binding = bind(item, case, setup)
+    names = [s.name for s in kernel.params]
     runtime = [i for i, s in enumerate(kernel.params) if s.kind != "constexpr"]
     access = {p.name: p.access for p in kernel.ir_for_binding(binding).params if p.is_tensor}
     written = [i for i, n in enumerate(names) if access.get(n) in ("write", "readwrite")]

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Sequence
 
-from ..codegen.capabilities import WHOLE_GROUP_OPCODES, check_whole_groups
+from ..codegen.capabilities import check_whole_groups
+from ..core.ops import WHOLE_GROUP_OPS
 from ..codegen.targets import PROFILES
 from ..core.errors import LaunchError
 from ..core.ir import Kernel, Op
@@ -68,7 +69,7 @@ def whole_group_op(kernel: Kernel) -> Op | None:
     """The first op of ``kernel`` or of a helper it calls that every thread of a group must reach together."""
     for body in (kernel.body, *(f.body for f in kernel.functions.values())):
         for op in body.walk():
-            if op.opcode in WHOLE_GROUP_OPCODES:
+            if op.opcode in WHOLE_GROUP_OPS:
                 return op
     return None
 

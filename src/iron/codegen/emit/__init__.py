@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from ...core.errors import IronCompileError
 from ...core.ir import Kernel, Op
 from ..abi import KernelABI, kernel_abi
-from ..capabilities import WHOLE_GROUP_OPCODES, check_kernel, shared_bytes
+from ...core.ops import WHOLE_GROUP_OPS
+from ..capabilities import check_kernel, shared_bytes
 from ..legalize import INEXACT_POW, legalize, small_int_powers
 from ..targets import TargetProfile, UnknownTargetError, default_profile
 from .cstyle import KernelPrinter
@@ -91,7 +92,7 @@ def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = Non
     source = KernelPrinter(legal, dialect, abi).print()
     entry = "main" if target == "spirv" else abi.entry
     threads, shared = launch_limits(legal, prof)
-    whole = next((op for op in legal.walk() if op.opcode in WHOLE_GROUP_OPCODES), None)
+    whole = next((op for op in legal.walk() if op.opcode in WHOLE_GROUP_OPS), None)
     dynamic = dialect.dynamic_shared_bytes
     return EmittedKernel(target, source, abi, entry, prof, dialect.language, threads, max(shared, dynamic),
                          dynamic_shared_bytes=dynamic, whole_group_op=whole,

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.ir import Block, Kernel, Op, Value
-from ...core.ops import OPS
+from ...core.ops import FRAGMENT_OPS, OPS
 from ...core.types import FragmentType
 from ..abi import KernelABI
-from .fragments import FRAGMENT_OPCODES, FragmentPrinter
+from .fragments import FragmentPrinter
 from .names import Namer, field_ident
 
 
@@ -185,7 +185,7 @@ class KernelPrinter:
             self.line("return;")
             return
         args = [self.operand(v) for v in op.operands]
-        if code in FRAGMENT_OPCODES:
+        if code in FRAGMENT_OPS:
             self.fragments.op(op, args)
             return
         if code in ("copy_async", "copy_async_commit", "copy_async_wait"):

@@ -61,7 +61,6 @@ from ..targets import TargetProfile
 if TYPE_CHECKING:
     from .cstyle import ModuleParts, Operand
 
-FRAGMENT_OPCODES = frozenset({"frag_fill", "frag_load", "frag_store", "mma", "mma_wg"})
 
 
 Combo = tuple[tuple[int, int, int], D.DType, D.DType]
@@ -471,5 +470,5 @@ class FragmentPrinter:
         self.p.line("}")
 
 
-__all__ = ["FRAGMENT_OPCODES", "FragmentPrinter", "element_exprs", "fragment_layout", "scratch_floats_per_subgroup",
+__all__ = ["FragmentPrinter", "element_exprs", "fragment_layout", "scratch_floats_per_subgroup",
            "scratch_subgroups", "static_scratch_floats"]

@@ -23,7 +23,7 @@ into shaders that run loops.
 from __future__ import annotations
 
 from ...core.ir import Kernel, Op
-from .fragments import FRAGMENT_OPCODES
+from ...core.ops import FRAGMENT_OPS
 
 #: The status buffer's block: ``iron_loop_trips`` in (the check loop's trip count, 2), ``iron_loop_cut`` out
 #: (how many invocations saw a loop cut short).
@@ -54,7 +54,7 @@ def writes_loops(kernel: Kernel) -> bool:
 def writes_loops_of_its_own(op: Op) -> bool:
     """Whether the GLSL emitter writes ``op`` with a loop of its own."""
     code = op.opcode
-    if code in FRAGMENT_OPCODES:  # the portable fragments' per-register and dot-product loops
+    if code in FRAGMENT_OPS:  # the portable fragments' per-register and dot-product loops
         return True
     if code == "rem" and op.result.type.dtype.is_float:  # iron_fmod's long division
         return True

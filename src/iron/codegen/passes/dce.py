@@ -23,14 +23,12 @@ from typing import TYPE_CHECKING
 
 from ...core.analysis import for_terminates, kernel_blocks, use_counts
 from ...core.ir import Block, Kernel, Op
-from ...core.ops import OPS
+from ...core.ops import OPS, REMOVABLE_OPS
 from ._rewrite import own
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
 
-#: Impure ops that are still removable when their result is unused (they have no effect).
-_REMOVABLE_WHEN_UNUSED = frozenset({"var", "var_load", "shared_alloc"})
 
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
@@ -108,7 +106,7 @@ def _is_dead(op: Op, counts: dict) -> bool:
     if op.result is not None:
         if counts.get(op.result, 0):
             return False
-        return OPS[op.opcode].pure or op.opcode in _REMOVABLE_WHEN_UNUSED
+        return OPS[op.opcode].pure or op.opcode in REMOVABLE_OPS
     if op.opcode == "if":
         return not op.regions[0].ops and not op.regions[1].ops
     if op.opcode == "for":

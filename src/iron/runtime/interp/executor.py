@@ -23,7 +23,7 @@ import numpy as np
 from ...codegen.mma import MmaStrategy
 from ...core.eval import PURE_ELEMENTWISE_OPS, const_array, eval_pure, np_dtype
 from ...core.ir import Block, Kernel, Op, Value
-from ...core.ops import info
+from ...core.ops import REDUCTION_OPS, info
 from ...core.types import FragmentType, VectorType
 from . import atomics, subgroups
 from .async_copies import AsyncCopies
@@ -320,7 +320,7 @@ class Executor:
     # ------------------------------------------------------------ subgroups and fragments
     def _subgroup(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
         x = env[op.operands[0]]
-        if op.opcode in subgroups.REDUCTIONS:
+        if op.opcode in REDUCTION_OPS:
             return subgroups.reduce(op.opcode, x, mask, op.operands[0].type.dtype, self.threads)
         return subgroups.shuffle(op, x, env[op.operands[1]], mask, self.threads, self.faults, self.checks)
 

@@ -12,15 +12,13 @@ import numpy as np
 from ...core.dtypes import DType
 from ...core.eval import np_dtype
 from ...core.ir import Op
+from ...core.ops import REDUCTION_OPS, SHUFFLE_OPS
 from .faults import Faults
 from .mask import Mask
 from .threads import ThreadSpace
 
 Array = np.ndarray
 
-REDUCTIONS = frozenset({"simd_sum", "simd_max", "simd_min", "simd_any", "simd_all"})
-SHUFFLES = frozenset({"simd_shuffle", "simd_shuffle_xor", "simd_shuffle_up", "simd_shuffle_down",
-                      "simd_broadcast"})
 
 
 def reduce(opcode: str, x: Array, mask: Mask, dtype: DType, threads: ThreadSpace) -> Array:
