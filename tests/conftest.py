@@ -51,8 +51,12 @@ GPU_PATHS = ("tests/gpu/",)
 TOOLCHAIN_PATHS = ("tests/toolchains/", "tests/runtime/vulkan/")
 #: Fixtures that mean an external compiler or driver.
 TOOLCHAIN_FIXTURES = frozenset({"require_toolchain", "missing_tool"})
-#: Test ids (prefixes) that take more than a few seconds on CI's two cores (measured with --durations).
-SLOW: tuple[str, ...] = ()
+#: Test ids (prefixes) of the families that took seconds per test on CI's two cores (--durations=80,
+#: 2026-12-02): the standard library's rows and compiled specialisations, the fuzzer's seeds, and the runner
+#: tests that start processes.
+SLOW: tuple[str, ...] = ("tests/std/", "tests/fuzz/test_differential.py::test_backend_agrees",
+                         "tests/harness/test_project_runner.py", "tests/cli/test_test_cmd.py",
+                         "tests/cli/test_bench_cmd.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

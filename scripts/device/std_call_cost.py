@@ -1,0 +1,96 @@
+"""Host cost of std calls on torch CUDA tensors, beside torch's own call of the same op (issue 18's table).
+
+For the GPU machine.  Each row: wall time per call over a back-to-back loop with one synchronize at the end
+(median of ``--reps`` loops after a warm-up), Iron's std host function and torch's op, both outputs checked.
+With ``--profile`` the 32-element ``unary("exp")`` call is profiled (cProfile, 2000 calls) and its top
+functions printed: where a small call's host time goes.  Prints one JSON object.
+Run: ``PYTHONPATH=src python3 scripts/device/std_call_cost.py [--profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import time
+from typing import Any, Callable
+
+
+def per_call_us(call: Callable[[], Any], count: int, reps: int, sync: Callable[[], Any]) -> float:
+    for _ in range(50):
+        call()
+    sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(count):
+            call()
+        sync()
+        times.append((time.perf_counter() - t0) / count * 1e6)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    import torch
+
+    from iron.std import attention, elementwise, gemv
+
+    sync = torch.cuda.synchronize
+    rows: dict[str, Any] = {}
+
+    def row(name: str, iron_call: Callable[[], Any], torch_call: Callable[[], Any], got: Any, want: Any,
+            tol: float) -> None:
+        rows[name] = {"iron_call_us": round(per_call_us(iron_call, args.count, args.reps, sync), 1),
+                      "torch_call_us": round(per_call_us(torch_call, args.count, args.reps, sync), 1)}
+        err = (got.float() - want.float()).abs().max().item()
+        assert err <= tol, (name, err)
+
+    for n, dt in ((32, torch.bfloat16), (1 << 24, torch.bfloat16)):
+        x = torch.randn(n, device="cuda", dtype=dt)
+        o, t = torch.empty_like(x), torch.empty_like(x)
+        row(f"unary exp {n} bf16", lambda: elementwise.unary("exp", x, out=o, backend="cuda"),
+            lambda: torch.exp(x, out=t), o, t, 0.05)
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    o, t = torch.empty(4096, device="cuda", dtype=torch.bfloat16), torch.empty(4096, device="cuda", dtype=torch.bfloat16)
+    row("gemv 4096^2 bf16", lambda: gemv.gemv(a, v, out=o, backend="cuda"), lambda: torch.mv(a, v, out=t), o, t, 1.0)
+    q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
+    kc = torch.randn(1, 8, 4096, 128, device="cuda", dtype=torch.bfloat16)
+    vc = torch.randn(1, 8, 4096, 128, device="cuda", dtype=torch.bfloat16)
+    lens = torch.full((1,), 4096, device="cuda", dtype=torch.int32)
+    o = torch.empty(1, 32, 128, device="cuda", dtype=torch.bfloat16)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    qs, ks, vs = q.unsqueeze(2), kc.repeat_interleave(4, 1), vc.repeat_interleave(4, 1)
+    holder = {}
+
+    def torch_decode():
+        holder["t"] = sdpa(qs, ks, vs)
+
+    row("decode_attention B=1 H=32 H_kv=8 S=4096", lambda: attention.decode_attention(q, kc, vc, lens, out=o,
+                                                                                      backend="cuda"),
+        torch_decode, o, (torch_decode(), holder["t"])[1].squeeze(2), 0.05)
+    if args.profile:
+        x = torch.randn(32, device="cuda", dtype=torch.bfloat16)
+        o = torch.empty_like(x)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(2000):
+            elementwise.unary("exp", x, out=o, backend="cuda")
+        sync()
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+        rows["profile_unary_exp_32"] = text.getvalue()
+    print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
