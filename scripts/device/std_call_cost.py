@@ -60,7 +60,7 @@ def main() -> None:
             lambda: torch.exp(x, out=t), o, t, 0.05)
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
-    o, t = torch.empty(4096, device="cuda", dtype=torch.bfloat16), torch.empty(4096, device="cuda", dtype=torch.bfloat16)
+    o, t = (torch.empty(4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     row("gemv 4096^2 bf16", lambda: gemv.gemv(a, v, out=o, backend="cuda"), lambda: torch.mv(a, v, out=t), o, t, 1.0)
     q = torch.randn(1, 32, 128, device="cuda", dtype=torch.bfloat16)
     kc = torch.randn(1, 8, 4096, 128, device="cuda", dtype=torch.bfloat16)

@@ -417,7 +417,8 @@ def sincos_text(suffix: str, f64: bool) -> str:
     return _SINCOS.format(f=suffix, reduce=reduce, limit="1.5e6" if f64 else "6433.0")
 
 
-TEMPLATES: dict[str, str] = {"iron_order_key": _ORDER_KEY, "iron_fmin": _FMIN, "iron_fmax": _FMAX, "iron_fmod": _FMOD, "iron_pow": _POW,
+TEMPLATES: dict[str, str] = {"iron_order_key": _ORDER_KEY,
+                             "iron_fmin": _FMIN, "iron_fmax": _FMAX, "iron_fmod": _FMOD, "iron_pow": _POW,
                              "iron_log1p": _LOG1P, "iron_expm1": _EXPM1, "iron_erf": _ERF,
                              "iron_fma_f64": _FMA_F64, "iron_atan2": _ATAN2, "iron_nearest_f32": _NEAREST_F32,
                              "iron_sqrt_f64": _SQRT_F64, "iron_div_f64": _DIV_F64}
