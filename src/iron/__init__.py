@@ -34,6 +34,7 @@ from .core.errors import (  # noqa: F401
 from .lang import *  # noqa: F401,F403  (the language: decorators, annotations, dtypes, builtins)
 from .lang import __all__ as _lang_all
 from .lang import abs, max, min, pow, round  # noqa: F401,A004  (builtins named like Python's; not in __all__)
+from .jit import KernelFunction, Launcher, SpecializedKernel, kernel
 
 __version__ = "0.1.0"
 
@@ -63,4 +64,5 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'iron' has no attribute {name!r}")
 
 
-__all__ = ["use", "config", "__version__", *ERRORS, *_lang_all, *HARNESS]
+__all__ = ["use", "config", "__version__", "kernel", "KernelFunction", "SpecializedKernel", "Launcher", *ERRORS,
+           *_lang_all, *HARNESS]

@@ -64,6 +64,17 @@ def test_passes_shows_every_stage_in_order(kernels_file, capsys):
     assert positions == sorted(positions)
 
 
+def test_passes_for_an_emitting_target_show_its_legalisation_after_the_optimisation(kernels_file, capsys):
+    from iron.codegen.backends import get_target
+
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--passes", "--target", "spirv"]) == 0
+    out = capsys.readouterr().out
+    positions = [out.index(f"after legalize:{n}") for n in get_target("spirv").legalize]
+    assert positions == sorted(positions) and out.index("after fma_contract") < positions[0]
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--optimized", "--target", "spirv"]) == 0
+    assert "legalize:" not in capsys.readouterr().out
+
+
 def test_bad_kernel_gives_a_located_error_not_a_traceback(kernels_file):
     proc = subprocess.run([sys.executable, "-m", "iron", "inspect", f"{kernels_file}:broken"],
                           capture_output=True, text=True,

@@ -9,10 +9,11 @@ from typing import Any
 
 from corpus import CASES, Run, binding_label, case_named, harness
 
+from iron.codegen.backends import EMITTING
 from iron.codegen.pipeline import PassContext, run_pipeline
 from iron.core.ir import Kernel
 
-TARGETS = ("cuda", "hip", "spirv", "metal")
+TARGETS = tuple(b.target for b in EMITTING)
 FRAGMENT_OPS = frozenset({"frag_fill", "frag_load", "frag_store", "mma"})
 
 

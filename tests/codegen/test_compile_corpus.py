@@ -11,7 +11,8 @@ from corpus import binding_label
 from emit_testing import TARGETS, corpus_points, optimized
 
 from iron.codegen.emit import emit_kernel
-from iron.codegen.toolchains import TOOLCHAIN_OF_TARGET, check_source
+from iron.codegen.backends import get_target
+from iron.codegen.toolchains import check_source
 
 POINTS = corpus_points()
 
@@ -20,5 +21,5 @@ POINTS = corpus_points()
 @pytest.mark.parametrize("case_name,binding", POINTS, ids=[f"{n}[{binding_label(b)}]" for n, b in POINTS])
 def test_corpus_kernel_compiles(case_name, binding, target, require_toolchain):
     kernel = optimized(case_name, binding, target)
-    require_toolchain(TOOLCHAIN_OF_TARGET[target])
+    require_toolchain(get_target(target).toolchain)
     check_source(target, emit_kernel(kernel, target).source)

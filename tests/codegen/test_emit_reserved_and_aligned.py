@@ -8,7 +8,10 @@ import pytest
 
 from iron import In, Tensor, bf16, f16, f32, func, kernel
 from iron.codegen.emit import emit_kernel
-from iron.codegen.toolchains import TOOLCHAIN_OF_TARGET, check_source
+from iron.codegen.backends import EMITTING
+from iron.codegen.toolchains import check_source
+
+TOOLCHAIN_OF_TARGET = {b.target: b.toolchain for b in EMITTING}
 from iron.lang import barrier, program_id, shared, static_range, thread_id
 
 

@@ -298,7 +298,7 @@ def test_variant_launches_reuse_their_binding_and_never_another_variants(monkeyp
     """``k.variant(...).launch`` takes the fast path too: its key is the fixed binding plus the argument
     types (_call_signature's summary, computed faster), so each variant resolves once and keeps its own."""
     from iron.lang.annotations import binding_key
-    from iron.lang.kernel import _call_signature
+    from iron.jit.kernel import _call_signature
     from iron.lang.numpy_compat import element_signature
 
     resolutions = []

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from iron.codegen.toolchains import TOOLCHAIN_OF_TARGET, check_source
+from iron.codegen.backends import EMITTING
+from iron.codegen.toolchains import check_source
 from iron.core.protocol import TestRow
 from iron.harness import registry
 from iron.runner import execute
@@ -100,7 +101,7 @@ def compile_points(module: str) -> list[tuple[str, Point]]:
     return list(points.values())
 
 
-TOOLCHAIN_OF = TOOLCHAIN_OF_TARGET
+TOOLCHAIN_OF = {b.target: b.toolchain for b in EMITTING}
 
 
 def compile_for(target: str, launch: Any) -> None:

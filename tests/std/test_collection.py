@@ -11,7 +11,7 @@ from std_testing import compile_points
 def test_compile_points_do_not_lower_kernels(monkeypatch):
     import importlib
 
-    kernel_module = importlib.import_module("iron.lang.kernel")  # the module: iron.lang.kernel is also a function
+    kernel_module = importlib.import_module("iron.jit.kernel")  # the module: iron.jit.kernel is also a function
 
     def refuse(*args, **kwargs):
         raise AssertionError("a kernel was lowered while finding compile points")

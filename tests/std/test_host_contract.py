@@ -20,7 +20,7 @@ import pytest
 
 import iron.std as S
 from iron import LaunchError
-from iron.lang.kernel import KernelFunction
+from iron.jit.kernel import KernelFunction
 from iron.std import (attention, cast, conv, elementwise, gemm, gemv, gguf, norms, quant_gemv, reduce, rope, softmax,
                       transpose)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..codegen.backends import EMITTING, TARGET_NAMES, by_language
 from ..core import dtypes as D
 from ..core.errors import IronError
 from ..core.hashing import kernel_hash
@@ -22,19 +23,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ir", action="store_true", help="print the IR as the frontend wrote it (the default)")
     p.add_argument("--passes", action="store_true", help="print the IR after every pass of the pipeline")
     p.add_argument("--optimized", action="store_true", help="print only the IR after the whole pipeline")
-    p.add_argument("--target", default="interp", choices=("interp", "cuda", "hip", "spirv", "metal"),
-                   help="whose pipeline defaults to use (FMA contraction differs by target)")
+    p.add_argument("--target", default="interp", choices=TARGET_NAMES,
+                   help="whose pipeline defaults to use (FMA contraction differs by target); with --passes, "
+                        "a target that emits source also shows its legalisation passes")
     p.add_argument("--opt-level", type=int, choices=(0, 1, 2), default=None, help="override IRON_OPT_LEVEL")
-    p.add_argument("--emit", choices=tuple(EMIT_TARGETS), default=None,
+    p.add_argument("--emit", choices=tuple(b.language for b in EMITTING), default=None,
                    help="print the native source for this language instead of the IR")
     p.add_argument("--asm", action="store_true",
                    help="with --emit: compile it and print the compiled form and resource report "
                         "(PTX + registers/shared/spills, AMDGPU notes, SPIR-V disassembly)")
     p.add_argument("--arch", default=None, help="with --emit: the architecture (sm_90, gfx90a, gfx1030, ...)")
-
-
-#: --emit language -> codegen target
-EMIT_TARGETS = {"cuda": "cuda", "hip": "hip", "glsl": "spirv", "msl": "metal"}
 
 
 def parse_variant(text: str) -> dict[str, Any]:
@@ -75,13 +73,14 @@ def run(args: argparse.Namespace) -> int:
     ir = spec.ir
     overrides = {} if args.opt_level is None else {"opt_level": args.opt_level}
     if args.emit:
-        return _emit(ir, EMIT_TARGETS[args.emit], args, overrides)
+        return _emit(ir, by_language(args.emit).target, args, overrides)
     if args.asm:
         raise IronError("--asm goes with --emit cuda|hip|glsl|msl")
     ctx = PassContext.for_target(args.target, **overrides)
     if args.passes or args.optimized:
-        stages = pipeline_stages(ir, ctx)
-        shown = stages if args.passes else stages[-1:]
+        stages = pipeline_stages(ir, ctx, legalise=args.passes)
+        optimized = [(name, k) for name, k in stages if not name.startswith("legalize:")]
+        shown = stages if args.passes else optimized[-1:]
         previous = None
         for name, stage_ir in shown:
             text = print_kernel(stage_ir)
@@ -94,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"// ----- after {name} -----")
             print(text, end="")
             previous = text
-        print(f"// hash {kernel_hash(stages[-1][1])}")
+        print(f"// hash {kernel_hash(optimized[-1][1])}")
     else:
         print(print_kernel(ir), end="")
         print(f"// hash {kernel_hash(ir)}")
@@ -112,32 +111,14 @@ def _emit(ir: Any, target: str, args: argparse.Namespace, overrides: dict[str, A
     if not args.asm:
         print(emitted.source, end="" if emitted.source.endswith("\n") else "\n")
         return 0
-    arch = emitted.profile.arch
-    name = emitted.abi.entry
-    if target == "cuda":
-        from ..codegen.toolchains import nvrtc
+    from ..codegen.toolchains import toolchain_of
 
-        art = nvrtc.compile_cuda(emitted.source, arch=arch, want="ptx", name=f"{name}.cu")
-        print(art.binary.decode(errors="replace").rstrip("\x00"))
-        cubin = nvrtc.compile_cuda(emitted.source, arch=arch, want="cubin", name=f"{name}.cu")
-        _print_report(f"{cubin.tool} {cubin.version}, {arch}", cubin.report)
-    elif target == "hip":
-        from ..codegen.toolchains import hip
-
-        art = hip.compile_hip(emitted.source, arch=arch, name=f"{name}.hip")
-        _print_report(f"{art.tool} {art.version}, {arch} ({len(art.binary)} byte code object)", art.report)
-    elif target == "spirv":
-        from ..codegen.toolchains import spirv
-
-        art = spirv.compile_glsl(emitted.source, name=f"{name}.comp")
-        print(spirv.disassemble(art.binary))
-        _print_report(f"{art.tool} {art.version}", art.report)
-    else:
-        from ..codegen.toolchains import metal
-
-        art = metal.check_msl(emitted.source, name=f"{name}.metal")
-        print("// Metal has no assembler outside macOS: the source type-checks against Iron's Metal shim.")
-        _print_report(f"{art.tool} {art.version}", art.report)
+    backend = by_language(args.emit)
+    text, title, report = toolchain_of(target).listing(emitted.source, arch=emitted.profile.arch,
+                                                       name=f"{emitted.abi.entry}{backend.source_suffix}")
+    if text:
+        print(text)
+    _print_report(title, report)
     return 0
 
 

@@ -29,6 +29,7 @@ from ..core.ir import Kernel, Op
 from ..core.ops import FRAGMENT_OPS
 from ..core.types import FragmentType, ScalarType, TensorType, VarType, VectorType
 from .mma import PORTABLE, MmaLayoutError
+from .backends import get_target
 from .targets import TargetProfile
 
 #: Ops whose meaning depends on every thread of a group or subgroup taking part.
@@ -103,10 +104,12 @@ def _check_op(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> Non
             memory = "shared" if t.space == "shared" else "global"
             raise _unsupported(f"'{code}' on {memory} {t.dtype} is not available on {where}", op.loc, kernel,
                                _atomic_hint(code, t.dtype, profile))
-    if (code in _SUBGROUP_64BIT and profile.target == "spirv" and _dtype_of(op.operands[0].type).bits == 64
-            and "subgroup_extended_types" not in profile.features):
-        raise _unsupported(f"'{code}' on a 64-bit value needs VK_KHR_shader_subgroup_extended_types, which "
-                           f"{where} lacks", op.loc, kernel, "reduce or shuffle 32-bit values instead")
+    feature = get_target(profile.target).requires.get("subgroup_64bit")
+    if (code in _SUBGROUP_64BIT and feature is not None and _dtype_of(op.operands[0].type).bits == 64
+            and feature not in profile.features):
+        raise _unsupported(f"'{code}' on a 64-bit value needs the {feature} feature "
+                           f"(VK_KHR_shader_subgroup_extended_types on Vulkan), which {where} lacks", op.loc, kernel,
+                           "reduce or shuffle 32-bit values instead")
 
 
 def _check_fragment_layout(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> None:
@@ -135,8 +138,9 @@ def _dtype_hint(dt: D.DType, profile: TargetProfile) -> str:
 
 
 def _atomic_hint(code: str, dt: D.DType, profile: TargetProfile) -> str:
-    if profile.target == "spirv" and dt == D.f32:
-        return "float atomics need VK_EXT_shader_atomic_float: pick a profile whose device has it"
+    hint = get_target(profile.target).hints.get(f"atomic_{dt.name}")
+    if hint is not None:
+        return hint
     ok = sorted(d for op, d in profile.atomics if op == _ATOMIC_NAMES[code])
     return f"'{code}' works on: {', '.join(ok) or 'nothing'} here"
 

@@ -29,8 +29,12 @@ original kernel):
   even, NaN stays a quiet NaN of the same sign, as ml_dtypes does), exact
   also from i32/u32/f64 sources (round to odd first, then to bf16).
 
-:func:`legalize` runs the ones a target needs, in this order, and verifies
-the result.  Every function is pure (the input kernel is not changed).
+:func:`small_int_powers` (GLSL) is not exact: see its docstring.  Each is
+a registered pass (:data:`LEGALIZE_PASSES`); a backend's record lists the
+ones it runs, in order (``iron.codegen.backends``), and :func:`legalize`
+runs them through the same pass manager as the optimisation pipeline,
+visible in ``iron inspect --passes --target T``.  Every function is pure
+(the input kernel is not changed).
 """
 
 from __future__ import annotations
@@ -39,13 +43,16 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from dataclasses import dataclass
+
 from .. import config
 from ..core import dtypes as D
 from ..core.errors import UnsupportedOnTarget
 from ..core.ir import Block, Kernel, Op, Param, Value
 from ..core.ops import OPS, infer_type
 from ..core.types import IRType, ScalarType, TensorType, VarType, VectorType, with_dtype
-from ..core.verifier import verify
+from .backends import get_target
+from .passes import Pass, run_passes
 
 #: A rule's answer for "copy this op unchanged (with renamed operands)".
 KEEP = object()
@@ -511,13 +518,6 @@ def _f64_to_f32_odd(e: Emitter, x: Value) -> Value:
 
 # ---------------------------------------------------------------- per target
 
-#: Which rewrites each target needs, in order (see the module doc).
-_BOOL_BUFFERS = frozenset({"spirv"})
-_BF16_AS_BITS = frozenset({"spirv", "hip"})
-
-
-#: Targets whose native pow may be far from correctly rounded (Vulkan: the precision of exp2(y * log2(x))).
-INEXACT_POW = frozenset({"spirv"})
 #: Constant exponents turned into multiplications there: positive and small, so that no
 #: intermediate overflows where pow would not (x**4 overflows exactly when x*x*x*x does).
 SMALL_POWERS = (2, 3, 4)
@@ -528,7 +528,7 @@ def small_int_powers(kernel: Kernel) -> Kernel:
 
     Unlike :func:`legalize`'s rewrites this is not bit-exact (a product rounds per step where
     the interpreter's pow rounds once), so it is a precision substitution the emitter applies for
-    :data:`INEXACT_POW` targets, where the native function is much further off.
+    targets whose native function is much further off (a backend's ``legalize`` list names it).
 
     Vulkan lets ``pow`` be as far off as ``exp2(y * log2(x))`` (~2e-6 relative for
     ``x**3`` on lavapipe); the products are within 1.5 ulp, and agree with C's ``pow``
@@ -552,24 +552,36 @@ def small_int_powers(kernel: Kernel) -> Kernel:
     return rebuild(kernel, rule)
 
 
-def legalize(kernel: Kernel, target: str, min_lane_width: int = 8) -> Kernel:
-    """The rewrites ``target`` needs, verified as the ``verify`` option says; ``kernel`` must be call-free
-    (after the pipeline)."""
-    k = kernel
-    steps: list[tuple[str, Callable[[Kernel], Kernel]]] = []
-    if target in _BOOL_BUFFERS:
-        steps.append(("lower_bool_tensors", lower_bool_tensors))
-    steps += [("scalarize_vectors", scalarize_vectors),
-              ("promote_narrow_floats", promote_narrow_floats),
-              ("widen_subgroup_values", widen_subgroup_values),
-              ("lower_lane_shuffles", lambda kk: lower_lane_shuffles(kk, min_lane_width))]
-    if target in _BF16_AS_BITS:
-        steps.append(("lower_bf16_to_bits", lambda kk: lower_bf16_to_bits(kk, target)))
-    mode = config.get("verify")
-    for name, step in steps:
-        k = step(k)
-        if mode == "each":
-            verify(k, stage=f"legalize:{name}")
-    if mode == "end" and steps:
-        verify(k, stage=f"legalize ({steps[-1][0]} last; IRON_VERIFY=each names the step that broke it)")
-    return k
+@dataclass(frozen=True)
+class LegalizeContext:
+    """What a legalisation pass may need to know: the target and its narrowest subgroup."""
+
+    target: str
+    min_lane_width: int = 8
+
+
+#: Every legalisation pass; a backend's ``legalize`` field names the ones it runs, in order.
+LEGALIZE_PASSES: dict[str, Pass] = {p.name: p for p in (
+    Pass("lower_bool_tensors", lambda k, c: lower_bool_tensors(k), "bool buffers as u8 with explicit != 0 / 0 or 1"),
+    Pass("scalarize_vectors", lambda k, c: scalarize_vectors(k), "vector arithmetic as per-element scalar ops"),
+    Pass("promote_narrow_floats", lambda k, c: promote_narrow_floats(k),
+         "f16/bf16 arithmetic in f32, rounded back after every op"),
+    Pass("widen_subgroup_values", lambda k, c: widen_subgroup_values(k), "subgroup ops on narrow ints in 32 bits"),
+    Pass("lower_lane_shuffles", lambda k, c: lower_lane_shuffles(k, c.min_lane_width),
+         "relative shuffles as a shuffle from a computed lane"),
+    Pass("lower_bf16_to_bits", lambda k, c: lower_bf16_to_bits(k, c.target), "bf16 as u16 bits, converted exactly"),
+    Pass("small_int_powers", lambda k, c: small_int_powers(k),
+         "pow by 2, 3, 4 as products where the native pow is inexact", exact=False),
+)}
+
+
+def legalize(kernel: Kernel, target: str, min_lane_width: int = 8,
+             dump: Callable[[str, Kernel], None] | None = None, exact_only: bool = False) -> Kernel:
+    """The passes of ``target``'s legalisation pipeline (its backend's ``legalize``), verified as the
+    ``verify`` option says; ``kernel`` must be call-free (after the optimisation pipeline).  ``exact_only``
+    leaves out the precision substitutions (the tests prove the rest bit-exact on the interpreter)."""
+    passes = [LEGALIZE_PASSES[name] for name in get_target(target).legalize]
+    if exact_only:
+        passes = [p for p in passes if p.exact]
+    return run_passes(kernel, passes, LegalizeContext(target, min_lane_width), config.get("verify"),
+                      stage="legalize:", dump=dump)

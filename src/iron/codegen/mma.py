@@ -34,7 +34,7 @@ from ..core import dtypes as D
 from ..core.dtypes import DType
 from ..core.errors import IronError
 from ..core.types import MMA_SHAPES, WG_ACC_SHAPES, WG_N
-from .targets import get_target
+from .backends import get_target
 
 Role = Literal["a", "b", "acc"]
 ROLES: tuple[Role, ...] = ("a", "b", "acc")

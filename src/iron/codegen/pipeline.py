@@ -31,9 +31,8 @@ from typing import Any, Callable
 from .. import config
 from ..config import verify_mode
 from ..core.ir import Kernel, clone_kernel
-from ..core.verifier import verify
-from .passes import PASSES, Pass
-from .targets import get_target
+from .backends import get_target
+from .passes import PASSES, Pass, run_passes
 
 _LEVELS: dict[int, tuple[str, ...]] = {
     0: ("inline",),
@@ -105,15 +104,7 @@ def run_pipeline(kernel: Kernel, ctx: PassContext, dump: Callable[[str, Kernel],
     if dump is None:
         k = clone_kernel(kernel)
         ctx = replace(ctx, in_place=True)
-    passes = default_passes(ctx)
-    for p in passes:
-        k = p(k, ctx)
-        if ctx.verify == "each":
-            verify(k, stage=p.name)
-        if dump is not None:
-            dump(p.name, k)
-    if ctx.verify == "end" and passes:
-        verify(k, stage=f"the passes ({passes[-1].name} last; IRON_VERIFY=each names the pass that broke it)")
+    k = run_passes(k, default_passes(ctx), ctx, ctx.verify, dump=dump)
     if k.meta.get("contract") != ctx.contract:
         # Whether a*b + c may fuse travels with the IR: a backend whose compiler fuses on its own (NVRTC's
         # --fmad) must be told not to when the pipeline did not contract (it is part of the content hash).
@@ -122,8 +113,17 @@ def run_pipeline(kernel: Kernel, ctx: PassContext, dump: Callable[[str, Kernel],
     return k
 
 
-def pipeline_stages(kernel: Kernel, ctx: PassContext) -> list[tuple[str, Kernel]]:
-    """``[("frontend", kernel), (first pass, its result), ...]``, for ``iron inspect --passes``."""
+def pipeline_stages(kernel: Kernel, ctx: PassContext, legalise: bool = False,
+                    lane_width: int | None = None) -> list[tuple[str, Kernel]]:
+    """``[("frontend", kernel), (first pass, its result), ...]``, for ``iron inspect --passes``.  With
+    ``legalise``, a target that emits source adds its legalisation passes (``legalize:NAME``, for subgroups
+    of ``lane_width`` lanes, by default its default profile's)."""
+    from .legalize import legalize
+    from .targets import default_profile
+
     stages: list[tuple[str, Kernel]] = [("frontend", kernel)]
-    run_pipeline(kernel, ctx, dump=lambda name, k: stages.append((name, k)))
+    optimized = run_pipeline(kernel, ctx, dump=lambda name, k: stages.append((name, k)))
+    if legalise and get_target(ctx.target).emits:
+        width = lane_width or default_profile(ctx.target).lane_width
+        legalize(optimized, ctx.target, width, dump=lambda name, k: stages.append((name, k)))
     return stages

@@ -31,36 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..core.dtypes import ALL_DTYPES
-from ..core.errors import IronError
+from .backends import UnknownTargetError, get_target
 
-
-class UnknownTargetError(IronError, ValueError):
-    """A target name the code generator does not know."""
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    #: Whether the target's own compiler contracts a*b+c into fma by default.
-    fp_contract: bool
-    description: str
-
-
-TARGETS: dict[str, Target] = {t.name: t for t in (
-    Target("interp", False, "the numpy interpreter (reference semantics)"),
-    Target("cuda", True, "CUDA C++ through NVRTC/NVCC (--fmad=true by default)"),
-    Target("hip", True, "HIP through clang/hipcc (-ffp-contract=fast-honor-pragmas by default)"),
-    Target("spirv", False, "GLSL compiled to SPIR-V for Vulkan (no contraction unless the driver chooses it)"),
-    Target("metal", True, "Metal Shading Language (fast math, which licenses contraction, by default)"),
-)}
-
-
-def get_target(name: str) -> Target:
-    """The target called ``name``; a clear error lists the known ones."""
-    try:
-        return TARGETS[name]
-    except KeyError:
-        raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(TARGETS)}") from None
+__all__ = ["TargetProfile", "PROFILES", "VULKAN_FEATURES", "UnknownTargetError", "default_profile", "profile",
+           "vulkan_device_profile"]
 
 
 # ---------------------------------------------------------------- target profiles
@@ -257,11 +231,6 @@ PROFILES: dict[tuple[str, str], TargetProfile] = {(p.target, p.arch): p for p in
     _metal("apple-m3"),
 )}
 
-#: The profile each target compiles for unless told otherwise: the devices this
-#: project runs on (the H200; lavapipe in CI) or the most common one (gfx90a, M2).
-DEFAULT_ARCH: dict[str, str] = {"cuda": "sm_90", "hip": "gfx90a", "spirv": "vulkan-lavapipe", "metal": "apple-m2"}
-
-
 def profile(target: str, arch: str) -> TargetProfile:
     """The profile of ``arch`` on ``target``; a clear error lists the known ones."""
     get_target(target)
@@ -273,8 +242,9 @@ def profile(target: str, arch: str) -> TargetProfile:
 
 
 def default_profile(target: str) -> TargetProfile:
-    """The profile ``target`` compiles for when no device is named (``DEFAULT_ARCH``)."""
-    get_target(target)
-    if target not in DEFAULT_ARCH:
+    """The profile ``target`` compiles for when no device is named (its backend's ``default_arch``: the
+    devices this project runs on, the H200 and lavapipe in CI, or the most common one, gfx90a and M2)."""
+    arch = get_target(target).default_arch
+    if arch is None:
         raise UnknownTargetError(f"target {target!r} emits no device code, so it has no profile")
-    return profile(target, DEFAULT_ARCH[target])
+    return profile(target, arch)

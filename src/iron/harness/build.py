@@ -22,31 +22,39 @@ from ..core.errors import IronCompileError, IronError
 from ..core.hashing import kernel_hash
 from ..core.ir import Kernel
 from ..core.printer import format_attr, print_kernel
+from ..codegen.backends import EMITTING, BinaryKind, get_target
 
 #: The manifest's schema; bump on any incompatible change.
 MANIFEST_SCHEMA = "iron.manifest/1"
 
-#: --emit kinds -> (codegen target, folder, file suffix, compiled?)
-EMIT_KINDS: dict[str, tuple[str | None, str, str, bool]] = {
-    "ir": (None, "ir", ".ir", False),
-    "cuda": ("cuda", "cuda", ".cu", False),
-    "ptx": ("cuda", "ptx", ".ptx", True),
-    "cubin": ("cuda", "cubin", ".cubin", True),
-    "hip": ("hip", "hip", ".hip", False),
-    "hsaco": ("hip", "hsaco", ".hsaco", True),
-    "glsl": ("spirv", "glsl", ".comp", False),
-    "spirv": ("spirv", "spirv", ".spv", True),
-    "msl": ("metal", "msl", ".metal", False),
-    "metallib": ("metal", "metallib", ".metallib", True),
-    "swift": (None, "swift", ".swift", False),
-    "manifest": (None, "", ".json", False),
-}
+@dataclass(frozen=True)
+class EmitKind:
+    """One ``--emit`` kind: what it is made from and where it goes."""
+
+    name: str
+    #: The codegen target whose source or binary it is; None: not target code (IR, the manifest, Swift).
+    target: str | None
+    folder: str
+    suffix: str
+    #: The backend's compiled form (``iron.codegen.backends.BinaryKind``), None for source and the rest.
+    binary: BinaryKind | None = None
+
+
+def _emit_kinds() -> dict[str, EmitKind]:
+    kinds = [EmitKind("ir", None, "ir", ".ir")]
+    for b in EMITTING:  # each backend's source, then its compiled forms
+        assert b.language is not None
+        kinds.append(EmitKind(b.language, b.target, b.language, b.source_suffix))
+        kinds += [EmitKind(k.name, b.target, k.name, k.suffix, k) for k in b.binaries]
+    kinds += [EmitKind("swift", None, "swift", ".swift"), EmitKind("manifest", None, "", ".json")]
+    return {k.name: k for k in kinds}
+
+
+#: --emit kinds, from the backend records.
+EMIT_KINDS: dict[str, EmitKind] = _emit_kinds()
 
 #: What ``--emit all`` builds: every source and every artifact whose toolchain is here.
 ALL_KINDS = tuple(EMIT_KINDS)
-
-#: The architectures compiled artifacts are built for.
-DEFAULT_ARCH = {"cuda": "sm_90", "hip": "gfx90a"}
 
 
 class BuildError(IronError):
@@ -105,9 +113,10 @@ def build(kernels: Iterable[tuple[str, Any]], kinds: Iterable[str], *, strict: b
         _require_toolchains(kinds)
     result = BuildResult()
     variants = enumerate_variants(kernels, result.notes)
-    required = {EMIT_KINDS[k][0] for k in kinds if EMIT_KINDS[k][0]} | ({"metal"} if "swift" in kinds else set())
+    required = {EMIT_KINDS[k].target for k in kinds if EMIT_KINDS[k].target} | (
+        {_SWIFT_TARGET} if "swift" in kinds else set())
     # The manifest records every target's source hash; targets nobody asked for are best effort.
-    optional = ({"cuda", "hip", "spirv", "metal"} - required) if "manifest" in kinds else set()
+    optional = ({b.target for b in EMITTING} - required) if "manifest" in kinds else set()
     for vb in variants:
         if progress:
             progress(f"{vb.kernel_name} [{_binding_text(vb.binding)}]")
@@ -122,14 +131,15 @@ def build(kernels: Iterable[tuple[str, Any]], kinds: Iterable[str], *, strict: b
                 result.notes.append(f"{vb.kernel_name} [{_binding_text(vb.binding)}]: no {target} source: "
                                     f"{e.message}")
     for kind in kinds:
-        target, folder, suffix, compiled = EMIT_KINDS[kind]
+        spec = EMIT_KINDS[kind]
+        target, folder, suffix = spec.target, spec.folder, spec.suffix
         if kind == "ir":
             for vb in variants:
                 entry = _entry(vb)
                 result.files[f"ir/{entry}.ir"] = print_kernel(vb.ir).encode()
         elif kind == "manifest" or kind == "swift":
             continue
-        elif not compiled:
+        elif spec.binary is None:
             for vb in variants:
                 em = vb.emitted.get(target)
                 if em is not None:  # file names follow the ABI entry (GLSL's own entry is always main)
@@ -140,82 +150,70 @@ def build(kernels: Iterable[tuple[str, Any]], kinds: Iterable[str], *, strict: b
         from ..codegen.hostgen.swift import swift_bindings
 
         result.files["swift/IronKernels.swift"] = swift_bindings(
-            [(vb.kernel_name, vb.binding, vb.emitted["metal"]) for vb in variants if "metal" in vb.emitted]).encode()
+            [(vb.kernel_name, vb.binding, vb.emitted[_SWIFT_TARGET]) for vb in variants
+             if _SWIFT_TARGET in vb.emitted]).encode()
     result.manifest = manifest(variants, result)
     if "manifest" in kinds:
         result.files["manifest.json"] = (json.dumps(result.manifest, indent=2, sort_keys=False) + "\n").encode()
     return result
 
 
-#: Compiled kinds -> the toolchain (iron.codegen.toolchains.TOOLCHAINS) that makes them.
-_TOOLCHAIN_OF = {"ptx": "nvrtc", "cubin": "nvrtc", "hsaco": "hip", "spirv": "spirv"}
+#: The target whose kernels the Swift bindings call.
+_SWIFT_TARGET = "metal"
 
 
 def _require_toolchains(kinds: list[str]) -> None:
     """Fail before any work when a compiled kind asked for by name has no toolchain here."""
+    for kind in kinds:
+        missing = _missing(EMIT_KINDS[kind])
+        if missing is not None:
+            raise BuildError(f"--emit {kind}: {missing}")
+
+
+def _missing(spec: EmitKind) -> Exception | None:
+    """Why ``spec``'s compiled form cannot be made here (ToolchainMissing), or None."""
     from ..codegen.toolchains import TOOLCHAINS
     from ..codegen.toolchains.common import ToolchainMissing
 
-    for kind in kinds:
-        if kind == "metallib" and shutil.which("xcrun") is None:
-            raise BuildError(f"--emit metallib: {_no_xcrun()}")
-        name = _TOOLCHAIN_OF.get(kind)
-        if name is not None and not TOOLCHAINS[name].available():
-            module = TOOLCHAINS[name]
-            raise BuildError(f"--emit {kind}: {ToolchainMissing(module.TOOL, module.INSTALL, module.unavailable_reason())}")
-
-
-def _no_xcrun() -> Exception:
-    from ..codegen.toolchains.common import ToolchainMissing
-
-    return ToolchainMissing("xcrun metal", "Xcode on macOS (xcode-select --install); elsewhere use --emit msl",
-                            "the Metal compiler exists only on macOS")
+    if spec.binary is None or spec.target is None:
+        return None
+    module = TOOLCHAINS[spec.binary.toolchain or get_target(spec.target).toolchain or ""]
+    if not module.available():
+        return ToolchainMissing(module.TOOL, module.INSTALL, module.unavailable_reason())
+    missing = getattr(module, "build_missing", None)
+    return missing(spec.name) if missing is not None else None
 
 
 def _compile_kind(kind: str, variants: list[VariantBuild], result: BuildResult, strict: bool) -> None:
+    from ..codegen.toolchains import TOOLCHAINS
     from ..codegen.toolchains.common import ToolchainMissing
 
-    target, folder, suffix, _ = EMIT_KINDS[kind]
+    spec = EMIT_KINDS[kind]
+    assert spec.binary is not None and spec.target is not None
+    missing = _missing(spec)
+    if missing is not None:
+        if strict:
+            raise BuildError(f"--emit {kind}: {missing}")
+        result.notes.append(f"{kind}: skipped ({missing})")
+        return
+    backend = get_target(spec.target)
+    module = TOOLCHAINS[spec.binary.toolchain or backend.toolchain or ""]
     for vb in variants:
-        em = vb.emitted.get(target)
+        em = vb.emitted.get(spec.target)
         if em is None:
             continue
-        try:
-            binary, arch = _compile_one(kind, em, vb.optimized.get(target))
+        try:  # a source may need a newer compiler than the one found (glslang for an extension)
+            art = module.build(em.source, arch=em.profile.arch, kind=kind,
+                               name=f"{em.abi.entry}{backend.source_suffix}")
         except ToolchainMissing as e:
             if strict:
                 raise BuildError(f"--emit {kind}: {e}") from None
             result.notes.append(f"{kind}: skipped ({e})")
             return
-        name = f"{folder}/{em.abi.entry}.{arch}{suffix}" if arch else f"{folder}/{em.abi.entry}{suffix}"
-        result.files[name] = binary
-
-
-def _compile_one(kind: str, em: Any, ir: Kernel | None = None) -> tuple[bytes, str | None]:
-    if kind in ("ptx", "cubin"):
-        from ..codegen.toolchains import nvrtc
-
-        arch = DEFAULT_ARCH["cuda"]
-        if ir is not None and any(op.opcode == "mma_wg" for op in ir.walk()):
-            arch += "a"  # wgmma exists in the arch-specific sm_90a alone (as the CUDA runtime builds it)
-        art = nvrtc.compile_cuda(em.source, arch=arch, want=kind, name=f"{em.abi.entry}.cu")
-        return art.binary, arch
-    if kind == "hsaco":
-        from ..codegen.toolchains import hip
-
-        arch = DEFAULT_ARCH["hip"]
-        return hip.compile_hip(em.source, arch=arch, name=f"{em.abi.entry}.hip").binary, arch
-    if kind == "spirv":
-        from ..codegen.toolchains import spirv
-
-        art = spirv.compile_glsl(em.source, name=f"{em.abi.entry}.comp")
-        spirv.validate_spirv(art.binary)
-        return art.binary, None
-    if kind == "metallib":
-        if shutil.which("xcrun") is None:
-            raise _no_xcrun()
-        raise BuildError("metallib through xcrun is not wired up yet")  # pragma: no cover - macOS only
-    raise BuildError(f"cannot compile '{kind}'")  # pragma: no cover
+        assert art.binary is not None
+        arch = art.report.get("arch") if spec.binary.per_arch else None
+        stem = f"{spec.folder}/{em.abi.entry}"
+        result.files[f"{stem}.{arch}{spec.suffix}" if arch else f"{stem}{spec.suffix}"] = art.binary
 
 
 def _entry(vb: VariantBuild) -> str:

@@ -25,8 +25,9 @@ import numpy as np
 
 from .. import config
 from .._version import __version__
-from ..lang import (Constexpr, In, Tensor, f16, f32, fma, frag_a, frag_acc, frag_b, frag_store, group_id, kernel,
-                    mma, num_simd_groups, program_id, simd_group_id)
+from ..jit import kernel
+from ..lang import (Constexpr, In, Tensor, f16, f32, fma, frag_a, frag_acc, frag_b, frag_store, group_id, mma,
+                    num_simd_groups, program_id, simd_group_id)
 
 
 @kernel

@@ -10,7 +10,6 @@ from .annotations import Constexpr, In, T, Tensor, TypeVar, U, Variants, variant
 from .builtins import *  # noqa: F401,F403  (every builtin, listed in builtins.__all__)
 from .builtins import ALL_BUILTINS, Builtin, KernelOnlyError
 from .helpers import HelperFunction, func
-from .kernel import KernelFunction, Launcher, SpecializedKernel, kernel
 from .tiles import sw128
 
 DTYPES = ["f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool_"]
@@ -20,7 +19,7 @@ DTYPES = ["f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "
 SHADOWING_PYTHON = ("abs", "min", "max", "round", "pow")
 
 __all__ = [
-    "kernel", "func", "variants", "Variants", "Tensor", "In", "Constexpr", "TypeVar", "T", "U",
-    "KernelFunction", "SpecializedKernel", "Launcher", "HelperFunction", "Builtin", "KernelOnlyError", "sw128",
+    "func", "variants", "Variants", "Tensor", "In", "Constexpr", "TypeVar", "T", "U",
+    "HelperFunction", "Builtin", "KernelOnlyError", "sw128",
     *DTYPES, *(name for name in ALL_BUILTINS if name not in SHADOWING_PYTHON),
 ]

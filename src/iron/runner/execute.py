@@ -24,7 +24,7 @@ from ..core.errors import IronCompileError, IronError
 from ..harness.cases import Case, Setup, Then
 from ..harness.registry import Item, base_kernel
 from ..harness.tolerance import Expect, Tolerance, Verdict, compare, derive_tolerance, poison, widen
-from ..lang.kernel import normalize_grid
+from ..jit.kernel import normalize_grid
 
 _IRON_DIR = str(Path(__file__).resolve().parents[1])
 

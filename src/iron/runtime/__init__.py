@@ -9,9 +9,11 @@ driver; see docs/vulkan.md).  Other GPU devices register here as they land.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Protocol, Sequence
 
 from .. import config
+from ..codegen.backends import BACKENDS, DEVICE_NAMES, UnknownTargetError, by_device
 from ..core.errors import IronError
 from ..core.ir import Kernel
 
@@ -29,32 +31,38 @@ class BackendUnavailable(IronError):
     pass
 
 
-KNOWN_BACKENDS = ("interp", "cuda", "vulkan", "hip", "metal")
+#: Every device name a backend record gives (``iron.codegen.backends``), available in this build or not.
+KNOWN_BACKENDS = DEVICE_NAMES
 _devices: dict[str, Device] = {}
 
 
 def get_device(name: str) -> Device:
-    """The device for ``name`` (created once); BackendUnavailable says why one is absent."""
+    """The device for ``name`` (created once, from its backend's ``device_factory``); BackendUnavailable says
+    why one is absent."""
     if name in _devices:
         return _devices[name]
-    if name == "interp":
-        from .interp import InterpDevice
-
-        dev: Device = InterpDevice()
-    elif name == "cuda":
-        from .cuda import CudaDevice
-
-        dev = CudaDevice()
-    elif name == "vulkan":
-        from .vulkan import VulkanDevice
-
-        dev = VulkanDevice()
-    elif name in KNOWN_BACKENDS:
+    try:
+        backend = by_device(name)
+    except UnknownTargetError:
+        raise BackendUnavailable(f"unknown backend '{name}'; choose one of: {', '.join(KNOWN_BACKENDS)}") from None
+    if backend.device_factory is None:
         raise BackendUnavailable(f"backend '{name}' is not available in this build of Iron yet; use backend='interp'")
-    else:
-        raise BackendUnavailable(f"unknown backend '{name}'; choose one of: {', '.join(KNOWN_BACKENDS)}")
+    module, _, cls = backend.device_factory.partition(":")
+    dev: Device = getattr(importlib.import_module(module), cls)()
     _devices[name] = dev
     return dev
+
+
+def _precheck(name: str) -> tuple[bool, str]:
+    """A device package's own cheap ``availability()`` (no context, no compiler), where it has one."""
+    try:
+        factory = by_device(name).device_factory
+    except UnknownTargetError:
+        return True, ""  # get_device says why
+    if factory is None:
+        return True, ""
+    check = getattr(importlib.import_module(factory.partition(":")[0]), "availability", None)
+    return check() if check is not None else (True, "")
 
 
 def resolve_backend(explicit: str | None = None) -> str:
@@ -69,8 +77,9 @@ def resolve_backend(explicit: str | None = None) -> str:
     return name
 
 
-#: The order ``best_backend`` tries GPU backends in.
-PREFERENCE = ("cuda", "vulkan")
+#: The order ``best_backend`` tries GPU backends in (their records' ``auto_rank``).
+PREFERENCE = tuple(b.device for b in sorted((b for b in BACKENDS if b.auto_rank is not None and b.device),
+                                            key=lambda b: b.auto_rank or 0))
 
 
 def best_backend() -> str:
@@ -84,10 +93,8 @@ def best_backend() -> str:
 
 def backend_available(name: str) -> tuple[bool, str]:
     """(True, "") or (False, why not) for one backend, creating its device if need be."""
-    if name == "cuda" and "cuda" not in _devices:
-        from .cuda.driver import availability
-
-        ok, reason = availability()  # cheap: no context, no compiler
+    if name not in _devices:
+        ok, reason = _precheck(name)
         if not ok:
             return False, reason
     try:

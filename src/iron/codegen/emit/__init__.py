@@ -23,15 +23,11 @@ from ...core.ir import Kernel, Op
 from ..abi import KernelABI, kernel_abi
 from ...core.ops import WHOLE_GROUP_OPS
 from ..capabilities import check_kernel, shared_bytes
-from ..legalize import INEXACT_POW, legalize, small_int_powers
-from ..targets import TargetProfile, UnknownTargetError, default_profile
+from ..backends import EMITTING, UnknownTargetError, get_target
+from ..legalize import legalize
+from ..targets import TargetProfile, default_profile
 from .cstyle import KernelPrinter
-from .cxx import CudaDialect, HipDialect
 from .fragments import native_fragment_types, scratch_floats_per_subgroup, scratch_subgroups
-from .glsl import GlslDialect
-from .msl import MslDialect
-
-_DIALECTS = {"cuda": CudaDialect, "hip": HipDialect, "spirv": GlslDialect, "metal": MslDialect}
 
 
 @dataclass(frozen=True)
@@ -73,10 +69,13 @@ def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = Non
     ``loop_guard`` (``spirv`` only): for a driver that ends long loops early (lavapipe), make a shader that
     runs loops report whether any was cut short (:data:`.glsl_loops.LOOP_CHECK`, ``loop_status_binding``).
     """
-    if target not in _DIALECTS:
-        raise UnknownTargetError(f"no emitter for target {target!r}; emitters: {', '.join(_DIALECTS)}")
-    if loop_guard and target != "spirv":
-        raise ValueError(f"loop_guard is for GLSL (target 'spirv'), not {target!r}")
+    backend = get_target(target)
+    if not backend.emits:
+        raise UnknownTargetError(f"no emitter for target {target!r}; emitters: "
+                                 f"{', '.join(b.target for b in EMITTING)}")
+    if loop_guard and not backend.loop_guard:
+        raise ValueError(f"loop_guard is for the targets whose drivers may cut loops short "
+                         f"({', '.join(b.target for b in EMITTING if b.loop_guard)}), not {target!r}")
     prof = profile or default_profile(target)
     if prof.target != target:
         raise ValueError(f"profile {prof.key} is for target {prof.target!r}, not {target!r}")
@@ -84,13 +83,12 @@ def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = Non
     abi = kernel_abi(kernel)
     try:
         legal = legalize(kernel, target, min_lane_width=prof.lane_width)
-        if target in INEXACT_POW:
-            legal = small_int_powers(legal)
     except IronCompileError as e:
         raise e.with_kernel(kernel.name) from None
-    dialect = GlslDialect(prof, kernel.name, loop_guard=True) if loop_guard else _DIALECTS[target](prof, kernel.name)
+    cls = backend.dialect_class()
+    dialect = cls(prof, kernel.name, loop_guard=True) if loop_guard else cls(prof, kernel.name)
     source = KernelPrinter(legal, dialect, abi).print()
-    entry = "main" if target == "spirv" else abi.entry
+    entry = backend.entry or abi.entry
     threads, shared = launch_limits(legal, prof)
     whole = next((op for op in legal.walk() if op.opcode in WHOLE_GROUP_OPS), None)
     dynamic = dialect.dynamic_shared_bytes
@@ -117,7 +115,7 @@ def launch_limits(kernel: Kernel, profile: TargetProfile) -> tuple[int, int]:
     """
     arrays = shared_bytes(kernel)
     per = scratch_bytes_per_subgroup(kernel, profile)
-    if per == 0 or profile.target == "spirv":
+    if per == 0 or not get_target(profile.target).static_scratch:
         return profile.max_threads_per_group, arrays
     subgroups = scratch_subgroups(kernel, profile, arrays)
     return min(profile.max_threads_per_group, subgroups * profile.lane_width), arrays + subgroups * per

@@ -12,9 +12,10 @@ interpreter target) when a pass is run on its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ...core.ir import Kernel
+from ...core.verifier import verify
 from . import const_fold, cse, dce, fma_contract, forward_vars, inline, simplify, unroll, vectorize
 
 if TYPE_CHECKING:
@@ -26,11 +27,34 @@ class Pass:
     """A named kernel-to-kernel transformation."""
 
     name: str
-    fn: Callable[[Kernel, "PassContext"], Kernel]
+    fn: Callable[[Kernel, Any], Kernel]
     summary: str
+    #: Whether the result computes the same bits as the input on the interpreter (a precision substitution
+    #: such as legalisation's ``small_int_powers`` does not).
+    exact: bool = True
 
-    def __call__(self, kernel: Kernel, ctx: "PassContext") -> Kernel:
+    def __call__(self, kernel: Kernel, ctx: Any) -> Kernel:
         return self.fn(kernel, ctx)
+
+
+def run_passes(kernel: Kernel, passes: Sequence[Pass], ctx: Any, verify_mode: str, *, stage: str = "",
+               dump: Callable[[str, Kernel], None] | None = None) -> Kernel:
+    """Run ``passes`` in order: the one pass manager of the optimisation and legalisation pipelines.
+
+    ``verify_mode`` "each" verifies after every pass (a failure names it, prefixed by ``stage``), "end"
+    once after the last, "off" never; ``dump(stage + name, kernel)`` is called after every pass.
+    """
+    k = kernel
+    for p in passes:
+        k = p(k, ctx)
+        if verify_mode == "each":
+            verify(k, stage=f"{stage}{p.name}")
+        if dump is not None:
+            dump(f"{stage}{p.name}", k)
+    if verify_mode == "end" and passes:
+        what = stage.rstrip(":") or "the passes"
+        verify(k, stage=f"{what} ({passes[-1].name} last; IRON_VERIFY=each names the pass that broke it)")
+    return k
 
 
 PASSES: dict[str, Pass] = {p.name: p for p in (
@@ -54,4 +78,4 @@ def get_pass(name: str) -> Pass:
         raise KeyError(f"unknown pass {name!r}; known: {', '.join(PASSES)}") from None
 
 
-__all__ = ["Pass", "PASSES", "get_pass"]
+__all__ = ["Pass", "PASSES", "get_pass", "run_passes"]

@@ -13,34 +13,37 @@ fails for lack of one.  :func:`inventory` lists them all for ``iron device`` and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
+from ..backends import get_target
 from . import hip, metal, nvrtc, spirv
 from .common import CompiledArtifact, ToolchainError, ToolchainMissing
 
 __all__ = ["CompiledArtifact", "ToolchainError", "ToolchainMissing", "ToolchainStatus", "inventory", "TOOLCHAINS",
-           "TOOLCHAIN_OF_TARGET", "check_source"]
+           "toolchain_of", "check_source"]
 
-#: Every toolchain, by the name tests and ``require_toolchain`` use.
-TOOLCHAINS = {"nvrtc": nvrtc, "hip": hip, "spirv": spirv, "metal": metal}
-#: The toolchain that checks each emit target's source.
-TOOLCHAIN_OF_TARGET = {"cuda": "nvrtc", "hip": "hip", "spirv": "spirv", "metal": "metal"}
+#: Every toolchain, by the name backends (``iron.codegen.backends``), tests and ``require_toolchain`` use.  Each
+#: module offers ``available()``, ``version()``, ``build(source, arch=, kind=, name=)`` (a CompiledArtifact) and
+#: ``listing(source, arch=, name=)`` (text, title, report: ``iron inspect --asm``); ``CHECK_KIND`` is what
+#: :func:`check_source` builds.
+TOOLCHAINS: dict[str, ModuleType] = {"nvrtc": nvrtc, "hip": hip, "spirv": spirv, "metal": metal}
+
+
+def toolchain_of(target: str) -> ModuleType:
+    """The toolchain module that checks ``target``'s emitted source (its backend's ``toolchain``)."""
+    name = get_target(target).toolchain
+    if name is None:
+        raise ValueError(f"target {target!r} emits no source, so no toolchain checks it")
+    return TOOLCHAINS[name]
 
 
 def check_source(target: str, source: str) -> CompiledArtifact:
-    """Compile emitted ``source`` with ``target``'s real toolchain at its reference arch (CUDA sm_90, or sm_90a
-    where the source uses wgmma; HIP gfx90a; GLSL to SPIR-V then spirv-val; MSL type-checked): a
+    """Compile emitted ``source`` with ``target``'s real toolchain at its backend's default arch (CUDA sm_90, or
+    sm_90a where the source uses wgmma; HIP gfx90a; GLSL to validated SPIR-V; MSL type-checked): a
     :class:`ToolchainError` carries the compiler's log."""
-    if target == "cuda":
-        return nvrtc.compile_cuda(source, arch=nvrtc.arch_for_source(source, "sm_90"))
-    if target == "hip":
-        return hip.compile_hip(source, arch="gfx90a")
-    if target == "spirv":
-        artifact = spirv.compile_glsl(source)
-        spirv.validate_spirv(artifact.binary)
-        return artifact
-    if target == "metal":
-        return metal.check_msl(source)
-    raise ValueError(f"unknown target {target!r}; targets: {', '.join(TOOLCHAIN_OF_TARGET)}")
+    backend = get_target(target)
+    module = toolchain_of(target)
+    return module.build(source, arch=backend.default_arch, kind=module.CHECK_KIND)
 
 
 @dataclass(frozen=True)

@@ -263,3 +263,22 @@ def parse_amdgpu_notes(notes: str) -> dict[str, Any]:
         "wavefront_size": values[0].get("wavefront_size") if values else None,
         "spills": sum(k.get("vgpr_spills", 0) + k.get("sgpr_spills", 0) for k in values),
     }
+
+
+# ---------------------------------------------------------------- the toolchain interface (toolchains/__init__.py)
+
+#: What :func:`build` makes when a source is only checked (``check_source``).
+CHECK_KIND = "hsaco"
+
+
+def build(source: str, *, arch: str, kind: str = "hsaco", name: str = "kernel.hip") -> CompiledArtifact:
+    """An AMDGPU code object (``kind`` "hsaco") of emitted HIP for ``arch``."""
+    if kind != "hsaco":
+        raise ValueError(f"the HIP toolchain makes 'hsaco', not {kind!r}")
+    return compile_hip(source, arch=arch, name=name)
+
+
+def listing(source: str, *, arch: str, name: str = "kernel.hip") -> tuple[str, str, dict[str, Any]]:
+    """(no text, a title, the code object's resource notes) for ``iron inspect --asm``."""
+    art = build(source, arch=arch, name=name)
+    return "", f"{art.tool} {art.version}, {arch} ({len(art.binary or b'')} byte code object)", art.report

@@ -13,14 +13,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from .common import (
     CompiledArtifact,
     Probe,
     SourceWorkdir,
     ToolchainError,
+    ToolchainMissing,
     decode,
     error_from_diagnostics,
     find_tool,
@@ -103,3 +106,35 @@ def check_msl(source: str, *, name: str = "kernel.metal") -> CompiledArtifact:
         "warnings": [f"{d.file}:{d.line}: {d.message}" for d in diagnostics if d.severity == "warning"],
     }
     return CompiledArtifact(None, log, report, TOOL, ver)
+
+
+# ---------------------------------------------------------------- the toolchain interface (toolchains/__init__.py)
+
+#: What :func:`build` makes when a source is only checked (``check_source``).
+CHECK_KIND = "check"
+
+
+def build_missing(kind: str) -> ToolchainMissing | None:
+    """Why ``kind`` cannot be built here (a metallib needs Xcode's ``xcrun metal``), or None."""
+    if kind == "metallib" and shutil.which("xcrun") is None:
+        return ToolchainMissing("xcrun metal", "Xcode on macOS (xcode-select --install); elsewhere use --emit msl",
+                                "the Metal compiler exists only on macOS")
+    return None
+
+
+def build(source: str, *, arch: str | None = None, kind: str = "check", name: str = "kernel.metal"
+          ) -> CompiledArtifact:
+    """``kind`` "check": MSL type-checked (no binary); "metallib" needs macOS (:func:`build_missing`)."""
+    if kind == "check":
+        return check_msl(source, name=name)
+    missing = build_missing(kind)
+    if missing is not None:
+        raise missing
+    raise ToolchainError(TOOL, f"building a {kind} through xcrun is not wired up yet")  # pragma: no cover - macOS
+
+
+def listing(source: str, *, arch: str | None = None, name: str = "kernel.metal") -> tuple[str, str, dict[str, Any]]:
+    """(a note, a title, the check's report) for ``iron inspect --asm``: Metal has no assembler off macOS."""
+    art = check_msl(source, name=name)
+    note = "// Metal has no assembler outside macOS: the source type-checks against Iron's Metal shim."
+    return note, f"{art.tool} {art.version}", art.report

@@ -225,3 +225,23 @@ def parse_ptxas_report(log: str) -> dict[str, Any]:
         "spill_stores": sum(k["spill_stores"] for k in values),
         "spill_loads": sum(k["spill_loads"] for k in values),
     }
+
+
+# ---------------------------------------------------------------- the toolchain interface (toolchains/__init__.py)
+
+#: What :func:`build` makes when a source is only checked (``check_source``).
+CHECK_KIND = "cubin"
+
+
+def build(source: str, *, arch: str, kind: str = "cubin", name: str = "kernel.cu") -> CompiledArtifact:
+    """``kind`` ("cubin" or "ptx") of emitted CUDA for ``arch``, or its arch-specific variant where the source
+    needs one (:func:`arch_for_source`); the report's ``arch`` says which."""
+    return compile_cuda(source, arch=arch_for_source(source, arch), want=kind, name=name)
+
+
+def listing(source: str, *, arch: str, name: str = "kernel.cu") -> tuple[str, str, dict[str, Any]]:
+    """(the PTX, a title, ptxas's resource report of the CUBIN) for ``iron inspect --asm``."""
+    ptx = build(source, arch=arch, kind="ptx", name=name)
+    cubin = build(source, arch=arch, kind="cubin", name=name)
+    text = ptx.binary.decode(errors="replace").rstrip("\x00") if ptx.binary else ""
+    return text, f"{cubin.tool} {cubin.version}, {cubin.report.get('arch', arch)}", cubin.report

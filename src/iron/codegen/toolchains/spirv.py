@@ -174,3 +174,22 @@ def parse_spirv_module(text: str) -> dict[str, Any]:
         "bindings": [list(b) for b in bindings],
         "push_constants": "PushConstant" in text,
     }
+
+
+# ---------------------------------------------------------------- the toolchain interface (toolchains/__init__.py)
+
+#: What :func:`build` makes when a source is only checked (``check_source``).
+CHECK_KIND = "spirv"
+
+
+def build(source: str, *, arch: str | None = None, kind: str = "spirv", name: str = "kernel.comp") -> CompiledArtifact:
+    """Validated SPIR-V (``kind`` "spirv") of emitted GLSL; ``arch`` (a Vulkan profile) does not change it."""
+    if kind != CHECK_KIND:
+        raise ValueError(f"the SPIR-V toolchain makes {CHECK_KIND!r}, not {kind!r}")
+    return compile_glsl(source, name=name)
+
+
+def listing(source: str, *, arch: str | None = None, name: str = "kernel.comp") -> tuple[str, str, dict[str, Any]]:
+    """(spirv-dis's text, a title, the module's report) for ``iron inspect --asm``."""
+    art = build(source, name=name)
+    return disassemble(art.binary or b"").rstrip("\n"), f"{art.tool} {art.version}", art.report

@@ -32,14 +32,18 @@ def sm_number(arch: str) -> int:
     return int(m.group(1))
 
 
+#: The codegen target this device package runs (its backend record's ``target``).
+TARGET = "cuda"
+
+
 def device_profile(arch: str) -> tuple[TargetProfile, str | None]:
     """The profile to emit for a GPU of ``arch``, and a note when it is not that arch's own."""
     try:
-        return profile("cuda", arch), None
+        return profile(TARGET, arch), None
     except UnknownTargetError:
         pass
     known = sorted((sm_number(a), p) for (t, a), p in PROFILES.items()
-                   if t == "cuda" and _SM.match(a) and not _SM.match(a).group(2))
+                   if t == TARGET and _SM.match(a) and not _SM.match(a).group(2))
     sm = sm_number(arch)
     same_family = [p for n, p in known if n <= sm and n // 10 == sm // 10]
     older = [p for n, p in known if n <= sm]

@@ -1,4 +1,4 @@
-"""The kernel object: ``@iron.kernel``, specialisation, and launching.
+"""The kernel object: ``@iron.kernel``, specialisation, and launching (the ``jit`` layer, above the runtime).
 
 ``@kernel`` parses the function when decorated and lowers it lazily, once
 per binding (variant values, type variables, constexprs); the verified
@@ -16,12 +16,12 @@ from .. import config
 from ..core.dtypes import DType
 from ..core.errors import LaunchError
 from ..core.ir import Kernel
-from .annotations import Variants, binding_key, format_binding, rule_text
-from .binding import BindingResolver
-from .frontend import lower_kernel
-from .numpy_compat import array_element_type, element_signature, is_numpy_integer
-from .params import ParamSpec, check_signature, kernel_params
-from .source import parse_function
+from ..lang.annotations import Variants, binding_key, format_binding, rule_text
+from ..lang.binding import BindingResolver
+from ..lang.frontend import lower_kernel
+from ..lang.numpy_compat import array_element_type, element_signature, is_numpy_integer
+from ..lang.params import ParamSpec, check_signature, kernel_params
+from ..lang.source import parse_function
 
 
 class KernelFunction:
@@ -284,7 +284,7 @@ def split_launch_key(key: Any) -> tuple[Any, Any]:
 
 @functools.cache
 def _runtime() -> Any:
-    """``iron.runtime``, imported on first launch (the language layer does not import devices up front)."""
+    """``iron.runtime``, imported on first launch (``import iron`` does not import devices up front)."""
     global _DEVICES
     from .. import runtime
 
