@@ -182,3 +182,18 @@ def test_in_place_passes_leave_the_input_and_match_the_staged_pipeline():
     assert print_kernel(fast) == print_kernel(staged)
     assert print_kernel(k) == before
     assert not ctx.in_place and "in_place" not in repr(ctx)
+
+
+def test_targets_with_one_passes_key_get_the_same_optimised_kernel():
+    """iron build shares one pipeline run between targets whose PassContext.passes_key agrees: the passes may
+    read the target only through it (a pass that reads ctx.target fails here)."""
+    from corpus import CASES
+
+    for case in CASES[::7]:
+        ir = case.kernel.ir(**case.bindings[0])
+        by_key: dict = {}
+        for target in TARGETS:
+            ctx = PassContext.for_target(target)
+            text = print_kernel(run_pipeline(ir, ctx))
+            assert by_key.setdefault(ctx.passes_key, text) == text, (case.name, target)
+        assert len(by_key) == 2  # contracting (cuda, hip, metal) and not (interp, spirv)

@@ -77,6 +77,13 @@ class PassContext:
         return cls(target=target, **values, **overrides)
 
     @property
+    def passes_key(self) -> tuple[bool, int, int, str]:
+        """What the passes read.  They see the target only through ``contract``, so targets that agree on it
+        get the same optimised kernel and may share one run (``iron build`` runs the pipeline once for CUDA,
+        HIP and Metal); tests/passes/test_pipeline.py holds the passes to it."""
+        return (self.contract, self.unroll_max, self.opt_level, self.verify)
+
+    @property
     def contract(self) -> bool:
         """Whether ``a*b + c`` may become ``fma``: ``fp_contract``, else the target's default."""
         if self.fp_contract is not None:

@@ -120,8 +120,12 @@ def build(kernels: Iterable[tuple[str, Any]], kinds: Iterable[str], *, strict: b
     for vb in variants:
         if progress:
             progress(f"{vb.kernel_name} [{_binding_text(vb.binding)}]")
+        shared: dict[tuple, Kernel] = {}  # targets whose pipelines agree share one run (PassContext.passes_key)
         for target in sorted(required | optional):
-            opt = run_pipeline(vb.ir, PassContext.for_target(target))
+            ctx = PassContext.for_target(target)
+            opt = shared.get(ctx.passes_key)
+            if opt is None:
+                opt = shared[ctx.passes_key] = run_pipeline(vb.ir, ctx)
             vb.optimized[target] = opt
             try:
                 vb.emitted[target] = emit_kernel(opt, target)
