@@ -77,5 +77,24 @@ def test_no_module_outside_the_records_tests_a_target_by_name():
         for n, line in enumerate(py.read_text().splitlines(), 1):
             if _TARGET_TEST.search(line.split("#")[0]):
                 offenders.append(f"{py.relative_to(SRC.parent)}:{n}: {line.strip()}")
-    # iron.std still picks tunings by device name (issue 17: it is to ask the language for capabilities).
-    assert all("/std/" in o for o in offenders), "\n".join(o for o in offenders if "/std/" not in o)
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_library_asks_for_traits_and_imports_no_device():
+    for py in (SRC / "std").rglob("*.py"):
+        text = py.read_text()
+        assert "iron.runtime" not in text and "..runtime" not in text, py
+
+
+def test_device_traits_describe_the_device_without_naming_it():
+    from iron.codegen.mma import CUDA_MMA_SYNC_M16N8K16
+    from iron.jit.device import device_traits
+
+    interp = device_traits("interp")
+    assert interp.interpreted and interp.matrix_unit is None and interp.shared_limit is None
+    assert interp.lane_width == config.get("simd_width") and interp.has("wgmma") and not interp.loose_math
+    cuda = device_traits("cuda")  # the H200's traits, or sm_90's default profile where no GPU answers
+    assert cuda.matrix_unit is CUDA_MMA_SYNC_M16N8K16 and cuda.has("wgmma") and cuda.lane_width == 32
+    assert not cuda.interpreted and cuda.shared_limit >= 227 * 1024
+    vulkan = device_traits("vulkan")
+    assert vulkan.loose_math and not vulkan.interpreted and vulkan.profile.target == "spirv"

@@ -14,6 +14,7 @@ from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, c
 import iron
 from iron import bf16, config, f16
 from iron.codegen.targets import profile
+from iron.jit.device import DeviceTraits
 from iron.core import dtypes as D
 from iron.core.errors import UnsupportedOnTarget
 from iron.harness.tolerance import compare, derive_tolerance
@@ -78,8 +79,7 @@ def test_compiles(target, launch, require_toolchain):
         # Both keep bf16 as bits: fragments cannot read a shared bf16 array (the host uses gemm_fma there).
         with pytest.raises(UnsupportedOnTarget, match="bf16"):
             compile_for(target, launch)
-        assert G.fragment_config(target, 64 if target == "hip" else 32, bf16, profile(
-            target, "gfx90a" if target == "hip" else "vulkan-nvidia")) is None
+        assert G.fragment_config(_traits(target, "gfx90a" if target == "hip" else "vulkan-nvidia"), bf16) is None
     else:
         compile_for(target, launch)
 
@@ -91,7 +91,7 @@ def test_compiles_on_cooperative_matrices(require_toolchain):
     from iron.codegen.toolchains import spirv
 
     nvidia = profile("spirv", "vulkan-nvidia")
-    binding = G.fragment_config("spirv", 32, f16, nvidia)
+    binding = G.fragment_config(DeviceTraits("vulkan", 32, nvidia), f16)
     assert binding == {**G.SM80_4W, "THREADS": 128}
     kernel = G.gemm_mma.variant(**GS._flags(f16, True, True, "gelu_tanh"), **binding)
     emitted = emit_kernel(kernel.compiled("spirv"), "spirv", nvidia)
@@ -244,18 +244,25 @@ def test_shared_bytes_model_matches_the_kernel():
     assert emitted.dynamic_shared_bytes == emitted.shared_bytes == G.mma_shared_bytes(G.SM80, 2, False) > 48 * 1024
 
 
+def _traits(target, arch):
+    p = profile(target, arch)
+    return DeviceTraits(target, p.lane_width, p)
+
+
 def test_configuration_choice():
     """Matrix units where the device has them for the dtype; the FMA kernel elsewhere."""
-    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90")) == {**G.SM80, "THREADS": 128}
-    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_90"), True) == {**G.SM80, "THREADS": 128}
+    assert G.fragment_config(_traits("cuda", "sm_90"), f16) == {**G.SM80, "THREADS": 128}
+    assert G.fragment_config(_traits("cuda", "sm_90"), f16, True) == {**G.SM80, "THREADS": 128}
     # SM80's 110 KiB ring is more than an sm_86 may opt in to (99 KiB): the 48 KiB configuration there.
-    assert G.fragment_config("cuda", 32, f16, profile("cuda", "sm_86")) == {**G.SM80_4W, "THREADS": 128}
-    assert G.fragment_config("interp", 64, bf16) == {**G.SM80_4W, "THREADS": 256}
-    assert G.fragment_config("metal", 32, bf16, profile("metal", "apple-m2")) == {**G.APPLE, "THREADS": 128}
-    assert G.fragment_config("hip", 64, f16, profile("hip", "gfx90a")) == {**G.AMD, "THREADS": 256}
-    assert G.fragment_config("hip", 32, f16, profile("hip", "gfx1030")) is None  # no matrix unit
-    assert G.fragment_config("spirv", 8, f16, profile("spirv", "vulkan-lavapipe")) is None
-    assert G.fragment_config("spirv", 32, f16, profile("spirv", "vulkan-nvidia")) == {**G.SM80_4W, "THREADS": 128}
+    assert G.fragment_config(_traits("cuda", "sm_86"), f16) == {**G.SM80_4W, "THREADS": 128}
+    assert G.fragment_config(DeviceTraits("interp", 64, None), bf16) == {**G.SM80_4W, "THREADS": 256}
+    assert G.fragment_config(_traits("metal", "apple-m2"), bf16) == {**G.APPLE, "THREADS": 128}
+    assert G.fragment_config(_traits("hip", "gfx90a"), f16) == {**G.AMD, "THREADS": 256}
+    assert G.fragment_config(_traits("hip", "gfx1100"), f16) == {**G.AMD, "THREADS": 128}
+    assert G.fragment_config(_traits("hip", "gfx1030"), f16) is None  # no matrix unit
+    assert G.fragment_config(_traits("spirv", "vulkan-lavapipe"), f16) is None
+    assert G.fragment_config(_traits("spirv", "vulkan-nvidia"), f16) == {**G.SM80_4W, "THREADS": 128}
+    assert G.fragment_config(_traits("spirv", "vulkan-nvidia"), bf16) is None
     assert G.block_tile({**G.SM80}) == (128, 128) and G.block_tile(G.portable_small(8)) == (32, 32)
     assert G.launch_geometry(130, 70, 128, (128, 128)) == ((128, 2), (128, 1))
 

@@ -74,6 +74,9 @@ class Backend:
     loop_guard: bool = False
     #: Language capabilities that need a profile feature on this target: capability -> feature name.
     requires: Mapping[str, str] = field(default_factory=dict)
+    #: Whether its exp, log and tanh may be as far off as Vulkan's precision table allows (far looser than
+    #: CUDA's few ulp): the library's oracles widen their bounds there.
+    loose_math: bool = False
     #: Extra advice for capability errors, by capability.
     hints: Mapping[str, str] = field(default_factory=dict)
     #: Order in which ``backend="auto"`` tools try GPU devices (lower first); None: never picked by auto.
@@ -142,7 +145,7 @@ BACKENDS: tuple[Backend, ...] = (
             # Vulkan keeps bool buffers as 32-bit words and bf16 as bits; its pow may be as far off as
             # exp2(y*log2(x)), so small constant powers become products.
             legalize=("lower_bool_tensors", *_COMMON_LEGALIZE, "lower_bf16_to_bits", "small_int_powers"),
-            entry="main", static_scratch=False, loop_guard=True,
+            entry="main", static_scratch=False, loop_guard=True, loose_math=True,
             requires={"subgroup_64bit": "subgroup_extended_types"},
             hints={"atomic_f32": "float atomics need VK_EXT_shader_atomic_float: pick a profile whose device has it"},
             auto_rank=1, cache_folder="spirv"),

@@ -182,10 +182,11 @@ def _missing(spec: EmitKind) -> Exception | None:
     if spec.binary is None or spec.target is None:
         return None
     module = TOOLCHAINS[spec.binary.toolchain or get_target(spec.target).toolchain or ""]
-    if not module.available():
-        return ToolchainMissing(module.TOOL, module.INSTALL, module.unavailable_reason())
-    missing = getattr(module, "build_missing", None)
-    return missing(spec.name) if missing is not None else None
+    own = getattr(module, "build_missing", None)  # a kind that needs another tool (a metallib: xcrun) says so first
+    missing = own(spec.name) if own is not None else None
+    if missing is None and not module.available():
+        missing = ToolchainMissing(module.TOOL, module.INSTALL, module.unavailable_reason())
+    return missing
 
 
 def _compile_kind(kind: str, variants: list[VariantBuild], result: BuildResult, strict: bool) -> None:

@@ -25,11 +25,13 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def backend_name(backend: str | None) -> str:
-    """The backend a launch with ``backend`` runs on (None: the configured or best one)."""
-    from iron.runtime import resolve_backend
+def tuned_for_cuda_mma(backend: str | None) -> bool:
+    """Whether the device of ``backend`` multiplies on NVIDIA's mma.sync tensor cores: where the kernels'
+    CUDA-specific shapes (wide gemv groups, 16-lane attention teams, 64-query prefill blocks) were measured."""
+    from iron.codegen.mma import CUDA_MMA_SYNC_M16N8K16
+    from iron.jit.device import device_traits
 
-    return resolve_backend(backend)
+    return device_traits(backend).matrix_unit is CUDA_MMA_SYNC_M16N8K16
 
 
 def vector_width(dtype: D.DType) -> int:

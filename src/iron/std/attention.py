@@ -23,8 +23,8 @@ from iron import LaunchError, bf16, f16, f32, func, i32, In, T, Tensor, kernel, 
 from iron.lang import (barrier, exp2, fma, frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_id, lane_id,
                        local, log2, mma, num_simd_groups, program_id, select, shared, simd_group_id, simd_shuffle_xor,
                        simd_size, static_range, thread_id, vec)
-from iron.std._host import (backend_name, ceil_div, check_float, check_shape, dtype_of, empty_like, output,
-                            shape_of, vector_width)
+from iron.std._host import (ceil_div, check_float, check_shape, dtype_of, empty_like, output, shape_of,
+                            tuned_for_cuda_mma, vector_width)
 
 NEG = -math.inf
 LOG2E = 1.4426950408889634
@@ -532,7 +532,7 @@ def team_lanes(ch: int, d: int, vec: int, backend: str | None) -> int:
     cache, f16: 8 KV heads 20.7 -> 16.5 us, 32 KV heads 24.3 -> 22.2) but not long ones (B=16, 8 KV heads,
     1024-key chunks: 102.6 -> 124.9 us at two heads a group, 127.3 at four); CUDA only (its subgroups hold
     16 lanes; lavapipe's 8 do not), and only where D is a multiple of 16 vectors."""
-    if backend_name(backend) == "cuda" and ch <= SHORT_CHUNK and d % (16 * vec) == 0:
+    if ch <= SHORT_CHUNK and d % (16 * vec) == 0 and tuned_for_cuda_mma(backend):
         return 16
     return TEAM
 
@@ -601,7 +601,7 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: f
 def prefill_block(backend: str | None) -> int:
     """Queries per group: 64 on CUDA (attention_prefill, 48 KB of shared arrays, 128 threads), else 16
     (attention_prefill_small, which fits 32 KB with the portable mma scratch)."""
-    return 64 if backend_name(backend) == "cuda" else 16
+    return 64 if tuned_for_cuda_mma(backend) else 16
 
 
 def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float | None = None, out: Any = None,

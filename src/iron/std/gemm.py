@@ -25,6 +25,9 @@ from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, varia
 from iron.lang import (barrier, cast, copy_async, copy_async_commit, copy_async_wait, exp, fma, frag_a, frag_acc,
                        frag_b, frag_store, group_id, lane_id, local, mma, num_groups, select, shared, simd_group_id,
                        simd_size, static_range, tanh, thread_id, vec)
+from iron.codegen.mma import (AMD_MFMA_GFX90A, AMD_WMMA_RDNA3, CUDA_MMA_SYNC_M16N8K16, METAL_SIMDGROUP_8x8,
+                              VULKAN_KHR_COOPERATIVE_MATRIX)
+from iron.jit.device import DeviceTraits, device_traits
 
 from . import _host
 
@@ -601,43 +604,28 @@ MMA_CONFIGS = tuple(_mma_configs())
 _MMA_KEYS = frozenset(map(config_key, MMA_CONFIGS))
 
 
-def fragment_config(target: str, lanes: int, dtype: Any, profile: Any = None,
-                    transpose_b: bool = False) -> dict[str, Any] | None:
+def fragment_config(traits: DeviceTraits, dtype: Any, transpose_b: bool = False) -> dict[str, Any] | None:
     """The :data:`gemm_mma` configuration for a device, or None where the FMA kernel serves ``dtype`` better.
 
-    ``target``: "interp", "cuda", "hip", "metal" or "spirv"; ``lanes``: its subgroup width;
-    ``profile``: its TargetProfile (Vulkan: which cooperative matrices the device offers);
-    ``transpose_b``: B comes as (n, k).
+    ``traits``: the device's (:func:`iron.jit.device.device_traits`): its matrix unit, subgroup width and
+    shared-memory limit decide; ``transpose_b``: B comes as (n, k).
     """
+    lanes = traits.lane_width
+    unit = traits.matrix_unit
     threads = max(128, 4 * lanes)
-    if target == "cuda" and (profile is None or mma_shared_bytes(SM80, 2, transpose_b) <= profile.shared_limit):
+    if unit is CUDA_MMA_SYNC_M16N8K16 and mma_shared_bytes(SM80, 2, transpose_b) <= (traits.shared_limit or 0):
         return {**SM80, "THREADS": 4 * lanes}
-    if target in ("interp", "cuda"):
+    if traits.interpreted or unit is CUDA_MMA_SYNC_M16N8K16:
         return {**SM80_4W, "THREADS": threads}
-    if target == "metal":
+    if unit is METAL_SIMDGROUP_8x8:
         return {**APPLE, "THREADS": threads}
     if dtype == bf16:
         return None  # SPIR-V and HIP keep bf16 as bits: a shared bf16 array cannot feed fragments there
-    if target == "hip" and profile is not None and profile.mma_strategy and lanes in (32, 64):
+    if unit in (AMD_MFMA_GFX90A, AMD_WMMA_RDNA3) and lanes in (32, 64):
         return {**AMD, "THREADS": 4 * lanes}
-    offered = (profile.mma_offered or ()) if profile is not None else ()
-    if target == "spirv" and (16, 8, 16, "f16", "f32") in offered and lanes in (32, 64):
+    if unit is VULKAN_KHR_COOPERATIVE_MATRIX and traits.offers_fragment((16, 8, 16, "f16", "f32")) and lanes in (32, 64):
         return {**SM80_4W, "THREADS": 4 * lanes}
     return None
-
-
-def device_traits(backend: str | None) -> tuple[str, int, Any]:
-    """(target, subgroup width, TargetProfile or None) of the device ``backend`` names (None: the configured one)."""
-    from iron import config
-    from iron.runtime import get_device, resolve_backend
-
-    name = resolve_backend(backend)
-    if name == "interp":
-        return "interp", int(config.get("simd_width")), None
-    profile = getattr(get_device(name), "profile", None)
-    if profile is None:
-        raise LaunchError(f"gemm: the {name} device reports no target profile")
-    return profile.target, int(profile.lane_width), profile
 
 
 def launch_geometry(m: int, n: int, threads: int, tile: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -678,12 +666,12 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
     if m == 0 or n == 0:
         return out
     unread_bias = bias if bias is not None else _host.empty_like(a, 1)
-    target, lanes, profile = device_traits(backend)
-    cfg = fragment_config(target, lanes, dt, profile, bool(transpose_b)) if dt != f32 else None
+    traits = device_traits(backend)
+    cfg = fragment_config(traits, dt, bool(transpose_b)) if dt != f32 else None
     flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}
     from .gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg, runs_warpgroups, wg_shared_bytes
 
-    if cfg is not None and runs_warpgroups(profile) and wg_shared_bytes(WG_DEFAULT) <= profile.shared_limit:
+    if cfg is not None and runs_warpgroups(traits.profile) and wg_shared_bytes(WG_DEFAULT) <= (traits.shared_limit or 0):
         # Hopper: warpgroup multiplies from swizzled tiles (gemm_wg.py), faster than mma.sync fragments.
         grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, WG_DEFAULT["BN"]))
         gemm_wg.variant(**flags, **WG_DEFAULT).launch(a, b, unread_bias, out, m, n, k, grid=grid, group=group,

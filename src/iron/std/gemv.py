@@ -237,7 +237,7 @@ def sum_grid(n: int) -> int:
 def column_group_threads(dt: Any, backend: str | None) -> int:
     """Threads of a ``gemv_cols`` group: 1024 for f16/bf16 on CUDA, where the H200 measured it (x @ A,
     K=11008 N=4096: 61 -> 48 us, no shape slower), else GROUP (f32 there: 1024 was slower, 64 -> 75 us)."""
-    return 1024 if dt.itemsize == 2 and _host.backend_name(backend) == "cuda" else GROUP
+    return 1024 if dt.itemsize == 2 and _host.tuned_for_cuda_mma(backend) else GROUP
 
 
 def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str | None = None) -> Any:

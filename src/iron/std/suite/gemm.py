@@ -14,8 +14,8 @@ import numpy as np
 
 from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 
-from ..gemm import (FMA_BM, FMA_BN, FMA_THREADS, SM80_4W, SM80_WIDE, block_tile, device_traits, fragment_config, gemm_fma,
-                    gemm_mma, launch_geometry, portable_small)
+from ..gemm import (CUDA_MMA_SYNC_M16N8K16, FMA_BM, FMA_BN, FMA_THREADS, SM80_4W, SM80_WIDE, block_tile, device_traits,
+                    fragment_config, gemm_fma, gemm_mma, launch_geometry, portable_small)
 from ..gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg
 
 
@@ -140,8 +140,8 @@ def fma_setup(case):
 
 def mma_binding(case) -> dict:
     """The device's configuration (fragment_config), else the small portable one (lavapipe: no unit)."""
-    target, lanes, profile = device_traits(case.backend)
-    return fragment_config(target, lanes, case["T"], profile, case["BT"]) or portable_small(lanes)
+    traits = device_traits(case.backend)
+    return fragment_config(traits, case["T"], case["BT"]) or portable_small(traits.lane_width)
 
 
 @test_kernel(gemm_mma, shapes={"vulkan": VULKAN_MMA, "*": SHAPES + MMA_EXTRA}, bindings=MMA_BINDINGS,
@@ -192,7 +192,7 @@ def mma_stages_setup(case):
     """A ring of 4 shared buffers of BK 16 on CUDA (46 KiB; 53 KiB, past the static 48, where B is (n, k)), of 3 on the
     interpreter's small tiles: every wait and refill of the ring, K tails included."""
     m, n, k = case["M"], case["N"], case["K"]
-    if case.backend == "cuda":
+    if device_traits(case.backend).matrix_unit is CUDA_MMA_SYNC_M16N8K16:
         binding = {**SM80_4W, "BK": 16, "STAGES": 4, "THREADS": 128}
     else:
         binding = {**portable_small(case.simd_width), "STAGES": 3}
