@@ -17,15 +17,13 @@ import pytest
 
 from iron import In, Tensor, config, f32, kernel
 from iron.cli.main import main
-from iron.codegen.pipeline import PassContext, run_pipeline
-from iron.codegen.targets import default_profile
 from iron.codegen.toolchains import spirv as spirv_toolchain
 from iron.config.safe_paths import unsafe_folder_reason
 from iron.harness import build_marker, measured
 from iron.lang import program_id
-from iron.runtime import diskcache
-from iron.runtime.cuda import cachekey
-from iron.runtime.cuda.modstore import Entry, ModuleStore
+from iron.codegen import diskcache
+from iron.codegen import cache as cachekey
+from iron.codegen.cache import ArtifactStore, Entry
 
 @kernel
 def double(x: In[f32], y: Tensor[f32]):
@@ -77,17 +75,18 @@ def _use_cache(monkeypatch, cache: Path | str) -> None:
 
 def _fill_iron_caches(cache: Path) -> None:
     """Iron's writers at work: a CUDA module entry, a probe record, and (when glslc is here) SPIR-V."""
-    parts = cachekey.components("a" * 64, "// k", "nvrtc 13.0", "sm_90", "cubin", [], "cuda:sm_90")
-    store = ModuleStore(cache / "cuda")
-    assert store.write(cachekey.digest(parts), Entry(parts, "k", b"\x7fELF" + bytes(124), {})) is None
+    parts = cachekey.components(target="cuda", ir_hash="a" * 64, source="// k", toolchain="nvrtc 13.0",
+                                arch="sm_90", kind="cubin", options=[], profile="cuda:sm_90")
+    store = ArtifactStore(cache / "cuda")
+    assert store.write(cachekey.digest(parts), Entry(parts, "k", b"\x7fELF" + bytes(124), {}), ".cubin") is None
     assert measured.save({"device": "Some GPU", "bandwidth_gbps": 100.0}) == cache / "probes" / "some-gpu.json"
     assert diskcache.ensure_folder(cache / "vulkan") is None
     assert diskcache.write(cache / "vulkan" / "pipelines-x.bin", b"VKPC", b"driver data", "pipelines-x") is None
     if spirv_toolchain.available():
-        from iron.runtime.vulkan.compile import KernelCompiler
+        from iron.codegen.cache import ArtifactCache
+        from iron.codegen.compiler import CompileOptions, compile
 
-        kir = run_pipeline(double.ir(), PassContext.for_target("spirv"))
-        KernelCompiler(default_profile("spirv"), cache).compile(kir)
+        compile(double.ir(), "spirv", CompileOptions(binary="spirv"), cache=ArtifactCache(cache))
         assert list((cache / "spirv").glob("*.spv"))
 
 

@@ -75,6 +75,26 @@ def test_passes_for_an_emitting_target_show_its_legalisation_after_the_optimisat
     assert "legalize:" not in capsys.readouterr().out
 
 
+def test_stage_prints_that_stage_of_the_compile_driver(kernels_file, capsys):
+    from iron.codegen import CompileOptions, compile
+    from iron.codegen.compiler import stage_output
+    from iron.harness.discovery import find_kernel
+
+    from iron import f16
+
+    ir = find_kernel(f"{kernels_file}:scaled_exp").variant(T=f16, SCALE=2).ir
+    for stage in ("optimise", "legalise", "source"):
+        assert main(["inspect", f"{kernels_file}:scaled_exp", "--variant", "T=f16,SCALE=2", "--target", "spirv",
+                     "--stage", stage]) == 0
+        want, _ = stage_output(compile(ir, "spirv", CompileOptions(stop=stage)))
+        assert capsys.readouterr().out == want
+    legal = stage_output(compile(ir, "spirv", CompileOptions(stop="legalise")))[0]
+    optimised = stage_output(compile(ir, "spirv", CompileOptions(stop="optimise")))[0]
+    assert "= exp %0 : f16" in optimised and "= exp %1 : f32" in legal, "legalisation promotes f16 arithmetic"
+    assert main(["inspect", f"{kernels_file}:scaled_exp", "--stage", "source"]) == 1
+    assert "target 'interp' emits no code" in capsys.readouterr().err
+
+
 def test_bad_kernel_gives_a_located_error_not_a_traceback(kernels_file):
     proc = subprocess.run([sys.executable, "-m", "iron", "inspect", f"{kernels_file}:broken"],
                           capture_output=True, text=True,

@@ -10,7 +10,7 @@ from iron import config
 from iron.cli import update_cmd
 from iron.cli.main import main
 from iron.harness import build_marker, measured
-from iron.runtime import diskcache
+from iron.codegen import diskcache
 
 
 @pytest.fixture

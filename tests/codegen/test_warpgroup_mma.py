@@ -187,17 +187,17 @@ def test_refused_where_no_wgmma_runs(target, arch):
 
 
 def test_the_runtime_builds_warpgroup_kernels_for_the_arch_specific_variant():
-    from iron.runtime.cuda.compile import ModuleCompiler
+    def arch(kern) -> str:
+        return nvrtc.arch_for_source(emit_kernel(kern, "cuda", profile("cuda", "sm_90")).source, "sm_90")
 
-    compiler = ModuleCompiler(profile("cuda", "sm_90"), "sm_90", toolchain=object())
-    assert compiler.arch_for(probe.variant(N=64, MAJOR="k", PENDING=0, SKEW=0).compiled("cuda")) == "sm_90a"
-    assert compiler.arch_for(reads_in_flight.ir()) == "sm_90a"
+    assert arch(probe.variant(N=64, MAJOR="k", PENDING=0, SKEW=0).compiled("cuda")) == "sm_90a"
+    assert arch(reads_in_flight.variant().compiled("cuda")) == "sm_90a"
 
     @kernel
     def plain(x: Tensor[f32]):
         x[thread_id(0)] = 1.0
 
-    assert compiler.arch_for(plain.ir()) == "sm_90"
+    assert arch(plain.variant().compiled("cuda")) == "sm_90"
 
 
 @pytest.mark.parametrize("strategy", ["cuda_mma_sync_m16n8k16", "portable"])

@@ -1,7 +1,7 @@
 """``iron clean``: remove what Iron wrote (build outputs and on-disk caches), and nothing else.
 
 Iron marks what it owns: each cache folder it creates holds ``.iron-cache``
-(:func:`iron.runtime.diskcache.ensure_folder`), and ``iron build`` leaves
+(:func:`iron.codegen.diskcache.ensure_folder`), and ``iron build`` leaves
 ``.iron-build`` listing the files it wrote (:mod:`iron.harness.build_marker`).
 Only files Iron recognises as its own are removed: cache envelopes and probe
 records in marked cache folders, and build outputs the marker lists whose
@@ -23,7 +23,7 @@ from typing import Iterator
 from .. import config
 from ..config.safe_paths import unsafe_folder_reason
 from ..harness import build_marker, measured
-from ..runtime import diskcache
+from ..codegen import diskcache
 
 HELP = "remove build/iron and Iron's caches (compiled SPIR-V, CUDA modules, pipeline caches, probe results)"
 

@@ -1,11 +1,12 @@
-"""``iron inspect KERNEL``: the IR as written, after each pass, and its hash."""
+"""``iron inspect KERNEL``: the IR as written, after each pass, and its hash; any compile stage's output."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from ..codegen.backends import EMITTING, TARGET_NAMES, by_language
+from ..codegen.backends import EMITTING, TARGET_NAMES, by_language, get_target
+from ..codegen.compiler import STAGES
 from ..core import dtypes as D
 from ..core.errors import IronError
 from ..core.hashing import kernel_hash
@@ -27,12 +28,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="whose pipeline defaults to use (FMA contraction differs by target); with --passes, "
                         "a target that emits source also shows its legalisation passes")
     p.add_argument("--opt-level", type=int, choices=(0, 1, 2), default=None, help="override IRON_OPT_LEVEL")
+    p.add_argument("--stage", choices=STAGES, default=None,
+                   help="print one stage of the compile driver for --target: optimise (the IR after the passes), "
+                        "legalise (after the target's legalisation), source (the emitted source), binary (the "
+                        "compiled form and resource report, as --asm)")
     p.add_argument("--emit", choices=tuple(b.language for b in EMITTING), default=None,
                    help="print the native source for this language instead of the IR")
     p.add_argument("--asm", action="store_true",
                    help="with --emit: compile it and print the compiled form and resource report "
                         "(PTX + registers/shared/spills, AMDGPU notes, SPIR-V disassembly)")
-    p.add_argument("--arch", default=None, help="with --emit: the architecture (sm_90, gfx90a, gfx1030, ...)")
+    p.add_argument("--arch", default=None,
+                   help="with --emit or --stage: the architecture (sm_90, gfx90a, gfx1030, ...)")
 
 
 def parse_variant(text: str) -> dict[str, Any]:
@@ -73,9 +79,13 @@ def run(args: argparse.Namespace) -> int:
     ir = spec.ir
     overrides = {} if args.opt_level is None else {"opt_level": args.opt_level}
     if args.emit:
-        return _emit(ir, by_language(args.emit).target, args, overrides)
+        if args.stage:
+            raise IronError("--stage and --emit are two ways to ask for one output: give --stage with --target")
+        return _show_stage(ir, by_language(args.emit).target, "binary" if args.asm else "source", args, overrides)
     if args.asm:
         raise IronError("--asm goes with --emit cuda|hip|glsl|msl")
+    if args.stage:
+        return _show_stage(ir, args.target, args.stage, args, overrides)
     ctx = PassContext.for_target(args.target, **overrides)
     if args.passes or args.optimized:
         stages = pipeline_stages(ir, ctx, legalise=args.passes)
@@ -100,22 +110,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _emit(ir: Any, target: str, args: argparse.Namespace, overrides: dict[str, Any]) -> int:
-    """The emitted source for ``target``, or with --asm its compiled form and resource report."""
-    from ..codegen.emit import emit_kernel
-    from ..codegen.pipeline import PassContext, run_pipeline
+def _show_stage(ir: Any, target: str, stage: str, args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    """The output of the compile driver's ``stage`` for ``target`` (iron.codegen.compiler); for ``binary``, the
+    toolchain's listing and resource report."""
+    from ..codegen.compiler import CompileOptions, compile as compile_kernel, stage_output
+    from ..codegen.pipeline import PassContext
     from ..codegen.targets import profile as target_profile
 
     prof = target_profile(target, args.arch) if args.arch else None
-    emitted = emit_kernel(run_pipeline(ir, PassContext.for_target(target, **overrides)), target, prof)
-    if not args.asm:
-        print(emitted.source, end="" if emitted.source.endswith("\n") else "\n")
+    options = CompileOptions(profile=prof, passes=PassContext.for_target(target, **overrides),
+                             stop="source" if stage == "binary" else stage)
+    artifact = compile_kernel(ir, target, options)
+    if stage != "binary":
+        text, _ = stage_output(artifact)
+        assert isinstance(text, str)
+        print(text, end="" if text.endswith("\n") else "\n")
         return 0
     from ..codegen.toolchains import toolchain_of
 
-    backend = by_language(args.emit)
+    emitted = artifact.emitted
+    assert emitted is not None
     text, title, report = toolchain_of(target).listing(emitted.source, arch=emitted.profile.arch,
-                                                       name=f"{emitted.abi.entry}{backend.source_suffix}")
+                                                       name=f"{emitted.abi.entry}{get_target(target).source_suffix}")
     if text:
         print(text)
     _print_report(title, report)

@@ -38,6 +38,20 @@ class BinaryKind:
     toolchain: str | None
     #: Whether file names carry the architecture (``entry.sm_90.cubin``).
     per_arch: bool = True
+    #: What a sound binary of this kind is, for the disk cache's check of what it reads: a description,
+    #: the bytes it starts with, the bytes its first 8 KB hold, the size its length is a multiple of.
+    title: str = "a binary"
+    signature: bytes = b""
+    markers: tuple[bytes, ...] = ()
+    word: int = 1
+
+    def problem(self, data: bytes) -> str | None:
+        """Why ``data`` is not a binary of this kind (truncated, another format); None when it looks like one."""
+        head = data[:8192]
+        if (len(data) <= max(len(self.signature), 16) or not data.startswith(self.signature)
+                or len(data) % self.word or not all(m in head for m in self.markers)):
+            return f"not {self.title}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -81,8 +95,11 @@ class Backend:
     hints: Mapping[str, str] = field(default_factory=dict)
     #: Order in which ``backend="auto"`` tools try GPU devices (lower first); None: never picked by auto.
     auto_rank: int | None = None
-    #: The folder of its compiled modules under the cache directory.
+    #: The folder of its compiled binaries under the cache directory (None: the target's name).
     cache_folder: str | None = None
+    #: Toolchain options a kernel needs when its pipeline did not contract ``a*b + c`` (``fp_contract`` off):
+    #: a compiler that fuses on its own (NVRTC's default ``--fmad``) must be told not to.
+    uncontracted_options: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "requires", MappingProxyType(dict(self.requires)))
@@ -131,17 +148,22 @@ BACKENDS: tuple[Backend, ...] = (
             device="cuda", device_factory="iron.runtime.cuda:CudaDevice",
             language="cuda", source_suffix=".cu", dialect="iron.codegen.emit.cxx:CudaDialect",
             default_arch="sm_90", toolchain="nvrtc",
-            binaries=(BinaryKind("ptx", ".ptx", "nvrtc"), BinaryKind("cubin", ".cubin", "nvrtc")),
-            legalize=_COMMON_LEGALIZE, auto_rank=0, cache_folder="cuda"),
+            binaries=(BinaryKind("ptx", ".ptx", "nvrtc", title="PTX text", markers=(b".version", b".target")),
+                      BinaryKind("cubin", ".cubin", "nvrtc", title="a CUBIN (no ELF header)",
+                                 signature=b"\x7fELF")),
+            legalize=_COMMON_LEGALIZE, auto_rank=0, cache_folder="cuda", uncontracted_options=("--fmad=false",)),
     Backend("hip", "HIP through clang/hipcc (-ffp-contract=fast-honor-pragmas by default)", fp_contract=True,
             device="hip", language="hip", source_suffix=".hip", dialect="iron.codegen.emit.cxx:HipDialect",
-            default_arch="gfx90a", toolchain="hip", binaries=(BinaryKind("hsaco", ".hsaco", "hip"),),
+            default_arch="gfx90a", toolchain="hip",
+            binaries=(BinaryKind("hsaco", ".hsaco", "hip", title="an AMDGPU code object (no ELF header)",
+                                 signature=b"\x7fELF"),),
             legalize=(*_COMMON_LEGALIZE, "lower_bf16_to_bits")),
     Backend("spirv", "GLSL compiled to SPIR-V for Vulkan (no contraction unless the driver chooses it)",
             fp_contract=False, device="vulkan", device_factory="iron.runtime.vulkan:VulkanDevice",
             language="glsl", source_suffix=".comp", dialect="iron.codegen.emit.glsl:GlslDialect",
             default_arch="vulkan-lavapipe", toolchain="spirv",
-            binaries=(BinaryKind("spirv", ".spv", "spirv", per_arch=False),),
+            binaries=(BinaryKind("spirv", ".spv", "spirv", per_arch=False, title="a SPIR-V module",
+                                 signature=(0x07230203).to_bytes(4, "little"), word=4),),
             # Vulkan keeps bool buffers as 32-bit words and bf16 as bits; its pow may be as far off as
             # exp2(y*log2(x)), so small constant powers become products.
             legalize=("lower_bool_tensors", *_COMMON_LEGALIZE, "lower_bf16_to_bits", "small_int_powers"),
@@ -152,7 +174,9 @@ BACKENDS: tuple[Backend, ...] = (
     Backend("metal", "Metal Shading Language (fast math, which licenses contraction, by default)", fp_contract=True,
             device="metal", language="msl", source_suffix=".metal", dialect="iron.codegen.emit.msl:MslDialect",
             default_arch="apple-m2", toolchain="metal",
-            binaries=(BinaryKind("metallib", ".metallib", None, per_arch=False),), legalize=_COMMON_LEGALIZE),
+            binaries=(BinaryKind("metallib", ".metallib", None, per_arch=False, title="a metallib",
+                                 signature=b"MTLB"),),
+            legalize=_COMMON_LEGALIZE),
 )
 
 _BY_NAME: dict[str, Backend] = {}

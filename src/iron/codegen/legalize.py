@@ -48,97 +48,12 @@ from dataclasses import dataclass
 from .. import config
 from ..core import dtypes as D
 from ..core.errors import UnsupportedOnTarget
-from ..core.ir import Block, Kernel, Op, Param, Value
-from ..core.ops import OPS, infer_type
+from ..core.ir import Kernel, Op, Param, Value
+from ..core.ops import OPS
 from ..core.types import IRType, ScalarType, TensorType, VarType, VectorType, with_dtype
 from .backends import get_target
 from .passes import Pass, run_passes
-
-#: A rule's answer for "copy this op unchanged (with renamed operands)".
-KEEP = object()
-
-Rule = Callable[[Op, list[Value], "Emitter"], Any]
-ParamRule = Callable[[Param, "Emitter"], "tuple[Param, Value] | None"]
-
-
-# ---------------------------------------------------------------- the rebuilding walk
-
-class Emitter:
-    """Appends new, typed ops at the position of the op being rewritten."""
-
-    def __init__(self, ops: list[Op], loc: Any) -> None:
-        self.ops = ops
-        self.loc = loc
-
-    def op(self, opcode: str, *operands: Value, hint: str | None = None, **attrs: Any) -> Value | None:
-        rtype = infer_type(opcode, [v.type for v in operands], attrs)
-        new = Op(opcode, list(operands), rtype, attrs, None, self.loc, hint)
-        self.ops.append(new)
-        return new.result
-
-    def const(self, value: Any, dt: D.DType) -> Value:
-        from ..core.builder import normalize_const
-
-        t = ScalarType(dt)
-        return self.op("const", value=normalize_const(value, t), type=t)
-
-    def cast(self, v: Value, dt: D.DType, hint: str | None = None) -> Value:
-        return self.op("cast", v, hint=hint, to=dt)
-
-
-def rebuild(kernel: Kernel, rule: Rule, param_rule: ParamRule | None = None) -> Kernel:
-    """A copy of the call-free ``kernel`` with every non-region op passed through ``rule``.
-
-    ``rule(op, operands, emitter)`` sees the op with its operands already
-    renamed; it returns :data:`KEEP` to copy the op, or the value that replaces
-    the op's result (None for ops without one) after emitting new ops.
-    ``param_rule(param, emitter)`` may replace a parameter: it returns the new
-    parameter and the value standing for the old one (computed by ops it
-    emits at the top of the body), or None to keep it.
-    """
-    if kernel.functions:
-        raise ValueError(f"legalisation needs call-free IR; kernel {kernel.name} still has helper functions")
-    mapping: dict[Value, Value] = {}
-    params: list[Param] = []
-    prologue: list[Op] = []
-    for p in kernel.params:
-        replaced = param_rule(p, Emitter(prologue, kernel.loc)) if param_rule else None
-        if replaced is None:
-            nv = Value(p.value.type, p.value.hint)
-            mapping[p.value] = nv
-            params.append(Param(p.name, nv, p.access))
-        else:
-            new_param, stands_for = replaced
-            mapping[p.value] = stands_for
-            params.append(new_param)
-    body = _rebuild_block(kernel.body, mapping, rule)
-    body.ops[0:0] = prologue
-    return Kernel(kernel.name, params, body, dict(kernel.meta), kernel.loc, {})
-
-
-def _rebuild_block(block: Block, mapping: dict[Value, Value], rule: Rule) -> Block:
-    args = []
-    for a in block.args:
-        na = Value(a.type, a.hint)
-        mapping[a] = na
-        args.append(na)
-    ops: list[Op] = []
-    for op in block.ops:
-        operands = [mapping.get(v, v) for v in op.operands]
-        if op.regions:
-            regions = [_rebuild_block(r, mapping, rule) for r in op.regions]
-            ops.append(Op(op.opcode, operands, None, op.attrs, regions, op.loc))
-            continue
-        result = rule(op, operands, Emitter(ops, op.loc))
-        if result is KEEP:
-            rtype = infer_type(op.opcode, [v.type for v in operands], op.attrs) if op.result else None
-            new = Op(op.opcode, operands, rtype, op.attrs, None, op.loc, op.result.hint if op.result else None)
-            ops.append(new)
-            result = new.result
-        if op.result is not None:
-            mapping[op.result] = result
-    return Block(ops, args)
-
+from .passes._rewrite import KEEP, Emitter, rebuild
 
 def _rebuild_param(p: Param, new_type: IRType) -> Param:
     return Param(p.name, Value(new_type, p.value.hint), p.access)

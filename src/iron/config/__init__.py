@@ -195,6 +195,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("cache_dir", None, "str",
            "Directory of Iron's on-disk caches (compiled SPIR-V, Vulkan pipeline caches, CUDA modules): auto "
            "($XDG_CACHE_HOME/iron, else ~/.cache/iron), a path, or off.", parse=_cache_dir),
+    Option("dump", None, "str",
+           "A folder: each compile stage Iron runs (optimise, legalise, source, binary) writes its output there, "
+           "one file per kernel, target and stage; none: no dump. iron inspect --stage prints one stage.",
+           parse=_none_or_text),
     Option("fmad", True, "bool",
            "CUDA: let NVRTC fuse a multiply feeding an add into one FFMA (NVRTC's default); off compiles with "
            "--fmad=false. Part of the CUDA module cache key."),

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -23,6 +23,7 @@ from ..core.hashing import kernel_hash
 from ..core.ir import Kernel
 from ..core.printer import format_attr, print_kernel
 from ..codegen.backends import EMITTING, BinaryKind, get_target
+from ..codegen.compiler import Artifact, CompileOptions, compile as compile_kernel, missing_toolchain
 
 #: The manifest's schema; bump on any incompatible change.
 MANIFEST_SCHEMA = "iron.manifest/1"
@@ -75,6 +76,8 @@ class VariantBuild:
     ir: Kernel
     optimized: dict[str, Kernel] = field(default_factory=dict)  # target -> optimised IR
     emitted: dict[str, Any] = field(default_factory=dict)  # target -> EmittedKernel
+    sources: dict[str, Artifact] = field(default_factory=dict)  # target -> the compile driver's source artifact
+    options: dict[str, CompileOptions] = field(default_factory=dict)  # target -> what its source was made with
 
 
 def enumerate_variants(kernels: Iterable[tuple[str, Any]], notes: list[str]) -> list[VariantBuild]:
@@ -96,14 +99,14 @@ def enumerate_variants(kernels: Iterable[tuple[str, Any]], notes: list[str]) -> 
 
 def build(kernels: Iterable[tuple[str, Any]], kinds: Iterable[str], *, strict: bool = True,
           progress: Callable[[str], None] | None = None) -> BuildResult:
-    """Emit and compile in memory.
+    """Emit and compile in memory, through the compile driver (``iron.codegen.compiler.compile``: targets whose
+    pipelines agree share one optimisation, and binaries come from its disk cache when they are there).
 
     ``strict`` (kinds named one by one): a missing toolchain or a kernel a requested target cannot
     express is an error, before anything is written.  Otherwise (``--emit all``) both become notes
     and the build writes what it could.
     """
-    from ..codegen.emit import emit_kernel
-    from ..codegen.pipeline import PassContext, run_pipeline
+    from ..codegen.pipeline import PassContext
 
     kinds = list(dict.fromkeys(kinds))
     for kind in kinds:
@@ -120,15 +123,12 @@ def build(kernels: Iterable[tuple[str, Any]], kinds: Iterable[str], *, strict: b
     for vb in variants:
         if progress:
             progress(f"{vb.kernel_name} [{_binding_text(vb.binding)}]")
-        shared: dict[tuple, Kernel] = {}  # targets whose pipelines agree share one run (PassContext.passes_key)
         for target in sorted(required | optional):
-            ctx = PassContext.for_target(target)
-            opt = shared.get(ctx.passes_key)
-            if opt is None:
-                opt = shared[ctx.passes_key] = run_pipeline(vb.ir, ctx)
-            vb.optimized[target] = opt
+            options = vb.options[target] = CompileOptions(passes=PassContext.for_target(target))
+            vb.optimized[target] = compile_kernel(vb.ir, target, replace(options, stop="optimise")).kernel
             try:
-                vb.emitted[target] = emit_kernel(opt, target)
+                vb.sources[target] = compile_kernel(vb.ir, target, options)
+                vb.emitted[target] = vb.sources[target].emitted
             except IronCompileError as e:
                 if strict and target in required:
                     raise
@@ -176,21 +176,12 @@ def _require_toolchains(kinds: list[str]) -> None:
 
 def _missing(spec: EmitKind) -> Exception | None:
     """Why ``spec``'s compiled form cannot be made here (ToolchainMissing), or None."""
-    from ..codegen.toolchains import TOOLCHAINS
-    from ..codegen.toolchains.common import ToolchainMissing
-
     if spec.binary is None or spec.target is None:
         return None
-    module = TOOLCHAINS[spec.binary.toolchain or get_target(spec.target).toolchain or ""]
-    own = getattr(module, "build_missing", None)  # a kind that needs another tool (a metallib: xcrun) says so first
-    missing = own(spec.name) if own is not None else None
-    if missing is None and not module.available():
-        missing = ToolchainMissing(module.TOOL, module.INSTALL, module.unavailable_reason())
-    return missing
+    return missing_toolchain(get_target(spec.target), spec.binary)
 
 
 def _compile_kind(kind: str, variants: list[VariantBuild], result: BuildResult, strict: bool) -> None:
-    from ..codegen.toolchains import TOOLCHAINS
     from ..codegen.toolchains.common import ToolchainMissing
 
     spec = EMIT_KINDS[kind]
@@ -201,15 +192,14 @@ def _compile_kind(kind: str, variants: list[VariantBuild], result: BuildResult, 
             raise BuildError(f"--emit {kind}: {missing}")
         result.notes.append(f"{kind}: skipped ({missing})")
         return
-    backend = get_target(spec.target)
-    module = TOOLCHAINS[spec.binary.toolchain or backend.toolchain or ""]
     for vb in variants:
-        em = vb.emitted.get(spec.target)
-        if em is None:
+        src = vb.sources.get(spec.target)
+        if src is None:
             continue
+        assert src.emitted is not None
+        options = replace(vb.options[spec.target], binary=kind, arch=src.emitted.profile.arch)
         try:  # a source may need a newer compiler than the one found (glslang for an extension)
-            art = module.build(em.source, arch=em.profile.arch, kind=kind,
-                               name=f"{em.abi.entry}{backend.source_suffix}")
+            art = compile_kernel(vb.ir, spec.target, options)
         except ToolchainMissing as e:
             if strict:
                 raise BuildError(f"--emit {kind}: {e}") from None
@@ -217,7 +207,7 @@ def _compile_kind(kind: str, variants: list[VariantBuild], result: BuildResult, 
             return
         assert art.binary is not None
         arch = art.report.get("arch") if spec.binary.per_arch else None
-        stem = f"{spec.folder}/{em.abi.entry}"
+        stem = f"{spec.folder}/{src.emitted.abi.entry}"
         result.files[f"{stem}.{arch}{spec.suffix}" if arch else f"{stem}{spec.suffix}"] = art.binary
 
 

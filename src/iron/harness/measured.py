@@ -3,7 +3,7 @@
 One small JSON file per device, ``<cache_dir>/probes/<device-slug>.json``, written atomically; a file
 that is missing, corrupt, of another format or of another device (its key, the device name, is
 stored in it and compared) reads as "nothing measured", never as numbers.  The ``probes`` folder is
-marked as Iron's when made (:func:`iron.runtime.diskcache.ensure_folder`), and :func:`is_probe_file`
+marked as Iron's when made (:func:`iron.codegen.diskcache.ensure_folder`), and :func:`is_probe_file`
 tells ``iron clean`` which files in it are Iron's.  The
 bench roofline uses them through ``metrics.profile(..., measured_peaks=peaks(device_name))``.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config
-from ..runtime import diskcache
+from ..codegen import diskcache
 
 FORMAT = "iron-probe"
 VERSION = 1

@@ -58,10 +58,17 @@ class DeviceTraits:
 
 
 def resolve_backend(explicit: str | None = None) -> str:
-    """The device a launch with ``backend=explicit`` runs on (``iron.runtime.resolve_backend``)."""
-    from ..runtime import resolve_backend as resolve
+    """The device a launch with ``backend=explicit`` runs on (``iron.runtime.resolve_backend``, imported on the
+    first call: ``import iron`` imports no runtime; the per-call cost is then one global lookup)."""
+    global _resolve
+    if _resolve is None:
+        from ..runtime import resolve_backend as imported
 
-    return resolve(explicit)
+        _resolve = imported
+    return _resolve(explicit)
+
+
+_resolve: Any = None
 
 
 _cache: dict[tuple[str, int], DeviceTraits] = {}

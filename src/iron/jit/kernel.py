@@ -108,15 +108,18 @@ class KernelFunction:
         return k
 
     def _compiled_for(self, key: tuple, binding: dict[str, Any], target: str) -> Kernel:
-        from ..codegen.pipeline import PassContext, run_pipeline
+        """The optimised IR of ``binding`` for ``target``: the compile driver's first stage, kept per binding and
+        pass context (the driver shares it between targets whose pipelines agree)."""
+        from ..codegen.compiler import CompileOptions, compile as compile_kernel  # the passes load on first use
+        from ..codegen.pipeline import PassContext
 
         overrides = {} if self.fp_contract is None else {"fp_contract": self.fp_contract}
         ctx = PassContext.for_target(target, **overrides)
         ckey = (key, ctx)
         k = self._compiled.get(ckey)
         if k is None:
-            k = run_pipeline(self._ir_for(key, binding), ctx)
-            self._compiled[ckey] = k
+            artifact = compile_kernel(self._ir_for(key, binding), target, CompileOptions(passes=ctx, stop="optimise"))
+            k = self._compiled[ckey] = artifact.kernel
         return k
 
     # ------------------------------------------------------------ launching

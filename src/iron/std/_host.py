@@ -11,8 +11,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ..codegen.mma import CUDA_MMA_SYNC_M16N8K16
 from ..core import dtypes as D
 from ..core.errors import LaunchError
+from ..jit.device import device_traits
 from ..lang.numpy_compat import array_element_type
 
 #: Bytes one thread moves per access in the memory-bound kernels: one 128-bit load or store.
@@ -28,9 +30,6 @@ def ceil_div(a: int, b: int) -> int:
 def tuned_for_cuda_mma(backend: str | None) -> bool:
     """Whether the device of ``backend`` multiplies on NVIDIA's mma.sync tensor cores: where the kernels'
     CUDA-specific shapes (wide gemv groups, 16-lane attention teams, 64-query prefill blocks) were measured."""
-    from iron.codegen.mma import CUDA_MMA_SYNC_M16N8K16
-    from iron.jit.device import device_traits
-
     return device_traits(backend).matrix_unit is CUDA_MMA_SYNC_M16N8K16
 
 

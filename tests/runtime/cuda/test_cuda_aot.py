@@ -33,7 +33,7 @@ class NoNvrtc:
         raise AssertionError("NVRTC was asked for its version at run time")
 
     @staticmethod
-    def compile_cuda(*args, **kwargs):
+    def build(*args, **kwargs):
         raise AssertionError("NVRTC was called at run time")
 
 
@@ -113,7 +113,7 @@ def test_damaged_builds(built, tmp_path):
     (copy / "manifest.json").write_text(json.dumps(manifest))
     (copy / "cubin" / "aot_exp__T_f32.sm_90.cubin").unlink()
     lib = dev.load_build(copy)
-    assert "aot_exp__T_f32" in lib.kernels and lib.kernels["aot_exp__T_f32"].plan.module.format == "ptx"
+    assert "aot_exp__T_f32" in lib.kernels and lib.kernels["aot_exp__T_f32"].plan.module.kind == "ptx"
     assert "the manifest's ABI [8, 8, 32]" in lib.skipped["aot_exp__T_f16"]
     manifest["schema"] = "iron.manifest/0"
     (copy / "manifest.json").write_text(json.dumps(manifest))

@@ -1,4 +1,5 @@
-"""The CUDA module cache: keys, miss reasons, corruption, atomic writes, concurrent fills (no GPU needed)."""
+"""CUDA binaries in the compile driver's cache: keys, miss reasons, corruption, atomic writes, concurrent fills
+(no GPU needed)."""
 
 from __future__ import annotations
 
@@ -13,42 +14,66 @@ import pytest
 from cudakernels import add, axpy, ir, muladd
 
 from iron import _version
+from iron.codegen import cache as cachekey
+from iron.codegen import diskcache
+from iron.codegen.cache import KIND, ArtifactCache, ArtifactStore, Entry, encode
+from iron.codegen.compiler import Artifact, CompileOptions, compile
 from iron.codegen.targets import profile
-from iron.runtime import diskcache
-from iron.runtime.cuda import cachekey
-from iron.runtime.cuda.compile import ModuleCompiler, fmad_options
-from iron.runtime.cuda.modstore import KIND, Entry, ModuleStore, encode
+from iron.runtime.cuda.arch import fmad_options
 
 SM90 = profile("cuda", "sm_90")
 
 
-def compiler(tmp_path: Path, options=(), fmt: str = "cubin", arch: str = "sm_90", toolchain=None) -> ModuleCompiler:
-    return ModuleCompiler(SM90, arch, fmt, options, tmp_path, toolchain)
+class Compiler:
+    """What a CUDA device does: the driver with its options and its own cache (a fresh memory)."""
+
+    def __init__(self, directory: Path | None, options=(), fmt: str = "cubin", arch: str = "sm_90",
+                 toolchain=None) -> None:
+        self.cache = ArtifactCache(directory)
+        self.options = CompileOptions(profile=SM90, binary=fmt, arch=arch, toolchain_options=tuple(options),
+                                      optimised=True)
+        self.toolchain = toolchain
+
+    def compile(self, kernel) -> Artifact:
+        return compile(kernel, "cuda", self.options, cache=self.cache, toolchain=self.toolchain)
+
+    def __getattr__(self, name):
+        return getattr(self.cache, name)
+
+
+def compiler(tmp_path: Path, options=(), fmt: str = "cubin", arch: str = "sm_90", toolchain=None) -> Compiler:
+    return Compiler(tmp_path, options, fmt, arch, toolchain)
 
 
 def entry_files(tmp_path: Path) -> list[Path]:
     return sorted((tmp_path / "cuda").glob("*.cubin"))
 
 
+def _parts(**changes):
+    base = dict(target="cuda", ir_hash="a" * 64, source="src", toolchain="nvrtc 13.0", arch="sm_90", kind="cubin",
+                options=[], profile="cuda:sm_90", variant="")
+    return cachekey.components(**{**base, **changes})
+
+
 # ------------------------------------------------------------ keys
 def test_every_key_component_changes_the_digest():
-    base = {"ir_hash": "a" * 64, "source": "src", "nvrtc_version": "nvrtc 13.0", "arch": "sm_90", "fmt": "cubin",
-            "options": [], "profile_key": "cuda:sm_90"}
-    digests = {cachekey.digest(cachekey.components(**base))}
-    for name, other in [("ir_hash", "b" * 64), ("source", "src2"), ("nvrtc_version", "nvrtc 13.5"),
-                        ("arch", "sm_80"), ("fmt", "ptx"), ("options", ["--fmad=false"]),
-                        ("profile_key", "cuda:sm_90a")]:
-        digests.add(cachekey.digest(cachekey.components(**{**base, name: other})))
-    assert len(digests) == 8
-    parts = cachekey.components(**base)
+    digests = {cachekey.digest(_parts())}
+    changes = [("target", "hip"), ("ir_hash", "b" * 64), ("source", "src2"), ("toolchain", "nvrtc 13.5"),
+               ("arch", "sm_80"), ("kind", "ptx"), ("options", ["--fmad=false"]), ("profile", "cuda:sm_90a"),
+               ("variant", "loop-guard")]
+    for name, other in changes:
+        digests.add(cachekey.digest(_parts(**{name: other})))
+    assert len(digests) == len(changes) + 1
+    parts = _parts()
     assert parts["iron"] == _version.__version__ and set(parts) == set(cachekey.LABELS)
 
 
 def test_a_miss_says_which_components_changed():
-    old = cachekey.components("a" * 64, "s", "nvrtc 13.0", "sm_90", "cubin", [], "cuda:sm_90")
-    new = cachekey.components("a" * 64, "s", "nvrtc 13.5", "sm_90", "cubin", ["--fmad=false"], "cuda:sm_90")
+    old = _parts()
+    new = _parts(toolchain="nvrtc 13.5", options=["--fmad=false"])
     why = cachekey.explain_miss("k", old, new)
-    assert "NVRTC version nvrtc 13.0 -> nvrtc 13.5" in why and "compile options [] (defaults) -> [--fmad=false]" in why
+    assert "toolchain version nvrtc 13.0 -> nvrtc 13.5" in why
+    assert "compile options [] (defaults) -> [--fmad=false]" in why
     assert "architecture" not in why
     assert "never compiled" in cachekey.explain_miss("k", None, new)
     assert "is gone" in cachekey.explain_miss("k", new, new)
@@ -83,7 +108,7 @@ def test_each_reason_to_recompile_is_named(nvrtc, tmp_path, monkeypatch, change)
 
         class Newer:
             version = staticmethod(lambda: real.version() + " (patched)")
-            compile_cuda = staticmethod(real.compile_cuda)
+            build = staticmethod(real.build)
         toolchain = Newer
     elif change == "iron":
         monkeypatch.setattr(_version, "__version__", "99.0.0")
@@ -92,10 +117,10 @@ def test_each_reason_to_recompile_is_named(nvrtc, tmp_path, monkeypatch, change)
     c = compiler(tmp_path, options, toolchain=toolchain)
     m = c.compile(kernel)
     assert m.origin == "nvrtc"
-    label = {"fmad": "compile options", "nvrtc": "NVRTC version", "iron": "Iron version", "ir": "kernel IR hash"}
+    label = {"fmad": "compile options", "nvrtc": "toolchain version", "iron": "Iron version", "ir": "kernel IR hash"}
     assert "'axpy' changed since its last cached build: " in c.last_miss and label[change] in c.last_miss
     if change == "ir":
-        assert "emitted CUDA source" in c.last_miss
+        assert "emitted source" in c.last_miss
     assert len(entry_files(tmp_path)) == 2
 
 
@@ -124,7 +149,7 @@ def test_damaged_entries_are_detected_and_rebuilt(nvrtc, tmp_path, damage):
         other = compiler(tmp_path / "other").compile(ir(add))
         path.write_bytes(diskcache.wrap(KIND, encode(Entry({"other": 1}, "add", other.binary, {}))))
     else:
-        parts = ModuleStore(tmp_path / "cuda").last_build("axpy")
+        parts = ArtifactStore(tmp_path / "cuda").last_build("axpy")
         path.write_bytes(diskcache.wrap(KIND, encode(Entry(parts, "axpy", b"garbage" * 20, {}))))
     c = compiler(tmp_path)
     rebuilt = c.compile(kir)
@@ -137,7 +162,7 @@ def test_damaged_entries_are_detected_and_rebuilt(nvrtc, tmp_path, damage):
 
 
 def test_cache_off_and_unwritable_cache_still_compile(nvrtc, tmp_path):
-    off = ModuleCompiler(SM90, "sm_90", "cubin", (), None)
+    off = Compiler(None)
     assert off.compile(ir(axpy)).origin == "nvrtc" and "cache is off" in off.last_miss
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
@@ -149,7 +174,7 @@ def test_cache_off_and_unwritable_cache_still_compile(nvrtc, tmp_path):
 def test_ptx_for_a_virtual_architecture(nvrtc, tmp_path):
     c = compiler(tmp_path, fmt="ptx", arch="compute_90")
     m = c.compile(ir(axpy))
-    assert m.format == "ptx" and b".target sm_90" in m.binary
+    assert m.kind == "ptx" and b".target sm_90" in m.binary
     assert compiler(tmp_path, fmt="ptx", arch="compute_90").compile(ir(axpy)).origin == "disk"
     # NVRTC's empty log for PTX once went into `b" " * 1`, the interned b" ", turning every b" " in the
     # process into b"\0" (seen as a torn cache read in the test below).
@@ -162,14 +187,17 @@ _FILL = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {tests!r})
     from cudakernels import add, axpy, ir, muladd
+    from iron.codegen.cache import ArtifactCache
+    from iron.codegen.compiler import CompileOptions, compile
     from iron.codegen.targets import profile
-    from iron.runtime.cuda.compile import ModuleCompiler
     go = Path({go!r})
     while not go.exists():
         time.sleep(0.005)
-    c = ModuleCompiler(profile("cuda", "sm_90"), "sm_90", "cubin", (), Path({cache!r}))
-    origins = [c.compile(ir(k, fp_contract=fc)).origin for k in (axpy, add, muladd) for fc in (True, False)]
-    print(json.dumps({{"origins": origins, "stats": c.stats}}))
+    cache = ArtifactCache(Path({cache!r}))
+    options = CompileOptions(profile=profile("cuda", "sm_90"), binary="cubin", optimised=True)
+    origins = [compile(ir(k, fp_contract=fc), "cuda", options, cache=cache).origin
+               for k in (axpy, add, muladd) for fc in (True, False)]
+    print(json.dumps({{"origins": origins, "stats": cache.stats}}))
 """)
 
 
@@ -203,25 +231,25 @@ def test_two_processes_filling_one_cache_at_once(nvrtc, tmp_path):
 _WRITER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from iron.runtime.cuda.modstore import Entry, ModuleStore
-    store = ModuleStore(Path({cache!r}))
-    parts = {{"format": "cubin", "n": 1}}
+    from iron.codegen.cache import ArtifactStore, Entry
+    store = ArtifactStore(Path({cache!r}))
+    parts = {{"kind": "cubin", "n": 1}}
     for i in range(150):
         blob = b"\\x7fELF" + bytes([i % 251]) * (2 << 20)
-        assert store.write("d" * 64, Entry(parts, "k", blob, {{"i": i}})) is None
+        assert store.write("d" * 64, Entry(parts, "k", blob, {{"i": i}}), ".cubin") is None
 """)
 
 
 def test_a_reader_never_sees_a_half_written_entry(tmp_path):
     """One process rewrites a 2 MB entry over and over while this one reads it: every read is whole."""
-    parts = {"format": "cubin", "n": 1}
+    parts = {"kind": "cubin", "n": 1}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     writer = subprocess.Popen([sys.executable, "-c", _WRITER.format(cache=str(tmp_path))], env=env,
                               stderr=subprocess.PIPE, text=True)
-    store = ModuleStore(tmp_path)
+    store = ArtifactStore(tmp_path)
     seen = set()
     while writer.poll() is None:
-        entry, why = store.read("d" * 64, parts)
+        entry, why = store.read("d" * 64, parts, ".cubin")
         assert entry is not None or why == "no file yet", why
         if entry is not None:
             assert entry.binary == b"\x7fELF" + bytes([entry.report["i"] % 251]) * (2 << 20)
@@ -232,9 +260,16 @@ def test_a_reader_never_sees_a_half_written_entry(tmp_path):
 
 def test_without_contraction_nvrtc_is_told_not_to_fuse(nvrtc, tmp_path):
     """fp_contract off leaves a*b + c apart in the IR; NVRTC's default --fmad would fuse them anyway."""
-    c = compiler(tmp_path)
     fused, apart = ir(muladd, fp_contract=True), ir(muladd, fp_contract=False)
     assert fused.meta["contract"] is True and apart.meta["contract"] is False
-    assert c.options_for(fused) == () and c.options_for(apart) == ("--fmad=false",)
-    assert compiler(tmp_path, options=("--fmad=false",)).options_for(apart) == ("--fmad=false",)
-    assert c.compile(apart).binary == compiler(tmp_path / "b", options=("--fmad=false",)).compile(apart).binary
+    c = compiler(tmp_path)
+    c.compile(fused)
+    parts = ArtifactStore(tmp_path / "cuda").last_build("muladd")
+    assert parts["options"] == [], "a contracted kernel builds with NVRTC's defaults"
+    c.compile(apart)
+    parts = ArtifactStore(tmp_path / "cuda").last_build("muladd")
+    assert parts["options"] == ["--fmad=false"], "the backend's uncontracted options were added"
+    told = compiler(tmp_path / "b", options=("--fmad=false",))
+    assert c.compile(apart).binary == told.compile(apart).binary
+    assert ArtifactStore(tmp_path / "b" / "cuda").last_build("muladd")["options"] == ["--fmad=false"], \
+        "an option given is not repeated"

@@ -17,8 +17,8 @@ from iron import In, Tensor, i32, kernel
 from iron.codegen.pipeline import PassContext, run_pipeline
 from iron.codegen.toolchains import spirv as spirv_toolchain
 from iron.lang import program_id
-from iron.runtime import diskcache
-from iron.runtime.vulkan.compile import KIND
+from iron.codegen import diskcache
+from iron.codegen.cache import KIND
 
 
 @kernel

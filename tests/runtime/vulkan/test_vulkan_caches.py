@@ -23,8 +23,9 @@ from iron import In, Tensor, config, f32, kernel
 from iron.codegen.pipeline import PassContext, run_pipeline
 from iron.codegen.toolchains import spirv as spirv_toolchain
 from iron.lang import program_id
-from iron.runtime import diskcache
-from iron.runtime.vulkan.compile import KernelCompiler
+from iron.codegen import diskcache
+from iron.codegen.cache import ArtifactCache
+from iron.codegen.compiler import CompileOptions, compile
 from iron.runtime.vulkan.pipeline_store import HEADER, KIND, cache_file, cache_key, header_problem
 
 
@@ -152,33 +153,47 @@ def test_cache_dir_off_keeps_no_files():
 
 
 # ------------------------------------------------------------ compiled SPIR-V
+class SpirvCompiler:
+    """What a Vulkan device does: the compile driver with its profile and its own cache (a fresh memory)."""
+
+    def __init__(self, profile, directory):
+        self.options = CompileOptions(profile=profile, binary="spirv", optimised=True)
+        self.cache = ArtifactCache(directory)
+
+    def compile(self, ir):
+        return compile(ir, "spirv", self.options, cache=self.cache)
+
+    def __getattr__(self, name):
+        return getattr(self.cache, name)
+
+
 def _ir():
     return run_pipeline(axpy.ir(), PassContext.for_target("spirv"))
 
 
 def test_a_second_compiler_takes_the_spirv_from_disk_without_compiling(device, tmp_path, monkeypatch):
     needs_compiler()
-    first = KernelCompiler(device.profile, tmp_path)
+    first = SpirvCompiler(device.profile, tmp_path)
     compiled = first.compile(_ir())
-    assert (first.compiles, first.disk_hits) == (1, 0) and "no file yet" in first.last_miss
+    assert (first.compiles, first.disk_hits) == (1, 0) and "never compiled" in first.last_miss
     assert len(list((tmp_path / "spirv").glob("*.spv"))) == 1
 
     def refuse(*args, **kwargs):
         raise AssertionError("the GLSL compiler ran although the disk cache holds the module")
 
     monkeypatch.setattr(spirv_toolchain, "compile_glsl", refuse)
-    second = KernelCompiler(device.profile, tmp_path)
+    second = SpirvCompiler(device.profile, tmp_path)
     again = second.compile(_ir())
     assert (second.compiles, second.disk_hits) == (0, 1)
-    assert again.spirv == compiled.spirv and again.source == compiled.source
+    assert again.binary == compiled.binary and again.source == compiled.source
 
 
 def test_the_spirv_key_includes_the_compilers_identity(device, tmp_path, monkeypatch):
     needs_compiler()
-    KernelCompiler(device.profile, tmp_path).compile(_ir())
+    SpirvCompiler(device.profile, tmp_path).compile(_ir())
     real = spirv_toolchain.version()
     monkeypatch.setattr(spirv_toolchain, "version", lambda: real + " (an upgrade)")
-    upgraded = KernelCompiler(device.profile, tmp_path)
+    upgraded = SpirvCompiler(device.profile, tmp_path)
     upgraded.compile(_ir())
     assert (upgraded.compiles, upgraded.disk_hits) == (1, 0)
     assert len(list((tmp_path / "spirv").glob("*.spv"))) == 2
@@ -187,7 +202,7 @@ def test_the_spirv_key_includes_the_compilers_identity(device, tmp_path, monkeyp
 @pytest.mark.parametrize("damage", [b"", b"IRONBLOBSPV1" + b"\0" * 40, "flip", "not-spirv"])
 def test_a_corrupt_spirv_file_is_recompiled_and_replaced(device, tmp_path, damage):
     needs_compiler()
-    good = KernelCompiler(device.profile, tmp_path).compile(_ir())
+    good = SpirvCompiler(device.profile, tmp_path).compile(_ir())
     (path,) = (tmp_path / "spirv").glob("*.spv")
     if damage == "flip":
         data = bytearray(path.read_bytes())
@@ -196,10 +211,10 @@ def test_a_corrupt_spirv_file_is_recompiled_and_replaced(device, tmp_path, damag
     elif damage == "not-spirv":  # a sound envelope around something else
         damage = diskcache.wrap(b"SPV1", b"\x01\x02\x03\x04" * 16)
     path.write_bytes(damage)
-    again = KernelCompiler(device.profile, tmp_path)
-    assert again.compile(_ir()).spirv == good.spirv
+    again = SpirvCompiler(device.profile, tmp_path)
+    assert again.compile(_ir()).binary == good.binary
     assert (again.compiles, again.disk_hits) == (1, 0) and again.last_miss
-    third = KernelCompiler(device.profile, tmp_path)
+    third = SpirvCompiler(device.profile, tmp_path)
     third.compile(_ir())
     assert third.disk_hits == 1, "the bad file was not replaced"
 

@@ -21,7 +21,8 @@ from iron.core import dtypes as D
 from iron.core.errors import LaunchError
 from iron.core.hashing import kernel_hash
 from iron.lang import atomic_max, program_id
-from iron.runtime.vulkan.compile import KernelCompiler, disk_key
+from iron.codegen.cache import ArtifactCache, ArtifactStore
+from iron.codegen.compiler import CompileOptions, compile
 from iron.runtime.vulkan.loop_limit import loop_passes, loop_passes_at_most
 
 
@@ -297,15 +298,19 @@ def test_the_guarded_variant_has_its_own_cache_key(device, tmp_path):
     if not spirv_toolchain.available():
         pytest.skip(spirv_toolchain.unavailable_reason())
     ir = _ir(count_loaded)
-    compiler = KernelCompiler(device.profile, tmp_path)
-    plain, guarded = compiler.compile(ir), compiler.compile(ir, loop_guard=True)
-    assert plain.spirv != guarded.spirv and len(compiler) == 2
+
+    def spirv(cache: ArtifactCache, loop_guard: bool = False) -> bytes:
+        options = CompileOptions(profile=device.profile, binary="spirv", loop_guard=loop_guard, optimised=True)
+        return compile(ir, "spirv", options, cache=cache).binary
+
+    first = ArtifactCache(tmp_path)
+    plain, guarded = spirv(first), spirv(first, loop_guard=True)
+    assert plain != guarded and first.compiles == 2
     assert len(list((tmp_path / "spirv").glob("*.spv"))) == 2
-    again = KernelCompiler(device.profile, tmp_path)
-    assert again.compile(ir, loop_guard=True).spirv == guarded.spirv and again.disk_hits == 1
-    assert again.compile(ir).spirv == plain.spirv and again.disk_hits == 2
-    assert disk_key("src", "glslc") == b"glslc\0vulkan1.2\0src"  # the default's key is what it was
-    assert disk_key("src", "glslc", "loop-guard") != disk_key("src", "glslc")
+    again = ArtifactCache(tmp_path)
+    assert spirv(again, loop_guard=True) == guarded and again.disk_hits == 1
+    assert spirv(again) == plain and again.disk_hits == 2
+    assert ArtifactStore(tmp_path / "spirv").last_build("count_loaded")["variant"] == "loop-guard"
 
 
 # ------------------------------------------------------------ which launches need the guard
@@ -350,6 +355,7 @@ def test_only_launches_that_may_meet_the_limit_run_the_guard(device):
     device.launch(_ir(count_loaded), [np.array([1000], np.int32), out], (1,), (1,))
 
     def variants(k) -> set[str]:
-        return {key[2] for key in device._compiler._cache if key[0] == kernel_hash(_ir(k))}
+        return {"loop-guard" if guard else "" for (_, guard), (kern, _) in device._artifacts.items()
+                if kernel_hash(kern) == kernel_hash(_ir(k))}
 
     assert variants(count_to) == {""} and variants(count_loaded) == {"loop-guard"}

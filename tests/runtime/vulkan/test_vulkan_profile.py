@@ -18,7 +18,8 @@ from iron.codegen.targets import VULKAN_FEATURES, default_profile
 from iron.lang import program_id
 from iron.runtime.vulkan import coopmat
 from iron.runtime.vulkan.binding import load_vulkan
-from iron.runtime.vulkan.compile import KernelCompiler
+from iron.codegen.cache import ArtifactCache
+from iron.codegen.compiler import CompileOptions, compile
 from iron.runtime.vulkan.features import OPTIONAL_EXTENSIONS, WANTED, FeatureSet, _structs, _walk, enable_chain
 from iron.runtime.vulkan.profile import FEATURE_NAMES, device_profile, profile_features
 
@@ -72,12 +73,16 @@ def test_the_compiler_emits_for_the_device_profile_and_keys_its_cache_by_it(devi
         y[i] = 3.0 * x[i]
 
     ir = run_pipeline(scale.ir(), PassContext.for_target("spirv"))
-    compiler = KernelCompiler(device.profile)
-    ours = compiler.compile(ir)
-    assert device.profile.arch in ours.source and compiler.compile(ir) is ours
-    compiler.profile = default_profile("spirv")
-    theirs = compiler.compile(ir)
-    assert len(compiler) == 2 and "vulkan-lavapipe" in theirs.source and theirs is not ours
+    cache = ArtifactCache(None)
+
+    def spirv(profile):
+        options = CompileOptions(profile=profile, binary="spirv", optimised=True)
+        return compile(ir, "spirv", options, cache=cache)
+
+    ours = spirv(device.profile)
+    assert device.profile.arch in ours.source and spirv(device.profile) is ours
+    theirs = spirv(default_profile("spirv"))
+    assert "vulkan-lavapipe" in theirs.source and theirs is not ours and cache.compiles == 2
 
 
 # ------------------------------------------------------------ cooperative matrices

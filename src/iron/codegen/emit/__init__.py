@@ -68,7 +68,16 @@ def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = Non
 
     ``loop_guard`` (``spirv`` only): for a driver that ends long loops early (lavapipe), make a shader that
     runs loops report whether any was cut short (:data:`.glsl_loops.LOOP_CHECK`, ``loop_status_binding``).
+    The compile driver (:func:`iron.codegen.compiler.compile`) runs the two halves, :func:`legalise` and
+    :func:`emit_legal`, as stages of their own.
     """
+    prof = emission_profile(target, profile, loop_guard)
+    return emit_legal(kernel, legalise(kernel, target, prof), target, prof, loop_guard=loop_guard)
+
+
+def emission_profile(target: str, profile: TargetProfile | None = None, loop_guard: bool = False) -> TargetProfile:
+    """The profile ``target`` emits for (``profile``, else its default); clear errors for a target that emits
+    nothing, a profile of another target, or a loop guard the target has no use for."""
     backend = get_target(target)
     if not backend.emits:
         raise UnknownTargetError(f"no emitter for target {target!r}; emitters: "
@@ -79,22 +88,34 @@ def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = Non
     prof = profile or default_profile(target)
     if prof.target != target:
         raise ValueError(f"profile {prof.key} is for target {prof.target!r}, not {target!r}")
-    check_kernel(kernel, prof)
-    abi = kernel_abi(kernel)
+    return prof
+
+
+def legalise(kernel: Kernel, target: str, profile: TargetProfile) -> Kernel:
+    """``kernel`` checked against ``profile``'s capabilities, then legalised for ``target`` (its record's
+    legalisation passes); the input is unchanged."""
+    check_kernel(kernel, profile)
     try:
-        legal = legalize(kernel, target, min_lane_width=prof.lane_width)
+        return legalize(kernel, target, min_lane_width=profile.lane_width)
     except IronCompileError as e:
         raise e.with_kernel(kernel.name) from None
+
+
+def emit_legal(kernel: Kernel, legal: Kernel, target: str, profile: TargetProfile, *,
+               loop_guard: bool = False) -> EmittedKernel:
+    """The source of ``legal`` (:func:`legalise` of ``kernel``), whose ABI is ``kernel``'s."""
+    backend = get_target(target)
+    abi = kernel_abi(kernel)
     cls = backend.dialect_class()
-    dialect = cls(prof, kernel.name, loop_guard=True) if loop_guard else cls(prof, kernel.name)
+    dialect = cls(profile, kernel.name, loop_guard=True) if loop_guard else cls(profile, kernel.name)
     source = KernelPrinter(legal, dialect, abi).print()
     entry = backend.entry or abi.entry
-    threads, shared = launch_limits(legal, prof)
+    threads, shared = launch_limits(legal, profile)
     whole = next((op for op in legal.walk() if op.opcode in WHOLE_GROUP_OPS), None)
     dynamic = dialect.dynamic_shared_bytes
-    return EmittedKernel(target, source, abi, entry, prof, dialect.language, threads, max(shared, dynamic),
+    return EmittedKernel(target, source, abi, entry, profile, dialect.language, threads, max(shared, dynamic),
                          dynamic_shared_bytes=dynamic, whole_group_op=whole,
-                         scratch_bytes_per_subgroup=scratch_bytes_per_subgroup(legal, prof),
+                         scratch_bytes_per_subgroup=scratch_bytes_per_subgroup(legal, profile),
                          loop_status_binding=getattr(dialect, "loop_status_binding", None))
 
 
@@ -121,4 +142,5 @@ def launch_limits(kernel: Kernel, profile: TargetProfile) -> tuple[int, int]:
     return min(profile.max_threads_per_group, subgroups * profile.lane_width), arrays + subgroups * per
 
 
-__all__ = ["EmittedKernel", "emit_kernel", "launch_limits", "scratch_bytes_per_subgroup"]
+__all__ = ["EmittedKernel", "emission_profile", "emit_kernel", "emit_legal", "launch_limits", "legalise",
+           "scratch_bytes_per_subgroup"]

@@ -1,4 +1,5 @@
-"""Small helpers the passes share: value substitution and op construction.
+"""The one rewriting toolkit of the passes and the legalisation steps: value substitution, op construction, and
+the rebuilding walk (:func:`rebuild`) that legalisation rules plug into.
 
 Every pass works on a private copy of its input (``clone_kernel``; ``own``: the
 input itself when the pipeline runs the passes in place on a copy of its own)
@@ -10,12 +11,14 @@ replacement before any use of the replaced value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ...core import dtypes as D
 from ...core.builder import normalize_const
-from ...core.ir import Kernel, Op, Value, clone_kernel
+from ...core.ir import Block, Kernel, Op, Param, Value, clone_kernel
 from ...core.ops import infer_type
-from ...core.types import IRType
+from ...core.types import IRType, ScalarType
 
 if TYPE_CHECKING:
     from ..pipeline import PassContext
@@ -81,3 +84,86 @@ def context_or_default(ctx: "PassContext | None") -> "PassContext":
     from ..pipeline import PassContext  # imported here: the pipeline imports the passes
 
     return PassContext()
+
+
+# ---------------------------------------------------------------- the rebuilding walk (legalisation)
+#: A rule's answer for "copy this op unchanged (with renamed operands)".
+KEEP = object()
+
+Rule = Callable[[Op, list[Value], "Emitter"], Any]
+ParamRule = Callable[[Param, "Emitter"], "tuple[Param, Value] | None"]
+
+
+class Emitter:
+    """Appends new, typed ops at the position of the op being rewritten."""
+
+    def __init__(self, ops: list[Op], loc: Any) -> None:
+        self.ops = ops
+        self.loc = loc
+
+    def op(self, opcode: str, *operands: Value, hint: str | None = None, **attrs: Any) -> Value | None:
+        new = make_op(opcode, list(operands), hint, self.loc, **attrs)
+        self.ops.append(new)
+        return new.result
+
+    def const(self, value: Any, dt: D.DType) -> Value:
+        new = make_const(value, ScalarType(dt), self.loc)
+        self.ops.append(new)
+        return new.result
+
+    def cast(self, v: Value, dt: D.DType, hint: str | None = None) -> Value:
+        return self.op("cast", v, hint=hint, to=dt)
+
+
+def rebuild(kernel: Kernel, rule: Rule, param_rule: ParamRule | None = None) -> Kernel:
+    """A copy of the call-free ``kernel`` with every non-region op passed through ``rule``.
+
+    ``rule(op, operands, emitter)`` sees the op with its operands already
+    renamed; it returns :data:`KEEP` to copy the op, or the value that replaces
+    the op's result (None for ops without one) after emitting new ops.
+    ``param_rule(param, emitter)`` may replace a parameter: it returns the new
+    parameter and the value standing for the old one (computed by ops it
+    emits at the top of the body), or None to keep it.
+    """
+    if kernel.functions:
+        raise ValueError(f"legalisation needs call-free IR; kernel {kernel.name} still has helper functions")
+    mapping: dict[Value, Value] = {}
+    params: list[Param] = []
+    prologue: list[Op] = []
+    for p in kernel.params:
+        replaced = param_rule(p, Emitter(prologue, kernel.loc)) if param_rule else None
+        if replaced is None:
+            nv = Value(p.value.type, p.value.hint)
+            mapping[p.value] = nv
+            params.append(Param(p.name, nv, p.access))
+        else:
+            new_param, stands_for = replaced
+            mapping[p.value] = stands_for
+            params.append(new_param)
+    body = _rebuild_block(kernel.body, mapping, rule)
+    body.ops[0:0] = prologue
+    return Kernel(kernel.name, params, body, dict(kernel.meta), kernel.loc, {})
+
+
+def _rebuild_block(block: Block, mapping: dict[Value, Value], rule: Rule) -> Block:
+    args = []
+    for a in block.args:
+        na = Value(a.type, a.hint)
+        mapping[a] = na
+        args.append(na)
+    ops: list[Op] = []
+    for op in block.ops:
+        operands = [mapping.get(v, v) for v in op.operands]
+        if op.regions:
+            regions = [_rebuild_block(r, mapping, rule) for r in op.regions]
+            ops.append(Op(op.opcode, operands, None, op.attrs, regions, op.loc))
+            continue
+        result = rule(op, operands, Emitter(ops, op.loc))
+        if result is KEEP:
+            rtype = infer_type(op.opcode, [v.type for v in operands], op.attrs) if op.result else None
+            new = Op(op.opcode, operands, rtype, op.attrs, None, op.loc, op.result.hint if op.result else None)
+            ops.append(new)
+            result = new.result
+        if op.result is not None:
+            mapping[op.result] = result
+    return Block(ops, args)

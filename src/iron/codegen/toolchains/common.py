@@ -102,6 +102,12 @@ class ToolchainMissing(IronError):
         super().__init__(f"{tool} is not available{why}; install it with: {install}")
 
 
+def reject_options(tool: str, options: Sequence[str]) -> None:
+    """A toolchain whose ``build`` takes no extra options says so (Iron passes none to it today)."""
+    if options:
+        raise ValueError(f"{tool} takes no extra build options, got {list(options)}")
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """One message of a compiler: where (as the compiler printed it) and what."""

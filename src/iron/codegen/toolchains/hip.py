@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .common import (
     CompiledArtifact,
@@ -50,6 +50,7 @@ from .common import (
     find_tool,
     parse_clang_diagnostics,
     probe_accessors,
+    reject_options,
     run_tool,
 )
 
@@ -271,8 +272,10 @@ def parse_amdgpu_notes(notes: str) -> dict[str, Any]:
 CHECK_KIND = "hsaco"
 
 
-def build(source: str, *, arch: str, kind: str = "hsaco", name: str = "kernel.hip") -> CompiledArtifact:
+def build(source: str, *, arch: str, kind: str = "hsaco", name: str = "kernel.hip",
+          options: Sequence[str] = ()) -> CompiledArtifact:
     """An AMDGPU code object (``kind`` "hsaco") of emitted HIP for ``arch``."""
+    reject_options(TOOL, options)
     if kind != "hsaco":
         raise ValueError(f"the HIP toolchain makes 'hsaco', not {kind!r}")
     return compile_hip(source, arch=arch, name=name)

@@ -16,7 +16,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .common import (
     CompiledArtifact,
@@ -29,6 +29,7 @@ from .common import (
     find_tool,
     parse_clang_diagnostics,
     probe_accessors,
+    reject_options,
     run_tool,
     source_line,
 )
@@ -122,9 +123,10 @@ def build_missing(kind: str) -> ToolchainMissing | None:
     return None
 
 
-def build(source: str, *, arch: str | None = None, kind: str = "check", name: str = "kernel.metal"
-          ) -> CompiledArtifact:
+def build(source: str, *, arch: str | None = None, kind: str = "check", name: str = "kernel.metal",
+          options: Sequence[str] = ()) -> CompiledArtifact:
     """``kind`` "check": MSL type-checked (no binary); "metallib" needs macOS (:func:`build_missing`)."""
+    reject_options(TOOL, options)
     if kind == "check":
         return check_msl(source, name=name)
     missing = build_missing(kind)

@@ -86,6 +86,17 @@ def _header_directory() -> str | None:
 available, unavailable_reason, version = probe_accessors(__name__, TOOL, INSTALL)
 
 
+def supported_archs() -> list[str]:
+    """The ``sm_*`` architectures this NVRTC builds CUBIN for (empty when it cannot say)."""
+    try:
+        from cuda.bindings import nvrtc as raw
+
+        err, archs = raw.nvrtcGetSupportedArchs()
+        return [f"sm_{a}" for a in archs] if int(err) == 0 else []
+    except Exception:
+        return []
+
+
 def arch_for_source(source: str, arch: str) -> str:
     """``arch`` with its arch-specific suffix (``sm_90a``) where ``source`` uses an instruction only that
     variant has: ``wgmma`` (Iron's ``mma_wg``).  A binary for ``sm_90a`` runs on sm_90 GPUs alone."""
@@ -233,10 +244,11 @@ def parse_ptxas_report(log: str) -> dict[str, Any]:
 CHECK_KIND = "cubin"
 
 
-def build(source: str, *, arch: str, kind: str = "cubin", name: str = "kernel.cu") -> CompiledArtifact:
+def build(source: str, *, arch: str, kind: str = "cubin", name: str = "kernel.cu",
+          options: Sequence[str] = ()) -> CompiledArtifact:
     """``kind`` ("cubin" or "ptx") of emitted CUDA for ``arch``, or its arch-specific variant where the source
-    needs one (:func:`arch_for_source`); the report's ``arch`` says which."""
-    return compile_cuda(source, arch=arch_for_source(source, arch), want=kind, name=name)
+    needs one (:func:`arch_for_source`); the report's ``arch`` says which.  ``options``: NVRTC's."""
+    return compile_cuda(source, arch=arch_for_source(source, arch), options=options, want=kind, name=name)
 
 
 def listing(source: str, *, arch: str, name: str = "kernel.cu") -> tuple[str, str, dict[str, Any]]:

@@ -14,7 +14,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from . import glsl_compilers
 from .common import (
@@ -25,6 +25,7 @@ from .common import (
     ToolchainMissing,
     decode,
     error_from_diagnostics,
+    reject_options,
     run_tool,
 )
 from .glsl_compilers import INSTALL, TOOL
@@ -182,8 +183,10 @@ def parse_spirv_module(text: str) -> dict[str, Any]:
 CHECK_KIND = "spirv"
 
 
-def build(source: str, *, arch: str | None = None, kind: str = "spirv", name: str = "kernel.comp") -> CompiledArtifact:
+def build(source: str, *, arch: str | None = None, kind: str = "spirv", name: str = "kernel.comp",
+          options: Sequence[str] = ()) -> CompiledArtifact:
     """Validated SPIR-V (``kind`` "spirv") of emitted GLSL; ``arch`` (a Vulkan profile) does not change it."""
+    reject_options(TOOL, options)
     if kind != CHECK_KIND:
         raise ValueError(f"the SPIR-V toolchain makes {CHECK_KIND!r}, not {kind!r}")
     return compile_glsl(source, name=name)

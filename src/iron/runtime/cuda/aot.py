@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...codegen.capabilities import check_launch
+from ...codegen.compiler import Artifact
 from ...core.errors import LaunchError
-from .compile import CompiledModule
+from .arch import TARGET
 from .errors import AotError
 from .manifest import Variant, abi_mismatch, cubin_params, pick_binary, read_manifest
 from .plan import KernelPlan
@@ -68,7 +69,7 @@ class AotKernel:
         return tuple(values[n] for n in names)
 
     def __repr__(self) -> str:
-        return f"<AotKernel {self.entry} ({self.plan.module.format} for {self.plan.module.arch})>"
+        return f"<AotKernel {self.entry} ({self.plan.module.kind} for {self.plan.module.arch})>"
 
 
 class AotLibrary:
@@ -119,8 +120,8 @@ def _load(device: "CudaDevice", variant: Variant, folder: Path) -> AotKernel:
         if problem:
             raise AotError(f"'{variant.entry}' ({path}): {problem}; rebuild the folder with this Iron")
     digest = hashlib.sha256(binary).hexdigest()
-    module = CompiledModule(binary, fmt, arch, variant.entry, variant.abi, None, {}, f"aot:{digest}", "aot",
-                            variant.dynamic_shared_bytes)
+    module = Artifact(TARGET, "binary", binary=binary, kind=fmt, arch=arch, key=f"aot:{digest}", origin="aot",
+                      entry=variant.entry, abi=variant.abi, dynamic_shared_bytes=variant.dynamic_shared_bytes)
     loaded = device._modules.load(module)
     try:
         sig = of_abi(variant.entry, variant.abi, list(variant.order) if variant.order else None)

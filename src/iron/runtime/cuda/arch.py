@@ -15,6 +15,9 @@ from __future__ import annotations
 import re
 
 from ...codegen.targets import PROFILES, TargetProfile, UnknownTargetError, profile
+from ...codegen.toolchains.nvrtc import supported_archs
+
+__all__ = ["TARGET", "arch_of", "compile_target", "device_profile", "fmad_options", "sm_number", "supported_archs"]
 
 _SM = re.compile(r"^(?:sm|compute)_(\d+)([af]?)$")
 
@@ -49,6 +52,11 @@ def device_profile(arch: str) -> tuple[TargetProfile, str | None]:
     older = [p for n, p in known if n <= sm]
     best = (same_family or older)[-1] if older else known[0][1]
     return best, f"Iron has no profile for {arch}; emitting for {best.arch}, the nearest known"
+
+
+def fmad_options(fmad: bool) -> list[str]:
+    """NVRTC's options for the ``fmad`` setting: none for its default (on), ``--fmad=false`` for off."""
+    return [] if fmad else ["--fmad=false"]
 
 
 def compile_target(device_arch: str, supported: list[str]) -> tuple[str, str]:

@@ -1,7 +1,8 @@
 """The ``cuda`` device: Iron kernels on an NVIDIA GPU through the driver API and NVRTC (cuda-bindings).
 
-A launch goes: kernel IR -> :class:`.plan.KernelPlan` (emitted, compiled
-and loaded once; :mod:`.compile` caches modules in memory and on disk) ->
+A launch goes: kernel IR -> :class:`.plan.KernelPlan` (compiled by the one
+driver, :func:`iron.codegen.compiler.compile`, which caches binaries in
+memory and on disk; loaded once) ->
 arguments bound (:mod:`.binding`; device arrays by pointer, host arrays
 through pooled pinned staging, :mod:`.staging`) -> one packed argument
 buffer -> ``cuLaunchKernel`` on the producer's stream or the device's own
@@ -21,16 +22,19 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ... import config
+from ...codegen.cache import ArtifactCache, cache_directory
+from ...codegen.compiler import Artifact, CompileOptions, compile as compile_kernel
+from ...codegen.toolchains.common import ToolchainMissing
 from ...core import dtypes as D
 from ...core.errors import LaunchError
 from ...core.ir import Kernel
 from ..interp.device import DEFAULT_GROUPS
-from .arch import compile_target, device_profile
+from .arch import TARGET, compile_target, device_profile, fmad_options, supported_archs
 from .array import ArrayStore, CudaArray
-from .compile import ModuleCompiler, cache_directory, fmad_options, supported_archs
 from .context import Context
 from .dispatch import Dispatcher
 from .driver import load_driver
+from .errors import CudaUnavailable
 from .graphs import Capture, CudaGraph
 from .modules import ModuleLoader
 from .plan import KernelPlan, emitted_check
@@ -84,8 +88,11 @@ class CudaDevice:
         self.profile, self.profile_note = device_profile(self.arch)
         self.fmad = bool(config.get("fmad") if fmad is None else fmad)
         compile_arch, fmt = compile_target(self.arch, supported_archs())
-        self._compiler = ModuleCompiler(self.profile, compile_arch, fmt, fmad_options(self.fmad),
-                                        cache_directory(cache_dir), toolchain)
+        #: What this GPU loads: its profile's source, built by NVRTC as ``fmt`` for ``compile_arch``.
+        self.compile_options = CompileOptions(profile=self.profile, binary=fmt, arch=compile_arch,
+                                              toolchain_options=tuple(fmad_options(self.fmad)), optimised=True)
+        self._cache = ArtifactCache(cache_directory(cache_dir))
+        self._toolchain = toolchain
         self._modules = ModuleLoader(drv, self._ctx.info.max_shared_per_group_optin)
         self._device_pool, self._pinned_pool = device_pool(drv), pinned_pool(drv)
         self.stream = self._ctx.stream
@@ -113,18 +120,26 @@ class CudaDevice:
         """Name, architecture, multiprocessors, memory, clocks, driver and NVRTC versions, what Iron builds."""
         d = self._ctx.info.to_dict()
         try:
-            nvrtc_version = self._compiler.toolchain.version()
+            if self._toolchain is not None:
+                nvrtc_version = self._toolchain.version()
+            else:
+                from ...codegen.toolchains import nvrtc
+
+                nvrtc_version = nvrtc.version()
         except Exception as e:  # a device without NVRTC can still run ahead-of-time builds
             nvrtc_version = f"unavailable ({e})"
+        opts = self.compile_options
         d.update({"nvrtc": nvrtc_version, "profile": self.profile.key, "profile_note": self.profile_note,
-                  "builds": f"{self._compiler.format} for {self._compiler.arch}", "fmad": self.fmad})
+                  "builds": f"{opts.binary} for {opts.arch}", "fmad": self.fmad})
         return d
 
     @property
     def cache_stats(self) -> dict[str, Any]:
         """Module cache counters and last miss, modules loaded, launch plans, pools, stream changes."""
-        stats = dict(self._compiler.stats)
-        stats.update({"modules_loaded": len(self._modules), "plans": len(self._plans),
+        opts = self.compile_options
+        stats = dict(self._cache.stats)
+        stats.update({"arch": opts.arch, "format": opts.binary, "options": list(opts.toolchain_options),
+                      "modules_loaded": len(self._modules), "plans": len(self._plans),
                       "fast_plans": sum(p.fast is not None for p in self._plans.values()),
                       "device_pool": self._device_pool.stats(), "pinned_pool": self._pinned_pool.stats(),
                       "stream_switches": self._order.switches})
@@ -132,7 +147,7 @@ class CudaDevice:
 
     @property
     def last_miss(self) -> str:
-        return self._compiler.last_miss
+        return self._cache.last_miss
 
     def kernel_report(self, kernel: Kernel, group: Sequence[int] | None = None) -> dict[str, Any]:
         """Registers, shared memory, spills and occupancy of ``kernel`` for ``group`` (default: its last launch's)."""
@@ -190,15 +205,22 @@ class CudaDevice:
     def prepare(self, kernel: Kernel) -> None:
         """Build ``kernel``'s module (emitter and NVRTC, or the caches) ahead of its first launch.
 
-        No device work and safe from any thread (the module compiler locks its own caches; NVRTC runs
-        outside Python's lock), so a runner builds the next items' modules on worker threads while the
-        device runs the current one; the launch then finds the module in memory."""
-        self._compiler.compile(kernel)
+        No device work and safe from any thread (the artifact cache locks itself; NVRTC runs outside
+        Python's lock), so a runner builds the next items' modules on worker threads while the device
+        runs the current one; the launch then finds the module in memory."""
+        self.compile(kernel)
+
+    def compile(self, kernel: Kernel) -> Artifact:
+        """``kernel``'s binary for this GPU, from the compile driver (its memory and disk caches, else NVRTC)."""
+        try:
+            return compile_kernel(kernel, TARGET, self.compile_options, cache=self._cache, toolchain=self._toolchain)
+        except ToolchainMissing as e:
+            raise CudaUnavailable(f"backend 'cuda' needs NVRTC to build kernels: {e}") from None
 
     def _plan(self, kernel: Kernel) -> KernelPlan:
         plan = self._plans.get(id(kernel))
         if plan is None:
-            compiled = self._compiler.compile(kernel)
+            compiled = self.compile(kernel)
             loaded = self._modules.load(compiled)
             check_launch = functools.partial(emitted_check, compiled.emitted, loaded.max_threads)
             plan = KernelPlan(of_kernel(kernel), compiled, loaded.function, check_launch, keep=kernel)
@@ -302,5 +324,5 @@ class CudaDevice:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"{self.arch}, {self._compiler.format}"
+        state = "closed" if self._closed else f"{self.arch}, {self.compile_options.binary}"
         return f"<CudaDevice {self.ordinal} '{self._ctx.info.name}' ({state})>"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .compile import CompiledModule
+from ...codegen.compiler import Artifact
 from .driver import check
 from .errors import CudaError
 
@@ -43,15 +43,15 @@ class ModuleLoader:
     def __len__(self) -> int:
         return len(self._loaded)
 
-    def load(self, compiled: CompiledModule) -> Loaded:
-        key = compiled.key or f"{compiled.entry}:{compiled.arch}:{compiled.format}:{hash(compiled.binary)}"
+    def load(self, compiled: Artifact) -> Loaded:
+        key = compiled.key or f"{compiled.entry}:{compiled.arch}:{compiled.kind}:{hash(compiled.binary)}"
         hit = self._loaded.get(key)
         if hit is not None:
             return hit
         drv = self.drv
-        image = compiled.binary + b"\0" if compiled.format == "ptx" else compiled.binary
+        image = compiled.binary + b"\0" if compiled.kind == "ptx" else compiled.binary
         module = check(drv, drv.cuModuleLoadData(image),
-                       f"cuModuleLoadData ({compiled.format} of '{compiled.entry}' for {compiled.arch})")
+                       f"cuModuleLoadData ({compiled.kind} of '{compiled.entry}' for {compiled.arch})")
         try:
             function = check(drv, drv.cuModuleGetFunction(module, compiled.entry.encode()),
                              f"cuModuleGetFunction('{compiled.entry}')")
@@ -70,7 +70,7 @@ class ModuleLoader:
         self._loaded[key] = loaded
         return loaded
 
-    def _opt_in(self, compiled: CompiledModule, function: Any) -> None:
+    def _opt_in(self, compiled: Artifact, function: Any) -> None:
         """Let ``function`` launch with its dynamic shared memory (past 48 KiB a function must opt in)."""
         need = compiled.dynamic_shared_bytes
         if not need:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...codegen.capabilities import check_emitted_launch
+from ...codegen.compiler import Artifact
 from ...core.errors import LaunchError
 from ..interp.args import normalize_geometry
 from .binding import Bound
-from .compile import CompiledModule
 from .packer import ArgBuffer
 from .signature import Signature, scalar_converter
 
@@ -40,7 +40,7 @@ class KernelPlan:
     per geometry.
     """
 
-    def __init__(self, signature: Signature, module: CompiledModule, function: Any,
+    def __init__(self, signature: Signature, module: Artifact, function: Any,
                  check_launch: Callable[[tuple[int, ...], tuple[int, ...]], None], keep: Any = None) -> None:
         self.signature = signature
         self.module = module

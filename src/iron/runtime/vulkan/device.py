@@ -4,7 +4,8 @@ Two layers.  :meth:`VulkanDevice.run_spirv` runs a SPIR-V module that
 follows Iron's kernel ABI (:mod:`iron.codegen.abi`) over numpy arrays; it
 needs nothing from the compiler and is what hand-written shaders use.
 :meth:`VulkanDevice.launch` is the :class:`iron.runtime.Device` entry point:
-it turns a kernel's optimised IR into SPIR-V (:mod:`.compile`), binds and
+it turns a kernel's optimised IR into SPIR-V (the compile driver,
+:func:`iron.codegen.compiler.compile`, with this device's profile), binds and
 checks the arguments like the interpreter, packs the parameter block and
 calls ``run_spirv``.
 """
@@ -23,13 +24,16 @@ import numpy as np
 
 from ... import config
 from ...codegen.abi import KernelABI, pack_params
+from ...codegen.cache import ArtifactCache, cache_directory
 from ...codegen.capabilities import check_emitted_launch
+from ...codegen.compiler import Artifact, CompileOptions, compile as compile_kernel
 from ...codegen.targets import TargetProfile
+from ...codegen.toolchains.common import ToolchainMissing
 from ...core import dtypes as D
 from ...core.errors import LaunchError
 from ...core.ir import Kernel
+from .. import BackendUnavailable
 from ..interp.args import bind_arguments, normalize_geometry
-from .compile import KernelCompiler
 from .dispatch import Dispatcher
 from .errors import VulkanValidationError
 from . import loop_limit
@@ -70,7 +74,7 @@ class VulkanDevice:
         spec = str(config.get("vulkan_device") if device is None else device)
         self.validation = bool(config.get("vulkan_validation") if validation is None else validation)
         staging_mode = _staging_mode(staging)
-        directory = _cache_directory(cache_dir)
+        directory = cache_directory(cache_dir)
         self._lock = threading.RLock()
         self._closed = False
         self._instance = Instance(self.validation)
@@ -94,7 +98,9 @@ class VulkanDevice:
         self._raise_on_validation(0)
         self._info = dataclasses.replace(self._info, loop_limit=self._measure_loop_limit())
         self.profile: TargetProfile = device_profile(self._info)
-        self._compiler = KernelCompiler(self.profile, directory)
+        self._cache = ArtifactCache(directory)
+        #: Artifacts by (kernel object, loop-guard variant): a relaunch skips hashing the IR.
+        self._artifacts: dict[tuple[int, bool], tuple[Kernel, Artifact]] = {}
 
     def _measure_loop_limit(self) -> int | None:
         """The driver's cap on loop passes per invocation (:mod:`.loop_limit`), probed once per driver build."""
@@ -129,8 +135,8 @@ class VulkanDevice:
         """What the disk caches did: the pipeline cache file's fate, SPIR-V disk hits and compiles."""
         return {"pipeline_cache": self._store.status, "pipeline_cache_file": self._store.path and str(self._store.path),
                 "pipelines_created": self._pipelines.created, "pipeline_cache_hits": self._pipelines.driver_hits,
-                "spirv_disk_hits": self._compiler.disk_hits, "spirv_compiles": self._compiler.compiles,
-                "spirv_last_miss": self._compiler.last_miss}
+                "spirv_disk_hits": self._cache.disk_hits, "spirv_compiles": self._cache.compiles,
+                "spirv_last_miss": self._cache.last_miss}
 
     @property
     def validation_messages(self) -> list[str]:
@@ -215,14 +221,14 @@ class VulkanDevice:
         tensors = {p.name: arg for p, arg in zip(kernel.params, bound) if p.is_tensor}
         scalars = {p.name: arg for p, arg in zip(kernel.params, bound) if not p.is_tensor}
         sizes = {name: buf.size for name, buf in tensors.items()}
-        compiled = self._compiler.compile(kernel, loop_guard=self._needs_loop_guard(kernel, scalars, sizes))
+        compiled = self.compile(kernel, loop_guard=self._needs_loop_guard(kernel, scalars, sizes))
         check_emitted_launch(compiled.emitted, grid3[:ndim], group3[:ndim])
         check_shared_memory(kernel, compiled.emitted, group3, self._info.name)
         params = pack_params(compiled.abi, scalars, grid3[:ndim], sizes)
         arrays = [tensors[t.name].data for t in compiled.abi.tensors]
         binding, limit = compiled.emitted.loop_status_binding, self._info.loop_limit
         if binding is None or limit is None:
-            return self._run(compiled.spirv, compiled.abi, arrays, params, grid, group, timing)
+            return self._run(compiled.binary, compiled.abi, arrays, params, grid, group, timing)
         status = loop_limit.status_buffer()
 
         def judge(placed: Placement) -> None:  # a loop cut short: raise before any result is copied back
@@ -231,8 +237,22 @@ class VulkanDevice:
             if error is not None:
                 raise error
 
-        return self._run(compiled.spirv, loop_limit.status_abi(compiled.abi, binding), [*arrays, status], params,
+        return self._run(compiled.binary, loop_limit.status_abi(compiled.abi, binding), [*arrays, status], params,
                          grid, group, timing, judge)
+
+    def compile(self, kernel: Kernel, loop_guard: bool = False) -> Artifact:
+        """``kernel``'s SPIR-V for this device's profile, from the compile driver (its memory and disk caches, else
+        the GLSL compiler); ``loop_guard``: the variant that reports loops the driver cut short."""
+        hit = self._artifacts.get((id(kernel), loop_guard))
+        if hit is not None and hit[0] is kernel:
+            return hit[1]
+        options = CompileOptions(profile=self.profile, binary="spirv", loop_guard=loop_guard, optimised=True)
+        try:
+            artifact = compile_kernel(kernel, self.target, options, cache=self._cache)
+        except ToolchainMissing as e:
+            raise BackendUnavailable(f"the vulkan device needs the SPIR-V toolchain to build kernels: {e}") from None
+        self._artifacts[(id(kernel), loop_guard)] = (kernel, artifact)
+        return artifact
 
     def _needs_loop_guard(self, kernel: Kernel, scalars: dict[str, Any], sizes: dict[str, int]) -> bool:
         """Where the driver ends long loops early (:mod:`.loop_limit`): refuse a launch whose loops are bound
@@ -295,9 +315,3 @@ def _staging_mode(override: str | None) -> str:
     if mode not in ("auto", "always", "never"):
         raise ValueError(f"staging must be auto, always or never, not {override!r}")
     return mode
-
-
-def _cache_directory(override: str | Path | None) -> Path | None:
-    if override is None:
-        return config.cache_dir()
-    return None if str(override).strip().lower() == config.CACHE_OFF else Path(override).expanduser()

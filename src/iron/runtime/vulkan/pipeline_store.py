@@ -7,7 +7,7 @@ handed to the driver only after its VkPipelineCacheHeaderVersionOne header
 blob may crash) names this very device and driver build, and the envelope's key
 (the file's name: vendor, device, driver version and cache UUID) matches; anything else is
 ignored with the reason in :attr:`PipelineStore.status`, and the device
-starts from an empty cache.  Saved at close, atomically (:mod:`iron.runtime.diskcache`).
+starts from an empty cache.  Saved at close, atomically (:mod:`iron.codegen.diskcache`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from .. import diskcache
+from ...codegen import diskcache
 from .properties import PhysicalDeviceInfo
 
 #: VkPipelineCacheHeaderVersionOne: headerSize, headerVersion, vendorID, deviceID, pipelineCacheUUID,

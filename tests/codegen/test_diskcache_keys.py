@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iron.runtime import diskcache
+from iron.codegen import diskcache
 
 
 def test_a_file_reads_only_for_the_key_it_was_written_for(tmp_path):
