@@ -2,8 +2,9 @@
 
 For the GPU machine.  Each row: wall time per call over a back-to-back loop with one synchronize at the end
 (median of ``--reps`` loops after a warm-up), Iron's std host function and torch's op, both outputs checked.
-With ``--profile`` the 32-element ``unary("exp")`` call is profiled (cProfile, 2000 calls) and its top
-functions printed: where a small call's host time goes.  Prints one JSON object.
+A user kernel's ``kern[grid](x, y, 2.0)`` on torch tensors is a row too.  With ``--profile`` each Iron
+call is profiled (cProfile, 2000 calls) and its top functions printed by own and by cumulative time: where
+a call's host time goes.  Prints one JSON object.
 Run: ``PYTHONPATH=src python3 scripts/device/std_call_cost.py [--profile]``.
 """
 
@@ -17,6 +18,15 @@ import pstats
 import statistics
 import time
 from typing import Any, Callable
+
+from iron import In, Tensor, f32, kernel
+from iron.lang import program_id
+
+
+@kernel
+def scale(x: In[f32], y: Tensor[f32], a: f32):
+    i = program_id(0)
+    y[i] = a * x[i]
 
 
 def per_call_us(call: Callable[[], Any], count: int, reps: int, sync: Callable[[], Any]) -> float:
@@ -77,18 +87,54 @@ def main() -> None:
     row("decode_attention B=1 H=32 H_kv=8 S=4096", lambda: attention.decode_attention(q, kc, vc, lens, out=o,
                                                                                       backend="cuda"),
         torch_decode, o, (torch_decode(), holder["t"])[1].squeeze(2), 0.05)
+    xs = torch.randn(1024, device="cuda")
+    ys, ts = torch.empty_like(xs), torch.empty_like(xs)
+    row("kern[grid](x, y, 2.0), 1024 f32", lambda: scale[1024, 256](xs, ys, 2.0, backend="cuda"),
+        lambda: torch.mul(xs, 2.0, out=ts), ys, ts, 0.0)
+    # backend auto (no backend=): the launch follows the data to the GPU; the same calls, what a torch user writes
+    x = torch.randn(32, device="cuda", dtype=torch.bfloat16)
+    o, t = torch.empty_like(x), torch.empty_like(x)
+    try:
+        row("unary exp 32 bf16, no backend=", lambda: elementwise.unary("exp", x, out=o),
+            lambda: torch.exp(x, out=t), o, t, 0.05)
+        row("kern[grid](x, y, 2.0), 1024 f32, no backend=", lambda: scale[1024, 256](xs, ys, 2.0),
+            lambda: torch.mul(xs, 2.0, out=ts), ys, ts, 0.0)
+    except Exception as e:  # an Iron from before the launch followed the data
+        rows["no backend="] = f"{type(e).__name__}: {e}"[:300]
+    # Where a user kernel's launch spends its host time: the whole call, the device's generated launcher alone,
+    # and cuLaunchKernel alone with the packed parameters (the floor any launch path pays).
+    from iron import runtime
+
+    dev = runtime.get_device("cuda")
+    plan = dev._plans[id(scale.variant().compiled("cuda"))]
+    drv, geo = dev._drv, plan.geometry(1024, 256)
+    stream = torch.cuda.current_stream().cuda_stream
+    layers = {"launcher_only_us": lambda: plan.fast((xs, ys, 2.0), 1024, 256, None),
+              "cuLaunchKernel_only_us": lambda: drv.cuLaunchKernel(plan.function, *geo.blocks, *geo.threads, 0,
+                                                                   stream, plan.args.params_address, 0)}
+    rows["kern[grid](x, y, 2.0), 1024 f32"].update(
+        {name: round(per_call_us(call, args.count, args.reps, sync), 1) for name, call in layers.items()})
     if args.profile:
         x = torch.randn(32, device="cuda", dtype=torch.bfloat16)
         o = torch.empty_like(x)
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(2000):
-            elementwise.unary("exp", x, out=o, backend="cuda")
-        sync()
-        prof.disable()
-        text = io.StringIO()
-        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
-        rows["profile_unary_exp_32"] = text.getvalue()
+        calls = {"unary_exp_32": lambda: elementwise.unary("exp", x, out=o, backend="cuda"),
+                 "gemv_4096": lambda: gemv.gemv(a, v, out=o2, backend="cuda"),
+                 "decode_attention": lambda: attention.decode_attention(q, kc, vc, lens, out=o3, backend="cuda"),
+                 "user_kernel": lambda: scale[1024, 256](xs, ys, 2.0, backend="cuda")}
+        o2 = torch.empty(4096, device="cuda", dtype=torch.bfloat16)
+        o3 = torch.empty(1, 32, 128, device="cuda", dtype=torch.bfloat16)
+        for name, call in calls.items():
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(2000):
+                call()
+            sync()
+            prof.disable()
+            text = io.StringIO()
+            stats = pstats.Stats(prof, stream=text)
+            stats.sort_stats("tottime").print_stats(30)
+            stats.sort_stats("cumulative").print_stats(40)
+            rows[f"profile_{name}"] = text.getvalue()
     print(json.dumps(rows, indent=1))
 
 

@@ -152,3 +152,16 @@ def test_json_documents_round_trip():
     assert json.loads(render.dumps([bad]))[0]["iron_us"] is None  # JSON has no NaN
     t = render.test_document([protocol.TestRow("t", "k", "c", "f32", "interp", False)], "interp")
     assert (t["passed"], t["failed"]) == (0, 1)
+
+
+def test_rows_with_call_times_add_the_call_columns():
+    """GPU rows carry each side's host time per call (back to back): the table shows both and their ratio."""
+    from dataclasses import replace
+
+    rows = [replace(ROWS[0], iron_call_us=24.5, ref_call_us=6.0), replace(ROWS[1], iron_call_us=None)]
+    lines = render.bench_table(rows, "NVIDIA H200", 0).splitlines()
+    assert _squeeze(lines[3]) == HEADER.replace(" │ ok", " │ Call(µs) │ RefCall(µs) │ Call % │ ok")
+    cells = [c.strip() for c in lines[5].split("│")]
+    assert cells[6:9] == ["24.5", "6.00", "24%"] and cells[9] == "✓"
+    assert [c.strip() for c in lines[6].split("│")][6:9] == ["", "", ""]
+    assert "Call(µs)" not in render.bench_table(ROWS, "NVIDIA H200", 0), "rows without call times: the seed layout"

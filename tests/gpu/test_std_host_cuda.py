@@ -9,8 +9,16 @@ import math
 import numpy as np
 import pytest
 
+from iron import In, Tensor, f32, kernel
+from iron.lang import program_id
 from iron.std import attention as A
 from iron.std import gemv as G
+
+
+@kernel
+def twice(a: In[f32], b: Tensor[f32]):
+    i = program_id(0)
+    b[i] = 2.0 * a[i]
 
 
 @pytest.mark.parametrize("k,n", [(4096, 4096), (1000, 264), (37, 4096)])
@@ -186,3 +194,22 @@ def test_decode_attention_short_chunks_take_teams_of_16(cuda, h_kv, d):
         p = np.exp(w - w.max())
         want = (p / p.sum()) @ v[0, hi // r, :lens[0]].astype(np.float64)
         assert np.max(np.abs(got[0, hi] - want)) < 2.0 ** -8, hi
+
+
+def test_torch_cuda_tensors_run_on_cuda_with_no_backend(cuda):
+    """backend auto follows the data: torch CUDA tensors run on the CUDA device with no backend=, std picks its
+    CUDA-tuned shapes for them, and a user kernel launched on them does the same."""
+    torch = pytest.importorskip("torch")
+    from iron import runtime
+    from iron.std import elementwise, softmax
+
+    x = torch.randn(4096, device="cuda", dtype=torch.float16)
+    got = elementwise.unary("exp", x)
+    assert got.is_cuda and torch.allclose(got.float(), torch.exp(x.float()), rtol=2e-3, atol=1e-3)
+    s = torch.randn(64, 1000, device="cuda")
+    assert torch.allclose(softmax.softmax(s), torch.softmax(s, -1), atol=1e-6)
+    assert A.prefill_block(None, (x,)) == 64 and A.prefill_block(None, (np.zeros(1),)) == 16
+    a = torch.arange(256, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+    twice[256](a, b)
+    assert torch.equal(b, 2 * a) and "cuda" in runtime._devices

@@ -37,10 +37,14 @@ class FakeGpu(InterpDevice):
     def release_array(self, arr):
         self.released.append(id(arr))
 
+    def launch(self, kernel, args, grid, group):
+        """Takes its own arrays, as a GPU device does (the call-time loop launches on them)."""
+        super().launch(kernel, [a.host if isinstance(a, FakeArray) else a for a in args], grid, group)
+
     def launch_timed(self, kernel, args, grid, group, timing=True):
         self.timed_sets.append(tuple(id(a) for a in args if isinstance(a, FakeArray)))
         assert all(not isinstance(a, np.ndarray) for a in args), "timed launches take device arrays only"
-        self.launch(kernel, [a.host if isinstance(a, FakeArray) else a for a in args], grid, group)
+        self.launch(kernel, args, grid, group)
         return 0.25
 
 
@@ -71,7 +75,9 @@ def test_on_a_gpu_inputs_rotate_through_device_copies_past_twice_the_l2(good_ite
     distinct = list(dict.fromkeys(gpu.timed_sets))
     assert len(distinct) == copies and copies > 1
     assert gpu.timed_sets[:2 * copies] == distinct * 2  # round robin, each copy in turn
-    assert len(gpu.released) == 2 * copies  # every device array given back after timing
+    # every device array given back after timing, the call-time loop's one set (x and out) too
+    assert len(gpu.released) == 2 * copies + 2
+    assert row.iron_call_us is not None and row.iron_call_us > 0, "a GPU row reports its call time"
 
 
 def _cuda_or_skip():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import iron
-from iron import Constexpr, In, T, Tensor, bf16, f16, f32, i32, kernel, variants
+from iron import Constexpr, In, T, Tensor, bf16, config, f16, f32, i32, kernel, variants
 from iron.core.dtypes import numpy_dtype
 from iron.core.errors import LaunchError
 from iron.lang import barrier, exp, group_id, group_size, load, program_id, shared, store, thread_id
@@ -343,7 +343,7 @@ def test_device_arrays_bind_by_their_element_type_and_reach_the_device(monkeypat
     import iron.runtime as rt
 
     monkeypatch.setitem(rt._devices, "recording", Recording())
-    monkeypatch.setattr(rt, "resolve_backend", lambda explicit=None: "recording")
+    monkeypatch.setattr(rt, "resolve_backend", lambda explicit=None, data=None: "recording")
     before = len(iron_exp._fast)
     iron_exp[64](_DeviceArray("<f2", 64), _DeviceArray("<f2", 64))
     iron_exp[64](_DeviceArray("<f4", 64), _DeviceArray("<f4", 64))
@@ -353,3 +353,48 @@ def test_device_arrays_bind_by_their_element_type_and_reach_the_device(monkeypat
         iron_exp[64](_DeviceArray("<f4", 64), _DeviceArray("<f2", 64))
     with pytest.raises(LaunchError, match="expects an array"):
         iron_exp[64](object(), _DeviceArray("<f2", 64))
+
+
+class _OnGpu(_DeviceArray):
+    """A device array on GPU ``ordinal`` (as Iron's CudaArray says it)."""
+
+    def __init__(self, typestr: str, n: int, ordinal: int = 0):
+        super().__init__(typestr, n)
+        self.ordinal = ordinal
+
+
+def test_auto_runs_where_the_data_lives(monkeypatch) -> None:
+    """backend auto (the default) follows the arrays: device arrays run on their GPU, ordinal included; numpy
+    arrays on the interpreter; arrays on two GPUs are an error naming them; an explicit cuda with the data on
+    GPU 1 runs on GPU 1."""
+    import iron.runtime as rt
+
+    seen = []
+
+    class Recording:
+        target = "interp"
+
+        def __init__(self, name):
+            self.name = name
+
+        def default_group(self, grid):
+            return (32,)
+
+        def launch(self, kernel, args, grid, group):
+            seen.append(self.name)
+
+    for name in ("cuda", "cuda:1"):
+        monkeypatch.setitem(rt._devices, name, Recording(name))
+    monkeypatch.delenv("IRON_BACKEND", raising=False)
+    config.reload()
+    iron_exp[64](_OnGpu("<f4", 64), _OnGpu("<f4", 64))
+    iron_exp[64](_OnGpu("<f4", 64, 1), _OnGpu("<f4", 64, 1))
+    iron_exp[64](_OnGpu("<f4", 64, 1), _OnGpu("<f4", 64, 1), backend="cuda")
+    x = np.ones(64, np.float32)
+    iron_exp[64](x, np.zeros_like(x))
+    assert seen == ["cuda", "cuda:1", "cuda:1"], "numpy arrays ran on the interpreter, not a recording device"
+    with pytest.raises(LaunchError, match=r"kernel 'iron_exp': the arrays live on different devices "
+                                          r"\(a on cuda, out on cuda:1\)"):
+        iron_exp[64](_OnGpu("<f4", 64), _OnGpu("<f4", 64, 1))
+    with pytest.raises(LaunchError, match="it lives on cuda: leave the backend at auto"):
+        iron_exp[64](_OnGpu("<f4", 64), _OnGpu("<f4", 64), backend="interp")

@@ -5,6 +5,7 @@ shapes the registry never uses, errors) and the non-finite policy."""
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import ml_dtypes
 import numpy as np
@@ -266,6 +267,10 @@ def test_decode_plan_takes_teams_of_16_for_short_chunks_on_cuda_only():
     assert A.team_lanes(A.SHORT_CHUNK + 16, 128, 8, "cuda") == A.TEAM
     assert A.team_lanes(64, 64, 8, "cuda") == A.TEAM  # 16 lanes x 8 elements > D
     assert A.team_lanes(64, 128, 8, "vulkan") == A.TEAM and A.team_lanes(64, 128, 8, "interp") == A.TEAM
+    # backend auto follows the data: a device array (torch CUDA tensors export this interface) plans for CUDA
+    on_gpu = SimpleNamespace(__cuda_array_interface__={"shape": (1,), "typestr": "<f2", "data": (256, False)})
+    assert A.team_lanes(64, 128, 8, None, (on_gpu,)) == 16 and A.prefill_block(None, (on_gpu,)) == 64
+    assert A.team_lanes(64, 128, 8, None, (np.zeros(1),)) == A.TEAM and A.prefill_block(None, (np.zeros(1),)) == 16
     assert [A.keys_in_flight(g, 16) for g in (1, 2)] == [2, 1]
     assert [A.keys_in_flight(g) for g in (1, 2)] == [4, 2]
 

@@ -156,9 +156,11 @@ def survey_text(entries: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
 # ------------------------------------------------------------------ probing
 def probe(args: argparse.Namespace) -> int:
     from ..harness import probes
-    from ..runtime import get_device, resolve_backend
+    from ..runtime import best_backend, get_device
 
-    backend = resolve_backend(None if args.backend in (None, "auto") else args.backend)
+    backend = args.backend or str(config.get("backend"))
+    if backend == "auto":  # the probes make their own data: the best device here, as iron test / bench pick
+        backend = best_backend()
     dev = get_device(backend)
     with render.Progress(total=len(probes.PROBES), enabled=not args.json) as progress:
         def step(name: str) -> None:

@@ -53,6 +53,11 @@ def relative_speed(row: BenchRow) -> float | None:
     return None
 
 
+def relative_call(row: BenchRow) -> float | None:
+    """Iron's call time as a fraction of the reference's speed (reference call / Iron call), or None."""
+    return row.ref_call_us / row.iron_call_us if row.iron_call_us and row.ref_call_us else None
+
+
 BASE_COLUMNS: list[Column] = [
     ("Shape", lambda r: f"{r.shape} {r.dtype}"),
     ("Iron(µs)", lambda r: fmt_num(r.iron_us)),
@@ -60,6 +65,13 @@ BASE_COLUMNS: list[Column] = [
     ("Iron(GB/s)", lambda r: fmt_num(r.iron.gbps)),
     ("Iron %", lambda r: _pct(relative_speed(r))),
     ("GFLOP/s", lambda r: fmt_num(r.iron.gflops)),
+]
+#: Host time per call, back to back: what a program pays per call beside the kernel's time.  GPU rows have it
+#: (the runner measures it there); the table shows these columns when any row does.
+CALL_COLUMNS: list[Column] = [
+    ("Call(µs)", lambda r: fmt_num(r.iron_call_us)),
+    ("RefCall(µs)", lambda r: fmt_num(r.ref_call_us)),
+    ("Call %", lambda r: _pct(relative_call(r))),
 ]
 VERBOSE_COLUMNS: list[Column] = [
     ("%BW", lambda r: _pct(r.iron.bw_fraction)),
@@ -78,8 +90,10 @@ VERY_VERBOSE_COLUMNS: list[Column] = [
 OK_COLUMN: Column = ("ok", lambda r: OK if r.ok else FAIL)
 
 
-def bench_columns(verbosity: int) -> list[Column]:
+def bench_columns(verbosity: int, rows: Sequence[BenchRow] = ()) -> list[Column]:
     cols = list(BASE_COLUMNS)
+    if any(r.iron_call_us is not None for r in rows):
+        cols += CALL_COLUMNS
     if verbosity >= 1:
         cols += VERBOSE_COLUMNS
     if verbosity >= 2:
@@ -99,7 +113,7 @@ def bench_table(rows: Sequence[BenchRow], device: str | None, verbosity: int = 0
     title = f"iron bench · {device}"
     if not rows:
         return f"{title}\nno benches ran\n"
-    cols = bench_columns(verbosity)
+    cols = bench_columns(verbosity, rows)
     cells = {id(r): [fn(r) for _, fn in cols] for r in rows}
     widths = [max(len(h), *(len(cells[id(r)][i]) for r in rows)) for i, (h, _) in enumerate(cols)]
     left = frozenset({0} | {i for i, (h, _) in enumerate(cols) if h == "Bound"})

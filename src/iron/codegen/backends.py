@@ -95,6 +95,8 @@ class Backend:
     hints: Mapping[str, str] = field(default_factory=dict)
     #: Order in which ``backend="auto"`` tools try GPU devices (lower first); None: never picked by auto.
     auto_rank: int | None = None
+    #: Whether its device takes an index (``cuda:1``: the factory's ``ordinal``).
+    device_ordinals: bool = False
     #: The folder of its compiled binaries under the cache directory (None: the target's name).
     cache_folder: str | None = None
     #: Toolchain options a kernel needs when its pipeline did not contract ``a*b + c`` (``fp_contract`` off):
@@ -151,7 +153,8 @@ BACKENDS: tuple[Backend, ...] = (
             binaries=(BinaryKind("ptx", ".ptx", "nvrtc", title="PTX text", markers=(b".version", b".target")),
                       BinaryKind("cubin", ".cubin", "nvrtc", title="a CUBIN (no ELF header)",
                                  signature=b"\x7fELF")),
-            legalize=_COMMON_LEGALIZE, auto_rank=0, cache_folder="cuda", uncontracted_options=("--fmad=false",)),
+            legalize=_COMMON_LEGALIZE, auto_rank=0, cache_folder="cuda", uncontracted_options=("--fmad=false",),
+            device_ordinals=True),
     Backend("hip", "HIP through clang/hipcc (-ffp-contract=fast-honor-pragmas by default)", fp_contract=True,
             device="hip", language="hip", source_suffix=".hip", dialect="iron.codegen.emit.cxx:HipDialect",
             default_arch="gfx90a", toolchain="hip",

@@ -167,7 +167,9 @@ class Option:
 
 
 OPTIONS: dict[str, Option] = {o.name: o for o in (
-    Option("backend", "auto", "str", "Where kernels run: auto, interp, cuda, vulkan, hip, metal.",
+    Option("backend", "auto", "str",
+           "Where kernels run: auto, interp, cuda, vulkan, hip, metal. auto follows the data: device arrays run on "
+           "the GPU holding them, numpy arrays on the interpreter; iron test / bench take the best device present.",
            ("auto", "interp", "cuda", "vulkan", "hip", "metal")),
     Option("simd_width", 32, "int", "Subgroup width the interpreter simulates (8, 32 or 64).", (8, 32, 64)),
     Option("interp_checks", True, "bool",

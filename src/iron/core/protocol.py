@@ -78,6 +78,10 @@ class BenchRow:
     ref_gbps: float | None = None
     iron: ProfileInfo = field(default_factory=ProfileInfo)
     compile_ms: float | None = None
+    #: Host wall time per call, back to back with one synchronisation at the end (host included, no lead
+    #: kernel): Iron's through the kernel's own launch (``k.variant(...).launch``), the reference's as called.
+    iron_call_us: float | None = None
+    ref_call_us: float | None = None
     samples: int = 0
     #: Why the row failed (a mismatch, a crash, a timeout), or None.
     error: str | None = None

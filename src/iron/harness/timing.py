@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .. import config
 
@@ -83,6 +84,32 @@ def measure(run: Callable[[int], float | None], policy: Policy) -> Stats:
     return Stats(tuple(samples), device_timed)
 
 
+def call_us(call: Callable[[], Any], sync: Callable[[], Any] | None = None, rounds: int = 3,
+            round_seconds: float = 0.02, most_calls: int = 500) -> float:
+    """Host wall time per ``call()`` in microseconds: calls back to back (no wait between them) and one
+    ``sync()`` at the end of each round, the round's time over its calls; the median of ``rounds`` rounds.
+    What a program pays per call when it issues calls in a row, host and queueing included.  Each round
+    makes as many calls as fit ``round_seconds`` by a first timed call (at least 3, at most ``most_calls``)."""
+    call()
+    if sync is not None:
+        sync()
+    t0 = time.perf_counter()
+    call()
+    if sync is not None:
+        sync()
+    once = max(time.perf_counter() - t0, 1e-7)
+    count = max(3, min(most_calls, int(round_seconds / once)))
+    per_call = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(count):
+            call()
+        if sync is not None:
+            sync()
+        per_call.append((time.perf_counter() - t0) / count * 1e6)
+    return statistics.median(per_call)
+
+
 def rotation_copies(set_bytes: int, on_gpu: bool, l2_bytes: int | None = None) -> int:
     """How many copies of one argument set (``set_bytes``) to rotate through: 1 off a GPU or when
     one set already exceeds twice the L2, else enough to exceed it (within the caps)."""
@@ -94,4 +121,4 @@ def rotation_copies(set_bytes: int, on_gpu: bool, l2_bytes: int | None = None) -
     return max(1, min(MAX_COPIES, math.ceil(need / set_bytes), MAX_ROTATION_BYTES // set_bytes))
 
 
-__all__ = ["DEFAULT_L2_BYTES", "Policy", "Stats", "measure", "rotation_copies"]
+__all__ = ["DEFAULT_L2_BYTES", "Policy", "Stats", "call_us", "measure", "rotation_copies"]

@@ -8,12 +8,13 @@ never imports the runtime: this module is its one door to it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from .. import config
 from ..codegen.backends import get_backend
 from ..codegen.mma import STRATEGIES, MmaStrategy
 from ..codegen.targets import TargetProfile, default_profile
+from ..lang.numpy_compat import data_device
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class DeviceTraits:
         return self.profile is not None and combo in (self.profile.mma_offered or ())
 
 
-def resolve_backend(explicit: str | None = None) -> str:
+def resolve_backend(explicit: str | None = None, data: str | None = None) -> str:
     """The device a launch with ``backend=explicit`` runs on (``iron.runtime.resolve_backend``, imported on the
     first call: ``import iron`` imports no runtime; the per-call cost is then one global lookup)."""
     global _resolve
@@ -65,7 +66,7 @@ def resolve_backend(explicit: str | None = None) -> str:
         from ..runtime import resolve_backend as imported
 
         _resolve = imported
-    return _resolve(explicit)
+    return _resolve(explicit, data)
 
 
 _resolve: Any = None
@@ -74,13 +75,14 @@ _resolve: Any = None
 _cache: dict[tuple[str, int], DeviceTraits] = {}
 
 
-def device_traits(backend: str | None = None) -> DeviceTraits:
-    """The traits of the device a launch with ``backend`` runs on (None: the configured one).
+def device_traits(backend: str | None = None, like: Sequence[Any] = ()) -> DeviceTraits:
+    """The traits of the device a launch with ``backend`` runs on (None: the configured one), for arrays
+    ``like`` these (``auto`` follows the data: torch CUDA tensors run on CUDA).
 
     Where that device does not answer here (no GPU), the backend's default profile stands in, so a
     library can plan for it ahead of time; the launch itself then says why it cannot run.
     """
-    name = resolve_backend(backend)
+    name = resolve_backend(backend, data_device(like) if like else None)
     key = (name, config.generation())
     hit = _cache.get(key)
     if hit is None:
@@ -91,7 +93,7 @@ def device_traits(backend: str | None = None) -> DeviceTraits:
 def _traits(name: str) -> DeviceTraits:
     from ..runtime import BackendUnavailable, get_device
 
-    record = get_backend(name)
+    record = get_backend(name.partition(":")[0])
     if not record.emits:
         return DeviceTraits(name, int(config.get("simd_width")), None)
     profile: Any = None

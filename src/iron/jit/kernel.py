@@ -10,6 +10,7 @@ arguments, compile for the device's target and run.
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Callable
 
 from .. import config
@@ -19,7 +20,7 @@ from ..core.ir import Kernel
 from ..lang.annotations import Variants, binding_key, format_binding, rule_text
 from ..lang.binding import BindingResolver
 from ..lang.frontend import lower_kernel
-from ..lang.numpy_compat import array_element_type, element_signature, is_numpy_integer
+from ..lang.numpy_compat import arg_signature, data_device, element_signature, is_numpy_integer
 from ..lang.params import ParamSpec, check_signature, kernel_params
 from ..lang.source import parse_function
 
@@ -39,10 +40,13 @@ class KernelFunction:
         self._variants = variants or Variants({})
         self._resolver: BindingResolver | None = None
         self._irs: dict[tuple, Kernel] = {}
+        #: ``variant(**binding)`` results by the binding as given (values with their types).
+        self._specialized: dict[tuple, SpecializedKernel] = {}
         self._compiled: dict[tuple, Kernel] = {}
         #: Call signature -> (binding key, binding): the launch fast path.
         self._calls: dict[tuple, tuple[tuple, dict[str, Any]]] = {}
         self._mask: tuple[bool, ...] | None = None
+        self._names: tuple[str, ...] | None = None
         self._all_runtime = False
         self._launchers: dict[Any, Launcher] = {}
         #: (call signature, grid, group, backend, options generation) -> (device name, device, IR, grid, group)
@@ -69,10 +73,23 @@ class KernelFunction:
         return self._variants.bindings() if self._variants.params else []
 
     def variant(self, **binding: Any) -> "SpecializedKernel":
-        """This kernel with some variant values, type variables or constexprs fixed."""
+        """This kernel with some variant values, type variables or constexprs fixed.
+
+        Checked once per distinct binding (a library calls ``variant(...)`` on every call): the value's type
+        is part of the key, so ``VEC=1`` and ``VEC=True`` are checked apart."""
+        try:
+            key: tuple | None = tuple((k, type(v), v) for k, v in binding.items())
+            hit = self._specialized.get(key)  # type: ignore[arg-type]
+        except TypeError:  # an unhashable constexpr value: checked every time
+            key, hit = None, None
+        if hit is not None:
+            return hit
         checked = self.resolver.check_partial(binding)
         self._check_rules(checked)
-        return SpecializedKernel(self, checked)
+        spec = SpecializedKernel(self, checked)
+        if key is not None and len(self._specialized) < 4096:
+            self._specialized[key] = spec
+        return spec
 
     def _check_rules(self, binding: dict[str, Any]) -> None:
         """A LaunchError when ``binding`` sets every variant parameter to a combination a rule rejects."""
@@ -162,10 +179,12 @@ class KernelFunction:
         else:
             call = _call_signature(fixed, args, kwargs, runtime_mask)
         fast_key = None
+        generation = config.generation()
         if call is not None:
-            # Everything a launch derives from the argument types, the geometry and the options, resolved
-            # once: a repeated launch is a dictionary hit and the device's own launch.
-            fast_key = (call, grid, group, backend, config.generation())
+            # Everything a launch derives from the argument types and places (the call summary holds each
+            # array's device), the geometry and the options, resolved once: a repeated launch is a dictionary
+            # hit and the device's own launch.
+            fast_key = (call, grid, group, backend, generation)
             try:
                 fast = self._fast.get(fast_key)
             except TypeError:  # a geometry given as a list: not hashable, take the slow path
@@ -188,13 +207,35 @@ class KernelFunction:
                 self._calls[call] = (key, binding)
         grid_t = normalize_grid(grid, "grid")
         group_t = None if group is None else normalize_grid(group, "group")
-        device_name = rt.resolve_backend(backend)
+        data = self._data_device(args, kwargs, backend, generation)
+        device_name = rt.resolve_backend(backend, data)
         device = rt.get_device(device_name)
+        if device_name not in _ANNOUNCED:
+            _ANNOUNCED.add(device_name)
+            _log.debug("kernel '%s' runs on %s (backend %s%s)", self.name, device_name, backend or "option",
+                       f"; its arrays live on {data}" if data else "")
         compiled = self._compiled_for(key, binding, device.target)
         group_t = group_t or device.default_group(grid_t)
         device.launch(compiled, runtime, grid_t, group_t)
         if fast_key is not None:
             self._fast[fast_key] = (device_name, device, compiled, grid_t, group_t)
+
+    def _data_device(self, args: tuple, kwargs: dict[str, Any], backend: str | None, generation: int) -> str | None:
+        """The device holding this launch's arrays, where the backend follows the data (``auto``, or one with
+        device indices such as ``cuda``); None otherwise or for host data.  Arrays on two devices raise."""
+        follows = _FOLLOWS.get((backend, generation))
+        if follows is None:
+            if len(_FOLLOWS) > 256:  # entries of earlier option generations
+                _FOLLOWS.clear()
+            follows = _FOLLOWS[(backend, generation)] = _follows_data(backend)
+        if not follows:
+            return None
+        names = self._names
+        if names is None:
+            names = self._names = tuple(s.name for s in self.params)
+        if kwargs:
+            return data_device((*args, *kwargs.values()), (*names[:len(args)], *kwargs), f"kernel '{self.name}'")
+        return data_device(args, names, f"kernel '{self.name}'")
 
     def _runtime_mask(self) -> tuple[bool, ...]:
         """For each parameter position, whether it is a run-time argument (not a constexpr)."""
@@ -298,6 +339,26 @@ def _runtime() -> Any:
 #: iron.runtime's table of live devices once a launch imported it (the fast path checks against it).
 _DEVICES: dict[str, Any] = {}
 
+#: (backend argument, options generation) -> whether that launch's device follows its data.
+_FOLLOWS: dict[tuple[str | None, int], bool] = {}
+#: Devices a launch has run on, each said once at debug level (logger "iron.launch").
+_ANNOUNCED: set[str] = set()
+_log = logging.getLogger("iron.launch")
+
+
+def _follows_data(backend: str | None) -> bool:
+    """Whether a launch with ``backend`` runs where its arrays live: ``auto`` (the argument, else the option),
+    or a backend whose devices take an index (``cuda`` with tensors on GPU 1 runs on GPU 1)."""
+    from ..codegen.backends import UnknownTargetError, get_backend
+
+    name = backend or str(config.get("backend"))
+    if name == "auto":
+        return True
+    try:
+        return get_backend(name.partition(":")[0]).device_ordinals and ":" not in name
+    except UnknownTargetError:
+        return False
+
 
 def normalize_grid(value: Any, what: str) -> tuple[int, ...]:
     """An int or a tuple of 1 to 3 positive ints, as a tuple."""
@@ -315,9 +376,9 @@ def _call_signature(fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any],
                     runtime_mask: tuple[bool, ...]) -> tuple | None:
     """A hashable summary of a call that determines its binding (None when it cannot be cached).
 
-    Arrays contribute their dtype, other run-time arguments their type and
-    constexpr arguments their value: two calls with equal summaries resolve
-    to the same binding.
+    Arrays contribute their dtype and place, other run-time arguments their
+    type and constexpr arguments their value: two calls with equal summaries
+    resolve to the same binding and, with ``backend="auto"``, the same device.
     """
     if kwargs or len(args) > len(runtime_mask):
         return None
@@ -328,8 +389,7 @@ def _call_signature(fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any],
             parts.append((type(a), a))
             constexprs = True
             continue
-        element = array_element_type(a)  # numpy, torch, CuPy, device arrays: their dtype decides the binding
-        parts.append(type(a) if element is None else (type(a), element))
+        parts.append(arg_signature(a))  # numpy, torch, CuPy, device arrays: dtype (the binding) and place
     summary = tuple(parts)
     if constexprs:  # a constexpr's value may be unhashable (then the call is not cached)
         try:

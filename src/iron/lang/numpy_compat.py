@@ -76,13 +76,115 @@ def _reader_for(x: Any) -> Callable[[Any], Any] | None:
 
 
 def element_signature(args: tuple) -> tuple:
-    """``(type, element type)`` per array argument and the type of anything else: what decides a binding
-    when every argument is a run-time one (the launch path's cache key; kept tight: it runs per launch)."""
+    """``(type, element type and place)`` per array argument and the type of anything else: what decides a
+    binding, and with ``backend="auto"`` the device, when every argument is a run-time one (the launch path's
+    cache key; kept tight: it runs per launch).  The place is the array's device where it can be on more
+    than one (torch: ``get_device()``, -1 in host memory; other device arrays: :func:`array_device`)."""
     out = []
     for a in args:
         t = type(a)
-        reader = _readers.get(t, _MISSING)
+        reader = _signature_readers.get(t, _MISSING)
         if reader is _MISSING:
-            reader = _readers[t] = _reader_for(a)
+            reader = _signature_readers[t] = _signature_reader_for(a)
         out.append(t if reader is None else (t, reader(a)))
     return tuple(out)
+
+
+def arg_signature(a: Any) -> Any:
+    """One argument's part of :func:`element_signature`."""
+    t = type(a)
+    reader = _signature_readers.get(t, _MISSING)
+    if reader is _MISSING:
+        reader = _signature_readers[t] = _signature_reader_for(a)
+    return t if reader is None else (t, reader(a))
+
+
+def _signature_reader_for(x: Any) -> Callable[[Any], Any] | None:
+    element = _readers.get(type(x), _MISSING)
+    if element is _MISSING:
+        element = _readers[type(x)] = _reader_for(x)
+    if element is None:
+        return None
+    if is_ndarray(x):
+        return element  # host memory
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return lambda t: (element(t), t.get_device())
+    return lambda a: (element(a), array_device(a))
+
+
+_signature_readers: dict[type, Callable[[Any], Any] | None] = {int: None, float: None, bool: None}
+
+
+# ---------------------------------------------------------------- where an argument's data lives
+#: How to tell where an argument's elements live, by the argument's type: a function giving a device name
+#: ("cuda", "cuda:1") or None for host memory and scalars.  Launches with ``backend="auto"`` ask per argument.
+_placers: dict[type, Callable[[Any], str | None]] = {int: lambda _: None, float: lambda _: None,
+                                                     bool: lambda _: None}
+
+
+def _cuda(ordinal: int) -> str:
+    return "cuda" if ordinal == 0 else f"cuda:{ordinal}"
+
+
+def _torch_device(t: Any) -> str | None:
+    index = t.get_device()  # -1 in host memory
+    if index < 0:
+        return None
+    return _cuda(index) if t.is_cuda else f"torch:{t.device.type}"
+
+
+def _interface_device(x: Any) -> str | None:
+    # A type that defines the interface (CuPy, Iron's CudaArray) is a device array without building the dict.
+    if not hasattr(type(x), "__cuda_array_interface__") and getattr(x, "__cuda_array_interface__", None) is None:
+        return None
+    device = getattr(x, "device", None)
+    ordinal = getattr(device, "id", None)  # CuPy
+    if not isinstance(ordinal, int):
+        ordinal = getattr(x, "ordinal", 0)  # Iron's CudaArray; else the default GPU (the binding checks it)
+    return _cuda(ordinal if isinstance(ordinal, int) else 0)
+
+
+def _placer_for(x: Any) -> Callable[[Any], str | None]:
+    if is_ndarray(x) or is_numpy_scalar(x):
+        return lambda _: None
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return _torch_device
+    return _interface_device
+
+
+def array_device(x: Any) -> str | None:
+    """The device holding ``x``'s elements ("cuda", "cuda:1"; another torch device as "torch:mps"), or None for
+    host memory (numpy, torch CPU tensors) and scalars."""
+    placer = _placers.get(type(x))
+    if placer is None:
+        placer = _placers[type(x)] = _placer_for(x)
+    return placer(x)
+
+
+def data_device(args: Any, names: Any = None, what: str = "the call") -> str | None:
+    """The one device that holds the device arrays among ``args`` (None: all in host memory).  Arrays on two
+    devices are an error naming them (``names``: the arguments' names, in order)."""
+    found: str | None = None
+    for a in args:
+        placer = _placers.get(type(a))
+        if placer is None:
+            placer = _placers[type(a)] = _placer_for(a)
+        where = placer(a)
+        if where is None or where == found:
+            continue
+        if found is None:
+            found = where
+            continue
+        return _mixed(args, names, what)
+    return found
+
+
+def _mixed(args: Any, names: Any, what: str) -> str:
+    from ..core.errors import LaunchError
+
+    names = list(names) if names is not None else [f"argument {i}" for i in range(len(args))]
+    placed = [f"{n} on {array_device(a)}" for n, a in zip(names, args) if array_device(a) is not None]
+    raise LaunchError(f"{what}: the arrays live on different devices ({', '.join(placed)}); a launch runs on "
+                      f"one device: move them to one (tensor.to(...)) first")

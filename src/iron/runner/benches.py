@@ -2,8 +2,10 @@
 
 Per item: a correctness launch on fresh poisoned arguments (its wall time, with the pass pipeline
 and the backend's compile, is the row's ``compile_ms``); the reference once; then Iron's timing
-and the reference's (:mod:`iron.harness.timing`); only then the checks and the metrics
-(``iron.harness.metrics.profile``), so nothing is computed while the clock runs.
+and the reference's (:mod:`iron.harness.timing`); then each side's call time (host wall time per
+call, back to back, one synchronisation at the end: what a program pays per call, host included);
+only then the checks and the metrics (``iron.harness.metrics.profile``), so nothing is computed
+while the clock runs.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ def _bench(item: Item, device: Any, backend: str, device_name: str, seed: int, p
     copies = timing.rotation_copies(set_bytes, on_gpu(device), _l2_bytes(device, device_name))
     stats = _time_iron(device, backend, compiled, launch, group, policy, copies)
     ref_stats = reference.measure(ref, launch, policy, copies) if ref is not None else None
+    if on_gpu(device):  # on a CPU device a call is the kernel's own time: nothing more to say, and slow to repeat
+        row["iron_call_us"] = _iron_call_us(device, backend, compiled, launch, group)
+        row["ref_call_us"] = reference.call_us(ref, launch) if ref is not None else None
 
     # ---- after timing: checks and metrics
     nbytes = execute.bytes_moved(launch)
@@ -126,6 +131,47 @@ def _time_iron(device: Any, backend: str, compiled: Any, launch: execute.Launch,
         return timing.measure(run_timed, policy)
     finally:
         release()
+
+
+def _iron_call_us(device: Any, backend: str, compiled: Any, launch: execute.Launch,
+                  group: tuple[int, ...]) -> float | None:
+    """Host wall time per call of the kernel as a program launches it (``k.variant(...).launch(..., backend=)``,
+    then its ``then`` steps), back to back on device-resident arguments, one synchronisation at the end."""
+    args = execute.fresh_args(launch)
+    placed, release = _device_resident(device, backend, compiled, [launch.runtime_args(args)], launch, group)
+    for position, value in zip(launch.runtime, placed[0]):
+        args[position] = value
+    spec = launch.kernel.variant(**launch.binding)
+    runtime = launch.runtime_args(args)
+    steps = [(s, s.compiled(device.target), s.group or device.default_group(s.grid)) for s in launch.then]
+
+    def call() -> None:
+        spec.launch(*args, grid=launch.grid, group=launch.group, backend=backend)
+        for step, _, _ in steps:
+            step.kernel.launch(*step.args(runtime), grid=step.grid, group=step.group, backend=backend)
+
+    def device_call() -> None:  # a device the runtime does not serve under ``backend``: its own launch
+        device.launch(compiled, runtime, launch.grid, group)
+        for step, code, step_group in steps:
+            device.launch(code, step.args(runtime), step.grid, step_group)
+
+    if not _serves(backend, device):
+        call = device_call
+
+    try:
+        return timing.call_us(call, getattr(device, "synchronize", None))
+    finally:
+        release()
+
+
+def _serves(backend: str, device: Any) -> bool:
+    """Whether a launch with ``backend=backend`` reaches ``device`` (the runner's device is the runtime's)."""
+    from .. import runtime
+
+    try:
+        return runtime.get_device(backend) is device
+    except Exception:  # an unknown or absent backend: only the runner holds this device
+        return False
 
 
 def _device_resident(device: Any, backend: str, compiled: Any, sets: list[list[Any]], launch: execute.Launch,

@@ -158,9 +158,16 @@ def measure(ref: Reference, launch: Launch, policy: timing.Policy, copies: int) 
     return timing.measure(run, policy)
 
 
+def call_us(ref: Reference, launch: Launch) -> float:
+    """The reference's host wall time per call, back to back, one synchronisation at the end."""
+    args = arguments(ref, launch.setup.args)
+    sync = _torch().cuda.synchronize if ref.on_torch else None
+    return timing.call_us(lambda: ref.fn(*args), sync)
+
+
 def _untimed(fn: Callable[..., Any], args: Sequence[Any]) -> None:
     fn(*args)
     return None
 
 
-__all__ = ["Reference", "arguments", "choose", "measure", "outputs", "to_host", "to_torch"]
+__all__ = ["Reference", "arguments", "call_us", "choose", "measure", "outputs", "to_host", "to_torch"]

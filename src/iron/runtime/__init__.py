@@ -38,19 +38,37 @@ _devices: dict[str, Device] = {}
 
 def get_device(name: str) -> Device:
     """The device for ``name`` (created once, from its backend's ``device_factory``); BackendUnavailable says
-    why one is absent."""
-    if name in _devices:
-        return _devices[name]
+    why one is absent.  ``cuda:1`` is GPU 1 (``cuda`` and ``cuda:0`` are GPU 0)."""
+    dev = _devices.get(name)
+    if dev is not None:
+        return dev
+    base, ordinal = split_device_name(name)
+    if ordinal == 0 and base != name:
+        dev = _devices[name] = get_device(base)
+        return dev
     try:
-        backend = by_device(name)
+        backend = by_device(base)
     except UnknownTargetError:
         raise BackendUnavailable(f"unknown backend '{name}'; choose one of: {', '.join(KNOWN_BACKENDS)}") from None
     if backend.device_factory is None:
         raise BackendUnavailable(f"backend '{name}' is not available in this build of Iron yet; use backend='interp'")
+    if ordinal and not backend.device_ordinals:
+        raise BackendUnavailable(f"backend '{base}' takes no device index ('{name}'); use backend='{base}'")
     module, _, cls = backend.device_factory.partition(":")
-    dev: Device = getattr(importlib.import_module(module), cls)()
+    factory = getattr(importlib.import_module(module), cls)
+    dev = factory(ordinal=ordinal) if ordinal else factory()
     _devices[name] = dev
     return dev
+
+
+def split_device_name(name: str) -> tuple[str, int]:
+    """("cuda", 1) for "cuda:1"; (name, 0) for a name without an index.  A bad index is a clear error."""
+    base, sep, index = name.partition(":")
+    if not sep:
+        return name, 0
+    if not index.isdigit():
+        raise BackendUnavailable(f"backend '{name}': the part after ':' must be a device index, as in 'cuda:1'")
+    return base, int(index)
 
 
 def _precheck(name: str) -> tuple[bool, str]:
@@ -65,15 +83,17 @@ def _precheck(name: str) -> tuple[bool, str]:
     return check() if check is not None else (True, "")
 
 
-def resolve_backend(explicit: str | None = None) -> str:
-    """An explicit choice, else the configured one (iron.use / IRON_BACKEND / iron.toml), else auto.
-
-    ``auto`` still launches on the interpreter: the test suites and existing programs rely on its checks
-    (races, out-of-bounds).  Tools that want the fastest device ask :func:`best_backend`.
-    """
+def resolve_backend(explicit: str | None = None, data: str | None = None) -> str:
+    """Where a launch runs: an explicit choice, else the configured one (iron.use / IRON_BACKEND / iron.toml),
+    else ``auto``, which follows the data as PyTorch does: ``data`` (the device holding the launch's arrays,
+    ``iron.lang.numpy_compat.data_device``: "cuda", "cuda:1"), or the interpreter for host arrays (numpy),
+    with its checks (races, out-of-bounds).  A choice of "cuda" with the data on another GPU runs there.
+    Commands that make their own data (``iron test``, ``iron bench``) ask :func:`best_backend` instead."""
     name = explicit or config.get("backend")
     if name == "auto":
-        return "interp"
+        return data or "interp"
+    if data is not None and data.startswith(name + ":"):
+        return data
     return name
 
 

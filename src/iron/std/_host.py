@@ -7,8 +7,9 @@ lives where the input lives, so ``softmax(torch_tensor_on_gpu)`` returns a tenso
 
 from __future__ import annotations
 
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..codegen.mma import CUDA_MMA_SYNC_M16N8K16
@@ -27,10 +28,11 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def tuned_for_cuda_mma(backend: str | None) -> bool:
-    """Whether the device of ``backend`` multiplies on NVIDIA's mma.sync tensor cores: where the kernels'
-    CUDA-specific shapes (wide gemv groups, 16-lane attention teams, 64-query prefill blocks) were measured."""
-    return device_traits(backend).matrix_unit is CUDA_MMA_SYNC_M16N8K16
+def tuned_for_cuda_mma(backend: str | None, like: Sequence[Any] = ()) -> bool:
+    """Whether the device a launch with ``backend`` on arrays ``like`` these runs on multiplies on NVIDIA's
+    mma.sync tensor cores: where the kernels' CUDA-specific shapes (wide gemv groups, 16-lane attention teams,
+    64-query prefill blocks) were measured."""
+    return device_traits(backend, like).matrix_unit is CUDA_MMA_SYNC_M16N8K16
 
 
 def vector_width(dtype: D.DType) -> int:
@@ -65,14 +67,11 @@ def shape_of(x: Any) -> tuple[int, ...]:
         shape = x.__cuda_array_interface__["shape"]
     if shape is None:
         raise LaunchError(f"expected an array with a shape, got {type(x).__name__}")
-    return tuple(int(s) for s in shape)
+    return tuple(map(int, shape))
 
 
 def size_of(x: Any) -> int:
-    n = 1
-    for s in shape_of(x):
-        n *= s
-    return n
+    return math.prod(shape_of(x))
 
 
 def empty_like(x: Any, shape: int | Sequence[int] | None = None, dtype: D.DType | None = None) -> Any:
@@ -146,9 +145,17 @@ def output(fn: str, out: Any, like: Any, shape: Sequence[int], dtype: D.DType, r
 
 
 def kind_of(x: Any) -> str:
-    """What sort of array ``x`` is, as an error says it."""
-    module = type(x).__module__.split(".")[0]
-    return {"numpy": "numpy array", "torch": "torch tensor", "cupy": "CuPy array"}.get(module, type(x).__name__)
+    """What sort of array ``x`` is, as an error says it (decided once per type: every call asks)."""
+    t = type(x)
+    kind = _KINDS.get(t)
+    if kind is None:
+        module = t.__module__.split(".")[0]
+        kind = _KINDS[t] = {"numpy": "numpy array", "torch": "torch tensor", "cupy": "CuPy array"}.get(
+            module, t.__name__)
+    return kind
+
+
+_KINDS: dict[type, str] = {}
 
 
 def is_contiguous(x: Any) -> bool:
@@ -169,37 +176,64 @@ def is_contiguous(x: Any) -> bool:
 
 
 def _span(x: Any) -> tuple[Any, int, int] | None:
-    """(address space, first byte, one past the last byte) of an array's elements; None when empty or unknown."""
+    """(address space, first byte, one past the last byte) of an array's elements; None when empty or unknown.
+    How to read it is decided once per type (every call with ``out=`` asks, for each input)."""
+    reader = _SPANS.get(type(x))
+    if reader is None:
+        reader = _SPANS[type(x)] = _span_reader(x)
+    return reader(x)
+
+
+def _span_reader(x: Any) -> Callable[[Any], tuple[Any, int, int] | None]:
     np = sys.modules.get("numpy")
     if np is not None and isinstance(x, np.ndarray):
-        if x.size == 0:
-            return None
-        lo, hi = np.lib.array_utils.byte_bounds(x) if hasattr(np.lib, "array_utils") else np.byte_bounds(x)
-        return "host", lo, hi
-    if hasattr(x, "data_ptr") and hasattr(x, "stride"):  # torch
-        if x.numel() == 0:
-            return None
-        start, size = x.data_ptr(), x.element_size()
-        lo = start + size * sum(min(0, (n - 1) * st) for n, st in zip(x.shape, x.stride()))
-        hi = start + size * (1 + sum(max(0, (n - 1) * st) for n, st in zip(x.shape, x.stride())))
-        return str(x.device), lo, hi
+        return _numpy_span
+    if hasattr(type(x), "data_ptr") and hasattr(type(x), "stride"):  # torch
+        return _torch_span
+    return _interface_span  # reads the attribute per object: None for one without it
+
+
+def _numpy_span(x: Any) -> tuple[Any, int, int] | None:
+    if x.size == 0:
+        return None
+    np = sys.modules["numpy"]
+    lo, hi = np.lib.array_utils.byte_bounds(x) if hasattr(np.lib, "array_utils") else np.byte_bounds(x)
+    return "host", lo, hi
+
+
+def _torch_span(x: Any) -> tuple[Any, int, int] | None:
+    count = x.numel()
+    if count == 0:
+        return None
+    start, size = x.data_ptr(), x.element_size()
+    if x.is_contiguous():  # the common case, without a walk over the strides
+        return x.device, start, start + count * size
+    lo = start + size * sum(min(0, (n - 1) * st) for n, st in zip(x.shape, x.stride()))
+    hi = start + size * (1 + sum(max(0, (n - 1) * st) for n, st in zip(x.shape, x.stride())))
+    return x.device, lo, hi
+
+
+def _interface_span(x: Any) -> tuple[Any, int, int] | None:
     cai = getattr(x, "__cuda_array_interface__", None)
-    if isinstance(cai, dict):
-        shape = tuple(cai["shape"])
-        if any(n == 0 for n in shape):
-            return None
-        itemsize = int(cai["typestr"][2:])
-        strides = cai.get("strides")
-        if strides is None:
-            strides, step = [], itemsize
-            for n in reversed(shape):
-                strides.insert(0, step)
-                step *= n
-        start = int(cai["data"][0])
-        lo = start + sum(min(0, (n - 1) * st) for n, st in zip(shape, strides))
-        hi = start + itemsize + sum(max(0, (n - 1) * st) for n, st in zip(shape, strides))
-        return ("cuda", getattr(x, "device", None).__repr__()), lo, hi
-    return None
+    if not isinstance(cai, dict):
+        return None
+    shape = tuple(cai["shape"])
+    if any(n == 0 for n in shape):
+        return None
+    itemsize = int(cai["typestr"][2:])
+    strides = cai.get("strides")
+    if strides is None:
+        strides, step = [], itemsize
+        for n in reversed(shape):
+            strides.insert(0, step)
+            step *= n
+    start = int(cai["data"][0])
+    lo = start + sum(min(0, (n - 1) * st) for n, st in zip(shape, strides))
+    hi = start + itemsize + sum(max(0, (n - 1) * st) for n, st in zip(shape, strides))
+    return ("cuda", getattr(x, "device", None).__repr__()), lo, hi
+
+
+_SPANS: dict[type, Callable[[Any], tuple[Any, int, int] | None]] = {}
 
 
 def overlaps(a: Any, b: Any) -> bool:

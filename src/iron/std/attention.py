@@ -527,12 +527,12 @@ def keys_in_flight(gq: int, tm: int = TEAM) -> int:
 SHORT_CHUNK = 128
 
 
-def team_lanes(ch: int, d: int, vec: int, backend: str | None) -> int:
+def team_lanes(ch: int, d: int, vec: int, backend: str | None, like: Any = ()) -> int:
     """TM: lanes that share a key's row.  On the H200, 16 for short chunks (B=1, 32 heads of 128, a 4K
     cache, f16: 8 KV heads 20.7 -> 16.5 us, 32 KV heads 24.3 -> 22.2) but not long ones (B=16, 8 KV heads,
     1024-key chunks: 102.6 -> 124.9 us at two heads a group, 127.3 at four); CUDA only (its subgroups hold
     16 lanes; lavapipe's 8 do not), and only where D is a multiple of 16 vectors."""
-    if ch <= SHORT_CHUNK and d % (16 * vec) == 0 and tuned_for_cuda_mma(backend):
+    if ch <= SHORT_CHUNK and d % (16 * vec) == 0 and tuned_for_cuda_mma(backend, like):
         return 16
     return TEAM
 
@@ -588,7 +588,7 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: f
     part_o = empty_like(q, (b, h, nch, d), f32)
     part_lse = empty_like(q, (b, h, nch), f32)
     vec = vector_width(dt)
-    tm = team_lanes(ch, d, vec, backend)
+    tm = team_lanes(ch, d, vec, backend, (q,))
     split = attention_decode_split.variant(T=dt, VEC=vec, D=d, GQ=gq, U=keys_in_flight(gq, tm), TM=tm)
     split.launch(q, k_cache, v_cache, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, _scale(scale, d),
                  grid=(nch * DECODE_THREADS, b * h // gq), group=(DECODE_THREADS,), backend=backend)
@@ -598,10 +598,10 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: f
     return out
 
 
-def prefill_block(backend: str | None) -> int:
+def prefill_block(backend: str | None, like: Any = ()) -> int:
     """Queries per group: 64 on CUDA (attention_prefill, 48 KB of shared arrays, 128 threads), else 16
     (attention_prefill_small, which fits 32 KB with the portable mma scratch)."""
-    return 64 if tuned_for_cuda_mma(backend) else 16
+    return 64 if tuned_for_cuda_mma(backend, like) else 16
 
 
 def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float | None = None, out: Any = None,
@@ -624,7 +624,7 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
     out = output("prefill_attention", out, q, (b, h, s, d), dt, {"q": q, "k": k, "v": v})
     if s == 0 or b * h == 0:
         return out
-    bq = prefill_block(backend) if block is None else int(block)
+    bq = prefill_block(backend, (q,)) if block is None else int(block)
     if bq not in (16, 64):
         raise LaunchError(f"prefill_attention: block must be 16 or 64, got {bq}")
     if b * h > 65535:

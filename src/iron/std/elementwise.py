@@ -335,10 +335,12 @@ def _launch_unary(op: str, x: Any, out: Any, backend: str | None, p0: float, p1:
 
 
 def f32_scalar(v: float) -> Any:
-    """``v`` as a numpy f32 scalar: how a launch binds an ``f32`` parameter."""
-    import numpy as np
+    """``v`` as a numpy f32 scalar: how a launch binds an ``f32`` parameter (the CUDA device packs one as it
+    is)."""
+    return _F32(v)
 
-    return np.float32(v)
+
+_F32 = D.numpy_dtype(f32).type
 
 
 def unary(op: str, x: Any, out: Any = None, backend: str | None = None) -> Any:

@@ -666,7 +666,7 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
     if m == 0 or n == 0:
         return out
     unread_bias = bias if bias is not None else _host.empty_like(a, 1)
-    traits = device_traits(backend)
+    traits = device_traits(backend, (a,))
     cfg = fragment_config(traits, dt, bool(transpose_b)) if dt != f32 else None
     flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}
     from .gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg, runs_warpgroups, wg_shared_bytes

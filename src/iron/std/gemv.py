@@ -215,7 +215,7 @@ def split_rows(k: int, n: int, vec: int, ct: int = COLUMN_THREADS[0]) -> int:
     return _host.ceil_div(k, splits)
 
 
-def column_plan(k: int, n: int, dt: Any, backend: str | None) -> tuple[int, int, int]:
+def column_plan(k: int, n: int, dt: Any, backend: str | None, like: Any = ()) -> tuple[int, int, int]:
     """(CT, kstep, threads) of the ``gemv_cols`` launch ``gemv`` makes for A (k, n).
 
     Without a split a group reads row segments of CT * 16 bytes, narrow when N is short (CT = 2: 32
@@ -225,7 +225,7 @@ def column_plan(k: int, n: int, dt: Any, backend: str | None) -> tuple[int, int,
     ct = choose_column_threads(n, vec)
     kstep = split_rows(k, n, vec)
     if ct == COLUMN_THREADS[0] or kstep >= k:
-        return ct, k, column_group_threads(dt, backend)
+        return ct, k, column_group_threads(dt, backend, like)
     return COLUMN_THREADS[0], kstep, GROUP
 
 
@@ -234,10 +234,10 @@ def sum_grid(n: int) -> int:
     return min(_host.ceil_div(n, GROUP), MAX_GROUPS) * GROUP
 
 
-def column_group_threads(dt: Any, backend: str | None) -> int:
+def column_group_threads(dt: Any, backend: str | None, like: Any = ()) -> int:
     """Threads of a ``gemv_cols`` group: 1024 for f16/bf16 on CUDA, where the H200 measured it (x @ A,
     K=11008 N=4096: 61 -> 48 us, no shape slower), else GROUP (f32 there: 1024 was slower, 64 -> 75 us)."""
-    return 1024 if dt.itemsize == 2 and _host.tuned_for_cuda_mma(backend) else GROUP
+    return 1024 if dt.itemsize == 2 and _host.tuned_for_cuda_mma(backend, like) else GROUP
 
 
 def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str | None = None) -> Any:
@@ -266,7 +266,7 @@ def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str 
     vec = _host.vector_width(dt)
     vectors = cols % vec == 0 and aligned(A, x)
     if transpose:
-        ct, kstep, threads = column_plan(rows, cols, dt, backend)
+        ct, kstep, threads = column_plan(rows, cols, dt, backend, (A,))
         splits = _host.ceil_div(rows, kstep)
         part = _host.empty_like(x, (splits, cols) if splits > 1 else (1,), f32)
         gemv_cols.variant(T=dt, VEC=vec, THREADS=threads).launch(

@@ -105,7 +105,12 @@ def test_the_kernel_params_array_points_into_the_buffer():
     (f32, 1e39), (f32, -1e39), (f32, float("nan")), (f32, 3), (f32, np.float64(0.1)), (f16, 65519.0), (f16, 1e9),
     (bf16, 1.00390625), (i8, 127), (u8, 255), (i16, -32768), (u16, 65535), (u32, 2**32 - 1), (u64, 2**64 - 1),
     (i64, -2**63), (b8, True), (b8, False), (b8, np.bool_(True)), (f64, 1e300), (i8, np.int8(-5)),
-    (f32, np.float16(0.5))])
+    (f32, np.float16(0.5)),
+    # numpy scalars the short path takes as they are (std passes np.float32 scalars on every call)
+    (f32, np.float32(0.1)), (f32, np.float32("inf")), (f32, np.float32("nan")), (f32, np.float32(-3.4e38)),
+    (D.i32, np.int32(-7)), (D.i32, np.int64(2**31 - 1)), (D.i32, np.uint8(200)), (u32, np.uint32(2**32 - 1)),
+    (i64, np.int64(-2**63)), (u64, np.uint64(2**64 - 1)), (f64, np.float32(0.1)), (f64, np.float16(0.1)),
+    (b8, np.bool_(False))])
 def test_scalar_conversion_matches_the_interpreter(dt, value):
     spec = ParamSpec("s", False, dt)
     stored = scalar_converter("k", spec)(value)
@@ -122,7 +127,9 @@ def test_scalar_conversion_matches_the_interpreter(dt, value):
 
 @pytest.mark.parametrize(("dt", "value", "message"), [
     (i8, 128, "does not fit i8"), (u32, -1, "does not fit u32"), (i32 := D.i32, 1.5, "expects an integer"),
-    (f32, "x", "expects a number"), (b8, 1, "expects a bool"), (u64, 2**64, "does not fit u64")])
+    (f32, "x", "expects a number"), (b8, 1, "expects a bool"), (u64, 2**64, "does not fit u64"),
+    (D.i32, np.int64(2**31), "does not fit i32"), (u32, np.int32(-1), "does not fit u32"),
+    (D.i32, np.float32(1.0), "expects an integer"), (b8, np.int32(1), "expects a bool")])
 def test_bad_scalars_raise_the_interpreters_error(dt, value, message):
     with pytest.raises(LaunchError, match=message) as e:
         scalar_converter("k", ParamSpec("s", False, dt))(value)

@@ -57,8 +57,19 @@ def test_best_backend_prefers_cuda_then_vulkan_then_interp(fresh_probe, monkeypa
     assert best_backend() == "cuda"
     answers["cuda"] = answers["vulkan"] = (False, "absent")
     assert best_backend() == "interp"
-    assert resolve_backend("auto") == "interp", "launches with backend auto stay on the interpreter"
+    assert resolve_backend("auto") == "interp", "host data with backend auto stays on the interpreter"
     assert resolve_backend("cuda") == "cuda"
+
+
+def test_auto_follows_the_data_and_indices_name_a_gpu():
+    assert resolve_backend("auto", "cuda") == "cuda" and resolve_backend("auto", "cuda:1") == "cuda:1"
+    assert resolve_backend("cuda", "cuda:1") == "cuda:1", "cuda with the data on GPU 1 runs on GPU 1"
+    assert resolve_backend("interp", "cuda") == "interp", "a named backend is obeyed"
+    assert resolve_backend("cuda:1") == "cuda:1"
+    with pytest.raises(BackendUnavailable, match="takes no device index"):
+        get_device("vulkan:1")
+    with pytest.raises(BackendUnavailable, match="must be a device index, as in 'cuda:1'"):
+        get_device("cuda:one")
 
 
 def test_driver_errors_name_the_call_and_the_error():

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable
 
+import numpy as np
+
 from ...codegen.abi import KernelABI, storage_dtype
 from ...core import dtypes as D
 from ...core.ir import Kernel
@@ -66,26 +68,45 @@ def of_abi(name: str, abi: KernelABI, order: list[str] | None = None) -> Signatu
 
 
 _F32_MAX = 3.4028234663852886e38
+#: numpy scalar types a short path takes as they are (their values are exact in the parameter's type).
+_NUMPY_INTS = frozenset({np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64})
+_NUMPY_BOOL = np.bool_
+_NUMPY_F32 = np.float32
+_NUMPY_FLOATS = frozenset({np.float16, np.float32, np.float64})
 
 
 def scalar_converter(kernel: str, spec: ParamSpec) -> Callable[[Any], int | float]:
     """A function from a launch argument to the value stored in the parameter block.
 
-    Python bools, and ints and floats in range, take a short path; everything else (numpy scalars,
-    narrow dtypes, out-of-range values, wrong types) goes through the interpreter's check, which
-    rounds to the dtype or raises the interpreter's LaunchError.
+    Python bools, ints and floats in range, and numpy scalars whose values the parameter's dtype holds
+    exactly (an ``np.float32`` for an f32, a numpy integer in range for an integer), take a short path;
+    everything else (narrow dtypes, out-of-range values, wrong types) goes through the interpreter's check,
+    which rounds to the dtype or raises the interpreter's LaunchError.
     """
     dt = spec.dtype
     slow = _checked(kernel, spec)
     if dt.is_int and dt.bits >= 32:
         lo, hi = D.min_value(dt), D.max_value(dt)
-        return lambda v: v if type(v) is int and lo <= v <= hi else slow(v)
+        ints = _NUMPY_INTS
+
+        def integer(v: Any) -> int | float:
+            t = type(v)
+            if t is int:
+                if lo <= v <= hi:
+                    return v
+            elif t in ints and lo <= v <= hi:
+                return int(v)
+            return slow(v)
+        return integer
     if dt.is_bool:  # stored as a 32-bit 0 / 1
-        return lambda v: int(v) if type(v) is bool else slow(v)
+        return lambda v: int(v) if type(v) is bool or type(v) is _NUMPY_BOOL else slow(v)
     if dt == D.f64:
-        return lambda v: v if type(v) is float else slow(v)
+        exact64 = _NUMPY_FLOATS
+        return lambda v: v if type(v) is float else float(v) if type(v) in exact64 else slow(v)
     if dt == D.f32:
-        return lambda v: v if type(v) is float and -_F32_MAX <= v <= _F32_MAX else slow(v)
+        f32 = _NUMPY_F32
+        return lambda v: (v if type(v) is float and -_F32_MAX <= v <= _F32_MAX else float(v) if type(v) is f32
+                          else slow(v))
     return slow
 
 

@@ -16,6 +16,7 @@ from ...core.errors import LaunchError
 from ...core.eval import const_array, np_dtype
 from ...core.ir import Kernel, Param
 from ...core.types import ScalarType, TensorType
+from ...lang.numpy_compat import array_device
 from ..aliasing import check_tensor_aliasing
 from .memory import Buffer
 
@@ -71,7 +72,10 @@ def _bind_tensor(kernel: Kernel, p: Param, t: TensorType, arg: Any) -> Buffer:
     want = np_dtype(t.dtype)
     where = f"kernel '{kernel.name}', argument '{p.name}'"
     if not isinstance(arg, np.ndarray):
-        raise LaunchError(f"{where}: expects a numpy array of {want} ({t}), got {type(arg).__name__}")
+        device = array_device(arg)
+        hint = (f"; it lives on {device}: leave the backend at auto (it follows the data) or pass "
+                f"backend='{device}'" if device is not None else "")
+        raise LaunchError(f"{where}: expects a numpy array of {want} ({t}), got {type(arg).__name__}{hint}")
     if arg.dtype != want:
         raise LaunchError(f"{where}: expects a numpy array of {want} ({t}), got an array of {arg.dtype}; "
                           f"convert it with .astype(...)")
