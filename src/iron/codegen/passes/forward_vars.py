@@ -45,27 +45,43 @@ _ZERO = object()
 
 def run(kernel: Kernel, ctx: "PassContext | None" = None) -> Kernel:
     k = own(kernel, ctx)
-    _Forwarder().block(k.body, {})
+    forwarder = _Forwarder()
+    forwarder.note_stores(k.body)
+    forwarder.block(k.body, {})
     return k
-
-
-def _slots_used(op: Op, opcode: str) -> set[Value]:
-    """The slots that ``opcode`` ops nested in ``op``'s regions name."""
-    return {o.operands[0] for r in op.regions for o in r.walk() if o.opcode == opcode}
 
 
 class _Forwarder:
     def __init__(self) -> None:
         self.subst = Substitution()
+        #: id(op with regions) -> the slots stored anywhere inside it, found in one walk before any rewriting
+        #: (the pass drops a store only in a block it has finished, never inside an op it has not reached).
+        self._stores: dict[int, set[Value]] = {}
 
-    def block(self, b: Block, known: dict[Value, object]) -> None:
+    def note_stores(self, b: Block) -> set[Value]:
+        """The slots stored in ``b`` and the ops nested in it; records each structured op's own set."""
+        found: set[Value] = set()
+        for op in b.ops:
+            if op.regions:
+                inner: set[Value] = set()
+                for r in op.regions:
+                    inner |= self.note_stores(r)
+                self._stores[id(op)] = inner
+                found |= inner
+            elif op.opcode == "var_store":
+                found.add(op.operands[0])
+        return found
+
+    def block(self, b: Block, known: dict[Value, object]) -> set[Value]:
+        """Forward in ``b``; the slots still loaded in it afterwards, nested ops included."""
         known = dict(known)
         pending: dict[Value, Op] = {}  # slot -> its last store, not read since
         dead: set[Op] = set()
+        loaded: set[Value] = set()
         for op in b.ops:
             self.subst.rename_operands(op)
             if op.regions:
-                self._structured(op, known, pending)
+                loaded |= self._structured(op, known, pending)
             elif op.opcode == "var":
                 if is_value_type(op.attrs["type"]):
                     known[op.result] = _ZERO
@@ -81,20 +97,24 @@ class _Forwarder:
                     dead.add(op)
                 elif op.opcode == "var_load":  # still a load (not folded to zero): it reads the slot
                     pending.pop(slot, None)
+                    loaded.add(slot)
         b.ops = [op for op in b.ops if op not in dead]
+        return loaded
 
-    def _structured(self, op: Op, known: dict[Value, object], pending: dict[Value, Op]) -> None:
-        stored = _slots_used(op, "var_store")
+    def _structured(self, op: Op, known: dict[Value, object], pending: dict[Value, Op]) -> set[Value]:
+        stored = self._stores[id(op)]
         entry = known if op.opcode == "if" else {s: v for s, v in known.items() if s not in stored}
+        loaded: set[Value] = set()
         for r in op.regions:
-            self.block(r, entry)
+            loaded |= self.block(r, entry)
         for s in stored:
             known.pop(s, None)
         if may_exit_early(op):
             pending.clear()
         else:
-            for s in _slots_used(op, "var_load"):
+            for s in loaded:
                 pending.pop(s, None)
+        return loaded
 
     def _forward(self, load: Op, known: dict[Value, object]) -> bool:
         """Use what ``load`` reads if known; True when the load is replaced and can go."""
