@@ -124,10 +124,14 @@ def build(kernels: Iterable[tuple[str, Any]], kinds: Iterable[str], *, strict: b
         if progress:
             progress(f"{vb.kernel_name} [{_binding_text(vb.binding)}]")
         for target in sorted(required | optional):
-            options = vb.options[target] = CompileOptions(passes=PassContext.for_target(target))
-            vb.optimized[target] = compile_kernel(vb.ir, target, replace(options, stop="optimise")).kernel
+            optimised = compile_kernel(vb.ir, target, CompileOptions(passes=PassContext.for_target(target),
+                                                                     stop="optimise")).kernel
+            assert optimised is not None
+            vb.optimized[target] = optimised
+            # The later stages start from the optimised kernel (the frontend IR is hashed once per target).
+            options = vb.options[target] = CompileOptions(optimised=True)
             try:
-                vb.sources[target] = compile_kernel(vb.ir, target, options)
+                vb.sources[target] = compile_kernel(optimised, target, options)
                 vb.emitted[target] = vb.sources[target].emitted
             except IronCompileError as e:
                 if strict and target in required:
@@ -199,7 +203,7 @@ def _compile_kind(kind: str, variants: list[VariantBuild], result: BuildResult, 
         assert src.emitted is not None
         options = replace(vb.options[spec.target], binary=kind, arch=src.emitted.profile.arch)
         try:  # a source may need a newer compiler than the one found (glslang for an extension)
-            art = compile_kernel(vb.ir, spec.target, options)
+            art = compile_kernel(vb.optimized[spec.target], spec.target, options)
         except ToolchainMissing as e:
             if strict:
                 raise BuildError(f"--emit {kind}: {e}") from None
