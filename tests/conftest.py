@@ -56,7 +56,7 @@ TOOLCHAIN_FIXTURES = frozenset({"require_toolchain", "missing_tool"})
 #: tests that start processes.
 SLOW: tuple[str, ...] = ("tests/std/", "tests/fuzz/test_differential.py::test_backend_agrees",
                          "tests/harness/test_project_runner.py", "tests/cli/test_test_cmd.py",
-                         "tests/cli/test_bench_cmd.py")
+                         "tests/cli/test_bench_cmd.py", "tests/pytorch/")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

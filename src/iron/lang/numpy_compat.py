@@ -116,6 +116,27 @@ def _signature_reader_for(x: Any) -> Callable[[Any], Any] | None:
 _signature_readers: dict[type, Callable[[Any], Any] | None] = {int: None, float: None, bool: None}
 
 
+# ---------------------------------------------------------------- host arrays of other libraries
+def host_array(x: Any) -> Any:
+    """A numpy view of ``x``'s memory when ``x`` is a torch tensor in host memory (bf16 included, through
+    ml_dtypes), so the interpreter reads and writes the caller's tensor in place; ``x`` itself otherwise."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor) or x.device.type != "cpu":
+        return x
+    t = x.detach()
+    try:
+        if t.dtype == torch.bfloat16:
+            from ..core import dtypes as D
+
+            return t.view(torch.int16).numpy().view(D.numpy_dtype(D.bf16))
+        return t.numpy()
+    except (RuntimeError, TypeError) as e:  # conjugate / negative views, dtypes numpy lacks
+        from ..core.errors import LaunchError
+
+        raise LaunchError(f"a torch tensor of {t.dtype} the interpreter cannot view as a numpy array ({e}); "
+                          f"pass a plain contiguous tensor (.resolve_conj().resolve_neg().contiguous())") from None
+
+
 # ---------------------------------------------------------------- where an argument's data lives
 #: How to tell where an argument's elements live, by the argument's type: a function giving a device name
 #: ("cuda", "cuda:1") or None for host memory and scalars.  Launches with ``backend="auto"`` ask per argument.

@@ -54,6 +54,30 @@ def dtype_of(x: Any, what: str = "input") -> D.DType:
         raise LaunchError(f"{what}: element type {element} is not one Iron handles") from None
 
 
+_DTYPE_ALIASES = {"float32": "f32", "float": "f32", "float16": "f16", "half": "f16", "bfloat16": "bf16"}
+
+
+def float_dtype(dtype: Any, fn: str) -> D.DType:
+    """The float dtype a host function ``fn`` is asked for: an Iron dtype, its name ("bf16"), a numpy dtype or a
+    torch dtype (``torch.bfloat16``); a LaunchError names ``fn`` otherwise."""
+    if isinstance(dtype, D.DType):
+        dt = dtype
+    elif isinstance(dtype, str) or type(dtype).__module__ == "torch":
+        name = str(dtype).removeprefix("torch.")
+        try:
+            dt = D.by_name(_DTYPE_ALIASES.get(name, name))
+        except ValueError:
+            raise LaunchError(f"{fn}: unknown dtype {dtype!r}; use f32, f16 or bf16") from None
+    else:
+        try:
+            dt = D.from_numpy(dtype)
+        except (ValueError, TypeError):
+            raise LaunchError(f"{fn}: unknown dtype {dtype!r}; use f32, f16 or bf16") from None
+    if dt not in FLOATS:
+        raise LaunchError(f"{fn}: dtype must be f32, f16 or bf16, got {dt.name}")
+    return dt
+
+
 def check_float(x: Any, what: str = "input") -> D.DType:
     dt = dtype_of(x, what)
     if dt not in FLOATS:
@@ -251,4 +275,5 @@ def same_memory(a: Any, b: Any) -> bool:
 
 
 __all__ = ["FLOATS", "VECTOR_BYTES", "ceil_div", "check_float", "check_shape", "dtype_of", "empty_like",
+           "float_dtype",
            "is_contiguous", "kind_of", "output", "overlaps", "same_memory", "shape_of", "size_of", "vector_width"]

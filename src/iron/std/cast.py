@@ -62,38 +62,15 @@ def _convert(v, SRC, DST):
     return r
 
 
-_ALIASES = {"float32": "f32", "float": "f32", "float16": "f16", "half": "f16", "bfloat16": "bf16"}
-
-
-def _dtype(dtype: Any) -> D.DType:
-    """An Iron dtype from itself, its name, a numpy dtype or a torch dtype (``torch.bfloat16``)."""
-    if isinstance(dtype, D.DType):
-        dt = dtype
-    elif isinstance(dtype, str) or type(dtype).__module__ == "torch":
-        name = str(dtype).removeprefix("torch.")
-        try:
-            dt = D.by_name(_ALIASES.get(name, name))
-        except ValueError:
-            raise LaunchError(f"cast: unknown dtype {dtype!r}; use f32, f16 or bf16") from None
-    else:
-        try:
-            dt = D.from_numpy(dtype)
-        except (ValueError, TypeError):
-            raise LaunchError(f"cast: unknown dtype {dtype!r}; use f32, f16 or bf16") from None
-    if dt not in _FLOATS:
-        raise LaunchError(f"cast: converts among f32, f16 and bf16; got {dt.name}")
-    return dt
-
-
 def cast(x: Any, dtype: Any, out: Any = None, backend: str | None = None) -> Any:
-    """``x`` converted to ``dtype`` (an Iron dtype or its name: "f32", "f16", "bf16"), rounded to nearest
+    """``x`` converted to ``dtype`` (an Iron dtype, its name "f32", "f16", "bf16", or a numpy / torch dtype), rounded to nearest
     even; a new array like ``x`` unless ``out`` (of x's shape and ``dtype``) is given."""
     return _cast(x, dtype, out, backend, "cast")
 
 
 def _cast(x: Any, dtype: Any, out: Any, backend: str | None, fn: str) -> Any:
     src = _host.check_float(x, "x")
-    dst = _dtype(dtype)
+    dst = _host.float_dtype(dtype, fn)
     n = _host.size_of(x)
     if n > MAX_ELEMENTS:
         raise LaunchError(f"x: {n} elements; the kernel indexes at most {MAX_ELEMENTS}")

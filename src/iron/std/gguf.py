@@ -272,7 +272,7 @@ def _device_address(x: Any) -> int | None:
     return None
 
 
-def dequantize(data: Any, qtype: str, shape: int | tuple[int, ...], dtype: D.DType = f32, out: Any = None,
+def dequantize(data: Any, qtype: str, shape: int | tuple[int, ...], dtype: Any = f32, out: Any = None,
                backend: str | None = None) -> Any:
     """The (..., K) float array that the quantised bytes ``data`` hold, in ``dtype`` (f32, f16, bf16).
 
@@ -292,8 +292,7 @@ def dequantize(data: Any, qtype: str, shape: int | tuple[int, ...], dtype: D.DTy
     check_data(data, fmt, rows, k, "dequantize")
     if rows * k >= 1 << 31:
         raise LaunchError(f"dequantize: {rows * k} weights; the kernels index with i32 (< 2**31)")
-    if dtype not in _host.FLOATS:
-        raise LaunchError(f"dequantize: dtype must be f32, f16 or bf16, got {getattr(dtype, 'name', dtype)}")
+    dtype = _host.float_dtype(dtype, "dequantize")
     out = _host.output("dequantize", out, data, shape, dtype, {"data": data})
     if rows == 0:
         return out

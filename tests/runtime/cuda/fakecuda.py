@@ -83,6 +83,9 @@ class FakeDriver:
     kernels: dict[str, Callable[["FakeDriver", Launch], None]] = field(default_factory=dict)
     fail_launch: CUresult | None = None
     capturing: bool = False
+    capture_stream: int | None = None
+    #: A stream captured by another library (torch.cuda.graph), which the device only sees through the query.
+    outside_capture: int | None = None
     captured: list[Launch] = field(default_factory=list)
     elapsed_ms: float = 0.25
     foreign: dict[int, int] = field(default_factory=dict)  # pointer -> device ordinal of memory not ours
@@ -108,6 +111,7 @@ class FakeDriver:
                                            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
         self.CUpointer_attribute = _Names(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL=9)
         self.CUstreamCaptureMode = _Names(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL=1)
+        self.CUstreamCaptureStatus = _Names(CU_STREAM_CAPTURE_STATUS_NONE=0, CU_STREAM_CAPTURE_STATUS_ACTIVE=1)
 
     # ------------------------------------------------------------ helpers for tests
     def handle(self) -> Handle:
@@ -283,8 +287,14 @@ class FakeDriver:
             return (CUresult.CUDA_ERROR_INVALID_VALUE,)
         return self._ok("cuPointerGetAttribute", 0)
 
+    def cuStreamIsCapturing(self, stream: int) -> tuple:
+        """NONE (0) or ACTIVE (1): the stream of a begun capture, or ``outside_capture`` (a capture by torch)."""
+        active = (self.capturing and int(stream) == self.capture_stream) or int(stream) == self.outside_capture
+        return (CUresult.CUDA_SUCCESS, 1 if active else 0)
+
     def cuStreamBeginCapture(self, stream: int, mode: int) -> tuple:
         self.capturing = True
+        self.capture_stream = int(stream)
         self.captured = []
         return self._ok("cuStreamBeginCapture")
 

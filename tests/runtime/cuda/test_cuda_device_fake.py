@@ -184,6 +184,22 @@ def test_device_arrays_take_the_fast_path(device, fake):
     alias.ptr = 0  # not a block of the pool: nothing to free
 
 
+def test_a_launch_into_a_stream_another_library_captures_adds_no_wait_on_outside_work(device, fake, torch):
+    """torch.cuda.graph captures torch's stream: a wait there on an event of the device's own stream would
+    reach outside the capture, which CUDA refuses; the captured stream's own order is the order."""
+    kir = setup(device, fake, add, {"x": 16, "y": 16, "out": 16})
+    mem = [device.empty(16, f32) for _ in range(3)]
+    tensors = [torch.Tensor(m.ptr, 16, torch.float32) for m in mem]
+    device.launch(kir, mem, (16,), (16,))  # the device's own stream is the last one used
+    fake.outside_capture = 0x77
+    device.launch(kir, tensors, (16,), (16,))
+    assert fake.launches[-1].stream == 0x77
+    assert not any(c.startswith(("cuEventRecord", "cuStreamWaitEvent")) for c in fake.calls[-3:])
+    fake.outside_capture = None
+    device.launch(kir, mem, (16,), (16,))  # after the capture the order holds again
+    assert fake.calls[-3:-1] == ["cuEventRecord(119)", f"cuStreamWaitEvent({device._order.own_handle})"]
+
+
 def _offset(device, arr):
     """A CudaArray aliasing ``arr`` shifted by one element (what a view would be)."""
     from iron.runtime.cuda.array import CudaArray

@@ -49,10 +49,22 @@ class StreamOrder:
 
     def switch(self, handle: int) -> None:
         drv = self.drv
-        check(drv, drv.cuEventRecord(self._event, self.stream(self.last)), "cuEventRecord")
-        check(drv, drv.cuStreamWaitEvent(self.stream(handle), self._event, 0), "cuStreamWaitEvent")
+        old, new = self.stream(self.last), self.stream(handle)
+        # A stream being captured into a CUDA graph (torch.cuda.graph) may not wait on work outside the
+        # capture: there the captured stream's own order is the order, as for torch's ops.
+        if not (self.capturing(old) or self.capturing(new)):
+            check(drv, drv.cuEventRecord(self._event, old), "cuEventRecord")
+            check(drv, drv.cuStreamWaitEvent(new, self._event, 0), "cuStreamWaitEvent")
         self.last = handle
         self.switches += 1
+
+    def capturing(self, stream: Any) -> bool:
+        """Whether ``stream`` is being captured (or, the legacy stream during another's capture, cannot be
+        asked: CUDA refuses the query then, and any wait on it)."""
+        drv = self.drv
+        err, status = drv.cuStreamIsCapturing(stream)
+        none = drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+        return int(err) != 0 or status != none  # 0: CUDA_SUCCESS
 
     def reset(self) -> None:
         """After a device-wide synchronisation nothing is pending: no wait is needed on the next change."""

@@ -16,7 +16,7 @@ from ...core.errors import LaunchError
 from ...core.eval import const_array, np_dtype
 from ...core.ir import Kernel, Param
 from ...core.types import ScalarType, TensorType
-from ...lang.numpy_compat import array_device
+from ...lang.numpy_compat import array_device, host_array
 from ..aliasing import check_tensor_aliasing
 from .memory import Buffer
 
@@ -54,6 +54,7 @@ def bind_arguments(kernel: Kernel, args: Sequence[Any]) -> list[Buffer | Any]:
     if len(args) != len(params):
         names = ", ".join(p.name for p in params)
         raise LaunchError(f"kernel '{kernel.name}' takes {len(params)} argument(s) ({names}), got {len(args)}")
+    args = [host_array(a) if p.is_tensor else a for p, a in zip(params, args)]
     bound = [_bind(kernel, p, a) for p, a in zip(params, args)]
     check_tensor_aliasing(kernel, args)
     return bound
