@@ -91,6 +91,29 @@ def kernel_py_overhead(count: int, reps: int) -> float:
             rt._devices["interp"] = saved
 
 
+def bare_rows(dev: Any, ir: Any, count: int, reps: int, torch: Any) -> dict[str, Any]:
+    """The driver call alone, on the arguments the last launch packed: through cuda-bindings' wrapper and
+    through the native module (what the fast launchers call; ``native_launch`` says which one they use)."""
+    from iron.runtime.cuda import native
+
+    plan = dev._plans[id(ir)]
+    drv, shared = dev._drv, plan.module.dynamic_shared_bytes
+    handle = int(torch.cuda.current_stream().cuda_stream)
+    stream, function, params = drv.CUstream(handle), plan.function, plan.args.params_address
+    rows: dict[str, Any] = {"native_launch": dev._dispatch.native is not None,
+                            "native_why_not": native.why_not}
+    rows["bare_bindings_launch_us"] = per_launch_us(
+        lambda: drv.cuLaunchKernel(function, N // 256, 1, 1, 256, 1, 1, shared, stream, params, 0), count, reps,
+        torch.cuda.synchronize)
+    module = native.load()
+    if module is not None:
+        f = int(function)
+        rows["bare_native_launch_us"] = per_launch_us(
+            lambda: module.launch(f, N // 256, 1, 1, 256, 1, 1, shared, handle, params), count, reps,
+            torch.cuda.synchronize)
+    return rows
+
+
 def gpu_rows(count: int, reps: int) -> dict[str, Any]:
     from iron.runtime import get_device
 
@@ -117,6 +140,7 @@ def gpu_rows(count: int, reps: int) -> dict[str, Any]:
                                                  count, reps, torch.cuda.synchronize)
     np.testing.assert_allclose(to.cpu().numpy(), want, rtol=1e-6)
     out["iron_fast_path"] = dev.cache_stats["fast_plans"] > 0
+    out.update(bare_rows(dev, ir, count, reps, torch))
     to.zero_()
     try:
         out["iron_kernel_call_us"] = per_launch_us(lambda: add[N](tx, ty, to, backend="cuda"), count, reps,

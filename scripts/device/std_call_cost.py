@@ -114,10 +114,24 @@ def main() -> None:
                                                                    stream, plan.args.params_address, 0)}
     rows["kern[grid](x, y, 2.0), 1024 f32"].update(
         {name: round(per_call_us(call, args.count, args.reps, sync), 1) for name, call in layers.items()})
+    # Whether Python's cyclic collector shows in a call's cost: the same call with the collector off.
+    import gc
+
+    x = torch.randn(32, device="cuda", dtype=torch.bfloat16)
+    o = torch.empty_like(x)
+    with_gc = per_call_us(lambda: elementwise.unary("exp", x, out=o), args.count, args.reps, sync)
+    gc.disable()
+    try:
+        without_gc = per_call_us(lambda: elementwise.unary("exp", x, out=o), args.count, args.reps, sync)
+    finally:
+        gc.enable()
+    rows["unary exp 32 bf16, no backend=, collector on/off"] = {"on_us": round(with_gc, 1),
+                                                                "off_us": round(without_gc, 1)}
     if args.profile:
         x = torch.randn(32, device="cuda", dtype=torch.bfloat16)
         o = torch.empty_like(x)
         calls = {"unary_exp_32": lambda: elementwise.unary("exp", x, out=o, backend="cuda"),
+                 "unary_exp_32_no_backend": lambda: elementwise.unary("exp", x, out=o),
                  "gemv_4096": lambda: gemv.gemv(a, v, out=o2, backend="cuda"),
                  "decode_attention": lambda: attention.decode_attention(q, kc, vc, lens, out=o3, backend="cuda"),
                  "user_kernel": lambda: scale[1024, 256](xs, ys, 2.0, backend="cuda")}
@@ -132,8 +146,8 @@ def main() -> None:
             prof.disable()
             text = io.StringIO()
             stats = pstats.Stats(prof, stream=text)
-            stats.sort_stats("tottime").print_stats(30)
-            stats.sort_stats("cumulative").print_stats(40)
+            stats.sort_stats("tottime").print_stats(25)
+            stats.sort_stats("cumulative").print_stats(30)
             rows[f"profile_{name}"] = text.getvalue()
     print(json.dumps(rows, indent=1))
 

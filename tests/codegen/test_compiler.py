@@ -194,3 +194,21 @@ def test_only_the_driver_runs_the_stages():
         if found:
             offenders[str(rel)] = found
     assert offenders == allowed
+
+
+@kernel(name="double")
+def keyword_named(x: Tensor[f32]):
+    i = program_id(0)
+    x[i] = x[i] + x[i]
+
+
+@pytest.mark.parametrize("target, binary", [("cuda", "cubin"), ("spirv", "spirv"), ("hip", "hsaco")])
+def test_a_kernel_named_like_a_keyword_gets_an_entry_every_compiler_takes(target, binary, require_toolchain):
+    """`double`, `main`, `kernel` ... are kernel names a user may choose; the entry point may not be one."""
+    from iron.codegen.abi import entry_name
+
+    ir = keyword_named.ir()
+    assert entry_name(ir) == "iron_k_double"
+    require_toolchain({"cuda": "nvrtc", "spirv": "spirv", "hip": "hip"}[target])
+    art = compile(ir, target, CompileOptions(binary=binary), cache=ArtifactCache(None))
+    assert len(art.binary) > 0

@@ -116,13 +116,16 @@ def test_std_launches_captured_in_a_torch_cuda_graph_replay_on_new_inputs(cuda):
             assert torch.equal(got, want), trial
 
 
-def test_the_example_of_docs_torch_md_runs(cuda):
-    """docs/torch.md's complete example, as written (its own assert_close compares compiled with eager)."""
+def test_the_example_of_docs_torch_md_runs(cuda, tmp_path):
+    """docs/torch.md's complete example, as written (its own assert_close compares compiled with eager); run
+    from a file, as a user would, since a kernel's source is read from its file."""
+    import runpy
+
     torch._dynamo.reset()
     text = (Path(__file__).parents[2] / "docs" / "torch.md").read_text()
-    code = text.split("```python\n", 1)[1].split("```", 1)[0]
-    scope: dict = {}
-    exec(compile(code, "docs/torch.md", "exec"), scope)
+    example = tmp_path / "torch_example.py"
+    example.write_text(text.split("```python\n", 1)[1].split("```", 1)[0])
+    scope = runpy.run_path(str(example))
     torch.cuda.synchronize()
     x, r, model = scope["x"], scope["r"], scope["model"]
     torch.testing.assert_close(scope["out"], model(x, r))  # the replayed graph, on the new x

@@ -96,7 +96,12 @@ def entry_name(k: Kernel) -> str:
     """A C identifier unique per kernel and variant: ``iron_exp__T_f16`` or ``block_sum__BLOCK_128__T_f32``."""
     binding = k.meta.get("variant") or {}
     parts = [k.name] + [f"{key}_{_value_text(v)}" for key, v in sorted(binding.items())]
-    return re.sub(r"[^A-Za-z0-9_]", "_", "__".join(parts))
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", "__".join(parts))
+    from .emit.names import RESERVED  # here: the emitters import this module
+
+    if ident in RESERVED or not (ident[:1].isalpha() or ident[:1] == "_"):  # a kernel named `double` or `main`
+        ident = f"iron_k_{ident}"
+    return ident
 
 
 def _value_text(v: Any) -> str:

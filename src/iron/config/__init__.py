@@ -204,6 +204,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("fmad", True, "bool",
            "CUDA: let NVRTC fuse a multiply feeding an add into one FFMA (NVRTC's default); off compiles with "
            "--fmad=false. Part of the CUDA module cache key."),
+    Option("native_launch", True, "bool",
+           "CUDA: the generated fast launchers call cuLaunchKernel through a small C module Iron builds once with "
+           "the system C compiler (cached beside the modules); off, or where no compiler or Python headers are "
+           "found, they call it through cuda-bindings."),
     Option("interp_fragment_layout", None, "str",
            "Interpreter: hold matrix fragments per lane, placed by this MMA strategy (iron.codegen.mma, e.g. "
            "cuda_mma_sync_m16n8k16, portable); none: one matrix per subgroup.", parse=_none_or_text),

@@ -37,6 +37,7 @@ from .driver import load_driver
 from .errors import CudaUnavailable
 from .graphs import Capture, CudaGraph
 from .modules import ModuleLoader
+from .native import load as load_native
 from .plan import KernelPlan, emitted_check
 from .pools import device_pool, pinned_pool
 from .signature import of_kernel
@@ -69,6 +70,8 @@ class CudaDevice:
                  follow_streams: bool = True, driver: Any = None, toolchain: Any = None) -> None:
         drv = driver if driver is not None else load_driver()
         self._drv = drv
+        # The native launch calls the real driver's cuLaunchKernel: never with a substituted driver (tests).
+        self._native = load_native() if driver is None else None
         self._lock = threading.RLock()
         self._closed = False
         self._ctx = Context(drv, ordinal)
@@ -102,7 +105,7 @@ class CudaDevice:
         self._plans: dict[int, KernelPlan] = {}
         self._arrays = ArrayStore(self, drv, self._device_pool, self._pinned_pool)
         self._dispatch = Dispatcher(drv, self._ctx, Stager(drv, self._device_pool, self._pinned_pool), self._order,
-                                    self._timer, self._capture)
+                                    self._timer, self._capture, self._native)
         self.follow_streams = follow_streams
 
     # ------------------------------------------------------------ description

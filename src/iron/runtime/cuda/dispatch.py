@@ -31,8 +31,10 @@ class Dispatcher:
     """Launches for one device.  ``forced`` (a raw stream handle) overrides the producers' streams."""
 
     def __init__(self, drv: Any, ctx: Context, stager: Stager, order: StreamOrder, timer: Timer,
-                 capture: Capture) -> None:
+                 capture: Capture, native: Any = None) -> None:
         self.drv = drv
+        #: The native launch module (:mod:`.native`) the fast launchers call, or None: cuda-bindings.
+        self.native = native
         self.ctx = ctx
         self.stager = stager
         self.order = order
@@ -87,8 +89,10 @@ class Dispatcher:
             return
         fast = plan.fast_by_kinds.get(kinds)
         if fast is None:
+            native = self.native.launch if self.native is not None else None
             fast = plan.fast_by_kinds[kinds] = fastpath.build(plan, kinds, self.ctx.ordinal, self.drv.cuLaunchKernel,
-                                                              self.order, functools.partial(self._failed, plan))
+                                                              self.order, functools.partial(self._failed, plan),
+                                                              native)
         plan.fast, plan.fast_kinds = fast, kinds
 
     def _launch(self, plan: KernelPlan, geo: Geometry, stream: Any) -> None:
@@ -103,6 +107,8 @@ class Dispatcher:
     def _failed(self, plan: KernelPlan, err: Any) -> bool:
         if int(err) == INVALID_CONTEXT:  # a thread that never made the context current: the general path does
             return False
+        if isinstance(err, int) and hasattr(self.drv, "CUresult"):  # the native launch returns a plain int
+            err = self.drv.CUresult(err)
         raise launch_error(self.drv, err, plan.module.entry)
 
     def _sync(self, stream: Any, plan: KernelPlan) -> None:

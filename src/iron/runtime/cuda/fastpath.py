@@ -36,12 +36,13 @@ def eligible(kinds: tuple[str, ...]) -> bool:
 
 
 def build(plan: KernelPlan, kinds: tuple[str, ...], ordinal: int, launch: Callable[..., Any],
-          order: Any, failed: Callable[[Any], None]) -> Callable[..., bool]:
+          order: Any, failed: Callable[[Any], None], native: Callable[..., int] | None = None) -> Callable[..., bool]:
     """``fast(args, grid, group, forced_stream) -> bool`` for ``plan`` and arguments of ``kinds``.
 
     ``launch`` is ``cuLaunchKernel``; ``order`` a :class:`.streams.StreamOrder`; ``failed(err)`` raises
     for a failed launch, or returns False to hand it to the general path (no context current on this
-    thread).  ``forced_stream`` (a raw handle or None) overrides the producer's stream.
+    thread).  ``forced_stream`` (a raw handle or None) overrides the producer's stream.  ``native``: the
+    native module's ``launch`` (:mod:`.native`), called with raw ints instead of ``launch``.
     """
     sig = plan.signature
     env: dict[str, Any] = {"GEOMS": plan.geometries, "PACK": plan.args.struct.pack_into, "BUF": plan.args.buffer,
@@ -79,10 +80,14 @@ def build(plan: KernelPlan, kinds: tuple[str, ...], ordinal: int, launch: Callab
             values.append(count[what])
     body += ["g = geo.grid", "b = geo.blocks", "t = geo.threads", "try:",
              f"    PACK(BUF, 0, {', '.join(values)})", "except PACK_ERRORS:", "    return False"]
-    body += _stream_choice(producer, env)
-    body += [f"err, = LAUNCH(FUNC, b[0], b[1], b[2], t[0], t[1], t[2], {plan.module.dynamic_shared_bytes}, stream, "
-             "PARAMS, 0)",
-             "if err:", "    return FAILED(err)", "return True"]
+    body += _stream_choice(producer, env, native is not None)
+    shared = plan.module.dynamic_shared_bytes
+    if native is not None:
+        env["NATIVE"], env["FUNCI"] = native, int(plan.function)
+        body.append(f"err = NATIVE(FUNCI, b[0], b[1], b[2], t[0], t[1], t[2], {shared}, h, PARAMS)")
+    else:
+        body.append(f"err, = LAUNCH(FUNC, b[0], b[1], b[2], t[0], t[1], t[2], {shared}, stream, PARAMS, 0)")
+    body += ["if err:", "    return FAILED(err)", "return True"]
     source = "def fast(args, grid, group, forced):\n" + "\n".join("    " + line for line in body) + "\n"
     exec(compile(source, f"<iron fast launcher {plan.module.entry}>", "exec"), env)
     fast = env["fast"]
@@ -130,7 +135,9 @@ def _overlap_checks(sig: Any, pointer: dict[str, str], count: dict[str, str], si
     return out
 
 
-def _stream_choice(producer: str | None, env: dict[str, Any]) -> list[str]:
+def _stream_choice(producer: str | None, env: dict[str, Any], raw: bool = False) -> list[str]:
+    """The lines that pick the stream ``h`` (a raw handle) and order it after the previous launch's stream;
+    ``raw``: the launch takes ``h`` itself, else the ``CUstream`` object ``stream``."""
     if producer == "torch":
         env["CURRENT"] = _torch_current()
         handle = "CURRENT(ORD)"
@@ -140,8 +147,10 @@ def _stream_choice(producer: str | None, env: dict[str, Any]) -> list[str]:
     else:
         env["OWN"] = env["ORDER"].own_handle
         handle = "OWN"
-    return [f"h = {handle} if forced is None else forced",
-            "stream = ORDER.enter(h) if h != ORDER.last else ORDER.stream(h)"]
+    choose = f"h = {handle} if forced is None else forced"
+    if raw:
+        return [choose, "if h != ORDER.last:", "    ORDER.enter(h)"]
+    return [choose, "stream = ORDER.enter(h) if h != ORDER.last else ORDER.stream(h)"]
 
 
 def _torch_current() -> Callable[[int], int]:
