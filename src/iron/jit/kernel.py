@@ -169,8 +169,9 @@ class KernelFunction:
         return binding_key(binding), binding
 
     def _launch(self, fixed: dict[str, Any], args: tuple, kwargs: dict[str, Any], grid: Any, group: Any,
-                backend: str | None, fixed_key: tuple | None = None) -> None:
-        """``fixed_key``: ``binding_key(fixed)`` when the caller holds it (a variant's, computed once)."""
+                backend: str | None, fixed_key: tuple | None = None) -> tuple | None:
+        """``fixed_key``: ``binding_key(fixed)`` when the caller holds it (a variant's, computed once).  Returns
+        where the launch went: (device name, device, compiled IR, grid, group)."""
         runtime_mask = self._runtime_mask()
         if self._all_runtime and not kwargs:  # the same summary as _call_signature's, computed faster
             if fixed_key is None:
@@ -194,7 +195,7 @@ class KernelFunction:
                 if _DEVICES.get(device_name) is device:  # the same device object still serves that backend
                     runtime = args if self._all_runtime else tuple(a for a, keep in zip(args, runtime_mask) if keep)
                     device.launch(compiled, runtime, grid_t, group_t)
-                    return
+                    return fast
         rt = _runtime()
         hit = self._calls.get(call) if call is not None else None
         if hit is not None:
@@ -217,8 +218,10 @@ class KernelFunction:
         compiled = self._compiled_for(key, binding, device.target)
         group_t = group_t or device.default_group(grid_t)
         device.launch(compiled, runtime, grid_t, group_t)
+        entry = (device_name, device, compiled, grid_t, group_t)
         if fast_key is not None:
-            self._fast[fast_key] = (device_name, device, compiled, grid_t, group_t)
+            self._fast[fast_key] = entry
+        return entry
 
     def _data_device(self, args: tuple, kwargs: dict[str, Any], backend: str | None, generation: int) -> str | None:
         """The device holding this launch's arrays, where the backend follows the data (``auto``, or one with
@@ -236,6 +239,14 @@ class KernelFunction:
         if kwargs:
             return data_device((*args, *kwargs.values()), (*names[:len(args)], *kwargs), f"kernel '{self.name}'")
         return data_device(args, names, f"kernel '{self.name}'")
+
+    def binding_is_fixed(self, fixed: dict[str, Any]) -> bool:
+        """Whether ``fixed`` alone decides what a launch compiles: every type variable a parameter uses is fixed
+        and no parameter is a constexpr, so the arguments can change nothing but the values passed."""
+        specs = self.params
+        if any(s.kind == "constexpr" for s in specs):
+            return False
+        return all(s.type_var is None or s.type_var.name in fixed for s in specs)
 
     def _runtime_mask(self) -> tuple[bool, ...]:
         """For each parameter position, whether it is a run-time argument (not a constexpr)."""
@@ -256,6 +267,8 @@ class SpecializedKernel:
         self.kernel = kernel
         self.binding = fixed
         self._key = binding_key(fixed) if fixed else ()  # the launch fast path's part of the call summary
+        self._fixed = kernel.binding_is_fixed(fixed)
+        self._last: tuple | None = None
 
     @property
     def name(self) -> str:
@@ -283,7 +296,12 @@ class SpecializedKernel:
         return Launcher(self.kernel, self.binding, grid, group, self._key)
 
     def launch(self, *args: Any, grid: Any, group: Any = None, backend: str | None = None, **kwargs: Any) -> None:
-        self.kernel._launch(self.binding, args, kwargs, grid, group, backend, self._key)
+        last = self._last
+        if (last is not None and not kwargs and last[0] == grid and last[1] == group and last[2] == backend
+                and relaunch(last, args)):
+            return
+        self._last = remember(self._fixed and not kwargs, (grid, group, backend), self.kernel._launch(
+            self.binding, args, kwargs, grid, group, backend, self._key))
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         raise LaunchError(f"kernel '{self.name}' is launched with a grid: k[grid](...) or k.launch(..., grid=...)")
@@ -295,7 +313,7 @@ class SpecializedKernel:
 class Launcher:
     """``k[grid]`` or ``k[grid, group]``: call it with the kernel's arguments."""
 
-    __slots__ = ("kernel", "fixed", "grid", "group", "fixed_key")
+    __slots__ = ("kernel", "fixed", "grid", "group", "fixed_key", "_is_fixed", "_last")
 
     def __init__(self, kernel: KernelFunction, fixed: dict[str, Any], grid: Any, group: Any,
                  fixed_key: tuple | None = None):
@@ -304,9 +322,34 @@ class Launcher:
         self.grid = grid
         self.group = group
         self.fixed_key = fixed_key
+        self._is_fixed = kernel.binding_is_fixed(fixed)
+        self._last: tuple | None = None
 
     def __call__(self, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
-        self.kernel._launch(self.fixed, args, kwargs, self.grid, self.group, backend, self.fixed_key)
+        last = self._last
+        if last is not None and not kwargs and last[2] == backend and relaunch(last, args):
+            return
+        self._last = remember(self._is_fixed and not kwargs, (self.grid, self.group, backend), self.kernel._launch(
+            self.fixed, args, kwargs, self.grid, self.group, backend, self.fixed_key))
+
+
+# ---------------------------------------------------------------- relaunching where the last launch went
+def remember(fixed: bool, request: tuple, entry: tuple | None) -> tuple | None:
+    """What a variant or launcher keeps of its last launch, to try first next time: the request (grid, group,
+    backend), the options generation and where it went, when the binding is ``fixed`` (cannot depend on the
+    arguments) and the device can relaunch through its own argument checks."""
+    if not fixed or entry is None or not hasattr(entry[1], "relaunch"):
+        return None
+    return (*request, config.generation(), *entry)
+
+
+def relaunch(last: tuple, args: tuple) -> bool:
+    """Launch ``args`` where the launch ``last`` went, if nothing that decided it changed: the options, the
+    device serving that name, and the arguments' kinds, dtypes, devices and layout, which the device's
+    generated launcher checks (it refuses, launching nothing, on any difference; then the full path runs)."""
+    _, _, _, generation, name, device, compiled, grid, group = last
+    return (generation == config.generation() and _DEVICES.get(name) is device
+            and device.relaunch(compiled, args, grid, group))
 
 
 def split_launch_key(key: Any) -> tuple[Any, Any]:

@@ -184,6 +184,22 @@ class CudaDevice:
                     return
         self.launch_timed(kernel, args, grid, group, timing=False)
 
+    def relaunch(self, kernel: Kernel, args: Sequence[Any], grid: tuple[int, ...], group: tuple[int, ...]) -> bool:
+        """:meth:`launch` through ``kernel``'s generated launcher alone: False, with nothing launched, when it has
+        none yet or the launcher refuses these arguments (another kind, dtype, device, layout or geometry)."""
+        plan = self._plans.get(id(kernel))
+        if plan is None or plan.fast is None:
+            return False
+        dispatch = self._dispatch
+        with self._lock:
+            try:
+                done = plan.fast(args, grid, group, dispatch.forced)
+            except TypeError:
+                return False
+            if done and dispatch.capture.active:
+                dispatch.capture.launches += 1
+            return bool(done)
+
     def launch_fast(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any) -> bool:
         """Launch through ``plan``'s generated fast path; False (nothing done) when it does not apply."""
         if plan.fast is None:
