@@ -9,9 +9,11 @@ arguments, compile for the device's target and run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from typing import Any, Callable
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator
 
 from .. import config
 from ..core.dtypes import DType
@@ -158,6 +160,9 @@ class KernelFunction:
 
     def launch(self, *args: Any, grid: Any, group: Any = None, backend: str | None = None, **kwargs: Any) -> None:
         """Run the kernel over ``grid`` threads (groups of ``group``); numpy arrays are updated in place."""
+        traced = _TRACED.get()
+        if traced is not None:
+            traced.append((self, args, kwargs, grid, group, backend))
         self._launch({}, args, kwargs, grid, group, backend)
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
@@ -296,6 +301,9 @@ class SpecializedKernel:
         return Launcher(self.kernel, self.binding, grid, group, self._key)
 
     def launch(self, *args: Any, grid: Any, group: Any = None, backend: str | None = None, **kwargs: Any) -> None:
+        traced = _TRACED.get()
+        if traced is not None:
+            traced.append((self, args, kwargs, grid, group, backend))
         last = self._last
         if (last is not None and not kwargs and last[0] == grid and last[1] == group and last[2] == backend
                 and relaunch(last, args)):
@@ -326,11 +334,40 @@ class Launcher:
         self._last: tuple | None = None
 
     def __call__(self, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
+        traced = _TRACED.get()
+        if traced is not None:
+            traced.append((self, args, kwargs, self.grid, self.group, backend))
         last = self._last
         if last is not None and not kwargs and last[2] == backend and relaunch(last, args):
             return
         self._last = remember(self._is_fixed and not kwargs, (self.grid, self.group, backend), self.kernel._launch(
             self.fixed, args, kwargs, self.grid, self.group, backend, self.fixed_key))
+
+
+# ---------------------------------------------------------------- tracing launches
+#: The launches made in this context while :func:`traced_launches` is active (None: not tracing).
+_TRACED: ContextVar[list | None] = ContextVar("iron_traced_launches", default=None)
+
+
+@contextlib.contextmanager
+def traced_launches() -> Iterator[list[tuple]]:
+    """Collect every launch made in this context (thread, task) inside the block, launched as usual:
+    ``(kernel object, args, kwargs, grid, group, backend)``, the kernel object being what was called
+    (a ``KernelFunction``, a ``SpecializedKernel`` or a ``Launcher``).  iron.std's call plans record with it."""
+    seen: list[tuple] = []
+    token = _TRACED.set(seen)
+    try:
+        yield seen
+    finally:
+        _TRACED.reset(token)
+
+
+def run_traced(kernel: Any, args: Any, grid: Any, group: Any, backend: str | None) -> None:
+    """Launch again what :func:`traced_launches` recorded (with new arguments)."""
+    if isinstance(kernel, Launcher):
+        kernel(*args, backend=backend)
+    else:
+        kernel.launch(*args, grid=grid, group=group, backend=backend)
 
 
 # ---------------------------------------------------------------- relaunching where the last launch went

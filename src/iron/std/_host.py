@@ -17,6 +17,7 @@ from ..core import dtypes as D
 from ..core.errors import LaunchError
 from ..jit.device import device_traits
 from ..lang.numpy_compat import array_element_type
+from ._plans import recording
 
 #: Bytes one thread moves per access in the memory-bound kernels: one 128-bit load or store.
 VECTOR_BYTES = 16
@@ -99,7 +100,17 @@ def size_of(x: Any) -> int:
 
 
 def empty_like(x: Any, shape: int | Sequence[int] | None = None, dtype: D.DType | None = None) -> Any:
-    """An uninitialised array of ``shape`` and ``dtype`` (default: ``x``'s) of ``x``'s kind and device."""
+    """An uninitialised array of ``shape`` and ``dtype`` (default: ``x``'s) of ``x``'s kind and device: a host
+    function's scratch (its call plan allocates it again on every call, :mod:`._plans`)."""
+    made = allocate(x, shape, dtype)
+    record = recording()
+    if record is not None:
+        record.scratch(x, shape, dtype, made)
+    return made
+
+
+def allocate(x: Any, shape: int | Sequence[int] | None = None, dtype: D.DType | None = None) -> Any:
+    """:func:`empty_like`, unrecorded."""
     shape = shape_of(x) if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
     dtype = dtype or dtype_of(x)
     np = sys.modules.get("numpy")
@@ -141,8 +152,17 @@ def output(fn: str, out: Any, like: Any, shape: Sequence[int], dtype: D.DType, r
     backends run threads concurrently, so a kernel reading what another thread writes would give
     wrong results there while the interpreter, in lock-step, got them right.
     """
+    made = _output(fn, out, like, shape, dtype, reads, in_place, name)
+    record = recording()
+    if record is not None:
+        record.output(fn, out, like, shape, dtype, reads, in_place, name, made)
+    return made
+
+
+def _output(fn: str, out: Any, like: Any, shape: Sequence[int], dtype: D.DType, reads: dict[str, Any],
+            in_place: Sequence[str], name: str) -> Any:
     if out is None:
-        return empty_like(like, shape, dtype)
+        return allocate(like, shape, dtype)
     what = f"{fn}: {name}"
     got = dtype_of(out, what)
     if kind_of(out) != kind_of(like):

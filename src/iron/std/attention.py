@@ -23,6 +23,7 @@ from iron import LaunchError, bf16, f16, f32, func, i32, In, T, Tensor, kernel, 
 from iron.lang import (barrier, exp2, fma, frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_id, lane_id,
                        local, log2, mma, num_simd_groups, program_id, select, shared, simd_group_id, simd_shuffle_xor,
                        simd_size, static_range, thread_id, vec)
+from iron.std._plans import planned
 from iron.std._host import (ceil_div, check_float, check_shape, dtype_of, empty_like, output, shape_of,
                             tuned_for_cuda_mma, vector_width)
 
@@ -550,6 +551,7 @@ def _scale(scale: float | None, d: int) -> f32:
     return np.float32(1.0 / math.sqrt(d) if scale is None else scale)
 
 
+@planned
 def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: float | None = None,
                      out: Any = None, backend: str | None = None, chunk: int | None = None) -> Any:
     """o (B, H, D) = softmax(scale q k^T) v over each sequence's first seq_lens[b] cached keys.
@@ -604,6 +606,7 @@ def prefill_block(backend: str | None, like: Any = ()) -> int:
     return 64 if tuned_for_cuda_mma(backend, like) else 16
 
 
+@planned
 def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float | None = None, out: Any = None,
                       backend: str | None = None, block: int | None = None) -> Any:
     """o (B, H, S, D) = softmax(scale Q K^T + causal mask) V; q (B, H, S, D), k/v (B, H_kv, S, D) in f16/bf16."""

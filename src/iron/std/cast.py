@@ -17,6 +17,7 @@ from iron.lang import grid_size, program_id
 
 from . import _host
 from .elementwise import GROUP, MAX_ELEMENTS, flat_grid
+from ._plans import planned
 
 _FLOATS = (f32, f16, bf16)
 
@@ -62,6 +63,7 @@ def _convert(v, SRC, DST):
     return r
 
 
+@planned
 def cast(x: Any, dtype: Any, out: Any = None, backend: str | None = None) -> Any:
     """``x`` converted to ``dtype`` (an Iron dtype, its name "f32", "f16", "bf16", or a numpy / torch dtype), rounded to nearest
     even; a new array like ``x`` unless ``out`` (of x's shape and ``dtype``) is given."""
@@ -82,6 +84,7 @@ def _cast(x: Any, dtype: Any, out: Any, backend: str | None, fn: str) -> Any:
     return out
 
 
+@planned
 def copy(x: Any, out: Any = None, backend: str | None = None) -> Any:
     """A copy of ``x`` (f32/f16/bf16), 16 bytes per thread; into ``out`` when given."""
     return _cast(x, _host.check_float(x, "x"), out, backend, "copy")

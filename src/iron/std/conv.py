@@ -22,6 +22,7 @@ from iron.lang import (barrier, group_id, group_size, isfinite, local, num_group
                        thread_id, vec)
 
 from . import _host
+from ._plans import planned
 
 # ---------------------------------------------------------------- tile shapes
 
@@ -636,6 +637,7 @@ def _dense(x: Any, w: Any, bias: Any, out: Any, dt: Any, nhwc: bool, geometry: t
     return out
 
 
+@planned
 def conv1d(x: Any, w: Any, bias: Any = None, stride: int = 1, padding: int = 0, dilation: int = 1,
            out: Any = None, backend: str | None = None) -> Any:
     """y (N, C_out, L_out) = conv1d(x (N, C_in, L), w (C_out, C_in, K)) + bias, zero padding.
@@ -657,6 +659,7 @@ def conv1d(x: Any, w: Any, bias: Any = None, stride: int = 1, padding: int = 0, 
                   (n, c_in, 1, length, c_out, 1, k, 1, stride, 0, padding, 1, dilation, 1, l_out), backend)
 
 
+@planned
 def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1, 1),
            padding: int | tuple[int, int] = (0, 0), dilation: int | tuple[int, int] = (1, 1),
            layout: str = "NCHW", out: Any = None, backend: str | None = None) -> Any:
@@ -688,6 +691,7 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
                   (n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out), backend)
 
 
+@planned
 def depthwise_conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1, 1),
                      padding: int | tuple[int, int] = (0, 0), dilation: int | tuple[int, int] = (1, 1),
                      layout: str = "NCHW", out: Any = None, backend: str | None = None) -> Any:

@@ -33,6 +33,7 @@ from iron.lang import grid_size, isnan, program_id, select, static_range, vec
 
 from . import _host
 from ._device import splat
+from ._plans import planned
 
 #: Threads per group; the grid is 2-D so that a row never exceeds this many groups (Vulkan's limit).
 GROUP = 256
@@ -343,6 +344,7 @@ def f32_scalar(v: float) -> Any:
 _F32 = D.numpy_dtype(f32).type
 
 
+@planned
 def unary(op: str, x: Any, out: Any = None, backend: str | None = None) -> Any:
     """``op(x)`` elementwise (``UNARY_OPS``), in f32, one rounding to x's dtype; returns ``out``."""
     if op == "clamp":
@@ -350,6 +352,7 @@ def unary(op: str, x: Any, out: Any = None, backend: str | None = None) -> Any:
     return _launch_unary(op, x, out, backend, 0.0, 0.0)
 
 
+@planned
 def clamp(x: Any, lo: float | None = None, hi: float | None = None, out: Any = None,
           backend: str | None = None) -> Any:
     """``min(max(x, lo), hi)`` with NaN kept (torch.clamp); a missing bound is unbounded."""
@@ -380,6 +383,7 @@ def _broadcast_size(a_shape: tuple[int, ...], b: Any, dt: D.DType) -> int:
     return _host.size_of(b)
 
 
+@planned
 def binary(op: str, a: Any, b: Any, out: Any = None, backend: str | None = None) -> Any:
     """``a op b`` elementwise (``BINARY_OPS``): b is a's shape, ends it (broadcast) or a scalar."""
     family, index = op_code(op, BINARY_FAMILIES, "binary")
@@ -398,6 +402,7 @@ def binary(op: str, a: Any, b: Any, out: Any = None, backend: str | None = None)
     return out
 
 
+@planned
 def fma(a: Any, b: Any, c: Any, out: Any = None, backend: str | None = None) -> Any:
     """``a * b + c`` with one f32 rounding (then one to the dtype); a, b, c of one shape and dtype."""
     dt, n, out = _prepare(a, out, "a", "fma", {"a": a, "b": b, "c": c})
@@ -426,6 +431,7 @@ def _as_bytes(cond: Any) -> Any:
     return cond.view(np.uint8)
 
 
+@planned
 def where(cond: Any, a: Any, b: Any, out: Any = None, backend: str | None = None) -> Any:
     """``a`` where ``cond`` else ``b`` (torch.where); cond bool or u8, all of one shape."""
     dt, n, out = _prepare(a, out, "a", "where", {"cond": cond, "a": a, "b": b})
@@ -443,6 +449,7 @@ def where(cond: Any, a: Any, b: Any, out: Any = None, backend: str | None = None
 # ---------------------------------------------------------------- one function per op
 
 def _unary_fn(op: str) -> Callable[..., Any]:
+    @planned
     def fn(x: Any, out: Any = None, backend: str | None = None) -> Any:
         return unary(op, x, out=out, backend=backend)
 
@@ -452,6 +459,7 @@ def _unary_fn(op: str) -> Callable[..., Any]:
 
 
 def _binary_fn(op: str) -> Callable[..., Any]:
+    @planned
     def fn(a: Any, b: Any, out: Any = None, backend: str | None = None) -> Any:
         return binary(op, a, b, out=out, backend=backend)
 

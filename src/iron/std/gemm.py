@@ -30,6 +30,7 @@ from iron.codegen.mma import (AMD_MFMA_GFX90A, AMD_WMMA_RDNA3, CUDA_MMA_SYNC_M16
 from iron.jit.device import DeviceTraits, device_traits
 
 from . import _host
+from ._plans import planned
 
 #: The epilogue activations, a compile-time variant of both kernels.
 ACTIVATIONS = ("none", "relu", "gelu_tanh", "silu")
@@ -633,6 +634,7 @@ def launch_geometry(m: int, n: int, threads: int, tile: tuple[int, int]) -> tupl
     return (_host.ceil_div(n, tile[1]) * threads, _host.ceil_div(m, tile[0])), (threads, 1)
 
 
+@planned
 def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: Any = None,
          backend: str | None = None, transpose_b: bool = False) -> Any:
     """C = activation(A @ B + bias), rounded once to the inputs' dtype.

@@ -14,6 +14,7 @@ from iron.lang import (barrier, grid_size, group_id, lane_id, local, num_groups,
                        simd_shuffle_xor, simd_size, static_range, thread_id)
 
 from . import _host
+from ._plans import planned
 
 #: Threads per group of both kernels as ``gemv`` launches them (the columns kernel also takes 1024).
 GROUP = 256
@@ -240,6 +241,7 @@ def column_group_threads(dt: Any, backend: str | None, like: Any = ()) -> int:
     return 1024 if dt.itemsize == 2 and _host.tuned_for_cuda_mma(backend, like) else GROUP
 
 
+@planned
 def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str | None = None) -> Any:
     """``A @ x`` (A (M, K)), or ``x @ A`` with ``transpose=True`` (A (K, N)); f32/f16/bf16, f32 sums.
 

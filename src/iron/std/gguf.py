@@ -21,6 +21,7 @@ from iron.lang import bitcast, cast, grid_size, program_id, static_range, vec
 
 from ..core import dtypes as D
 from . import _host
+from ._plans import planned
 
 #: Threads per group of the dequantisation kernels.
 GROUP = 256
@@ -272,6 +273,7 @@ def _device_address(x: Any) -> int | None:
     return None
 
 
+@planned
 def dequantize(data: Any, qtype: str, shape: int | tuple[int, ...], dtype: Any = f32, out: Any = None,
                backend: str | None = None) -> Any:
     """The (..., K) float array that the quantised bytes ``data`` hold, in ``dtype`` (f32, f16, bf16).

@@ -23,6 +23,7 @@ from iron.lang import (barrier, group_id, lane_id, local, num_groups, num_simd_g
 from . import _host
 from .softmax import (GROUP, ITEMS_CHOICES, MAX_GROUPS, checked_out, group_sum, register_items, rows_of,
                       vector_ok)
+from ._plans import planned
 
 
 @func
@@ -337,6 +338,7 @@ def _geometry(rows: int) -> dict[str, Any]:
     return {"grid": (min(rows, MAX_GROUPS) * GROUP,), "group": (GROUP,)}
 
 
+@planned
 def layernorm(x: Any, weight: Any, bias: Any = None, eps: float = 1e-5, out: Any = None,
               backend: str | None = None) -> Any:
     """LayerNorm over the last axis of ``x`` (f32/f16/bf16, C-contiguous) with ``weight`` (and ``bias``) of
@@ -382,11 +384,13 @@ def _rms(x: Any, residual: Any, weight: Any, eps: float, out: Any, h: Any, backe
     return out, h
 
 
+@planned
 def rmsnorm(x: Any, weight: Any, eps: float = 1e-6, out: Any = None, backend: str | None = None) -> Any:
     """RMSNorm over the last axis of ``x``: x * rsqrt(mean(x^2) + eps) * weight, in f32.  Returns ``out``."""
     return _rms(x, None, weight, eps, out, None, backend, "rmsnorm")[0]
 
 
+@planned
 def add_rmsnorm(x: Any, residual: Any, weight: Any, eps: float = 1e-6, out: Any = None, residual_out: Any = None,
                 backend: str | None = None) -> tuple[Any, Any]:
     """The fused pre-norm step: h = x + residual (rounded to the dtype), y = rmsnorm(h) * weight.

@@ -18,6 +18,7 @@ from iron.lang import (barrier, bitcast, cast, group_id, lane_id, num_groups, sh
 
 from . import _host
 from .gguf import bytes8, check_data, format_of, half_at, int_f32
+from ._plans import planned
 
 #: Threads per group.
 GROUP = 256
@@ -395,6 +396,7 @@ def grid_for(m: int, split: int = 1) -> int:
     return min(_host.ceil_div(_host.ceil_div(m, ROWS), teams), MAX_GROUPS) * GROUP
 
 
+@planned
 def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, backend: str | None = None) -> Any:
     """``W @ x`` for W (M, K) stored as ``qtype`` ("Q8_0", "Q4_0", "Q4_K", "Q6_K") in the uint8 ``data``.
 

@@ -33,6 +33,7 @@ from iron.lang import (barrier, group_id, group_size, lane_id, num_groups, num_s
 
 from . import _host
 from ._device import splat
+from ._plans import planned
 
 #: The kernels' min under a name that the host function ``min`` below does not shadow.
 _fmin = iron.lang.min
@@ -405,26 +406,31 @@ def _reduce(op: str, x: Any, axis: int | None, out: Any, backend: str | None) ->
     return result
 
 
+@planned
 def sum(x: Any, axis: int | None = -1, out: Any = None, backend: str | None = None) -> Any:  # noqa: A001
     """Sum over the last axis (axis=-1) or the whole tensor (axis=None); f32 accumulation, output x's dtype."""
     return _reduce("sum", x, axis, out, backend)
 
 
+@planned
 def mean(x: Any, axis: int | None = -1, out: Any = None, backend: str | None = None) -> Any:
     """Mean over the last axis or the whole tensor: the f32 sum divided once by the count (empty: NaN)."""
     return _reduce("mean", x, axis, out, backend)
 
 
+@planned
 def max(x: Any, axis: int | None = -1, out: Any = None, backend: str | None = None) -> Any:  # noqa: A001
     """Maximum over the last axis or the whole tensor (NaN if any element is NaN); output x's dtype."""
     return _reduce("max", x, axis, out, backend)
 
 
+@planned
 def min(x: Any, axis: int | None = -1, out: Any = None, backend: str | None = None) -> Any:  # noqa: A001
     """Minimum over the last axis or the whole tensor (NaN if any element is NaN); output x's dtype."""
     return _reduce("min", x, axis, out, backend)
 
 
+@planned
 def argmax(x: Any, axis: int | None = -1, out: Any = None, backend: str | None = None) -> Any:
     """i32 index of the maximum (first on ties, the first NaN if any) along the last axis, or flat (None)."""
     dt = _host.check_float(x, "argmax")

@@ -22,6 +22,7 @@ from iron.lang import cast, cos, exp2, fma, grid_size, local, program_id, sin, s
 
 from . import _host
 from .gemv import aligned
+from ._plans import planned
 
 #: Threads per group.
 GROUP = 256
@@ -214,6 +215,7 @@ def launch_grid(tokens: int, heads: int, pairs_per_unit: int, half: int, hb: int
     return max(1, min(units, MAX_GROUPS * GROUP))
 
 
+@planned
 def rope(x: Any, positions_or_cache: Any, layout: str = "half", out: Any = None, theta: float = 10000.0,
          backend: str | None = None) -> Any:
     """Rotate ``x`` (tokens, heads, head_dim) by positions (an i32 array, angles computed in the kernel)

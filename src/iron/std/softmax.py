@@ -24,6 +24,7 @@ from iron.lang import (barrier, exp, group_id, lane_id, local, log, num_groups, 
                        simd_group_id, simd_max, simd_size, simd_sum, static_range, thread_id, vec)
 
 from . import _host
+from ._plans import planned
 
 #: Threads per group: one group per row.
 GROUP = 256
@@ -286,6 +287,7 @@ def _run(x: Any, out: Any, log_space: bool, backend: str | None) -> Any:
     return out
 
 
+@planned
 def softmax(x: Any, out: Any = None, backend: str | None = None) -> Any:
     """softmax along the last axis of ``x`` (f32/f16/bf16, C-contiguous), in f32; returns ``out``.
 
@@ -295,6 +297,7 @@ def softmax(x: Any, out: Any = None, backend: str | None = None) -> Any:
     return _run(x, out, False, backend)
 
 
+@planned
 def log_softmax(x: Any, out: Any = None, backend: str | None = None) -> Any:
     """log_softmax along the last axis of ``x``: (x - max) - log(sum exp(x - max)), in f32."""
     return _run(x, out, True, backend)

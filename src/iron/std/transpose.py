@@ -16,6 +16,7 @@ from iron.core.errors import LaunchError
 from iron.lang import barrier, group_id, num_groups, shared, static_range, thread_id
 
 from . import _host
+from ._plans import planned
 
 #: The tile's side; the group is (TILE, TILE // ROWS_PER_THREAD) threads.
 TILE = 32
@@ -59,6 +60,7 @@ def transpose_tiles(x: In[T], out: Tensor[T], rows: int, cols: int):
             barrier()
 
 
+@planned
 def transpose(x: Any, out: Any = None, backend: str | None = None) -> Any:
     """The (cols, rows) transpose of a 2-D (rows, cols) array, as a new contiguous array (or into ``out``)."""
     dt = _host.check_float(x, "transpose")

@@ -1,0 +1,164 @@
+"""Every std op beside what a PyTorch user calls instead: kernel time and call time for both, outputs checked.
+
+For the GPU machine.  Per row, on torch CUDA tensors with no ``backend=`` (a launch follows its data):
+* call time: host wall time per call over a back-to-back loop, one synchronize at the end (median of
+  ``--reps`` loops after a warm-up), allocation of the result included where the call allocates;
+* kernel time: the GPU time of every kernel one call launches, from the CUDA profiler (torch.profiler's
+  CUPTI trace, which sees Iron's driver-API launches too), averaged over ``--profiled`` calls;
+and the largest difference between the two outputs, which must be within the row's tolerance.
+Prints one JSON object: {"rows": [...], "device": ..., "torch": ...}.
+Run: ``PYTHONPATH=src python3 scripts/device/std_call_table.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from iron import In, Tensor, f32, kernel
+from iron.lang import program_id
+from iron.std import (attention, cast, conv, elementwise, gemm, gemv, norms, reduce, rope, softmax,
+                      transpose)
+
+BF = torch.bfloat16
+
+
+@kernel
+def scale(x: In[f32], y: Tensor[f32], a: f32):
+    i = program_id(0)
+    y[i] = a * x[i]
+
+
+def call_us(call: Callable[[], Any], count: int, reps: int) -> float:
+    for _ in range(20):
+        call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(count):
+            call()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) / count * 1e6)
+    return statistics.median(times)
+
+
+def kernel_us(call: Callable[[], Any], calls: int) -> float:
+    """GPU time of the kernels ``calls`` calls launched, per call, from the CUDA profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    from torch.autograd import DeviceType
+
+    total = 0.0
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:  # kernels (and any copy or fill a call makes)
+            total += e.time_range.elapsed_us()
+    return total / calls
+
+
+def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    g = torch.Generator(device="cuda").manual_seed(0)
+
+    def r(*shape: int, dtype: torch.dtype = BF) -> torch.Tensor:
+        return torch.randn(*shape, device="cuda", generator=g, dtype=torch.float32).to(dtype)
+
+    table: list[tuple[str, Callable[[], Any], Callable[[], Any], float]] = []
+    for n in (32, 1 << 24):
+        x = r(n)
+        o, t = torch.empty_like(x), torch.empty_like(x)
+        table.append((f"unary exp {n} bf16 (out=)", lambda x=x, o=o: elementwise.exp(x, out=o),
+                      lambda x=x, t=t: torch.exp(x, out=t), 0.05))
+    a, b = r(1 << 24), r(1 << 24)
+    table.append(("binary add 16M bf16", lambda: elementwise.add(a, b), lambda: torch.add(a, b), 0.05))
+    for rows_, n in ((1, 4096), (4096, 4096)):
+        x, w, res = r(rows_, n), r(n), r(rows_, n)
+        table.append((f"rmsnorm {rows_}x{n} bf16", lambda x=x, w=w: norms.rmsnorm(x, w, 1e-6),
+                      lambda x=x, w=w, n=n: F.rms_norm(x, (n,), w, 1e-6), 0.1))
+        table.append((f"add_rmsnorm {rows_}x{n} bf16", lambda x=x, w=w, res=res: norms.add_rmsnorm(x, res, w, 1e-6)[0],
+                      lambda x=x, w=w, res=res, n=n: F.rms_norm(x + res, (n,), w, 1e-6), 0.1))
+        bias = r(n)
+        table.append((f"layernorm {rows_}x{n} bf16", lambda x=x, w=w, bias=bias: norms.layernorm(x, w, bias),
+                      lambda x=x, w=w, bias=bias, n=n: F.layer_norm(x, (n,), w, bias), 0.1))
+    for rows_, n in ((32, 32000), (4096, 1024)):
+        x = r(rows_, n)
+        table.append((f"softmax {rows_}x{n} bf16", lambda x=x: softmax.softmax(x), lambda x=x: torch.softmax(x, -1),
+                      0.02))
+        table.append((f"sum {rows_}x{n} bf16", lambda x=x: reduce.sum(x), lambda x=x: torch.sum(x, -1), 2.0))
+    x = r(4096, 4096, dtype=torch.float32)
+    table.append(("cast f32->bf16 4096^2", lambda: cast.cast(x, "bf16"), lambda: x.to(BF), 0.0))
+    table.append(("transpose 4096^2 f32", lambda: transpose.transpose(x), lambda: x.t().contiguous(), 0.0))
+    q, pos = r(1, 32, 128), torch.arange(1, dtype=torch.int32, device="cuda")
+    cos, sin = rope.rope_cache(pos, 128)
+
+    def torch_rope():
+        c = torch.cat([cos, cos], -1)[:, None, :].to(BF)
+        s = torch.cat([sin, sin], -1)[:, None, :].to(BF)
+        half = q.shape[-1] // 2
+        rotated = torch.cat([-q[..., half:], q[..., :half]], -1)
+        return q * c + rotated * s
+
+    table.append(("rope 1x32x128 bf16 (cos/sin tables)", lambda: rope.rope(q, (cos, sin)), torch_rope, 0.05))
+    A, v = r(4096, 4096), r(4096)
+    table.append(("gemv 4096^2 bf16", lambda: gemv.gemv(A, v), lambda: torch.mv(A, v), 1.0))
+    xs, W = r(1, 4096), r(11008, 4096)
+    table.append(("gemm 1x4096 @ W(11008,4096)^T bf16", lambda: gemm.gemm(xs, W, transpose_b=True),
+                  lambda: F.linear(xs, W), 1.0))
+    M = r(4096, 4096)
+    table.append(("gemm 4096^3 bf16", lambda: gemm.gemm(M, M), lambda: M @ M, 2.0))
+    qd, kc, vc = r(1, 32, 128), r(1, 8, 4096, 128), r(1, 8, 4096, 128)
+    lens = torch.full((1,), 4096, dtype=torch.int32, device="cuda")
+    table.append(("decode_attention B=1 H=32 H_kv=8 S=4096 bf16",
+                  lambda: attention.decode_attention(qd, kc, vc, lens),
+                  lambda: F.scaled_dot_product_attention(qd[:, :, None], kc, vc, enable_gqa=True)[:, :, 0], 0.05))
+    qp, kp, vp = r(1, 32, 1024, 128), r(1, 8, 1024, 128), r(1, 8, 1024, 128)
+    table.append(("prefill_attention causal B=1 H=32 H_kv=8 S=1024 bf16",
+                  lambda: attention.prefill_attention(qp, kp, vp, causal=True),
+                  lambda: F.scaled_dot_product_attention(qp, kp, vp, is_causal=True, enable_gqa=True), 0.05))
+    xc, wc = r(8, 64, 56, 56), r(64, 64, 3, 3)
+    table.append(("conv2d N=8 C=64 56^2 3x3 bf16", lambda: conv.conv2d(xc, wc, padding=1),
+                  lambda: F.conv2d(xc, wc, padding=1), 0.5))
+    xf, yf, tf = r(1024, dtype=torch.float32), torch.empty(1024, device="cuda"), torch.empty(1024, device="cuda")
+    table.append(("user kernel scale[1024, 256](x, y, 2.0)", lambda: (scale[1024, 256](xf, yf, 2.0), yf)[1],
+                  lambda: torch.mul(xf, 2.0, out=tf), 0.0))
+    out = []
+    for name, iron_call, torch_call, tol in table:
+        if args.filter and args.filter not in name:
+            continue
+        got, want = iron_call(), torch_call()
+        torch.cuda.synchronize()
+        err = (got.float() - want.float()).abs().max().item()
+        row = {"op": name, "max_abs_diff": err, "tolerance": tol, "checked": err <= tol,
+               "iron_call_us": round(call_us(iron_call, args.count, args.reps), 1),
+               "torch_call_us": round(call_us(torch_call, args.count, args.reps), 1),
+               "iron_kernel_us": round(kernel_us(iron_call, args.profiled), 2),
+               "torch_kernel_us": round(kernel_us(torch_call, args.profiled), 2)}
+        row["call_minus_torch_us"] = round(row["iron_call_us"] - row["torch_call_us"], 1)
+        out.append(row)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=300)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--profiled", type=int, default=20)
+    ap.add_argument("--filter", default="")
+    args = ap.parse_args()
+    print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows(args)},
+                     indent=1))
+
+
+if __name__ == "__main__":
+    main()

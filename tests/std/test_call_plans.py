@@ -1,0 +1,109 @@
+"""Call plans (iron/std/_plans.py): every host function's second call with a signature replays the first one's
+steps and gives what the function as written gives; what depends on memory is still checked on every call;
+and anything the plan cannot name runs as written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_host_contract import CASES, Case
+
+from iron import LaunchError, config
+from iron.std import _plans, elementwise, norms, softmax
+
+
+@pytest.fixture(autouse=True)
+def interp(monkeypatch):
+    monkeypatch.setenv("IRON_BACKEND", "interp")
+    config.reload()
+    yield
+    monkeypatch.undo()
+    config.reload()
+
+
+def _fresh(case: Case) -> dict[str, np.ndarray]:
+    """Inputs at a 128-byte boundary, so that every call of the case has one signature (address mod 128)."""
+    out = {}
+    for name, a in case.inputs().items():
+        raw = np.empty(a.nbytes + 128, np.uint8)
+        start = -raw.ctypes.data % 128
+        view = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+        view[...] = a
+        out[name] = view
+    return out
+
+
+def _as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_a_replayed_call_gives_what_the_function_as_written_gives(case, monkeypatch):
+    case.fn.plans.clear()
+    first = _as_tuple(case.call(_fresh(case), None))
+    inputs = _fresh(case)
+    replayed = _as_tuple(case.call(inputs, None))
+    planned = [p for p in case.fn.plans.values() if p is not None]
+    if case.name != "where":  # where converts its condition on the host: it runs as written every time
+        assert planned, "the second call found a plan"
+    monkeypatch.setenv("IRON_CALL_PLANS", "0")
+    config.reload()
+    written = _as_tuple(case.call(inputs, None))
+    for r, w, f in zip(replayed, written, first):
+        np.testing.assert_array_equal(r, w)
+        np.testing.assert_array_equal(r, f)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.in_place], ids=lambda c: c.name)
+def test_in_place_forms_replay_in_place(case):
+    name = case.in_place[0]
+    results = []
+    for _ in range(2):
+        inputs = _fresh(case)
+        want = _as_tuple(case.call({k: v.copy() for k, v in inputs.items()}, None))[0]
+        got = case.call(inputs, inputs[name])
+        assert _as_tuple(got)[0] is inputs[name]
+        np.testing.assert_array_equal(inputs[name], want)
+        results.append(got)
+
+
+def test_an_out_overlapping_an_input_is_refused_on_a_replayed_call_too():
+    """Two calls with one signature (same alignment mod 128), the second with out overlapping x: the replay
+    checks memory as the function does and raises its error, launching nothing."""
+    buf = np.zeros(4096, np.float32)
+    start = (-buf.ctypes.data % 128) // 4
+    x = buf[start:start + 64]
+    x[:] = np.arange(64)
+    elementwise.unary("exp", x, out=buf[start + 256:start + 320])  # recorded: a separate out
+    with pytest.raises(LaunchError, match="exp: out overlaps x"):
+        elementwise.unary("exp", x, out=buf[start + 32:start + 96])  # same signature, shares x's memory
+
+
+def test_a_shape_dtype_or_value_change_is_another_plan():
+    x = np.ones((4, 8), np.float32)
+    w = np.ones(8, np.float32)
+    norms.rmsnorm.plans.clear()
+    norms.rmsnorm(x, w)
+    norms.rmsnorm(x, w, eps=1e-3)
+    norms.rmsnorm(x[:2].copy(), w)
+    assert len(norms.rmsnorm.plans) == 3
+    got = norms.rmsnorm(np.full((4, 8), 2.0, np.float32), w, eps=1e-3)
+    np.testing.assert_allclose(got, np.full((4, 8), 2.0 / np.sqrt(4.0 + 1e-3), np.float32), rtol=1e-6)
+
+
+def test_an_option_change_is_a_new_generation_and_off_plans_nothing(monkeypatch):
+    x = np.ones((2, 8), np.float32)
+    softmax.softmax.plans.clear()
+    softmax.softmax(x)
+    monkeypatch.setenv("IRON_CALL_PLANS", "0")
+    config.reload()
+    softmax.softmax(x)
+    softmax.softmax(x)
+    assert len(softmax.softmax.plans) == 1, "nothing planned while off"
+
+
+def test_a_step_on_an_array_the_plan_cannot_name_is_run_as_written():
+    x = np.ones(8, np.float32)
+    record = _plans.Recording([x])
+    record.scratch(x.reshape(2, 4), (2, 4), None, np.empty((2, 4), np.float32))  # a view made inside
+    assert record.finish([], None) is None
