@@ -45,6 +45,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.corpus_base_seed = seed if seed is not None else secrets.randbits(31)
 
 
+@pytest.fixture
+def launches(monkeypatch) -> list[str]:
+    """The kernels launched through the jit's full path (resolution and call summary) during the test, by name.
+    A repeated launch the device's generated launcher takes straight (iron.jit.kernel.relaunch) is not one."""
+    from iron.jit.kernel import KernelFunction
+
+    seen: list[str] = []
+    real = KernelFunction._launch
+
+    def spy(self, *args, **kwargs):
+        seen.append(self.name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(KernelFunction, "_launch", spy)
+    return seen
+
+
 #: Test files under these folders need an NVIDIA GPU.
 GPU_PATHS = ("tests/gpu/",)
 #: Test files under these folders run an external compiler or a Vulkan driver, whatever fixtures they take.

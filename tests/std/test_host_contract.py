@@ -155,20 +155,6 @@ def interp(monkeypatch):
     monkeypatch.setenv("IRON_BACKEND", "interp")
 
 
-@pytest.fixture
-def launches(monkeypatch) -> list[str]:
-    """The kernels launched during the test (by name)."""
-    seen: list[str] = []
-    real = KernelFunction._launch
-
-    def spy(self, *args, **kwargs):
-        seen.append(self.name)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(KernelFunction, "_launch", spy)
-    return seen
-
-
 def test_every_host_function_is_in_the_table():
     """A new host function (one taking ``out=``) must join the table, so its contract is checked too."""
     found = set()

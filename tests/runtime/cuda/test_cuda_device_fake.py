@@ -367,23 +367,7 @@ def served(device, monkeypatch):
     return device
 
 
-@pytest.fixture
-def resolutions(monkeypatch) -> list[str]:
-    """The launches that went through the jit's full path (resolution and call summary), by kernel name."""
-    from iron.jit.kernel import KernelFunction
-
-    seen: list[str] = []
-    real = KernelFunction._launch
-
-    def spy(self, *args, **kwargs):
-        seen.append(self.name)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(KernelFunction, "_launch", spy)
-    return seen
-
-
-def test_a_repeated_launch_goes_straight_to_the_devices_launcher(served, fake, torch, resolutions):
+def test_a_repeated_launch_goes_straight_to_the_devices_launcher(served, fake, torch, launches):
     """k[grid](...) and k.variant(...).launch(...) again with arguments of the same kinds: the device's generated
     launcher checks them and launches, with no resolution in the jit; what it refuses takes the full path."""
     kir = setup(served, fake, add, {"x": 16, "y": 16, "out": 16})
@@ -394,20 +378,20 @@ def test_a_repeated_launch_goes_straight_to_the_devices_launcher(served, fake, t
     launch = add[16, 16]
     for _ in range(3):
         launch(*tensors, backend="cuda")
-    assert resolutions == ["add"] and len(fake.launches) == 3  # resolved once; the device's launcher after that
+    assert launches == ["add"] and len(fake.launches) == 3  # resolved once; the device's launcher after that
     np.testing.assert_array_equal(mem[2].numpy(), np.arange(16) + 1)
     with pytest.raises(LaunchError, match="f16"):  # refused by the launcher, then explained by the full path
         launch(tensors[0], torch.Tensor(mem[1].ptr, 16, torch.float16), tensors[2], backend="cuda")
-    assert resolutions[-1] == "add" and len(fake.launches) == 3
+    assert launches[-1] == "add" and len(fake.launches) == 3
     v = add.variant()
     v.launch(*tensors, grid=16, group=16, backend="cuda")
     v.launch(*tensors, grid=16, group=16, backend="cuda")
     v.launch(*tensors, grid=(16,), group=16, backend="cuda")  # another request: resolved again
-    assert resolutions.count("add") == 4 and len(fake.launches) == 6
+    assert launches.count("add") == 4 and len(fake.launches) == 6
     assert kir is not None
 
 
-def test_an_option_change_or_another_device_takes_the_full_path_again(served, fake, torch, resolutions, monkeypatch):
+def test_an_option_change_or_another_device_takes_the_full_path_again(served, fake, torch, launches, monkeypatch):
     import iron.runtime as rt
 
     setup(served, fake, add, {"x": 16, "y": 16, "out": 16})
@@ -416,25 +400,25 @@ def test_an_option_change_or_another_device_takes_the_full_path_again(served, fa
     launch = add[16, 16]
     launch(*tensors, backend="cuda")
     launch(*tensors, backend="cuda")
-    assert len(resolutions) == 1
+    assert len(launches) == 1
     config.reload()  # a new options generation
     launch(*tensors, backend="cuda")
-    assert len(resolutions) == 2
+    assert len(launches) == 2
     launch(*tensors, backend="cuda")
-    assert len(resolutions) == 2
+    assert len(launches) == 2
     monkeypatch.setitem(rt._devices, "cuda", object())  # the name now served by another device object
     with pytest.raises(Exception):
         launch(*tensors, backend="cuda")
-    assert len(resolutions) == 3
+    assert len(launches) == 3
 
 
-def test_a_kernel_whose_binding_follows_the_arguments_is_resolved_every_launch(served, fake, torch, resolutions):
+def test_a_kernel_whose_binding_follows_the_arguments_is_resolved_every_launch(served, fake, torch, launches):
     assert not generic_copy.binding_is_fixed({}) and generic_copy.binding_is_fixed({"T": f32})
     assert add.binding_is_fixed({})
     for _ in range(2):
         m = [served.empty(16, f32) for _ in range(2)]
         generic_copy[16, 16](*[torch.Tensor(a.ptr, 16, torch.float32) for a in m], backend="cuda")
-    assert resolutions == ["generic_copy", "generic_copy"]
+    assert launches == ["generic_copy", "generic_copy"]
 
 
 @kernel
