@@ -53,6 +53,9 @@ class KernelFunction:
         self._launchers: dict[Any, Launcher] = {}
         #: (call signature, grid, group, backend, options generation) -> (device name, device, IR, grid, group)
         self._fast: dict[tuple, tuple[str, Any, Kernel, tuple[int, ...], tuple[int, ...]]] = {}
+        #: ``launch(...)``'s last launch (:func:`remember`), and whether it may be relaunched directly.
+        self._last: tuple | None = None
+        self._unbound_fixed: bool | None = None
         functools.update_wrapper(self, fn)
 
     # ------------------------------------------------------------ specialisation
@@ -163,7 +166,14 @@ class KernelFunction:
         traced = _TRACED.get()
         if traced is not None:
             traced.append((self, args, kwargs, grid, group, backend))
-        self._launch({}, args, kwargs, grid, group, backend)
+        last = self._last
+        if (last is not None and not kwargs and last[0] == grid and last[1] == group and last[2] == backend
+                and relaunch(last, args)):
+            return
+        if self._unbound_fixed is None:
+            self._unbound_fixed = self.binding_is_fixed({})
+        self._last = remember(self._unbound_fixed and not kwargs, (grid, group, backend),
+                              self._launch({}, args, kwargs, grid, group, backend))
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         raise LaunchError(f"kernel '{self.name}' is launched with a grid: {self.name}[grid](...) or "

@@ -383,11 +383,14 @@ def test_a_repeated_launch_goes_straight_to_the_devices_launcher(served, fake, t
     with pytest.raises(LaunchError, match="f16"):  # refused by the launcher, then explained by the full path
         launch(tensors[0], torch.Tensor(mem[1].ptr, 16, torch.float16), tensors[2], backend="cuda")
     assert launches[-1] == "add" and len(fake.launches) == 3
+    add.launch(*tensors, grid=16, group=16, backend="cuda")  # k.launch(...): its own last launch
+    add.launch(*tensors, grid=16, group=16, backend="cuda")
+    assert launches.count("add") == 3 and len(fake.launches) == 5
     v = add.variant()
     v.launch(*tensors, grid=16, group=16, backend="cuda")
     v.launch(*tensors, grid=16, group=16, backend="cuda")
     v.launch(*tensors, grid=(16,), group=16, backend="cuda")  # another request: resolved again
-    assert launches.count("add") == 4 and len(fake.launches) == 6
+    assert launches.count("add") == 5 and len(fake.launches) == 8
     assert kir is not None
 
 
