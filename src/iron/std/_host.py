@@ -109,6 +109,18 @@ def empty_like(x: Any, shape: int | Sequence[int] | None = None, dtype: D.DType 
     return made
 
 
+def allocator(x: Any, shape: int | Sequence[int] | None, dtype: D.DType | None) -> Callable[[Any], Any]:
+    """``allocate(like, shape, dtype)`` for arrays ``like`` of ``x``'s type, with everything but the device
+    decided now (a call plan allocates with it on every call)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and type(x) is torch.Tensor:
+        size = shape_of(x) if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
+        kind = getattr(torch, _TORCH_DTYPES[(dtype or dtype_of(x)).name])
+        empty = torch.empty
+        return lambda like: empty(size, dtype=kind, device=like.device)
+    return lambda like: allocate(like, shape, dtype)
+
+
 def allocate(x: Any, shape: int | Sequence[int] | None = None, dtype: D.DType | None = None) -> Any:
     """:func:`empty_like`, unrecorded."""
     shape = shape_of(x) if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))

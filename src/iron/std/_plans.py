@@ -32,6 +32,8 @@ from ..lang.numpy_compat import array_element_type
 _RECORDING: ContextVar["Recording | None"] = ContextVar("iron_std_recording", default=None)
 #: Plans kept per host function before the oldest are dropped.
 MAX_PLANS = 128
+#: iron.std._host, bound by the decorator (it imports this module, so not at import time).
+_host: Any = None
 
 
 def recording() -> "Recording | None":
@@ -149,9 +151,12 @@ class Recording:
                in_place: Any, name: str, made: Any) -> None:
         if not self.ok:
             return
+        from ._host import allocator
+
         try:
             step = ("output", fn, None if out is None else self.ref(out), self.ref(like), tuple(shape), dtype,
-                    tuple((n, self._value(x)) for n, x in reads.items()), tuple(in_place), name)
+                    tuple((n, self._value(x)) for n, x in reads.items()), tuple(in_place), name,
+                    allocator(like, shape, dtype))
         except Unplannable:
             self.ok = False
             return
@@ -161,8 +166,10 @@ class Recording:
     def scratch(self, like: Any, shape: Any, dtype: Any, made: Any) -> None:
         if not self.ok:
             return
+        from ._host import allocator
+
         try:
-            self.steps.append(("scratch", self.ref(like), shape, dtype))
+            self.steps.append(("scratch", self.ref(like), allocator(like, shape, dtype)))
         except Unplannable:
             self.ok = False
             return
@@ -203,8 +210,6 @@ class Plan:
         self.result = result
 
     def replay(self, arrays: list[Any]) -> Any:
-        from . import _host
-
         arrays = list(arrays)
         for step in self.steps:
             kind = step[0]
@@ -212,9 +217,9 @@ class Plan:
                 _, kernel, args, grid, group, backend = step
                 run_traced(kernel, [arrays[v] if is_ref else v for is_ref, v in args], grid, group, backend)
             elif kind == "output":
-                _, fn, out, like, shape, dtype, reads, in_place, name = step
+                _, fn, out, like, shape, dtype, reads, in_place, name, allocate = step
                 if out is None:
-                    arrays.append(_host.allocate(arrays[like], shape, dtype))
+                    arrays.append(allocate(arrays[like]))
                     continue
                 given = arrays[out]
                 # The signature holds out's kind, device, dtype, shape and layout and which inputs it is; what
@@ -226,8 +231,8 @@ class Plan:
                         break
                 arrays.append(given)
             else:
-                _, like, shape, dtype = step
-                arrays.append(_host.allocate(arrays[like], shape, dtype))
+                _, like, allocate = step
+                arrays.append(allocate(arrays[like]))
         return _rebuild(self.result, arrays)
 
 
@@ -240,9 +245,13 @@ def _rebuild(shape: Any, arrays: list[Any]) -> Any:
 # ---------------------------------------------------------------- the decorator
 def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with call plans (see the module docstring)."""
+    global _host
+    from . import _host
+
     params = list(inspect.signature(fn).parameters.values())
     names = {p.name: i for i, p in enumerate(params)}
     defaults = [p.default for p in params]
+    required = sum(p.default is inspect.Parameter.empty for p in params)
     plans: dict[tuple, Plan | None] = {}
 
     @functools.wraps(fn)
@@ -256,7 +265,7 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
             if i is None:
                 return fn(*args, **kwargs)  # the function says what is wrong
             values[i] = v
-        if any(v is inspect.Parameter.empty for v in values):
+        if len(args) < required and any(v is inspect.Parameter.empty for v in values):
             return fn(*args, **kwargs)
         key, arrays = signature(values)
         if key is None:
