@@ -107,3 +107,19 @@ def test_a_step_on_an_array_the_plan_cannot_name_is_run_as_written():
     record = _plans.Recording([x])
     record.scratch(x.reshape(2, 4), (2, 4), None, np.empty((2, 4), np.float32))  # a view made inside
     assert record.finish([], None) is None
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_every_launch_of_a_host_function_can_go_straight_to_the_device(case):
+    """Each kernel a host function launches has its whole binding fixed by the host (no type variable left to
+    the arguments), so a repeated launch is handed to the device's generated launcher (iron.jit.kernel
+    relaunch) instead of being resolved again."""
+    from iron.jit.kernel import traced_launches
+
+    inputs = _fresh(case)
+    case.call(inputs, None)
+    with traced_launches() as launched:
+        case.call(inputs, None)  # a replay (or, for `where`, the function as written)
+    assert launched
+    for kernel, *_ in launched:
+        assert getattr(kernel, "_fixed", getattr(kernel, "_is_fixed", False)), kernel

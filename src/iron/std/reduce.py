@@ -389,20 +389,20 @@ def _reduce(op: str, x: Any, axis: int | None, out: Any, backend: str | None) ->
         if rows:
             simd = by_subgroup(rows, cols, dt)
             count = float(cols) if op == "mean" else 1.0
-            reduce_rows.variant(T=dt, VEC=vec, OP=kind).launch(
+            reduce_rows.variant(T=dt, U=dt, VEC=vec, OP=kind).launch(
                 x, result, rows, cols, rows * cols, count, sign, simd, aligned,
                 grid=(row_groups(rows, simd) * GROUP,), group=(GROUP,), backend=backend)
         return result
     n = cols
     parts, chunk = chunking(n, vec)
     partial = _host.empty_like(x, parts, iron.f32)
-    reduce_rows.variant(T=dt, VEC=vec, OP=kind).launch(x, partial, parts, chunk, n, 1.0, sign, False, aligned,
-                                                        grid=(row_groups(parts, False) * GROUP,), group=(GROUP,),
-                                                        backend=backend)
+    reduce_rows.variant(T=dt, U=f32, VEC=vec, OP=kind).launch(
+        x, partial, parts, chunk, n, 1.0, sign, False, aligned, grid=(row_groups(parts, False) * GROUP,),
+        group=(GROUP,), backend=backend)
     # The partials are each chunk's own result (min already negated back): the finish reduces them alike.
     count = float(n) if op == "mean" else 1.0
-    reduce_rows.variant(T=f32, VEC=4, OP=kind).launch(partial, result, 1, parts, parts, count, sign, False, True,
-                                                       grid=(GROUP,), group=(GROUP,), backend=backend)
+    reduce_rows.variant(T=f32, U=dt, VEC=4, OP=kind).launch(
+        partial, result, 1, parts, parts, count, sign, False, True, grid=(GROUP,), group=(GROUP,), backend=backend)
     return result
 
 
