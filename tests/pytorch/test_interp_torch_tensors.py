@@ -50,5 +50,5 @@ def test_what_the_interpreter_cannot_view_is_a_clear_error():
         bump[2](torch.zeros(2, 2).t()[0])
     with pytest.raises(LaunchError, match="resolve_neg"):
         bump[2](torch.zeros(2)._neg_view())
-    with pytest.raises(LaunchError, match="expects f32 elements, got f64"):
+    with pytest.raises(LaunchError, match=r"expects f32 elements, got f64; convert with \.to\(torch\.float32\)"):
         bump[2](torch.zeros(2, dtype=torch.float64))

@@ -15,7 +15,7 @@ from ..core import dtypes as D
 from ..core.dtypes import DType
 from ..core.errors import LaunchError
 from .annotations import Variants, format_binding, format_value
-from .numpy_compat import array_element_type, is_numpy_scalar
+from .numpy_compat import TORCH_NAMES, array_element_type, is_numpy_scalar
 from .params import NO_DEFAULT, ParamSpec
 
 #: Up to this many variant combinations, an error lists each one; past it, each parameter's values.
@@ -79,7 +79,7 @@ class BindingResolver:
                 self._set(binding, origin, s.name, v, f"argument '{s.name}'")
             elif s.kind == "tensor":
                 dt = self._array_dtype(s, v)
-                self._bind_elem(binding, origin, s, dt)
+                self._bind_elem(binding, origin, s, dt, v)
                 runtime.append(v)
             else:
                 if is_numpy_scalar(v) and s.type_var is not None:
@@ -146,12 +146,13 @@ class BindingResolver:
             raise LaunchError(f"kernel '{self.kernel_name}', argument '{s.name}': numpy dtype {npdt} has no Iron "
                               "equivalent") from None
 
-    def _bind_elem(self, binding: dict[str, Any], origin: dict[str, str], s: ParamSpec, dt: DType) -> None:
+    def _bind_elem(self, binding: dict[str, Any], origin: dict[str, str], s: ParamSpec, dt: DType,
+                   value: Any = None) -> None:
         tv = s.type_var
         if tv is None:
             if dt != s.elem:
                 raise LaunchError(f"kernel '{self.kernel_name}', argument '{s.name}': expects {s.elem} elements, "
-                                  f"got {dt.name}; convert with .astype(...)")
+                                  f"got {dt.name}; convert with {_conversion(value, s.elem)}")
             return
         self._set(binding, origin, tv.name, dt, f"the dtype of argument '{s.name}'")
 
@@ -192,3 +193,11 @@ class BindingResolver:
         axes = "; ".join(f"{name} in {{{', '.join(format_value(v) for v in values)}}}"
                          for name, values in self.variants.params.items())
         return f"; its variants ({len(bindings)} combinations): {axes}"
+
+
+def _conversion(value: Any, want: Any) -> str:
+    """How the user converts ``value`` to elements of ``want``: ``.to(torch.float32)`` for a torch tensor."""
+    if type(value).__module__.split(".")[0] == "torch":
+        name = next((t for t, i in TORCH_NAMES.items() if i == getattr(want, "name", None)), None)
+        return f".to(torch.{name})" if name else ".to(...)"
+    return ".astype(...)"

@@ -29,7 +29,7 @@ def is_numpy_integer(x: Any) -> bool:
 
 
 #: torch dtype names whose Iron dtype has the same name.
-_TORCH_NAMES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8",
+TORCH_NAMES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8",
                 "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
                 "uint64": "u64", "bool": "bool"}
 _MISSING = object()
@@ -63,7 +63,7 @@ def _reader_for(x: Any) -> Callable[[Any], Any] | None:
         def torch_element(t: Any) -> Any:
             dt = by_dtype.get(t.dtype, _MISSING)
             if dt is _MISSING:
-                name = _TORCH_NAMES.get(str(t.dtype).removeprefix("torch."))
+                name = TORCH_NAMES.get(str(t.dtype).removeprefix("torch."))
                 dt = by_dtype[t.dtype] = D.by_name(name) if name else None
             return dt
 
