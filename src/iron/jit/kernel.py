@@ -167,8 +167,7 @@ class KernelFunction:
         if traced is not None:
             traced.append((self, args, kwargs, grid, group, backend))
         last = self._last
-        if (last is not None and not kwargs and last[0] == grid and last[1] == group and last[2] == backend
-                and relaunch(last, args)):
+        if last is not None and not kwargs and _matches(last, grid, group, backend) and relaunch(last, args):
             return
         if self._unbound_fixed is None:
             self._unbound_fixed = self.binding_is_fixed({})
@@ -315,8 +314,7 @@ class SpecializedKernel:
         if traced is not None:
             traced.append((self, args, kwargs, grid, group, backend))
         last = self._last
-        if (last is not None and not kwargs and last[0] == grid and last[1] == group and last[2] == backend
-                and relaunch(last, args)):
+        if last is not None and not kwargs and _matches(last, grid, group, backend) and relaunch(last, args):
             return
         self._last = remember(self._fixed and not kwargs, (grid, group, backend), self.kernel._launch(
             self.binding, args, kwargs, grid, group, backend, self._key))
@@ -388,6 +386,14 @@ def remember(fixed: bool, request: tuple, entry: tuple | None) -> tuple | None:
     if not fixed or entry is None or not hasattr(entry[1], "relaunch"):
         return None
     return (*request, config.generation(), *entry)
+
+
+def _matches(last: tuple, grid: Any, group: Any, backend: str | None) -> bool:
+    """Whether a launch asks for what ``last`` was asked (a geometry numpy would compare elementwise: no)."""
+    try:
+        return bool(last[0] == grid and last[1] == group and last[2] == backend)
+    except (TypeError, ValueError):
+        return False
 
 
 def relaunch(last: tuple, args: tuple) -> bool:

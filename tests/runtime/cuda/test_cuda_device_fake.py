@@ -428,3 +428,16 @@ def test_a_kernel_whose_binding_follows_the_arguments_is_resolved_every_launch(s
 def generic_copy(x: In[T], y: Tensor[T]):
     i = program_id(0)
     y[i] = x[i]
+
+
+def test_a_launch_after_one_with_an_array_geometry_is_refused_as_before(served, fake, torch, launches):
+    """A geometry numpy compares elementwise: the relaunch check says no match instead of raising numpy's
+    ValueError, and the launch's own error is what the user sees."""
+    setup(served, fake, add, {"x": 16, "y": 16, "out": 16})
+    mem = [served.empty(16, f32) for _ in range(3)]
+    tensors = [torch.Tensor(m.ptr, 16, torch.float32) for m in mem]
+    add.launch(*tensors, grid=16, group=16, backend="cuda")
+    add.launch(*tensors, grid=16, group=16, backend="cuda")
+    with pytest.raises(LaunchError, match="grid must be a positive int"):
+        add.launch(*tensors, grid=np.array([16, 1]), group=16, backend="cuda")
+    assert len(fake.launches) == 2
