@@ -202,3 +202,12 @@ def test_kernel_op_refuses_what_cannot_be_an_op():
         it.kernel_op("scale2", grid=1)(scale.kernel)
     with pytest.raises(LaunchError, match="decorate an @iron.kernel"):
         it.kernel_op("iron_tests::plain", grid=1)(lambda x: x)
+
+
+def test_a_tensor_without_memory_gets_the_functions_own_error_not_the_plans():
+    """A meta tensor has no address for a call plan's signature: the host function runs as written and says
+    what is wrong with the argument."""
+    from iron.std import softmax
+
+    with pytest.raises(LaunchError):
+        softmax.softmax(torch.empty(4, 8, device="meta"))

@@ -267,7 +267,10 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
             values[i] = v
         if len(args) < required and any(v is inspect.Parameter.empty for v in values):
             return fn(*args, **kwargs)
-        key, arrays = signature(values)
+        try:
+            key, arrays = signature(values)
+        except Exception:  # an array whose address cannot be read (a meta or fake tensor): the function says why
+            return fn(*args, **kwargs)
         if key is None:
             return fn(*args, **kwargs)
         plan = plans.get(key, plans)
