@@ -114,8 +114,8 @@ class LibraryOp:
             return self.functional(*args, **kwargs)
         if any(g is None for g in given):
             missing = [n for n, g in zip(self.outs, given) if g is None]
-            raise LaunchError(f"iron.torch.{self.name}: under torch.compile pass every output or none "
-                              f"(missing: {', '.join(missing)})")
+            raise LaunchError(f"iron.torch.{self.name}: as a torch op (under torch.compile, or with inputs that "
+                              f"need gradients) it takes every output or none (missing: {', '.join(missing)})")
         bound = self.signature.bind_partial(*args, **kwargs)
         self.writing(*[bound.arguments.get(n, self.signature.parameters[n].default) for n in self.inputs], *given)
         return given[0] if len(given) == 1 else tuple(given)
