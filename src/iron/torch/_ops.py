@@ -2,7 +2,7 @@
 tensors, and an ``_out`` op that writes the tensors it is given and declares them mutated.
 
 Both run the same function.  Called eagerly, the public function runs it directly (a custom op's dispatch
-costs about as much host time as an Iron launch); while ``torch.compile`` traces, or when an input asks for
+costs more host time than an Iron launch); while ``torch.compile`` traces, or when an input asks for
 gradients (so that torch refuses: these ops have no derivative), the call goes through the op.  The fake
 (meta) implementation of the functional op is the contract's shape rule; the ``_out`` op makes no tensor,
 so its fake does nothing.
