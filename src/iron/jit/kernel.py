@@ -163,16 +163,9 @@ class KernelFunction:
 
     def launch(self, *args: Any, grid: Any, group: Any = None, backend: str | None = None, **kwargs: Any) -> None:
         """Run the kernel over ``grid`` threads (groups of ``group``); numpy arrays are updated in place."""
-        traced = _TRACED.get()
-        if traced is not None:
-            traced.append((self, args, kwargs, grid, group, backend))
-        last = self._last
-        if last is not None and not kwargs and _matches(last, grid, group, backend) and relaunch(last, args):
-            return
         if self._unbound_fixed is None:
             self._unbound_fixed = self.binding_is_fixed({})
-        self._last = remember(self._unbound_fixed and not kwargs, (grid, group, backend),
-                              self._launch({}, args, kwargs, grid, group, backend))
+        _launch_remembered(self, self, {}, None, self._unbound_fixed, args, kwargs, grid, group, backend)
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         raise LaunchError(f"kernel '{self.name}' is launched with a grid: {self.name}[grid](...) or "
@@ -310,14 +303,7 @@ class SpecializedKernel:
         return Launcher(self.kernel, self.binding, grid, group, self._key)
 
     def launch(self, *args: Any, grid: Any, group: Any = None, backend: str | None = None, **kwargs: Any) -> None:
-        traced = _TRACED.get()
-        if traced is not None:
-            traced.append((self, args, kwargs, grid, group, backend))
-        last = self._last
-        if last is not None and not kwargs and _matches(last, grid, group, backend) and relaunch(last, args):
-            return
-        self._last = remember(self._fixed and not kwargs, (grid, group, backend), self.kernel._launch(
-            self.binding, args, kwargs, grid, group, backend, self._key))
+        _launch_remembered(self, self.kernel, self.binding, self._key, self._fixed, args, kwargs, grid, group, backend)
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         raise LaunchError(f"kernel '{self.name}' is launched with a grid: k[grid](...) or k.launch(..., grid=...)")
@@ -342,14 +328,8 @@ class Launcher:
         self._last: tuple | None = None
 
     def __call__(self, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
-        traced = _TRACED.get()
-        if traced is not None:
-            traced.append((self, args, kwargs, self.grid, self.group, backend))
-        last = self._last
-        if last is not None and not kwargs and last[2] == backend and relaunch(last, args):
-            return
-        self._last = remember(self._is_fixed and not kwargs, (self.grid, self.group, backend), self.kernel._launch(
-            self.fixed, args, kwargs, self.grid, self.group, backend, self.fixed_key))
+        _launch_remembered(self, self.kernel, self.fixed, self.fixed_key, self._is_fixed, args, kwargs, self.grid,
+                           self.group, backend)
 
 
 # ---------------------------------------------------------------- tracing launches
@@ -379,6 +359,21 @@ def run_traced(kernel: Any, args: Any, grid: Any, group: Any, backend: str | Non
 
 
 # ---------------------------------------------------------------- relaunching where the last launch went
+def _launch_remembered(holder: Any, kernel: KernelFunction, fixed: dict[str, Any], fixed_key: tuple | None,
+                       is_fixed: bool, args: tuple, kwargs: dict[str, Any], grid: Any, group: Any,
+                       backend: str | None) -> None:
+    """A launch through ``holder`` (a kernel, variant or launcher, keeping ``_last``): traced when tracing,
+    relaunched where the last one went when nothing that decided it changed, else resolved by ``kernel``."""
+    traced = _TRACED.get()
+    if traced is not None:
+        traced.append((holder, args, kwargs, grid, group, backend))
+    last = holder._last
+    if last is not None and not kwargs and _matches(last, grid, group, backend) and relaunch(last, args):
+        return
+    holder._last = remember(is_fixed and not kwargs, (grid, group, backend),
+                            kernel._launch(fixed, args, kwargs, grid, group, backend, fixed_key))
+
+
 def remember(fixed: bool, request: tuple, entry: tuple | None) -> tuple | None:
     """What a variant or launcher keeps of its last launch, to try first next time: the request (grid, group,
     backend), the options generation and where it went, when the binding is ``fixed`` (cannot depend on the

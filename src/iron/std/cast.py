@@ -65,8 +65,8 @@ def _convert(v, SRC, DST):
 
 @planned
 def cast(x: Any, dtype: Any, out: Any = None, backend: str | None = None) -> Any:
-    """``x`` converted to ``dtype`` (an Iron dtype, its name "f32", "f16", "bf16", or a numpy / torch dtype), rounded to nearest
-    even; a new array like ``x`` unless ``out`` (of x's shape and ``dtype``) is given."""
+    """``x`` converted to ``dtype`` (an Iron dtype, its name "f32", "f16", "bf16", or a numpy / torch dtype),
+    rounded to nearest even; a new array like ``x`` unless ``out`` (of x's shape and ``dtype``) is given."""
     return _cast(x, dtype, out, backend, "cast")
 
 
