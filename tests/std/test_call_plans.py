@@ -123,3 +123,18 @@ def test_every_launch_of_a_host_function_can_go_straight_to_the_device(case):
     assert launched
     for kernel, *_ in launched:
         assert getattr(kernel, "_fixed", getattr(kernel, "_is_fixed", False)), kernel
+
+
+def test_strided_arrays_of_one_shape_but_other_strides_have_other_signatures():
+    """A contiguous array's layout follows from its shape; a strided one's strides are part of the key, so a
+    function that handles strided inputs cannot replay one layout's steps on another's."""
+    def aligned(rows: int, cols: int) -> np.ndarray:  # at a 128-byte boundary: only the strides differ
+        raw = np.zeros(rows * cols * 4 + 128, np.uint8)
+        start = -raw.ctypes.data % 128
+        return raw[start:start + rows * cols * 4].view(np.float32).reshape(rows, cols)
+
+    a, b = aligned(8, 8)[:, :4], aligned(8, 16)[:, :4]  # one shape (8, 4), row strides 32 and 64 bytes
+    key_a, _ = _plans.signature([a])
+    key_b, _ = _plans.signature([b])
+    assert key_a != key_b
+    assert _plans.signature([np.zeros((8, 4), np.float32)])[0][0][1][2] is True

@@ -42,12 +42,15 @@ def recording() -> "Recording | None":
 
 # ---------------------------------------------------------------- the signature of a call
 def _torch_signature(t: Any) -> tuple:
-    return (t.dtype, t.shape, t.device, t.is_contiguous(), t.data_ptr() & 127)
+    # A contiguous tensor's strides follow from its shape; any other's are part of what a call may depend on.
+    layout = True if t.is_contiguous() else t.stride()
+    return (t.dtype, t.shape, t.device, layout, t.data_ptr() & 127)
 
 
 def _numpy_signature(a: Any) -> tuple:
     flags = a.flags
-    return (a.dtype, a.shape, flags.c_contiguous, flags.writeable, a.ctypes.data & 127)
+    layout = True if flags.c_contiguous else a.strides
+    return (a.dtype, a.shape, layout, flags.writeable, a.ctypes.data & 127)
 
 
 def _interface_signature(a: Any) -> tuple:
@@ -69,6 +72,15 @@ def _signature_reader(x: Any) -> Callable[[Any], tuple] | None:
 
 
 _readers: dict[type, Callable[[Any], tuple] | None] = {}
+
+
+def _reader(v: Any) -> Callable[[Any], tuple] | None:
+    """The signature reader of ``v``'s type, None when ``v`` is no array (decided once per type)."""
+    t = type(v)
+    reader = _readers.get(t, _readers)
+    if reader is _readers:
+        reader = _readers[t] = _signature_reader(v) if array_element_type(v) is not None else None
+    return reader
 _SCALARS = (type(None), bool, int, float, str)
 
 
@@ -90,9 +102,7 @@ def _part(v: Any, arrays: list[Any]) -> Any:
     t = type(v)
     if t in _SCALARS:
         return (t, v)
-    reader = _readers.get(t, _readers)
-    if reader is _readers:
-        reader = _readers[t] = _signature_reader(v) if array_element_type(v) is not None else None
+    reader = _reader(v)
     if reader is not None:
         same = -1
         for i, a in enumerate(arrays):
@@ -139,13 +149,9 @@ class Recording:
 
     def _value(self, v: Any) -> tuple[bool, Any]:
         """(True, index) for an array, (False, v) for anything else (numpy scalars included)."""
-        t = type(v)
-        if t in _SCALARS:
+        if type(v) in _SCALARS or _reader(v) is None:
             return False, v
-        reader = _readers.get(t, _readers)
-        if reader is _readers:
-            reader = _readers[t] = _signature_reader(v) if array_element_type(v) is not None else None
-        return (False, v) if reader is None else (True, self.ref(v))
+        return True, self.ref(v)
 
     def output(self, fn: str, out: Any, like: Any, shape: Any, dtype: Any, reads: dict[str, Any],
                in_place: Any, name: str, made: Any) -> None:
