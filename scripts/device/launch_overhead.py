@@ -101,7 +101,7 @@ def bare_rows(dev: Any, ir: Any, count: int, reps: int, torch: Any) -> dict[str,
     handle = int(torch.cuda.current_stream().cuda_stream)
     stream, function, params = drv.CUstream(handle), plan.function, plan.args.params_address
     rows: dict[str, Any] = {"native_launch": dev._dispatch.native is not None,
-                            "native_why_not": native.why_not}
+                            "native_why_not": native.LAUNCH.why_not}
     rows["bare_bindings_launch_us"] = per_launch_us(
         lambda: drv.cuLaunchKernel(function, N // 256, 1, 1, 256, 1, 1, shared, stream, params, 0), count, reps,
         torch.cuda.synchronize)

@@ -2,7 +2,8 @@
 
 For the GPU machine.  Per row, on torch CUDA tensors with no ``backend=`` (a launch follows its data):
 * call time: host wall time per call over a back-to-back loop, one synchronize at the end (median of
-  ``--reps`` loops after a warm-up), allocation of the result included where the call allocates;
+  ``--reps`` loops after a warm-up, Iron's and torch's loops taking turns), allocation of the result
+  included where the call allocates;
 * kernel time: the GPU time of every kernel one call launches, from the CUDA profiler (torch.profiler's
   CUPTI trace, which sees Iron's driver-API launches too), averaged over ``--profiled`` calls;
 and the largest difference between the two outputs, which must be within the row's tolerance.
@@ -23,8 +24,8 @@ import torch.nn.functional as F
 
 from iron import In, Tensor, f32, kernel
 from iron.lang import program_id
-from iron.std import (attention, cast, conv, elementwise, gemm, gemv, norms, reduce, rope, softmax,
-                      transpose)
+from iron.std import (attention, cast, conv, elementwise, gemm, gemv, gguf, norms, quant_gemv, reduce, rope,
+                      softmax, transpose)
 
 BF = torch.bfloat16
 
@@ -35,18 +36,23 @@ def scale(x: In[f32], y: Tensor[f32], a: f32):
     y[i] = a * x[i]
 
 
-def call_us(call: Callable[[], Any], count: int, reps: int) -> float:
-    for _ in range(20):
-        call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(count):
+def call_us(calls: list[Callable[[], Any]], count: int, reps: int) -> list[float]:
+    """Host wall time per call of each of ``calls``: ``reps`` back-to-back loops of ``count`` calls each with one
+    synchronize at the end, the loops of the calls interleaved (so that the machine's drift falls on all of
+    them alike), the median per call."""
+    for call in calls:
+        for _ in range(20):
             call()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) / count * 1e6)
-    return statistics.median(times)
+    torch.cuda.synchronize()
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(reps):
+        for call, seen in zip(calls, times):
+            t0 = time.perf_counter()
+            for _ in range(count):
+                call()
+            torch.cuda.synchronize()
+            seen.append((time.perf_counter() - t0) / count * 1e6)
+    return [statistics.median(t) for t in times]
 
 
 def kernel_us(call: Callable[[], Any], calls: int) -> float:
@@ -129,6 +135,53 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     xc, wc = r(8, 64, 56, 56), r(64, 64, 3, 3)
     table.append(("conv2d N=8 C=64 56^2 3x3 bf16", lambda: conv.conv2d(xc, wc, padding=1),
                   lambda: F.conv2d(xc, wc, padding=1), 0.5))
+    # The rest of the std host functions, small (where the host cost shows) and, for the reductions, wide.
+    xs32, ys32, zs32 = r(32), r(32), r(32)
+    o32, t32 = torch.empty_like(xs32), torch.empty_like(xs32)
+    table.append(("binary add 32 bf16 (out=)", lambda: elementwise.add(xs32, ys32, out=o32),
+                  lambda: torch.add(xs32, ys32, out=t32), 0.05))
+    table.append(("clamp 32 bf16 (out=)", lambda: elementwise.clamp(xs32, -0.5, 0.5, out=o32),
+                  lambda: torch.clamp(xs32, -0.5, 0.5, out=t32), 0.0))
+    table.append(("fma 32 bf16 (out=)", lambda: elementwise.fma(xs32, ys32, zs32, out=o32),
+                  lambda: torch.addcmul(zs32, xs32, ys32, out=t32), 0.05))
+    cond = xs32 > 0
+    table.append(("where 32 bf16", lambda: elementwise.where(cond, xs32, ys32), lambda: torch.where(cond, xs32, ys32),
+                  0.0))
+    table.append(("copy 32 bf16 (out=)", lambda: cast.copy(xs32, out=o32), lambda: t32.copy_(xs32), 0.0))
+    x4k = r(1, 4096, dtype=torch.float32)
+    table.append(("cast f32->bf16 1x4096", lambda: cast.cast(x4k, "bf16"), lambda: x4k.to(BF), 0.0))
+    x64 = r(64, 64, dtype=torch.float32)
+    table.append(("transpose 64^2 f32", lambda: transpose.transpose(x64), lambda: x64.t().contiguous(), 0.0))
+    xw = r(32, 32000)
+    table.append(("log_softmax 32x32000 bf16", lambda: softmax.log_softmax(xw), lambda: torch.log_softmax(xw, -1),
+                  0.05))
+    table.append(("mean 32x32000 bf16", lambda: reduce.mean(xw), lambda: torch.mean(xw, -1), 0.01))
+    table.append(("max 32x32000 bf16", lambda: reduce.max(xw), lambda: torch.amax(xw, -1), 0.0))
+    table.append(("argmax 32x32000 bf16", lambda: reduce.argmax(xw), lambda: torch.argmax(xw, -1).int(), 0.0))
+    x1 = r(1, 32000)
+    table.append(("argmax 1x32000 bf16", lambda: reduce.argmax(x1), lambda: torch.argmax(x1, -1).int(), 0.0))
+    Mq, Kq = 4096, 4096
+    blocks = torch.randint(-127, 128, (Mq * Kq // 32, 34), dtype=torch.int8, device="cuda").view(torch.uint8)
+    scales = (torch.rand(Mq * Kq // 32, device="cuda") * 0.01 + 0.001).to(torch.float16)
+    blocks[:, :2] = scales.view(torch.uint8).view(-1, 2)
+    qdata = blocks.reshape(-1).contiguous()
+
+    def torch_q8_0() -> torch.Tensor:
+        b = qdata.view(-1, 34)
+        return (b[:, :2].contiguous().view(torch.float16).float() * b[:, 2:].view(torch.int8).float()).to(BF).view(
+            Mq, Kq)
+
+    table.append(("dequantize Q8_0 4096^2 -> bf16", lambda: gguf.dequantize(qdata, "Q8_0", (Mq, Kq), BF),
+                  torch_q8_0, 0.0))
+    wq, xq = torch_q8_0(), r(Kq)
+    table.append(("quant_gemv Q8_0 4096^2 (torch: mv on bf16 weights)",
+                  lambda: quant_gemv.quant_gemv(qdata, "Q8_0", xq, Mq, Kq), lambda: torch.mv(wq, xq), 1.0))
+    x1d, w1d = r(8, 512, 4096), r(512, 512, 3)
+    table.append(("conv1d N=8 C=512 L=4096 K=3 bf16", lambda: conv.conv1d(x1d, w1d, padding=1),
+                  lambda: F.conv1d(x1d, w1d, padding=1), 1.0))
+    xdw, wdw = r(8, 64, 56, 56), r(64, 1, 3, 3)
+    table.append(("depthwise_conv2d N=8 C=64 56^2 3x3 bf16", lambda: conv.depthwise_conv2d(xdw, wdw, padding=1),
+                  lambda: F.conv2d(xdw, wdw, padding=1, groups=64), 0.1))
     xf, yf, tf = r(1024, dtype=torch.float32), torch.empty(1024, device="cuda"), torch.empty(1024, device="cuda")
     table.append(("user kernel scale[1024, 256](x, y, 2.0)", lambda: (scale[1024, 256](xf, yf, 2.0), yf)[1],
                   lambda: torch.mul(xf, 2.0, out=tf), 0.0))
@@ -139,9 +192,9 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         got, want = iron_call(), torch_call()
         torch.cuda.synchronize()
         err = (got.float() - want.float()).abs().max().item()
+        iron_us, torch_us = call_us([iron_call, torch_call], args.count, args.reps)
         row = {"op": name, "max_abs_diff": err, "tolerance": tol, "checked": err <= tol,
-               "iron_call_us": round(call_us(iron_call, args.count, args.reps), 1),
-               "torch_call_us": round(call_us(torch_call, args.count, args.reps), 1),
+               "iron_call_us": round(iron_us, 1), "torch_call_us": round(torch_us, 1),
                "iron_kernel_us": round(kernel_us(iron_call, args.profiled), 2),
                "torch_kernel_us": round(kernel_us(torch_call, args.profiled), 2)}
         row["call_minus_torch_us"] = round(row["iron_call_us"] - row["torch_call_us"], 1)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_host_contract import CASES, Case
 
-from iron import LaunchError, config
+from iron import LaunchError, config, f32
 from iron.std import _plans, elementwise, norms, softmax
 
 
@@ -44,8 +44,7 @@ def test_a_replayed_call_gives_what_the_function_as_written_gives(case, monkeypa
     inputs = _fresh(case)
     replayed = _as_tuple(case.call(inputs, None))
     planned = [p for p in case.fn.plans.values() if p is not None]
-    if case.name != "where":  # where converts its condition on the host: it runs as written every time
-        assert planned, "the second call found a plan"
+    assert planned, "the second call found a plan"
     monkeypatch.setenv("IRON_CALL_PLANS", "0")
     config.reload()
     written = _as_tuple(case.call(inputs, None))
@@ -119,7 +118,7 @@ def test_every_launch_of_a_host_function_can_go_straight_to_the_device(case):
     inputs = _fresh(case)
     case.call(inputs, None)
     with traced_launches() as launched:
-        case.call(inputs, None)  # a replay (or, for `where`, the function as written)
+        case.call(inputs, None)  # a replay
     assert launched
     for kernel, *_ in launched:
         assert getattr(kernel, "_fixed", getattr(kernel, "_is_fixed", False)), kernel
@@ -138,3 +137,68 @@ def test_strided_arrays_of_one_shape_but_other_strides_have_other_signatures():
     key_b, _ = _plans.signature([b])
     assert key_a != key_b
     assert _plans.signature([np.zeros((8, 4), np.float32)])[0][0][1][2] is True
+
+
+def test_the_native_signature_is_the_python_one():
+    """native/plans.c builds the key signature_py builds, value for value: scalars by type, arrays with
+    their reader and which earlier argument they are, tuples and lists inside, and no key for an unhashable
+    value (with the arrays seen so far)."""
+    from iron.runtime.native import compiler
+
+    torch = pytest.importorskip("torch")
+    if compiler() is None:
+        pytest.skip("no C compiler here")
+    native = _plans.SIGNATURE.load()
+    assert native is not None, _plans.SIGNATURE.why_not
+    native.configure(_plans._reader, torch.Tensor)
+    x = torch.zeros(8, 8)
+    n = np.zeros(4, np.float32)
+    g = config.generation()
+    cases = [
+        ["exp", x, x, None, 1.5, 3, True, False, 2**70, "auto"],
+        [x, x.t(), x[1:], x[:, ::2], torch.zeros(3, dtype=torch.bfloat16), n, n[::2], n],
+        [(x, 2, (n, "a")), [x, x], np.float32(2.0), f32],
+        [x, {}, n],  # no key: the arrays before the unhashable value
+        [(x, [{}]), n],
+        [torch.zeros(0)],
+    ]
+    for values in cases:
+        got, want = native.signature(list(values), g), _plans.signature_py(list(values), g)
+        assert got[0] == want[0]
+        assert [id(a) for a in got[1]] == [id(a) for a in want[1]]
+    assert native.signature([x, x], g)[0][1][2] == 0 and native.signature([x, x.clone()], g)[0][1][2] == -1
+    assert native.signature([1], g)[0] != native.signature([1.0], g)[0] != native.signature([True], g)[0]
+
+
+def test_calls_replay_the_same_with_the_native_path_off(monkeypatch):
+    """IRON_NATIVE_PLANS=0: binding, signature and lookup run in Python, with the same plans and results."""
+    results = {}
+    for native in ("1", "0"):
+        monkeypatch.setenv("IRON_NATIVE_PLANS", native)
+        config.reload()
+        softmax.softmax.plans.clear()
+        a = np.arange(64, dtype=np.float32).reshape(4, 16)
+        results[native] = [softmax.softmax(a), softmax.softmax(a)]
+        assert len([p for p in softmax.softmax.plans.values() if p is not None]) == 1
+        assert (_plans._replay is None) == (native == "0") or _plans.SIGNATURE.load() is None
+    for a, b in zip(results["1"], results["0"]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_replayed_call_binds_its_arguments_as_python_does():
+    """Positional, keyword and default arguments reach the plan; anything the binding cannot place (an unknown
+    keyword, a missing argument, one too many) is the function's own error, never a replay."""
+    a = np.arange(64, dtype=np.float32).reshape(4, 16)
+    w = np.ones(16, np.float32)
+    norms.rmsnorm.plans.clear()
+    first = norms.rmsnorm(a, w)
+    np.testing.assert_array_equal(norms.rmsnorm(a, w, 1e-6), first)
+    np.testing.assert_array_equal(norms.rmsnorm(a, weight=w), first)
+    np.testing.assert_array_equal(norms.rmsnorm(x=a, weight=w, eps=1e-6), first)
+    assert not np.array_equal(norms.rmsnorm(a, w, eps=0.5), first)
+    with pytest.raises(TypeError):
+        norms.rmsnorm(a, w, bogus=1)
+    with pytest.raises(TypeError):
+        norms.rmsnorm(a)
+    with pytest.raises(TypeError):
+        norms.rmsnorm(a, w, 1e-6, None, None, 7)

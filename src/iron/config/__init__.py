@@ -208,6 +208,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "iron.std: each host function records its first call with a signature of arguments (dtypes, shapes, "
            "devices, layout, alignment, other values) and replays the checks that depend on memory, the "
            "allocations and the launches on later calls with that signature; off runs every call as written."),
+    Option("native_plans", True, "bool",
+           "iron.std: call plans build each call's signature in a small C module Iron builds once with the system "
+           "C compiler (cached beside the modules); off, or where no compiler or Python headers are found, in "
+           "Python (the same key, slower)."),
     Option("native_launch", True, "bool",
            "CUDA: the generated fast launchers call cuLaunchKernel through a small C module Iron builds once with "
            "the system C compiler (cached beside the modules); off, or where no compiler or Python headers are "

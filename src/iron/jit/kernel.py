@@ -340,8 +340,10 @@ _TRACED: ContextVar[list | None] = ContextVar("iron_traced_launches", default=No
 @contextlib.contextmanager
 def traced_launches() -> Iterator[list[tuple]]:
     """Collect every launch made in this context (thread, task) inside the block, launched as usual:
-    ``(kernel object, args, kwargs, grid, group, backend)``, the kernel object being what was called
-    (a ``KernelFunction``, a ``SpecializedKernel`` or a ``Launcher``).  iron.std's call plans record with it."""
+    ``(kernel object, args, kwargs, grid, group, backend, went)``, the kernel object being what was called
+    (a ``KernelFunction``, a ``SpecializedKernel`` or a ``Launcher``) and ``went`` where the launch went when
+    a later one may go there directly (for :func:`bind_traced`), else None.  iron.std's call plans record
+    with it."""
     seen: list[tuple] = []
     token = _TRACED.set(seen)
     try:
@@ -358,20 +360,32 @@ def run_traced(kernel: Any, args: Any, grid: Any, group: Any, backend: str | Non
         kernel.launch(*args, grid=grid, group=group, backend=backend)
 
 
+def bind_traced(went: tuple | None, args: Any) -> Callable[..., bool] | None:
+    """``go(*addresses) -> bool``: the launch :func:`traced_launches` saw go to ``went``, again with ``args``'
+    scalars and new tensor addresses, for a caller that proved everything else about the arguments unchanged
+    (iron.std's call plans, whose signature holds the options generation too); None when the device offers
+    no such launcher.  ``go`` returns False, launching nothing, when that device no longer serves the
+    backend (then :func:`run_traced`)."""
+    if went is None:
+        return None
+    name, device, compiled, grid, group = went[4:]
+    bind = getattr(device, "bind", None)
+    return None if bind is None else bind(compiled, args, grid, group, _DEVICES, name)
+
+
 # ---------------------------------------------------------------- relaunching where the last launch went
 def _launch_remembered(holder: Any, kernel: KernelFunction, fixed: dict[str, Any], fixed_key: tuple | None,
                        is_fixed: bool, args: tuple, kwargs: dict[str, Any], grid: Any, group: Any,
                        backend: str | None) -> None:
     """A launch through ``holder`` (a kernel, variant or launcher, keeping ``_last``): traced when tracing,
     relaunched where the last one went when nothing that decided it changed, else resolved by ``kernel``."""
+    last = holder._last
+    if last is None or kwargs or not _matches(last, grid, group, backend) or not relaunch(last, args):
+        holder._last = remember(is_fixed and not kwargs, (grid, group, backend),
+                                kernel._launch(fixed, args, kwargs, grid, group, backend, fixed_key))
     traced = _TRACED.get()
     if traced is not None:
-        traced.append((holder, args, kwargs, grid, group, backend))
-    last = holder._last
-    if last is not None and not kwargs and _matches(last, grid, group, backend) and relaunch(last, args):
-        return
-    holder._last = remember(is_fixed and not kwargs, (grid, group, backend),
-                            kernel._launch(fixed, args, kwargs, grid, group, backend, fixed_key))
+        traced.append((holder, args, kwargs, grid, group, backend, holder._last))
 
 
 def remember(fixed: bool, request: tuple, entry: tuple | None) -> tuple | None:

@@ -109,6 +109,16 @@ def empty_like(x: Any, shape: int | Sequence[int] | None = None, dtype: D.DType 
     return made
 
 
+def view(x: Any, make: Callable[[Any], Any]) -> Any:
+    """``make(x)``, a view of ``x`` at ``x``'s address that a host function makes (its call plan makes it again
+    where it needs the array, and launches by ``x``'s address where it needs only that)."""
+    made = make(x)
+    record = recording()
+    if record is not None:
+        record.view(x, make, made)
+    return made
+
+
 def allocator(x: Any, shape: int | Sequence[int] | None, dtype: D.DType | None) -> Callable[[Any], Any]:
     """``allocate(like, shape, dtype)`` for arrays ``like`` of ``x``'s type, with everything but the device
     decided now (a call plan allocates with it on every call)."""
@@ -116,8 +126,10 @@ def allocator(x: Any, shape: int | Sequence[int] | None, dtype: D.DType | None) 
     if torch is not None and type(x) is torch.Tensor:
         size = shape_of(x) if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
         kind = getattr(torch, _TORCH_DTYPES[(dtype or dtype_of(x)).name])
-        empty = torch.empty
-        return lambda like: empty(size, dtype=kind, device=like.device)
+        if size == tuple(x.shape) and kind is x.dtype and x.is_contiguous():
+            return torch.empty_like  # like's twin (the signature holds its shape, dtype and layout): no parsing
+        empty, device = torch.empty, x.device  # the signature holds every array's device: like's is x's
+        return lambda like: empty(size, dtype=kind, device=device)
     return lambda like: allocate(like, shape, dtype)
 
 

@@ -22,10 +22,12 @@ import inspect
 import sys
 from collections.abc import Callable
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 from .. import config
-from ..jit.kernel import run_traced, traced_launches
+from ..runtime.native import NativeModule
+from ..jit.kernel import bind_traced, run_traced, traced_launches
 from ..lang.numpy_compat import array_element_type
 
 #: The plan being recorded in this context (None: none).
@@ -65,10 +67,20 @@ def _signature_reader(x: Any) -> Callable[[Any], tuple] | None:
         return _numpy_signature
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
+        if type(x) is torch.Tensor and _native_module is not None:
+            _native_module.configure(_reader, torch.Tensor)  # read in C from now on
         return _torch_signature
+    cuda_array = getattr(sys.modules.get("iron.runtime.cuda.array"), "CudaArray", None)
+    if cuda_array is not None and type(x) is cuda_array:
+        return _cuda_array_signature
     if hasattr(x, "__cuda_array_interface__"):
         return _interface_signature
     return None
+
+
+def _cuda_array_signature(a: Any) -> tuple:
+    # Always C-contiguous; ptr 0 (a freed array) is refused by every launch.
+    return (a.dtype, a.shape, a.ordinal, a.ptr & 127)
 
 
 _readers: dict[type, Callable[[Any], tuple] | None] = {}
@@ -81,12 +93,15 @@ def _reader(v: Any) -> Callable[[Any], tuple] | None:
     if reader is _readers:
         reader = _readers[t] = _signature_reader(v) if array_element_type(v) is not None else None
     return reader
+
+
 _SCALARS = (type(None), bool, int, float, str)
 
 
-def signature(values: list[Any]) -> tuple[tuple | None, list[Any]]:
+def signature_py(values: list[Any], generation: Any) -> tuple[tuple | None, list[Any]]:
     """(key, arrays): the call's key, None when it cannot have one (an unhashable value, an array of a kind
-    with no reader), and its arrays in order (those inside tuples and lists included)."""
+    with no reader), and its arrays in order (those inside tuples and lists included).  ``generation`` (the
+    options') ends the key.  The native module builds the same in C (``native/plans.c``)."""
     arrays: list[Any] = []
     parts: list[Any] = []
     for v in values:
@@ -94,8 +109,36 @@ def signature(values: list[Any]) -> tuple[tuple | None, list[Any]]:
         if part is None:
             return None, arrays
         parts.append(part)
-    parts.append(config.generation())
+    parts.append(generation)
     return tuple(parts), arrays
+
+
+SIGNATURE = NativeModule(Path(__file__).with_name("native") / "plans.c", "iron_native_plans",
+                         "native_plans")
+_native_module: Any = None
+#: The native module's ``replay(state, args, kwargs)``: a planned call's whole hot path (None: in Python).
+_replay: Any = None
+_chosen: tuple[Any, Callable[[list[Any], Any], tuple[tuple | None, list[Any]]]] | None = None
+
+
+def signature_function(generation: Any) -> Callable[[list[Any], Any], tuple[tuple | None, list[Any]]]:
+    """The signature builder for these options: the native one (:data:`SIGNATURE`) where it can be had, else
+    :func:`signature_py`."""
+    global _chosen, _native_module, _replay
+    if _chosen is None or _chosen[0] != generation:
+        _native_module = SIGNATURE.load()
+        if _native_module is not None:
+            _readers.clear()  # a torch.Tensor seen again configures the module to read it (_signature_reader)
+            _native_module.configure(_reader, None)
+        _replay = None if _native_module is None else _native_module.replay
+        _chosen = (generation, signature_py if _native_module is None else _native_module.signature)
+    return _chosen[1]
+
+
+def signature(values: list[Any]) -> tuple[tuple | None, list[Any]]:
+    """(key, arrays) of a call's values under the current options (:func:`signature_py`)."""
+    generation = config.generation()
+    return signature_function(generation)(values, generation)
 
 
 def _part(v: Any, arrays: list[Any]) -> Any:
@@ -181,6 +224,17 @@ class Recording:
             return
         self._made(made)
 
+    def view(self, like: Any, make: Callable[[Any], Any], made: Any) -> None:
+        """``made = make(like)``, a view at ``like``'s address."""
+        if not self.ok:
+            return
+        try:
+            self.steps.append(("view", self.ref(like), make))
+        except Unplannable:
+            self.ok = False
+            return
+        self._made(made)
+
     def finish(self, launches: list[tuple], result: Any) -> "Plan | None":
         """The plan, or None when a step or the result names an array the plan cannot.  Its outputs and scratch
         come before its launches: a host function's checks read no data, so making every array first is the
@@ -188,15 +242,16 @@ class Recording:
         if not self.ok:
             return None
         try:
-            steps = list(self.steps)
-            for kernel, args, kwargs, grid, group, backend in launches:
+            steps, bound = list(self.steps), []
+            for kernel, args, kwargs, grid, group, backend, went in launches:
                 if kwargs:
                     return None
                 steps.append(("launch", kernel, tuple(self._value(a) for a in args), grid, group, backend))
+                bound.append(bind_traced(went, args))
             shape = self._result(result)
         except Unplannable:
             return None
-        return Plan(steps, shape)
+        return Plan(steps, shape, self.arrays, bound)
 
     def _result(self, result: Any) -> Any:
         if isinstance(result, tuple):
@@ -207,13 +262,20 @@ class Recording:
 
 
 class Plan:
-    """Replays a recorded call on the arrays of a call with the same signature."""
+    """Replays a recorded call on the arrays of a call with the same signature.
 
-    __slots__ = ("steps", "result")
+    ``run(arrays)`` is a function written for the plan (:func:`_compile`): the allocations, the ``out=``
+    overlap checks on addresses, and each launch through the device's launcher bound to it
+    (:func:`iron.jit.kernel.bind_traced`), which takes the new addresses alone.  :meth:`replay` is the same
+    call step by step, through the full checks and launch paths: what ``run`` falls back to."""
 
-    def __init__(self, steps: list[tuple], result: Any):
+    __slots__ = ("steps", "result", "run")
+
+    def __init__(self, steps: list[tuple], result: Any, arrays: list[Any] | None = None,
+                 bound: list[Callable[..., bool] | None] | None = None):
         self.steps = steps
         self.result = result
+        self.run = self.replay if arrays is None else _compile(self, arrays, bound or [])
 
     def replay(self, arrays: list[Any]) -> Any:
         arrays = list(arrays)
@@ -236,10 +298,122 @@ class Plan:
                         _host._output(fn, given, arrays[like], shape, dtype, read, in_place, name)
                         break
                 arrays.append(given)
-            else:
-                _, like, allocate = step
-                arrays.append(allocate(arrays[like]))
+            else:  # scratch or view
+                _, like, make = step
+                arrays.append(make(arrays[like]))
         return _rebuild(self.result, arrays)
+
+
+# ---------------------------------------------------------------- a plan written out as one function
+def _address(a: Any) -> str | None:
+    """The source reading a device array's address (``{}`` is the array), None for anything else."""
+    torch = sys.modules.get("torch")
+    if torch is not None and type(a) is torch.Tensor:
+        return "{}.data_ptr()" if a.is_cuda else None
+    cuda_array = getattr(sys.modules.get("iron.runtime.cuda.array"), "CudaArray", None)
+    if cuda_array is not None and type(a) is cuda_array:
+        return "{}.ptr"
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and type(a) is cupy.ndarray:
+        return "{}.data.ptr"
+    return None
+
+
+def _compile(plan: Plan, arrays: list[Any], bound: list[Callable[..., bool] | None]) -> Callable[[list], Any]:
+    """``run(arrays)``: ``plan``'s steps written out for the recorded call's ``arrays`` (every array's kind,
+    layout and extent is fixed by the signature), so a replay costs its allocations and launches.  An ``out``
+    whose bytes may overlap an input's, or a launch its device's bound launcher refuses, goes the full way
+    (:meth:`Plan.replay`, :func:`run_traced`), which explains or launches."""
+    inputs = len(arrays) - sum(step[0] != "launch" for step in plan.steps)
+    env: dict[str, Any] = {"SLOW": plan.replay, "OVERLAPS": _host.overlaps}
+    names = [f"a{i}" for i in range(inputs)]
+    lines = [f"{', '.join(names)}{',' if inputs == 1 else ''} = A" if inputs else "pass"]
+    read: dict[int, str] = {}
+
+    def address(i: int) -> str | None:
+        if i not in read:
+            source = _address(arrays[i])
+            if source is None:
+                return None
+            lines.append(f"p{i} = {source.format(names[i])}")
+            read[i] = f"p{i}"
+        return read[i]
+
+    launch = 0
+    for step in plan.steps:
+        kind = step[0]
+        if kind == "launch":
+            _, kernel, args, grid, group, backend = step
+            env[f"RUN{launch}"] = functools.partial(_run_step, kernel, args, grid, group, backend)
+            go = bound[launch] if launch < len(bound) else None
+            pointers = [address(v) for is_ref, v in args if is_ref] if go is not None else [None]
+            if go is not None and None not in pointers:
+                env[f"GO{launch}"] = go
+                lines += [f"if not GO{launch}({', '.join(pointers)}):",  # type: ignore[arg-type]
+                          f"    RUN{launch}([{', '.join(names)}])"]
+            else:
+                lines.append(f"RUN{launch}([{', '.join(names)}])")
+            launch += 1
+            continue
+        made = len(names)
+        if kind == "output" and step[2] is not None:
+            out = step[2]
+            for _, (is_ref, v) in step[6]:
+                if is_ref and v != out:
+                    lines += _overlap_check(out, v, arrays, names, address)
+            names.append(names[out])
+            if out in read:
+                read[made] = read[out]
+            continue
+        if kind == "view":  # made where an array is needed (the full path); its address is like's
+            env[f"AL{made}"] = step[2]
+            names.append(f"AL{made}({names[step[1]]})")
+            address(step[1])
+            read[made] = read.get(step[1])  # type: ignore[assignment]
+            if read[made] is None:
+                del read[made]
+            continue
+        like, allocate = (step[3], step[9]) if kind == "output" else (step[1], step[2])
+        env[f"AL{made}"] = allocate
+        names.append(f"a{made}")
+        lines.append(f"a{made} = AL{made}({names[like]})")
+    lines.append(f"return {_result_source(plan.result, names)}")
+    source = "def run(A):\n" + "\n".join("    " + line for line in lines) + "\n"
+    exec(compile(source, "<iron std call plan>", "exec"), env)
+    run = env["run"]
+    run.source = source
+    return run
+
+
+def _overlap_check(out: int, other: int, arrays: list[Any], names: list[str],
+                   address: Callable[[int], str | None]) -> list[str]:
+    """The lines that hand a call whose ``out`` may share bytes with input ``other`` to the full replay."""
+    spans = [_host._span(arrays[out]), _host._span(arrays[other])]
+    if spans[0] is None or spans[1] is None:
+        return []  # an empty array shares nothing (the same shape, so the same on every call)
+    if spans[0][0] != spans[1][0]:
+        return []  # different devices or memories
+    pa, pb = address(out), address(other)
+    if pa is None or pb is None:
+        return [f"if OVERLAPS({names[out]}, {names[other]}):", "    return SLOW(A)"]
+    (la, ha), (lb, hb) = [(s[1] - _recorded_address(arrays[i]), s[2] - _recorded_address(arrays[i]))
+                          for s, i in zip(spans, (out, other))]
+    return [f"if {pa} + {la} < {pb} + {hb} and {pb} + {lb} < {pa} + {ha}:", "    return SLOW(A)"]
+
+
+def _recorded_address(a: Any) -> int:
+    """The address :func:`_address`'s source reads, for the recorded array ``a``."""
+    return int(eval(_address(a).format("a"), {"a": a}))  # noqa: S307 (our own source, over the array)
+
+
+def _run_step(kernel: Any, args: tuple, grid: Any, group: Any, backend: Any, arrays: list[Any]) -> None:
+    run_traced(kernel, [arrays[v] if is_ref else v for is_ref, v in args], grid, group, backend)
+
+
+def _result_source(shape: Any, names: list[str]) -> str:
+    if isinstance(shape, tuple):
+        return "(" + "".join(f"{_result_source(s, names)}, " for s in shape) + ")"
+    return "None" if shape is None else names[shape]
 
 
 def _rebuild(shape: Any, arrays: list[Any]) -> Any:
@@ -259,9 +433,17 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
     defaults = [p.default for p in params]
     required = sum(p.default is inspect.Parameter.empty for p in params)
     plans: dict[tuple, Plan | None] = {}
+    state = (names, defaults, required, plans, config.generation, _RECORDING, inspect.Parameter.empty)
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
+        if _replay is not None:  # the same steps as below, in C, as far as running a plan found for the call
+            result = _replay(state, args, kwargs)
+            if result is not _native_module.MISS:
+                return result
+        return python_call(args, kwargs)
+
+    def python_call(args: tuple, kwargs: dict[str, Any]) -> Any:
         if _RECORDING.get() is not None or len(args) > len(defaults):
             return fn(*args, **kwargs)  # inside another host function's recording: its steps are the plan
         values = list(defaults)
@@ -273,15 +455,16 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
             values[i] = v
         if len(args) < required and any(v is inspect.Parameter.empty for v in values):
             return fn(*args, **kwargs)
+        generation = config.generation()
         try:
-            key, arrays = signature(values)
+            key, arrays = signature_function(generation)(values, generation)
         except Exception:  # an array whose address cannot be read (a meta or fake tensor): the function says why
             return fn(*args, **kwargs)
         if key is None:
             return fn(*args, **kwargs)
         plan = plans.get(key, plans)
         if plan is not plans:
-            return fn(*args, **kwargs) if plan is None else plan.replay(arrays)
+            return fn(*args, **kwargs) if plan is None else plan.run(arrays)
         if not config.get("call_plans"):
             return fn(*args, **kwargs)
         record = Recording(arrays)

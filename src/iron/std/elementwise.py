@@ -425,7 +425,15 @@ def _as_bytes(cond: Any) -> Any:
         raise LaunchError(f"cond: expected a bool or u8 array, got {dt.name}")
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(cond, torch.Tensor):
-        return cond.view(torch.uint8)
+        return _host.view(cond, _torch_bytes)
+    return _host.view(cond, _numpy_bytes)
+
+
+def _torch_bytes(cond: Any) -> Any:
+    return cond.view(sys.modules["torch"].uint8)
+
+
+def _numpy_bytes(cond: Any) -> Any:
     import numpy as np
 
     return cond.view(np.uint8)

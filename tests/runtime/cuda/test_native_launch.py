@@ -96,15 +96,15 @@ def options(monkeypatch):
 
 
 def test_where_the_module_cannot_be_had_load_says_why(tmp_path, monkeypatch, options):
-    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setattr(native.LAUNCH, "_loaded", {})
     monkeypatch.setenv("IRON_CACHE_DIR", "off")
     options()
-    assert native.load() is None and "IRON_CACHE_DIR=off" in native.why_not
-    monkeypatch.setattr(native, "_loaded", {})
+    assert native.load() is None and "IRON_CACHE_DIR=off" in native.LAUNCH.why_not
+    monkeypatch.setattr(native.LAUNCH, "_loaded", {})
     monkeypatch.setenv("IRON_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("IRON_NATIVE_LAUNCH", "0")
     options()
-    assert native.load() is None and "off" in native.why_not
+    assert native.load() is None and "IRON_NATIVE_LAUNCH=0" in native.LAUNCH.why_not
 
 
 @kernel

@@ -17,7 +17,7 @@ import functools
 import threading
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -199,6 +199,22 @@ class CudaDevice:
             if done and dispatch.capture.active:
                 dispatch.capture.launches += 1
             return bool(done)
+
+    def bind(self, kernel: Kernel, args: Sequence[Any], grid: Any, group: Any, served: Any, name: str
+             ) -> Callable[..., bool] | None:
+        """``go(*addresses) -> bool``: ``kernel`` launched again at (``grid``, ``group``) with ``args``' scalars and
+        element counts and new tensor addresses, for a caller that proved the arguments' kinds, dtypes, shapes,
+        devices and layout unchanged (a std call plan); None when ``kernel`` has not launched here with device
+        arrays.  ``go`` launches nothing and returns False once ``served[name]`` is no longer this device or
+        it is closed, and for a freed array or an overlap: the full path then runs
+        (:func:`.fastpath.build_bound`)."""
+        with self._lock:
+            plan = self._plans.get(id(kernel))
+            if plan is None or self._closed:
+                return None
+            return self._dispatch.bind(plan, args, grid, group, self._lock,
+                                       "SERVED.get(NAME) is DEV and not DEV._closed",
+                                       {"SERVED": served, "NAME": name, "DEV": self})
 
     def launch_fast(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any) -> bool:
         """Launch through ``plan``'s generated fast path; False (nothing done) when it does not apply."""

@@ -95,6 +95,14 @@ class Dispatcher:
                                                               native)
         plan.fast, plan.fast_kinds = fast, kinds
 
+    def bind(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any, lock: Any, still: str,
+             names: dict[str, Any]) -> Any:
+        """A launcher of ``plan`` at this geometry with every argument of ``args`` but the addresses fixed
+        (:func:`.fastpath.build_bound`), or None."""
+        native = self.native.launch if self.native is not None else None
+        return fastpath.build_bound(plan, args, grid, group, self.ctx.ordinal, self.drv.cuLaunchKernel, self.order,
+                                    functools.partial(self._failed, plan), native, self, lock, still, names)
+
     def _launch(self, plan: KernelPlan, geo: Geometry, stream: Any) -> None:
         b, t = geo.blocks, geo.threads
         (err,) = self.drv.cuLaunchKernel(plan.function, b[0], b[1], b[2], t[0], t[1], t[2],

@@ -68,31 +68,124 @@ def build(plan: KernelPlan, kinds: tuple[str, ...], ordinal: int, launch: Callab
     if count:
         body += [f"if {' or '.join(f'{n} > MAXN' for n in count.values())}:", "    return False"]
     body += _overlap_checks(sig, pointer, count, sizes)
+    names_of = [p.name for p in sig.params]
+    values = _values(plan, pointer, {n: f"s{names_of.index(n)}" for n in names_of}, count, "g[{}]")
+    body += ["g = geo.grid", "b = geo.blocks", "t = geo.threads", "try:",
+             f"    PACK(BUF, 0, {', '.join(values)})", "except PACK_ERRORS:", "    return False"]
+    body += _stream_choice(producer, env, native is not None)
+    body += _launch_lines(plan, env, native, "b[{}]", "t[{}]") + ["if err:", "    return FAILED(err)", "return True"]
+    return _define("fast", "args, grid, group, forced", body, env, f"<iron fast launcher {plan.module.entry}>")
+
+
+def build_bound(plan: KernelPlan, args: Any, grid: Any, group: Any, ordinal: int, launch: Callable[..., Any],
+                order: Any, failed: Callable[[Any], None], native: Callable[..., int] | None, dispatch: Any,
+                lock: Any, still: str, names: dict[str, Any]) -> Callable[..., bool] | None:
+    """``go(*addresses) -> bool``: a launch of ``plan`` at (``grid``, ``group``) like the one of ``args``, with
+    everything but the tensors' addresses fixed (for a caller that has proved the rest the same: a std call
+    plan, :mod:`iron.std._plans`), or None when ``args`` are not all device tensors of this GPU and scalars.
+
+    ``go`` takes one address per tensor argument, in order, and returns False, launching nothing, when
+    ``still`` (a Python expression over ``env``'s names, the caller's check that this device still serves
+    it; ``names`` binds its names) is false, when an address is 0 (a freed array) or written memory overlaps another argument's: the
+    caller then takes the full path, which explains or launches.  Element counts and scalars are those of
+    ``args``; the stream is chosen per call like the fast launcher's; ``dispatch`` gives the forced stream
+    and the capture to count in; ``lock`` is the device's.
+    """
+    sig = plan.signature
+    geo = plan.geometries.get((grid, group))
+    if geo is None or len(args) != len(sig.params):
+        return None
+    env: dict[str, Any] = {"PACK": plan.args.struct.pack_into, "BUF": plan.args.buffer,
+                           "PARAMS": plan.args.params_address, "FUNC": plan.function, "LAUNCH": launch,
+                           "ORDER": order, "FAILED": failed, "ORD": ordinal, "DISPATCH": dispatch, "LOCK": lock,
+                           **names}
+    pointer, count, sizes, scalars, guards = {}, {}, {}, {}, []
+    producer = None
+    for i, (spec, arg) in enumerate(zip(sig.params, args)):
+        if not spec.is_tensor:
+            scalars[spec.name] = repr_constant(plan.converters[spec.name](arg), env, f"S{i}")
+            continue
+        kind = interop.kind_of(arg)
+        n = _count_of(arg, kind, spec.dtype, ordinal)
+        if n is None:
+            return None
+        pointer[spec.name], count[spec.name], sizes[spec.name] = f"p{i}", str(n), spec.dtype.itemsize
+        guards.append(f"not p{i}")
+        producer = producer or (kind if kind in ("torch", "cupy") else None)
+    overlap = _overlap_checks(sig, pointer, count, sizes)
+    values = _values(plan, pointer, scalars, count, lambda axis: str(geo.grid[axis]))
+    body = [f"if not ({still}) or {' or '.join(guards) or 'False'}:", "    return False", *overlap,
+            "with LOCK:", f"    PACK(BUF, 0, {', '.join(values)})", "    forced = DISPATCH.forced"]
+    body += ["    " + line for line in _stream_choice(producer, env, native is not None)]
+    blocks, threads = geo.blocks, geo.threads
+    body += ["    " + line for line in _launch_lines(plan, env, native, lambda a: str(blocks[a]), lambda a: str(threads[a]))]
+    body += ["    if err:", "        return FAILED(err)", "    if DISPATCH.capture.active:",
+             "        DISPATCH.capture.launches += 1", "return True"]
+    params = ", ".join(pointer.values())
+    return _define("go", params, body, env, f"<iron bound launcher {plan.module.entry}>")
+
+
+def repr_constant(value: Any, env: dict[str, Any], name: str) -> str:
+    """``value`` as source: its repr when that reads back as the same value, else a name bound in ``env``."""
+    if type(value) is int or (type(value) is float and value == value and value not in (float("inf"), float("-inf"))):
+        return repr(value)
+    env[name] = value
+    return name
+
+
+def _count_of(arg: Any, kind: str, dtype: Any, ordinal: int) -> int | None:
+    """The element count of a device tensor the fast launcher would take for ``dtype`` on ``ordinal``; None for
+    anything else."""
+    if kind == "torch":
+        torch_dtype = next((t for t, d in interop.torch_dtypes().items() if d == dtype), None)
+        ok = arg.dtype is torch_dtype and arg.get_device() == ordinal and arg.is_contiguous()
+        n = arg.numel()
+    elif kind == "cupy":
+        from ...core import dtypes as D
+
+        ok = arg.dtype == D.numpy_dtype(dtype) and arg.flags.c_contiguous and arg.device.id == ordinal
+        n = arg.size
+    elif kind == "iron":
+        ok, n = arg.dtype is dtype and arg.ordinal == ordinal and bool(arg.ptr), arg.size
+    else:
+        return None
+    return int(n) if ok and n <= MAX_TENSOR_ELEMENTS else None
+
+
+def _values(plan: KernelPlan, pointer: dict[str, str], scalar: dict[str, str], count: dict[str, str],
+            grid: Any) -> list[str]:
+    """The source of each value of the argument buffer, in its order (:meth:`ArgBuffer.order`)."""
     values = []
     for kind, what in plan.args.order():
         if kind == "pointer":
             values.append(pointer[what])
         elif kind == "param":
-            values.append(f"s{[p.name for p in sig.params].index(what)}")
+            values.append(scalar[what])
         elif kind == "grid":
-            values.append(f"g[{what}]")
+            values.append(grid(what) if callable(grid) else grid.format(what))
         else:
             values.append(count[what])
-    body += ["g = geo.grid", "b = geo.blocks", "t = geo.threads", "try:",
-             f"    PACK(BUF, 0, {', '.join(values)})", "except PACK_ERRORS:", "    return False"]
-    body += _stream_choice(producer, env, native is not None)
+    return values
+
+
+def _launch_lines(plan: KernelPlan, env: dict[str, Any], native: Callable[..., int] | None, block: Any,
+                  thread: Any) -> list[str]:
+    """The driver call, its result in ``err``; ``block`` and ``thread`` give each axis's source."""
+    b = [block(a) if callable(block) else block.format(a) for a in range(3)]
+    t = [thread(a) if callable(thread) else thread.format(a) for a in range(3)]
     shared = plan.module.dynamic_shared_bytes
     if native is not None:
         env["NATIVE"], env["FUNCI"] = native, int(plan.function)
-        body.append(f"err = NATIVE(FUNCI, b[0], b[1], b[2], t[0], t[1], t[2], {shared}, h, PARAMS)")
-    else:
-        body.append(f"err, = LAUNCH(FUNC, b[0], b[1], b[2], t[0], t[1], t[2], {shared}, stream, PARAMS, 0)")
-    body += ["if err:", "    return FAILED(err)", "return True"]
-    source = "def fast(args, grid, group, forced):\n" + "\n".join("    " + line for line in body) + "\n"
-    exec(compile(source, f"<iron fast launcher {plan.module.entry}>", "exec"), env)
-    fast = env["fast"]
-    fast.source = source
-    return fast
+        return [f"err = NATIVE(FUNCI, {', '.join(b)}, {', '.join(t)}, {shared}, h, PARAMS)"]
+    return [f"err, = LAUNCH(FUNC, {', '.join(b)}, {', '.join(t)}, {shared}, stream, PARAMS, 0)"]
+
+
+def _define(name: str, params: str, body: list[str], env: dict[str, Any], filename: str) -> Callable[..., Any]:
+    source = f"def {name}({params}):\n" + "\n".join("    " + line for line in body) + "\n"
+    exec(compile(source, filename, "exec"), env)
+    made = env[name]
+    made.source = source
+    return made
 
 
 def _tensor_guard(i: int, a: str, kind: str, dtype: Any, env: dict[str, Any]) -> list[str]:
@@ -129,6 +222,13 @@ def _overlap_checks(sig: Any, pointer: dict[str, str], count: dict[str, str], si
             if not (p.written or q.written):
                 continue
             pa, na, pb, nb = pointer[p.name], count[p.name], pointer[q.name], count[q.name]
+            if na.isdigit() and nb.isdigit():  # counts fixed in advance (a bound launcher): folded
+                if not (int(na) and int(nb)):
+                    continue
+                ea, eb = f"{pa} + {int(na) * sizes[p.name]}", f"{pb} + {int(nb) * sizes[q.name]}"
+                same = f"{pa} != {pb}" if int(na) * sizes[p.name] == int(nb) * sizes[q.name] else "True"
+                out += [f"if {pa} < {eb} and {pb} < {ea} and {same}:", "    return False"]
+                continue
             ea, eb = f"{pa} + {na} * {sizes[p.name]}", f"{pb} + {nb} * {sizes[q.name]}"
             out += [f"if {na} and {nb} and {pa} < {eb} and {pb} < {ea} and ({pa} != {pb} or {ea} != {eb}):",
                     "    return False"]
