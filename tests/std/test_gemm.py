@@ -182,6 +182,28 @@ def test_host_gemm_matches_the_oracle_on_interp(dtype, seed):
         check(ct, a, b)
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+def test_one_row_is_a_matrix_vector_product(dtype, seed, launches):
+    """M = 1 with no epilogue (a decode step's projection) runs gemv's kernels, both layouts of B, within
+    gemm's own tolerance; with a bias or an activation it stays on gemm's kernels (one rounding after the
+    epilogue)."""
+    rng = np.random.default_rng(seed)
+    k, n = 70, 45
+    a = rng.standard_normal((1, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    for transpose_b, operand, kernel in ((False, b, "gemv_cols"), (True, np.ascontiguousarray(b.T), "gemv_rows")):
+        launches.clear()
+        c = G.gemm(a, operand, backend="interp", transpose_b=transpose_b)
+        assert c.shape == (1, n) and c.dtype == a.dtype
+        assert launches[0] == kernel, launches
+        check(c, a, b)
+    bias = rng.standard_normal(n).astype(dtype)
+    launches.clear()
+    c = G.gemm(a, b, bias, "relu", backend="interp")
+    assert launches and not any(name.startswith("gemv") for name in launches), launches
+    check(c, a, b, bias, "relu")
+
+
 @pytest.mark.parametrize("dtype,flags", [(np.float32, (False, False, None)), (np.float16, (True, True, "relu")),
                                          (ml_dtypes.bfloat16, (False, True, "gelu_tanh"))],
                          ids=FLOAT_IDS)

@@ -643,7 +643,8 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
     activation: None, "relu", "gelu_tanh" or "silu"; all one float dtype, C-contiguous (numpy on
     interp/vulkan, torch tensors on cuda).  f16/bf16 run on the matrix units where the device has
     them (:func:`fragment_config`; on Hopper the warpgroup kernel of gemm_wg.py), everything else on the
-    FMA kernel.  Returns ``out`` (M, N).
+    FMA kernel; one row with no bias or activation (M = 1) is gemv's matrix-vector product (f32 sums too).
+    Returns ``out`` (M, N).
     """
     dt = _host.check_float(a, "gemm: a")
     if _host.dtype_of(b, "gemm: b") != dt:
@@ -666,6 +667,13 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
         _host.check_shape(bias, (n,), "gemm: bias")
     out = _host.output("gemm", out, a, (m, n), dt, {"a": a, "b": b, "bias": bias})
     if m == 0 or n == 0:
+        return out
+    if m == 1 and bias is None and act == "none" and n * k < 1 << 31:
+        # One row (a decode step's projection): a matrix-vector product, bound by reading b once, which the
+        # gemv kernels stream at the copy rate and a tile kernel, computing 64 or 128 rows for one, does not.
+        from . import gemv
+
+        gemv.launch(b, a, out, *((n, k) if transpose_b else (k, n)), not transpose_b, dt, backend)
         return out
     unread_bias = bias if bias is not None else _host.empty_like(a, 1)
     traits = device_traits(backend, (a,))
