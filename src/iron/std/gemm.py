@@ -673,7 +673,7 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
         # gemv kernels stream at the copy rate and a tile kernel, computing 64 or 128 rows for one, does not.
         from . import gemv
 
-        gemv.launch(b, a, out, *((n, k) if transpose_b else (k, n)), not transpose_b, dt, backend)
+        gemv._launch(b, a, out, *((n, k) if transpose_b else (k, n)), not transpose_b, dt, backend)
         return out
     unread_bias = bias if bias is not None else _host.empty_like(a, 1)
     traits = device_traits(backend, (a,))

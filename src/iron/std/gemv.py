@@ -265,11 +265,11 @@ def gemv(A: Any, x: Any, out: Any = None, transpose: bool = False, backend: str 
     out = _host.output("gemv", out, x, (outer,), dt, {"A": A, "x": x})
     if outer == 0:
         return out
-    launch(A, x, out, rows, cols, transpose, dt, backend)
+    _launch(A, x, out, rows, cols, transpose, dt, backend)
     return out
 
 
-def launch(A: Any, x: Any, out: Any, rows: int, cols: int, transpose: bool, dt: Any, backend: str | None) -> None:
+def _launch(A: Any, x: Any, out: Any, rows: int, cols: int, transpose: bool, dt: Any, backend: str | None) -> None:
     """The launches of :func:`gemv` for checked arguments; x and out are read and written as flat vectors
     (gemm's M = 1 products come here with x (1, K) and out (1, N))."""
     vec = _host.vector_width(dt)
@@ -289,4 +289,4 @@ def launch(A: Any, x: Any, out: Any, rows: int, cols: int, transpose: bool, dt: 
                                                  group=(GROUP,), backend=backend)
 
 
-__all__ = ["aligned", "choose_column_threads", "cols_grid", "gemv", "gemv_cols", "gemv_rows", "launch", "rows_grid"]
+__all__ = ["aligned", "choose_column_threads", "cols_grid", "gemv", "gemv_cols", "gemv_rows", "rows_grid"]
