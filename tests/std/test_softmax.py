@@ -47,6 +47,10 @@ MUTANTS = {
     "scalar_tail_unwritten": ("std/softmax/log_softmax", "softmax_rows",
                               [("if c < n:\n                        out[base + c] = T(r[j * VEC + k])",
                                 "if c < n - 1:\n                        out[base + c] = T(r[j * VEC + k])")]),
+    # the vector loads stride by 256 threads whatever the group size: short-row groups read wrong columns.
+    "load_stride_ignores_group": ("std/softmax/softmax_short_rows", "softmax_rows",
+                                  [("c = (j * G + t) * VEC\n                if c < n:\n                    v = f32",
+                                    "c = (j * GROUP + t) * VEC\n                if c < n:\n                    v = f32")]),
     # the online sum is never rescaled when the running max grows.
     "online_no_rescale": ("std/softmax/softmax_online", "softmax_rows_online",
                           [("                s = s * exp(m - ref) + part", "                s = s + part")]),
@@ -87,12 +91,13 @@ def check(got: np.ndarray, x: np.ndarray, log_space: bool, backend: str = "inter
     want = SS.softmax_oracle(x64, n, log_space)
     dt = D.from_numpy(x.dtype)
     vec = _host.vector_width(dt)
-    items = S.register_items(kernel_n, vec)
+    chosen = S.register_plan(kernel_n, vec)
     w = 8 if backend == "vulkan" else config.get("simd_width")
-    if items is None:
+    if chosen is None:
         depth = SS.online_depth(kernel_n, vec, kernel_n % vec == 0, w, SS.spread(x64, n), log_space)
     else:
-        depth = SS.register_depth(vec * items, w, SS.spread(x64, n), log_space)
+        group, items = chosen
+        depth = SS.register_depth(vec * items, w, SS.spread(x64, n), log_space, group)
     verdict = compare(got, want, derive_tolerance(dt, depth))
     assert verdict.ok, verdict.message
 
@@ -120,6 +125,16 @@ def test_largest_register_row(seed):
     assert S.register_items(16385, 4) is None and S.register_items(16385, 8) is None
     assert S.register_items(1, 4) == 1 and S.register_items(1025, 4) == 2 and S.register_items(2049, 8) == 2
     check_both((2, 16384), np.float32, seed)
+
+
+def test_short_rows_take_one_subgroup_sized_group(seed):
+    """Rows a 32-thread group holds in at most SHORT_ITEMS vectors per thread run in 32-thread groups;
+    longer rows in 256-thread ones; past 64 registers per thread, the online kernel."""
+    assert S.register_plan(1024, 8) == (S.SHORT_GROUP, 4) and S.register_plan(512, 4) == (S.SHORT_GROUP, 4)
+    assert S.register_plan(1025, 8) == (S.GROUP, 1) and S.register_plan(513, 4) == (S.GROUP, 1)
+    assert S.register_plan(16384, 8) == (S.GROUP, 8) and S.register_plan(16385, 8) is None
+    check_both((3, 1024), ml_dtypes.bfloat16, seed)
+    check_both((3, 1025), ml_dtypes.bfloat16, seed)
 
 
 def test_out_and_unaligned_views(seed):

@@ -28,10 +28,16 @@ from ._plans import planned
 
 #: Threads per group: one group per row.
 GROUP = 256
+#: The register kernel's group sizes: GROUP, and SHORT_GROUP for rows it holds at that size.
+SHORT_GROUP = 32
+GROUPS = (SHORT_GROUP, GROUP)
 #: The register path holds at most this many f32 row values per thread (VEC * ITEMS).
 MAX_REGS = 64
 #: ITEMS (vectors per thread) the register kernel is stamped for.
 ITEMS_CHOICES = (1, 2, 4, 8, 16)
+#: The most vectors per thread the short-row groups take (ITEMS): rows up to 32 * 4 * 4 = 512 elements (f32)
+#: or 32 * 8 * 4 = 1024 (f16, bf16).
+SHORT_ITEMS = 4
 #: Lavapipe allows at most 65535 groups per axis; a group loops over rows beyond it.
 MAX_GROUPS = 65535
 
@@ -75,13 +81,14 @@ def finite_or_zero(m: f32) -> f32:
     return 0.0 if m == NEG_INF else m
 
 
-@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], ITEMS=list(ITEMS_CHOICES), LOG=[False, True]))
+@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], ITEMS=list(ITEMS_CHOICES), LOG=[False, True], G=list(GROUPS)))
 def softmax_rows(x: In[T], out: Tensor[T], rows: int, n: int, aligned: bool):
     """out[r, :] = softmax(x[r, :]) (LOG: log_softmax), one row in registers per group.
 
     x, out: (rows, n) row-major, contiguous, dtype T (f32/f16/bf16); math in f32, one rounding to T.
-    Domain: 1 <= n <= GROUP * VEC * ITEMS; launch GROUP-thread groups (any count: a group loops over
-    rows). ``aligned`` (allowed only when n % VEC == 0 and x, out start on 16 bytes): each thread moves
+    Domain: 1 <= n <= G * VEC * ITEMS; launch G-thread groups (any count: a group loops over rows).
+    G: 256, or 32 for short rows (one subgroup per row on a 32-wide device: no idle threads, and the
+    cross-subgroup step of the reductions has one partial). ``aligned`` (allowed only when n % VEC == 0 and x, out start on 16 bytes): each thread moves
     ITEMS 16-byte vectors; otherwise scalar coalesced accesses (the tail case: any n).
     Reduction order: a tree over the thread's VEC*ITEMS registers, simd_max/simd_sum across the
     subgroup, then the subgroups' partials (shared memory) combined by one more subgroup reduction.
@@ -90,7 +97,7 @@ def softmax_rows(x: In[T], out: Tensor[T], rows: int, n: int, aligned: bool):
     torch); a +inf in a row gives a NaN row (inf - inf); -inf elements of a finite row give 0 (-inf).
     """
     t = thread_id(0)
-    red = shared(f32, 2 * GROUP)
+    red = shared(f32, 2 * G)
     K = VEC * ITEMS
     LEVELS = int(math.log2(K))
     r = local(f32, K)
@@ -99,7 +106,7 @@ def softmax_rows(x: In[T], out: Tensor[T], rows: int, n: int, aligned: bool):
         base = row * n
         if aligned:
             for j in static_range(ITEMS):
-                c = (j * GROUP + t) * VEC
+                c = (j * G + t) * VEC
                 if c < n:
                     v = f32(x.load(base + c, width=VEC))
                     for k in static_range(VEC):
@@ -110,7 +117,7 @@ def softmax_rows(x: In[T], out: Tensor[T], rows: int, n: int, aligned: bool):
         else:
             for j in static_range(ITEMS):
                 for k in static_range(VEC):
-                    c = (j * VEC + k) * GROUP + t
+                    c = (j * VEC + k) * G + t
                     if c < n:
                         r[j * VEC + k] = f32(x[base + c])
                     else:
@@ -131,7 +138,7 @@ def softmax_rows(x: In[T], out: Tensor[T], rows: int, n: int, aligned: bool):
         for lvl in static_range(LEVELS):
             for i in static_range(K >> (lvl + 1)):
                 acc[i] = acc[i] + acc[i + (K >> (lvl + 1))]
-        s = group_sum(acc[0], red, GROUP)
+        s = group_sum(acc[0], red, G)
         if LOG:
             shift = log(s)
             for i in static_range(K):
@@ -142,7 +149,7 @@ def softmax_rows(x: In[T], out: Tensor[T], rows: int, n: int, aligned: bool):
                 r[i] = r[i] * inv
         if aligned:
             for j in static_range(ITEMS):
-                c = (j * GROUP + t) * VEC
+                c = (j * G + t) * VEC
                 if c < n:
                     b = j * VEC
                     if VEC == 4:
@@ -153,7 +160,7 @@ def softmax_rows(x: In[T], out: Tensor[T], rows: int, n: int, aligned: bool):
         else:
             for j in static_range(ITEMS):
                 for k in static_range(VEC):
-                    c = (j * VEC + k) * GROUP + t
+                    c = (j * VEC + k) * G + t
                     if c < n:
                         out[base + c] = T(r[j * VEC + k])
 
@@ -240,12 +247,24 @@ def vector_ok(n: int, vec: int, *arrays: Any) -> bool:
     return all(p is None or p % _host.VECTOR_BYTES == 0 for p in addresses)
 
 
-def register_items(n: int, vec: int) -> int | None:
-    """The fewest vectors per thread (ITEMS) that hold an ``n``-element row in registers; None: too long."""
+def register_items(n: int, vec: int, group: int = GROUP) -> int | None:
+    """The fewest vectors per thread (ITEMS) that hold an ``n``-element row in registers in ``group``-thread
+    groups; None: too long."""
     for items in ITEMS_CHOICES:
-        if vec * items <= MAX_REGS and n <= GROUP * vec * items:
+        if vec * items <= MAX_REGS and n <= group * vec * items:
             return items
     return None
+
+
+def register_plan(n: int, vec: int) -> tuple[int, int] | None:
+    """(group size, ITEMS) of the register kernel for rows of ``n``: SHORT_GROUP threads when they hold the row
+    in at most SHORT_ITEMS vectors each (short rows: a 256-thread group would leave threads idle and meet
+    at barriers for nothing), else GROUP; None: the row takes the online kernel."""
+    items = register_items(n, vec, SHORT_GROUP)
+    if items is not None and items <= SHORT_ITEMS:
+        return SHORT_GROUP, items
+    items = register_items(n, vec)
+    return None if items is None else (GROUP, items)
 
 
 def rows_of(x: Any, what: str) -> tuple[int, int]:
@@ -278,12 +297,13 @@ def _run(x: Any, out: Any, log_space: bool, backend: str | None) -> Any:
         return out
     vec = _host.vector_width(dt)
     aligned = vector_ok(n, vec, x, out)
-    items = register_items(n, vec)
-    if items is None:
-        k = softmax_rows_online.variant(T=dt, VEC=vec, LOG=log_space)
+    chosen = register_plan(n, vec)
+    if chosen is None:
+        group, k = GROUP, softmax_rows_online.variant(T=dt, VEC=vec, LOG=log_space)
     else:
-        k = softmax_rows.variant(T=dt, VEC=vec, ITEMS=items, LOG=log_space)
-    k.launch(x, out, rows, n, aligned, grid=(min(rows, MAX_GROUPS) * GROUP,), group=(GROUP,), backend=backend)
+        group, items = chosen
+        k = softmax_rows.variant(T=dt, VEC=vec, ITEMS=items, LOG=log_space, G=group)
+    k.launch(x, out, rows, n, aligned, grid=(min(rows, MAX_GROUPS) * group,), group=(group,), backend=backend)
     return out
 
 
@@ -303,5 +323,5 @@ def log_softmax(x: Any, out: Any = None, backend: str | None = None) -> Any:
     return _run(x, out, True, backend)
 
 
-__all__ = ["GROUP", "MAX_REGS", "group_max", "group_sum", "log_softmax", "softmax", "softmax_rows",
-           "softmax_rows_online"]
+__all__ = ["GROUP", "GROUPS", "MAX_REGS", "SHORT_GROUP", "group_max", "group_sum", "log_softmax", "register_plan",
+           "softmax", "softmax_rows", "softmax_rows_online"]

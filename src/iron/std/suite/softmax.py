@@ -19,12 +19,14 @@ VECTORS = [{"T": f32, "VEC": 4}, {"T": f16, "VEC": 8}, {"T": bf16, "VEC": 8}]
 REGISTER_BINDINGS = [{"T": f32, "VEC": 4, "ITEMS": 2}, {"T": f16, "VEC": 8, "ITEMS": 1},
                      {"T": bf16, "VEC": 8, "ITEMS": 1}]
 TEST_CAP = 2048
+#: What a SHORT_GROUP-thread group holds at 8 registers per thread.
+SHORT_CAP = 8 * S.SHORT_GROUP
 #: (rows, n): one element; 7; not a multiple of VEC nor of the group; more rows than the 16 groups
 #: the tests launch (a group loops over rows); exactly what a group holds.
 REGISTER_SHAPES = [(4, 1), (3, 7), (6, 1001), (40, 96), (3, TEST_CAP)]
 #: The online kernel: any n, from one past what a group holds, with several chunks per thread.
 ONLINE_SHAPES = [(3, 1), (3, 7), (40, 96), (2, TEST_CAP + 1), (3, 5000), (2, 6001)]
-BENCH_SHAPES = {"interp": [(64, 1024)], "vulkan": [(512, 4096)], "*": [(16384, 4096), (4096, 16384)]}
+BENCH_SHAPES = {"interp": [(64, 1024)], "vulkan": [(512, 4096)], "*": [(16384, 4096), (4096, 16384), (4096, 1024)]}
 #: Groups a test launches: fewer than its rows, so the row loop runs.
 TEST_GROUPS = 16
 #: Input scale: rows spread over ~15, so exp's arguments reach -15.
@@ -63,10 +65,10 @@ def softmax_oracle(x: np.ndarray, n: int, log_space: bool) -> Expect:
     return Expect(np.exp(y - lse).reshape(-1))
 
 
-def register_depth(k: int, w: int, spread_: int, log_space: bool) -> Depth:
+def register_depth(k: int, w: int, spread_: int, log_space: bool, group: int = S.GROUP) -> Depth:
     # exp(x - max): the subtraction's rounding becomes spread steps of exp's result, exp itself 2.
     exp_steps = spread_ + 2
-    total = sum_depth(k, w)
+    total = sum_depth(k, w, group)
     if log_space:
         # sum's relative error (exp_steps + tree) becomes log's absolute error; log 2; two subtractions.
         return Depth(steps=1, f32_steps=exp_steps + total + 2 + 2)
@@ -87,9 +89,11 @@ def online_depth(n: int, vec: int, aligned: bool, w: int, spread_: int, log_spac
     return Depth(steps=1, f32_steps=(spread_ + 2) + total + 2)
 
 
-def _rows_setup(case, log_space: bool, online: bool, groups_cap: int, items: int | None = None) -> Setup:
+def _rows_setup(case, log_space: bool, online: bool, groups_cap: int, items: int | None = None,
+                group: int | None = None) -> Setup:
     rows, n = case.dims
     vec = case["VEC"]
+    group = group or (S.GROUP if online else case["G"])
     shifts = np.resize(np.array(SHIFTS), rows)[:, None]
     x = (case.randn(rows, n, scale=SCALE, dtype=f32).astype(np.float64) + shifts).astype(case.randn(1).dtype)
     aligned = n % vec == 0
@@ -97,22 +101,34 @@ def _rows_setup(case, log_space: bool, online: bool, groups_cap: int, items: int
     if online:
         depth = online_depth(n, vec, aligned, case.simd_width, spread_, log_space)
     else:
-        depth = register_depth(vec * (items or case["ITEMS"]), case.simd_width, spread_, log_space)
-    return Setup(args=[x, case.empty(rows, n), rows, n, aligned], grid=min(rows, groups_cap) * S.GROUP,
-                 group=S.GROUP, oracle=lambda x, out, rows, n, aligned: softmax_oracle(x, n, log_space),
-                 depth=depth, binding={"ITEMS": items} if items else {}, flops=5 * rows * n)
+        depth = register_depth(vec * (items or case["ITEMS"]), case.simd_width, spread_, log_space, group)
+    binding = {"ITEMS": items, "G": group} if items else {}
+    return Setup(args=[x, case.empty(rows, n), rows, n, aligned], grid=min(rows, groups_cap) * group,
+                 group=group, oracle=lambda x, out, rows, n, aligned: softmax_oracle(x, n, log_space),
+                 depth=depth, binding=binding, flops=5 * rows * n)
 
 
-@test_kernel(S.softmax_rows, shapes=REGISTER_SHAPES, bindings=[{**b, "LOG": False} for b in REGISTER_BINDINGS],
-             name="std/softmax/softmax")
+@test_kernel(S.softmax_rows, shapes=REGISTER_SHAPES,
+             bindings=[{**b, "LOG": False, "G": S.GROUP} for b in REGISTER_BINDINGS], name="std/softmax/softmax")
 def softmax_test(case) -> Setup:
     return _rows_setup(case, False, False, TEST_GROUPS)
 
 
-@test_kernel(S.softmax_rows, shapes=REGISTER_SHAPES, bindings=[{**b, "LOG": True} for b in REGISTER_BINDINGS],
-             name="std/softmax/log_softmax")
+@test_kernel(S.softmax_rows, shapes=REGISTER_SHAPES,
+             bindings=[{**b, "LOG": True, "G": S.GROUP} for b in REGISTER_BINDINGS], name="std/softmax/log_softmax")
 def log_softmax_test(case) -> Setup:
     return _rows_setup(case, True, False, TEST_GROUPS)
+
+
+#: Short rows in SHORT_GROUP-thread groups (8 registers per thread: 256 elements a group), both spaces.
+SHORT_SHAPES = [(4, 1), (3, 7), (40, 96), (6, 255), (3, SHORT_CAP)]
+
+
+@test_kernel(S.softmax_rows, shapes=SHORT_SHAPES,
+             bindings=[{**b, "LOG": log, "G": S.SHORT_GROUP} for b in REGISTER_BINDINGS for log in (False, True)],
+             name="std/softmax/softmax_short_rows")
+def softmax_short_test(case) -> Setup:
+    return _rows_setup(case, case["LOG"], False, TEST_GROUPS)
 
 
 @test_kernel(S.softmax_rows_online, shapes=ONLINE_SHAPES, bindings=[{**b, "LOG": False} for b in VECTORS],
@@ -154,10 +170,11 @@ def _numpy_log_softmax(x, out, rows, n, aligned):
 
 def _bench_setup(case, log_space: bool, online: bool) -> Setup:
     n = case.dims[1]
-    items = None if online else S.register_items(n, case["VEC"])
-    if not online and items is None:
+    chosen = None if online else S.register_plan(n, case["VEC"])
+    if not online and chosen is None:
         raise ValueError(f"a row of {n} does not fit the register kernel: bench it with the online one")
-    return _rows_setup(case, log_space, online, S.MAX_GROUPS, items)
+    group, items = chosen or (None, None)
+    return _rows_setup(case, log_space, online, S.MAX_GROUPS, items, group)
 
 
 @bench(S.softmax_rows, shapes=BENCH_SHAPES, bindings=[{**b, "LOG": False} for b in VECTORS],
