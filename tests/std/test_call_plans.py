@@ -143,7 +143,7 @@ def test_the_native_signature_is_the_python_one():
     """native/plans.c builds the key signature_py builds, value for value: scalars by type, arrays with
     their reader and which earlier argument they are, tuples and lists inside, and no key for an unhashable
     value (with the arrays seen so far)."""
-    from iron.runtime.native import compiler
+    from iron.core.native import compiler
 
     torch = pytest.importorskip("torch")
     if compiler() is None:

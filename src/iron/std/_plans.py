@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config
-from ..runtime.native import NativeModule
+from ..core.native import NativeModule
 from ..jit.kernel import bind_traced, run_traced, traced_launches
 from ..lang.numpy_compat import array_element_type
 
@@ -70,8 +70,7 @@ def _signature_reader(x: Any) -> Callable[[Any], tuple] | None:
         if type(x) is torch.Tensor and _native_module is not None:
             _native_module.configure(_reader, torch.Tensor)  # read in C from now on
         return _torch_signature
-    cuda_array = getattr(sys.modules.get("iron.runtime.cuda.array"), "CudaArray", None)
-    if cuda_array is not None and type(x) is cuda_array:
+    if getattr(type(x), "iron_device_array", False):  # Iron's CudaArray
         return _cuda_array_signature
     if hasattr(x, "__cuda_array_interface__"):
         return _interface_signature
@@ -310,8 +309,7 @@ def _address(a: Any) -> str | None:
     torch = sys.modules.get("torch")
     if torch is not None and type(a) is torch.Tensor:
         return "{}.data_ptr()" if a.is_cuda else None
-    cuda_array = getattr(sys.modules.get("iron.runtime.cuda.array"), "CudaArray", None)
-    if cuda_array is not None and type(a) is cuda_array:
+    if getattr(type(a), "iron_device_array", False):  # Iron's CudaArray
         return "{}.ptr"
     cupy = sys.modules.get("cupy")
     if cupy is not None and type(a) is cupy.ndarray:

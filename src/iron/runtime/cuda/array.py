@@ -27,6 +27,9 @@ class CudaArray:
     """``shape`` elements of ``dtype`` at device address ``ptr`` (owned by ``device``'s pool)."""
 
     __slots__ = ("device", "ptr", "shape", "dtype", "size", "nbytes", "ordinal", "_capacity", "__weakref__")
+    #: Read by layers that may not import the runtime (iron.std's call plans): a C-contiguous device array
+    #: whose address is ``ptr`` and whose GPU is ``ordinal``.
+    iron_device_array = True
 
     def __init__(self, device: "CudaDevice", ptr: int, shape: tuple[int, ...], dtype: D.DType, capacity: int):
         self.device = device

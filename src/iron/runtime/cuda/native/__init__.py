@@ -1,5 +1,5 @@
 """The native launch module: ``launch.c`` built once with the system C compiler and loaded
-(:mod:`iron.runtime.native`), so that a fast launcher calls ``cuLaunchKernel`` from C with plain ints
+(:mod:`iron.core.native`), so that a fast launcher calls ``cuLaunchKernel`` from C with plain ints
 (docs/cuda.md, "Launch overhead").  Where it cannot be had (no compiler, headers, cache folder or driver, or
 ``IRON_NATIVE_LAUNCH=0``) :func:`load` returns None, :data:`LAUNCH`'s ``why_not`` says why, and the launchers
 use cuda-bindings.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from ...native import NativeModule, compiler
+from ....core.native import NativeModule, compiler
 
 SOURCE = Path(__file__).with_name("launch.c")
 LAUNCH = NativeModule(SOURCE, "iron_native_launch", "native_launch", ("-ldl",))
