@@ -88,8 +88,9 @@ def softmax_rows(x: In[T], out: Tensor[T], rows: int, n: int, aligned: bool):
     x, out: (rows, n) row-major, contiguous, dtype T (f32/f16/bf16); math in f32, one rounding to T.
     Domain: 1 <= n <= G * VEC * ITEMS; launch G-thread groups (any count: a group loops over rows).
     G: 256, or 32 for short rows (one subgroup per row on a 32-wide device: no idle threads, and the
-    cross-subgroup step of the reductions has one partial). ``aligned`` (allowed only when n % VEC == 0 and x, out start on 16 bytes): each thread moves
-    ITEMS 16-byte vectors; otherwise scalar coalesced accesses (the tail case: any n).
+    cross-subgroup step of the reductions has one partial). ``aligned`` (allowed only when n % VEC == 0
+    and x, out start on 16 bytes): each thread moves ITEMS 16-byte vectors; otherwise scalar coalesced
+    accesses (the tail case: any n).
     Reduction order: a tree over the thread's VEC*ITEMS registers, simd_max/simd_sum across the
     subgroup, then the subgroups' partials (shared memory) combined by one more subgroup reduction.
     softmax = exp(x - max) * (1 / sum); log_softmax = (x - max) - log(sum).

@@ -17,6 +17,7 @@ proper error.  The generated source is kept on the function
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
 from typing import Any, Callable
@@ -86,8 +87,8 @@ def build_bound(plan: KernelPlan, args: Any, grid: Any, group: Any, ordinal: int
 
     ``go`` takes one address per tensor argument, in order, and returns False, launching nothing, when
     ``still`` (a Python expression over ``env``'s names, the caller's check that this device still serves
-    it; ``names`` binds its names) is false, when an address is 0 (a freed array) or written memory overlaps another argument's: the
-    caller then takes the full path, which explains or launches.  Element counts and scalars are those of
+    it; ``names`` binds its names) is false, when an address is 0 (a freed array) or written memory
+    overlaps another argument's: the caller then takes the full path, which explains or launches.  Element counts and scalars are those of
     ``args``; the stream is chosen per call like the fast launcher's; ``dispatch`` gives the forced stream
     and the capture to count in; ``lock`` is the device's.
     """
@@ -118,7 +119,8 @@ def build_bound(plan: KernelPlan, args: Any, grid: Any, group: Any, ordinal: int
             "with LOCK:", f"    PACK(BUF, 0, {', '.join(values)})", "    forced = DISPATCH.forced"]
     body += ["    " + line for line in _stream_choice(producer, env, native is not None)]
     blocks, threads = geo.blocks, geo.threads
-    body += ["    " + line for line in _launch_lines(plan, env, native, lambda a: str(blocks[a]), lambda a: str(threads[a]))]
+    launch = _launch_lines(plan, env, native, lambda a: str(blocks[a]), lambda a: str(threads[a]))
+    body += ["    " + line for line in launch]
     body += ["    if err:", "        return FAILED(err)", "    if DISPATCH.capture.active:",
              "        DISPATCH.capture.launches += 1", "return True"]
     params = ", ".join(pointer.values())
@@ -127,7 +129,7 @@ def build_bound(plan: KernelPlan, args: Any, grid: Any, group: Any, ordinal: int
 
 def repr_constant(value: Any, env: dict[str, Any], name: str) -> str:
     """``value`` as source: its repr when that reads back as the same value, else a name bound in ``env``."""
-    if type(value) is int or (type(value) is float and value == value and value not in (float("inf"), float("-inf"))):
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
         return repr(value)
     env[name] = value
     return name
