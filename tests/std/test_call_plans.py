@@ -180,7 +180,7 @@ def test_calls_replay_the_same_with_the_native_path_off(monkeypatch):
         a = np.arange(64, dtype=np.float32).reshape(4, 16)
         results[native] = [softmax.softmax(a), softmax.softmax(a)]
         assert len([p for p in softmax.softmax.plans.values() if p is not None]) == 1
-        assert (_plans._replay is None) == (native == "0") or _plans.SIGNATURE.load() is None
+        assert (_plans._hot is None) == (native == "0") or _plans.SIGNATURE.load() is None
     for a, b in zip(results["1"], results["0"]):
         np.testing.assert_array_equal(a, b)
 

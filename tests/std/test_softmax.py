@@ -49,8 +49,8 @@ MUTANTS = {
                                 "if c < n - 1:\n                        out[base + c] = T(r[j * VEC + k])")]),
     # the vector loads stride by 256 threads whatever the group size: short-row groups read wrong columns.
     "load_stride_ignores_group": ("std/softmax/softmax_short_rows", "softmax_rows",
-                                  [("c = (j * G + t) * VEC\n                if c < n:\n                    v = f32",
-                                    "c = (j * GROUP + t) * VEC\n                if c < n:\n                    v = f32")]),
+                                  [tuple(f"c = (j * {g} + t) * VEC\n                if c < n:\n                    v = f32"
+                                    for g in ("G", "GROUP"))]),
     # the online sum is never rescaled when the running max grows.
     "online_no_rescale": ("std/softmax/softmax_online", "softmax_rows_online",
                           [("                s = s * exp(m - ref) + part", "                s = s + part")]),
@@ -91,8 +91,8 @@ def check(got: np.ndarray, x: np.ndarray, log_space: bool, backend: str = "inter
     want = SS.softmax_oracle(x64, n, log_space)
     dt = D.from_numpy(x.dtype)
     vec = _host.vector_width(dt)
-    chosen = S.register_plan(kernel_n, vec)
     w = 8 if backend == "vulkan" else config.get("simd_width")
+    chosen = S.register_plan(kernel_n, vec, w)
     if chosen is None:
         depth = SS.online_depth(kernel_n, vec, kernel_n % vec == 0, w, SS.spread(x64, n), log_space)
     else:
@@ -133,6 +133,7 @@ def test_short_rows_take_one_subgroup_sized_group(seed):
     assert S.register_plan(1024, 8) == (S.SHORT_GROUP, 4) and S.register_plan(512, 4) == (S.SHORT_GROUP, 4)
     assert S.register_plan(1025, 8) == (S.GROUP, 1) and S.register_plan(513, 4) == (S.GROUP, 1)
     assert S.register_plan(16384, 8) == (S.GROUP, 8) and S.register_plan(16385, 8) is None
+    assert S.register_plan(1024, 8, lane_width=64) == (S.GROUP, 1), "a group is never part of a subgroup"
     check_both((3, 1024), ml_dtypes.bfloat16, seed)
     check_both((3, 1025), ml_dtypes.bfloat16, seed)
 

@@ -115,21 +115,22 @@ def signature_py(values: list[Any], generation: Any) -> tuple[tuple | None, list
 SIGNATURE = NativeModule(Path(__file__).with_name("native") / "plans.c", "iron_native_plans",
                          "native_plans")
 _native_module: Any = None
-#: The native module's ``replay(state, args, kwargs)``: a planned call's whole hot path (None: in Python).
-_replay: Any = None
+#: The native module's ``(replay, MISS)``: ``replay(state, args, kwargs)`` is a planned call's whole hot path,
+#: MISS what it returns when the Python path must run (None: all in Python).
+_hot: tuple[Callable[..., Any], Any] | None = None
 _chosen: tuple[Any, Callable[[list[Any], Any], tuple[tuple | None, list[Any]]]] | None = None
 
 
 def signature_function(generation: Any) -> Callable[[list[Any], Any], tuple[tuple | None, list[Any]]]:
     """The signature builder for these options: the native one (:data:`SIGNATURE`) where it can be had, else
     :func:`signature_py`."""
-    global _chosen, _native_module, _replay
+    global _chosen, _native_module, _hot
     if _chosen is None or _chosen[0] != generation:
         _native_module = SIGNATURE.load()
         if _native_module is not None:
             _readers.clear()  # a torch.Tensor seen again configures the module to read it (_signature_reader)
             _native_module.configure(_reader, None)
-        _replay = None if _native_module is None else _native_module.replay
+        _hot = None if _native_module is None else (_native_module.replay, _native_module.MISS)
         _chosen = (generation, signature_py if _native_module is None else _native_module.signature)
     return _chosen[1]
 
@@ -304,17 +305,33 @@ class Plan:
 
 
 # ---------------------------------------------------------------- a plan written out as one function
-def _address(a: Any) -> str | None:
-    """The source reading a device array's address (``{}`` is the array), None for anything else."""
+#: How a device array's address is read: the source a plan's function uses (``{}`` is the array) and the same
+#: as a function, by kind.
+_ADDRESSES: dict[str, tuple[str, Callable[[Any], int]]] = {
+    "torch": ("{}.data_ptr()", lambda a: a.data_ptr()),
+    "iron": ("{}.ptr", lambda a: a.ptr),
+    "cupy": ("{}.data.ptr", lambda a: a.data.ptr),
+}
+
+
+def _device_kind(a: Any) -> str | None:
+    """"torch" (a CUDA tensor), "iron" (a CudaArray) or "cupy" for a device array whose address a plan can read,
+    None for anything else."""
     torch = sys.modules.get("torch")
     if torch is not None and type(a) is torch.Tensor:
-        return "{}.data_ptr()" if a.is_cuda else None
-    if getattr(type(a), "iron_device_array", False):  # Iron's CudaArray
-        return "{}.ptr"
+        return "torch" if a.is_cuda else None
+    if getattr(type(a), "iron_device_array", False):
+        return "iron"
     cupy = sys.modules.get("cupy")
     if cupy is not None and type(a) is cupy.ndarray:
-        return "{}.data.ptr"
+        return "cupy"
     return None
+
+
+def _address(a: Any) -> str | None:
+    """The source reading a device array's address (``{}`` is the array), None for anything else."""
+    kind = _device_kind(a)
+    return None if kind is None else _ADDRESSES[kind][0]
 
 
 def _compile(plan: Plan, arrays: list[Any], bound: list[Callable[..., bool] | None]) -> Callable[[list], Any]:
@@ -366,10 +383,9 @@ def _compile(plan: Plan, arrays: list[Any], bound: list[Callable[..., bool] | No
         if kind == "view":  # made where an array is needed (the full path); its address is like's
             env[f"AL{made}"] = step[2]
             names.append(f"AL{made}({names[step[1]]})")
-            address(step[1])
-            read[made] = read.get(step[1])  # type: ignore[assignment]
-            if read[made] is None:
-                del read[made]
+            viewed = address(step[1])
+            if viewed is not None:
+                read[made] = viewed
             continue
         like, allocate = (step[3], step[9]) if kind == "output" else (step[1], step[2])
         env[f"AL{made}"] = allocate
@@ -401,7 +417,7 @@ def _overlap_check(out: int, other: int, arrays: list[Any], names: list[str],
 
 def _recorded_address(a: Any) -> int:
     """The address :func:`_address`'s source reads, for the recorded array ``a``."""
-    return int(eval(_address(a).format("a"), {"a": a}))  # noqa: S307 (our own source, over the array)
+    return int(_ADDRESSES[_device_kind(a)][1](a))  # type: ignore[index]
 
 
 def _run_step(kernel: Any, args: tuple, grid: Any, group: Any, backend: Any, arrays: list[Any]) -> None:
@@ -435,9 +451,10 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if _replay is not None:  # the same steps as below, in C, as far as running a plan found for the call
-            result = _replay(state, args, kwargs)
-            if result is not _native_module.MISS:
+        hot = _hot
+        if hot is not None:  # the same steps as below, in C, as far as running a plan found for the call
+            result = hot[0](state, args, kwargs)
+            if result is not hot[1]:
                 return result
         return python_call(args, kwargs)
 

@@ -668,7 +668,7 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
     out = _host.output("gemm", out, a, (m, n), dt, {"a": a, "b": b, "bias": bias})
     if m == 0 or n == 0:
         return out
-    if m == 1 and bias is None and act == "none" and n * k < 1 << 31:
+    if m == 1 and k and bias is None and act == "none" and n * k < 1 << 31:
         # One row (a decode step's projection): a matrix-vector product, bound by reading b once, which the
         # gemv kernels stream at the copy rate and a tile kernel, computing 64 or 128 rows for one, does not.
         from . import gemv

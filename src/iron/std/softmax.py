@@ -20,6 +20,7 @@ from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
 from iron.core.errors import LaunchError
+from iron.jit.device import device_traits
 from iron.lang import (barrier, exp, group_id, lane_id, local, log, num_groups, num_simd_groups, shared,
                        simd_group_id, simd_max, simd_size, simd_sum, static_range, thread_id, vec)
 
@@ -257,12 +258,13 @@ def register_items(n: int, vec: int, group: int = GROUP) -> int | None:
     return None
 
 
-def register_plan(n: int, vec: int) -> tuple[int, int] | None:
+def register_plan(n: int, vec: int, lane_width: int = SHORT_GROUP) -> tuple[int, int] | None:
     """(group size, ITEMS) of the register kernel for rows of ``n``: SHORT_GROUP threads when they hold the row
     in at most SHORT_ITEMS vectors each (short rows: a 256-thread group would leave threads idle and meet
-    at barriers for nothing), else GROUP; None: the row takes the online kernel."""
+    at barriers for nothing) and the device's subgroups are no wider (``lane_width``: a group is never part
+    of a subgroup), else GROUP; None: the row takes the online kernel."""
     items = register_items(n, vec, SHORT_GROUP)
-    if items is not None and items <= SHORT_ITEMS:
+    if items is not None and items <= SHORT_ITEMS and lane_width <= SHORT_GROUP:
         return SHORT_GROUP, items
     items = register_items(n, vec)
     return None if items is None else (GROUP, items)
@@ -298,7 +300,7 @@ def _run(x: Any, out: Any, log_space: bool, backend: str | None) -> Any:
         return out
     vec = _host.vector_width(dt)
     aligned = vector_ok(n, vec, x, out)
-    chosen = register_plan(n, vec)
+    chosen = register_plan(n, vec, device_traits(backend, (x,)).lane_width)
     if chosen is None:
         group, k = GROUP, softmax_rows_online.variant(T=dt, VEC=vec, LOG=log_space)
     else:

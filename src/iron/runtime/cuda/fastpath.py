@@ -88,9 +88,9 @@ def build_bound(plan: KernelPlan, args: Any, grid: Any, group: Any, ordinal: int
     ``go`` takes one address per tensor argument, in order, and returns False, launching nothing, when
     ``still`` (a Python expression over ``env``'s names, the caller's check that this device still serves
     it; ``names`` binds its names) is false, when an address is 0 (a freed array) or written memory
-    overlaps another argument's: the caller then takes the full path, which explains or launches.  Element counts and scalars are those of
-    ``args``; the stream is chosen per call like the fast launcher's; ``dispatch`` gives the forced stream
-    and the capture to count in; ``lock`` is the device's.
+    overlaps another argument's: the caller then takes the full path, which explains or launches.  Element
+    counts and scalars are those of ``args``; the stream is chosen per call like the fast launcher's;
+    ``dispatch`` gives the forced stream and the capture to count in; ``lock`` is the device's.
     """
     sig = plan.signature
     geo = plan.geometries.get((grid, group))
@@ -104,7 +104,7 @@ def build_bound(plan: KernelPlan, args: Any, grid: Any, group: Any, ordinal: int
     producer = None
     for i, (spec, arg) in enumerate(zip(sig.params, args)):
         if not spec.is_tensor:
-            scalars[spec.name] = repr_constant(plan.converters[spec.name](arg), env, f"S{i}")
+            scalars[spec.name] = _constant_source(plan.converters[spec.name](arg), env, f"S{i}")
             continue
         kind = interop.kind_of(arg)
         n = _count_of(arg, kind, spec.dtype, ordinal)
@@ -127,7 +127,7 @@ def build_bound(plan: KernelPlan, args: Any, grid: Any, group: Any, ordinal: int
     return _define("go", params, body, env, f"<iron bound launcher {plan.module.entry}>")
 
 
-def repr_constant(value: Any, env: dict[str, Any], name: str) -> str:
+def _constant_source(value: Any, env: dict[str, Any], name: str) -> str:
     """``value`` as source: its repr when that reads back as the same value, else a name bound in ``env``."""
     if type(value) is int or (type(value) is float and math.isfinite(value)):
         return repr(value)

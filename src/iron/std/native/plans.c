@@ -6,7 +6,8 @@
  * (type, value) for None, bool, int, float and str; (type, reader(v), same) for an array, where same is the
  * index of an earlier identical array or -1; (type, parts) for a tuple or list; (type, value) for anything
  * else hashable; and key None (with the arrays seen so far) when a value has no key.  torch.Tensor's reader
- * runs here; any other type's comes from the Python function given to configure().
+ * runs here; any other type's comes from the Python function given to configure().  (A torch tensor of a
+ * dtype Iron does not take is an array here and a plain value there: either way the call raises, unplanned.)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

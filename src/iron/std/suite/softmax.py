@@ -170,7 +170,7 @@ def _numpy_log_softmax(x, out, rows, n, aligned):
 
 def _bench_setup(case, log_space: bool, online: bool) -> Setup:
     n = case.dims[1]
-    chosen = None if online else S.register_plan(n, case["VEC"])
+    chosen = None if online else S.register_plan(n, case["VEC"], case.simd_width)
     if not online and chosen is None:
         raise ValueError(f"a row of {n} does not fit the register kernel: bench it with the online one")
     group, items = chosen or (None, None)
