@@ -393,3 +393,54 @@ def test_vector_paths_need_16_byte_aligned_device_arrays():
 
     assert conv._aligned(np.ones(3, np.float32), DeviceView(1 << 20), DeviceView(4096 + 16))
     assert not conv._aligned(DeviceView(1 << 20), DeviceView(4096 + 4))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv2d_padding_forms(layout):
+    """Asymmetric (top, bottom) / (left, right) padding, 'same' (odd and even kernels, dilated) and 'valid',
+    each against the oracle of the input padded explicitly: the kernel zero-fills past the input, so the
+    padding after is only a larger output."""
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    for kernel, padding, dilation, want_hw in (((3, 2), ((2, 0), (1, 3)), (1, 1), (7, 12)),
+                                               ((3, 3), "same", (1, 1), (7, 9)),
+                                               ((2, 4), "same", (2, 1), (7, 9)),
+                                               ((3, 2), "valid", (1, 1), (5, 8))):
+        w = rng.standard_normal((4, 3, *kernel)).astype(np.float32)
+        if padding == "same":
+            sides = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation)]
+        else:
+            sides = [(0, 0), (0, 0)] if padding == "valid" else padding
+        padded = np.pad(_f64(x), [(0, 0), (0, 0), *sides])
+        want = SC.dense_nchw(padded, _f64(w), None, (1, 1), (0, 0), dilation)
+        if layout == "NCHW":
+            y = conv.conv2d(x, w, padding=padding, dilation=dilation, backend="interp")
+        else:
+            xh, wh = (np.ascontiguousarray(a.transpose(0, 2, 3, 1)) for a in (x, w))
+            y = conv.conv2d(xh, wh, padding=padding, dilation=dilation, layout="NHWC", backend="interp")
+            want = SC.to_nhwc(want)
+        assert y.shape == want.value.shape
+        assert (y.shape[1:3] if layout == "NHWC" else y.shape[2:]) == want_hw
+        _close(y, want, D.f32, 3 * kernel[0] * kernel[1])
+
+
+def test_conv1d_padding_forms():
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((2, 5, 20)).astype(np.float32)
+    w = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    for padding, sides, length in (((1, 3), (1, 3), 21), ("same", (1, 2), 20), ("valid", (0, 0), 17),
+                                   (2, (2, 2), 21)):
+        want = SC.dense_nchw(np.pad(_f64(x), [(0, 0), (0, 0), sides])[:, :, None], _f64(w)[:, :, None], None,
+                             (1, 1), (0, 0), (1, 1))
+        y = conv.conv1d(x, w, padding=padding, backend="interp")
+        assert y.shape == (2, 3, length)
+        _close(y, iron.Expect(want.value[:, :, 0], scale=want.scale[:, :, 0]), D.f32, 5 * 4)
+
+
+def test_padding_errors_say_what_is_accepted():
+    x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((3, 2, 3, 3), np.float32)
+    with pytest.raises(iron.LaunchError, match="stride 1"):
+        conv.conv2d(x, w, stride=2, padding="same", backend="interp")
+    for bad in ("full", (1, 2, 3), ((1, 2), (3,)), (-1, 0), 1.5):
+        with pytest.raises(iron.LaunchError, match="padding"):
+            conv.conv2d(x, w, padding=bad, backend="interp")

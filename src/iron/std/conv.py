@@ -547,16 +547,48 @@ def _pair(v: int | tuple[int, int], what: str) -> tuple[int, int]:
     return pair  # type: ignore[return-value]
 
 
-def _extent(size: int, k: int, s: int, p: int, d: int, axis: str) -> int:
-    """Output extent along one axis; a LaunchError when the dilated kernel does not fit the padded input."""
-    if s < 1 or d < 1 or p < 0:
+def _extent(size: int, k: int, s: int, p: int | tuple[int, int], d: int, axis: str) -> int:
+    """Output extent along one axis, ``p`` the padding on each side or (before, after); a LaunchError when the
+    dilated kernel does not fit the padded input."""
+    before, after = (p, p) if isinstance(p, int) else p
+    if s < 1 or d < 1 or before < 0 or after < 0:
         raise LaunchError(f"conv: stride and dilation must be >= 1 and padding >= 0 along {axis}; "
                           f"got stride {s}, padding {p}, dilation {d}")
     span = d * (k - 1) + 1
-    if span > size + 2 * p:
+    padded = size + before + after
+    if span > padded:
         raise LaunchError(f"conv: along {axis} the kernel spans {span} (size {k}, dilation {d}), larger than "
-                          f"the padded input {size + 2 * p} (size {size} + 2 * padding {p})")
-    return (size + 2 * p - span) // s + 1
+                          f"the padded input {padded} (size {size} + padding {before} + {after})")
+    return (padded - span) // s + 1
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _padding(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+             op: str) -> list[tuple[int, int]]:
+    """(before, after) zero padding per spatial axis from PyTorch's forms and one more: an int (every side),
+    one int per axis (both its sides), one (before, after) pair per axis (asymmetric; for one axis a pair of
+    ints is that pair), "valid" (none) or "same" (the output as large as the input: stride 1 only, and the
+    dilated kernel's extra span split as PyTorch splits it, the odd element after)."""
+    dims = len(kernel)
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [(0, 0)] * dims
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise LaunchError(f"{op}: padding='same' needs stride 1 (as in PyTorch); got stride {stride}")
+            return [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation)]
+    elif _is_int(padding):
+        return [(padding, padding)] * dims
+    elif isinstance(padding, (tuple, list)):
+        items = [padding] if dims == 1 and len(padding) == 2 and all(map(_is_int, padding)) else list(padding)
+        sides = [(p, p) if _is_int(p) else tuple(p) if isinstance(p, (tuple, list)) else () for p in items]
+        if len(sides) == dims and all(len(s) == 2 and all(map(_is_int, s)) for s in sides):
+            return sides  # type: ignore[return-value]
+    raise LaunchError(f"{op}: padding must be an int, {dims} int(s), {dims} (before, after) pair(s), 'same' or "
+                      f"'valid'; got {padding!r}")
 
 
 def _contiguous(a: Any, what: str) -> Any:
@@ -638,36 +670,39 @@ def _dense(x: Any, w: Any, bias: Any, out: Any, dt: Any, nhwc: bool, geometry: t
 
 
 @planned
-def conv1d(x: Any, w: Any, bias: Any = None, stride: int = 1, padding: int = 0, dilation: int = 1,
-           out: Any = None, backend: str | None = None) -> Any:
+def conv1d(x: Any, w: Any, bias: Any = None, stride: int = 1, padding: int | tuple[int, int] | str = 0,
+           dilation: int = 1, out: Any = None, backend: str | None = None) -> Any:
     """y (N, C_out, L_out) = conv1d(x (N, C_in, L), w (C_out, C_in, K)) + bias, zero padding.
 
-    L_out = (L + 2 padding - dilation (K - 1) - 1) // stride + 1; the dense conv2d kernel with H = KH = 1.
+    padding: an int (both sides), (before, after), "same" or "valid" (:func:`_padding`).  L_out = (L + before +
+    after - dilation (K - 1) - 1) // stride + 1; the dense conv2d kernel with H = KH = 1.
     """
     dt, x, w, bias = _operands(x, w, bias, 3, 3, "conv1d")
     (n, c_in, length), (c_out, wc, k) = _host.shape_of(x), _host.shape_of(w)
     if wc != c_in:
         raise LaunchError(f"conv1d: x has {c_in} input channels, w expects {wc} (w is (C_out, C_in, K))")
-    if not all(isinstance(v, int) for v in (stride, padding, dilation)):
-        raise LaunchError("conv1d: stride, padding and dilation must be ints")
+    if not all(_is_int(v) for v in (stride, dilation)):
+        raise LaunchError("conv1d: stride and dilation must be ints")
     if k < 1:
         raise LaunchError("conv1d: the kernel size K must be >= 1")
     _check_bias(bias, c_out, "conv1d")
-    l_out = _extent(length, k, stride, padding, dilation, "L")
+    (pad,) = _padding(padding, (k,), (stride,), (dilation,), "conv1d")
+    l_out = _extent(length, k, stride, pad, dilation, "L")
     out = _output(x, out, (n, c_out, l_out), dt, "conv1d", {"x": x, "w": w, "bias": bias})
     return _dense(x, w, bias, out, dt, False,
-                  (n, c_in, 1, length, c_out, 1, k, 1, stride, 0, padding, 1, dilation, 1, l_out), backend)
+                  (n, c_in, 1, length, c_out, 1, k, 1, stride, 0, pad[0], 1, dilation, 1, l_out), backend)
 
 
 @planned
 def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1, 1),
-           padding: int | tuple[int, int] = (0, 0), dilation: int | tuple[int, int] = (1, 1),
+           padding: int | tuple[Any, Any] | str = (0, 0), dilation: int | tuple[int, int] = (1, 1),
            layout: str = "NCHW", out: Any = None, backend: str | None = None) -> Any:
     """Dense 2-D convolution (groups = 1) with zero padding and an optional bias.
 
     layout "NCHW": x (N, C_in, H, W), w (C_out, C_in, KH, KW) (PyTorch's), y (N, C_out, H_out, W_out).
     layout "NHWC": x (N, H, W, C_in), w (C_out, KH, KW, C_in) (PyTorch's weight in channels_last order:
-    ``w.permute(0, 2, 3, 1)``), y (N, H_out, W_out, C_out).
+    ``w.permute(0, 2, 3, 1)``), y (N, H_out, W_out, C_out).  padding: an int, (ph, pw), ((top, bottom),
+    (left, right)), "same" or "valid" (:func:`_padding`).
     """
     if layout not in ("NCHW", "NHWC"):
         raise LaunchError(f"conv2d: layout must be 'NCHW' or 'NHWC', got {layout!r}")
@@ -682,13 +717,15 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
     if kh < 1 or kw < 1:
         raise LaunchError(f"conv2d: the kernel must be at least 1 x 1, got {kh} x {kw}")
     _check_bias(bias, c_out, "conv2d")
-    (sh, sw), (ph, pw), (dh, dw) = (_pair(stride, "conv2d: stride"), _pair(padding, "conv2d: padding"),
-                                    _pair(dilation, "conv2d: dilation"))
-    h_out, w_out = _extent(h, kh, sh, ph, dh, "H"), _extent(wd, kw, sw, pw, dw, "W")
+    (sh, sw), (dh, dw) = _pair(stride, "conv2d: stride"), _pair(dilation, "conv2d: dilation")
+    pad_h, pad_w = _padding(padding, (kh, kw), (sh, sw), (dh, dw), "conv2d")
+    h_out, w_out = _extent(h, kh, sh, pad_h, dh, "H"), _extent(wd, kw, sw, pad_w, dw, "W")
     shape = (n, h_out, w_out, c_out) if nhwc else (n, c_out, h_out, w_out)
     out = _output(x, out, shape, dt, "conv2d", {"x": x, "w": w, "bias": bias})
+    # The kernel reads taps at oh * sh - top + kh * dh and zero-fills what falls outside the input, so the
+    # padding after (bottom, right) is only a larger output extent.
     return _dense(x, w, bias, out, dt, nhwc,
-                  (n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out), backend)
+                  (n, c_in, h, wd, c_out, kh, kw, sh, sw, pad_h[0], pad_w[0], dh, dw, h_out, w_out), backend)
 
 
 @planned
