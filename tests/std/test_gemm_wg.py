@@ -84,3 +84,14 @@ def test_the_host_runs_warpgroups_on_hopper_alone():
                          ("metal", "apple-m2")):
         assert not W.runs_warpgroups(profile(target, arch))
     assert not W.runs_warpgroups(None)  # the interpreter: gemm_mma, whose fragments it holds at any width
+
+
+def test_only_rings_that_fit_sm90_are_variants():
+    """iron build builds every variant: none may need more shared memory than a device running mma_wg has,
+    and the rule removes only those (the default configuration stays)."""
+    limit = profile("cuda", "sm_90").shared_limit
+    assert W.WG_SHARED_LIMIT == limit
+    built = W.gemm_wg.variants
+    assert built and all(W.wg_shared_bytes(v) <= limit for v in built)
+    assert W.wg_shared_bytes({"STAGES": 4, "KP": 2, "BN": 256}) > limit
+    assert W.wg_ring_fits(W.WG_DEFAULT) and not W.wg_ring_fits({"STAGES": 4, "KP": 2, "BN": 256})

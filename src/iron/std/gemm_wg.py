@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
+from iron.codegen.targets import PROFILES
 from iron.lang import (barrier, copy_async_commit, copy_async_wait, frag_acc, frag_store, lane_id, mma_wg, mma_wg_wait,
                        shared, simd_group_id, simd_size, static_range, sw128, thread_id)
 
@@ -97,8 +98,15 @@ def wg_ring_deep_enough(v: dict[str, Any]) -> bool:
     return v["STAGES"] > v["PENDING"] + 1
 
 
+def wg_ring_fits(v: dict[str, Any]) -> bool:
+    """The group's shared memory fits the devices that run ``mma_wg`` (sm_90's opt-in limit, 227 KiB): the
+    deepest, widest rings (4 stages of two 64-deep panels at BN 256: 417 KiB) can launch nowhere, so
+    ``iron build`` does not build them."""
+    return wg_shared_bytes(v) <= WG_SHARED_LIMIT
+
+
 @kernel(variants(T=[f16, bf16], BN=[128, 256], STAGES=[4, 3, 2], PENDING=[1, 0], KP=[1, 2], BT=[False, True],
-                 BIAS=[False, True], ACT=list(ACTIVATIONS), where=wg_ring_deep_enough))
+                 BIAS=[False, True], ACT=list(ACTIVATIONS), where=[wg_ring_deep_enough, wg_ring_fits]))
 def gemm_wg(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
     """C = act(A @ B + bias) on warpgroups (``mma_wg``; docs/std/gemm.md).
 
@@ -180,6 +188,10 @@ def wg_shared_bytes(binding: dict[str, Any]) -> int:
     """Shared memory one group of :data:`gemm_wg` declares with ``binding`` (ring, staging; 16-bit T)."""
     ring = binding["STAGES"] * binding.get("KP", 1) * (WG_BM + binding["BN"]) * WG_BK * 2
     return ring + 4 * 16 * STAGE_LD * 4
+
+
+#: The most shared memory one group may take on a device that runs ``mma_wg``.
+WG_SHARED_LIMIT = max(p.shared_limit for p in PROFILES.values() if "wgmma" in p.features)
 
 
 def runs_warpgroups(profile: Any) -> bool:
