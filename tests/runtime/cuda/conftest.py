@@ -34,6 +34,19 @@ def device(nvrtc, fake, tmp_path) -> Iterator[CudaDevice]:
 
 
 @pytest.fixture
+def served(device, monkeypatch):
+    """The fake device serving backend 'cuda' (what a launch with backend='cuda', or on its arrays, finds).
+    Options a test set are read again afterwards."""
+    import iron.runtime as rt
+    from iron import config
+
+    monkeypatch.setitem(rt._devices, "cuda", device)
+    yield device
+    monkeypatch.undo()
+    config.reload()
+
+
+@pytest.fixture
 def torch(monkeypatch):
     """A stand-in ``torch`` module in sys.modules (there is no real one here)."""
     module = fake_torch()

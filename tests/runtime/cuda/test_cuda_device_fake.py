@@ -358,15 +358,6 @@ def test_prepare_builds_the_module_a_later_launch_finds_in_memory(device, fake):
     assert after["compiles"] == built["compiles"] and after["memory_hits"] == built["memory_hits"] + 1
 
 
-@pytest.fixture
-def served(device, monkeypatch):
-    """The fake device serving backend 'cuda' (what a launch with backend='cuda' finds)."""
-    import iron.runtime as rt
-
-    monkeypatch.setitem(rt._devices, "cuda", device)
-    return device
-
-
 def test_a_repeated_launch_goes_straight_to_the_devices_launcher(served, fake, torch, launches):
     """k[grid](...) and k.variant(...).launch(...) again with arguments of the same kinds: the device's generated
     launcher checks them and launches, with no resolution in the jit; what it refuses takes the full path."""

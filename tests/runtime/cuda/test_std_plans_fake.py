@@ -13,17 +13,6 @@ from iron.runtime.cuda.array import CudaArray
 from iron.std import elementwise, norms, softmax
 
 
-@pytest.fixture
-def served(device, monkeypatch):
-    """The fake device serving backend 'cuda', the way a launch on its arrays finds it."""
-    import iron.runtime as rt
-
-    monkeypatch.setitem(rt._devices, "cuda", device)
-    yield device
-    monkeypatch.undo()
-    config.reload()
-
-
 def _aligned(device, shape):
     """A device array at a 128-byte boundary (the fake's blocks are), so calls share one signature."""
     a = device.empty(shape, f32)
