@@ -213,3 +213,35 @@ def test_torch_cuda_tensors_run_on_cuda_with_no_backend(cuda):
     b = torch.empty_like(a)
     twice[256](a, b)
     assert torch.equal(b, 2 * a) and "cuda" in runtime._devices
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("shape", [(4, 64, 20, 20, 96, 3, 1, 1, 1), (2, 64, 15, 17, 64, 3, 2, 1, 4),
+                                   (2, 128, 9, 9, 256, 1, 1, 0, 1), (3, 80, 1, 301, 384, 3, 2, 1, 1)], ids=str)
+def test_conv2d_matrix_path_against_cudnn(cuda, shape, layout):
+    """conv2d on torch CUDA tensors (the implicit GEMM, or gemm for channels-last 1 x 1): groups, a residual and
+    relu fused, both layouts, against torch's own convolution in float64."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    from iron.std import conv as C
+
+    n, c, h, wd, co, k, stride, pad, groups = shape
+    kh = 1 if h == 1 else k
+    gen = torch.Generator(device="cuda").manual_seed(sum(shape))
+    x = torch.randn(n, c, h, wd, device="cuda", dtype=torch.bfloat16, generator=gen)
+    w = torch.randn(co, c // groups, kh, k, device="cuda", dtype=torch.bfloat16, generator=gen) / (c * k) ** 0.5
+    b = torch.randn(co, device="cuda", dtype=torch.bfloat16, generator=gen)
+    pads = (0 if h == 1 else pad, pad)
+    ref = F.conv2d(x.double(), w.double(), b.double(), (1 if h == 1 else stride, stride), pads, 1, groups)
+    res = torch.randn(ref.shape, device="cuda", dtype=torch.bfloat16, generator=gen)
+    want = torch.relu(ref + res.double())
+    if layout == "NHWC":
+        got = C.conv2d(x.permute(0, 2, 3, 1).contiguous(), w.permute(0, 2, 3, 1).contiguous(), b,
+                       (1 if h == 1 else stride, stride), pads, layout="NHWC", groups=groups, activation="relu",
+                       residual=res.permute(0, 2, 3, 1).contiguous()).permute(0, 3, 1, 2)
+    else:
+        got = C.conv2d(x, w, b, (1 if h == 1 else stride, stride), pads, groups=groups, activation="relu",
+                       residual=res)
+    # f32 sums rounded once to bf16 (2**-8 relative) against the float64 result
+    assert (got.double() - want).abs().max().item() <= 2.0 ** -7 * want.abs().max().item()

@@ -131,8 +131,8 @@ MUTANTS = {
                                                            "if col + e < n - 1:\n                c[row * n + col + e] = out[e]")],
                              [GS._shape(33, 17, 45)]),
     # the multiply reads A from the buffer being refilled, not from the step that landed.
-    "mma_wrong_buffer": ("std/gemm/mma", "gemm_mma", [("a_base = (kt % STAGES) * a_stage",
-                                                       "a_base = ((kt + 1) % STAGES) * a_stage")], TAIL[:1]),
+    "mma_wrong_buffer": ("std/gemm/mma", "gemm_mma", [("a_s, b_s, (kt % STAGES) * a_stage",
+                                                       "a_s, b_s, ((kt + 1) % STAGES) * a_stage")], TAIL[:1]),
     # the wait leaves the step about to be multiplied in flight (the interpreter lands copies at their wait).
     # (K and N multiples of 8: the copies are asynchronous ones)
     "mma_early_read": ("std/gemm/mma", "gemm_mma", [("copy_async_wait(STAGES - 2)", "copy_async_wait(STAGES - 1)")],

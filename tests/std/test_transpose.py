@@ -28,12 +28,14 @@ MUTANTS = {
     "tile_not_transposed": [("T(tile[tx, ty + k * (TILE // ROWS_PER_THREAD)])",
                              "T(tile[ty + k * (TILE // ROWS_PER_THREAD), tx])")],
     # each thread writes one row of the tile too few: a quarter of the output stays poisoned.
-    "rows_per_thread_short": [("            for k in static_range(ROWS_PER_THREAD):\n                c = c0 + ty",
-                               "            for k in static_range(ROWS_PER_THREAD - 1):\n                c = c0 + ty")],
+    "rows_per_thread_short": [("                for k in static_range(ROWS_PER_THREAD):\n                    c = c0 + ty",
+                               "                for k in static_range(ROWS_PER_THREAD - 1):\n                    c = c0 + ty")],
     # the column tail is not masked on the way in: a row's end reads into the next row (or past x).
-    "column_tail_unmasked": [("                if r < rows and c < cols:", "                if r < rows:")],
+    "column_tail_unmasked": [("                    if r < rows and c < cols:", "                    if r < rows:")],
     # the output's row stride is x's (cols), not out's (rows): right only for square inputs.
-    "output_stride_swapped": [("out[c * rows + r] = T(", "out[c * cols + r] = T(")],
+    "output_stride_swapped": [("out[at + c * rows + r] = T(", "out[at + c * cols + r] = T(")],
+    # the batch's matrices taken rows * rows apart: right only for square matrices (or a batch of one).
+    "batch_stride_wrong": [("at = b * rows * cols", "at = b * rows * rows")],
 }
 
 
@@ -52,13 +54,14 @@ def test_unmutated_copy_passes(tmp_path, seed):
 
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("shape", [(1, 1), (2, 95), (95, 2), (31, 33), (129, 40)])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 95), (95, 2), (31, 33), (129, 40), (3, 9, 40), (2, 1, 33)])
 def test_transpose_is_exact(shape, dtype, backend, seed):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape).astype(dtype)
     y = TR.transpose(x, backend=backend)
-    assert y.shape == shape[::-1] and y.dtype == x.dtype and y.flags.c_contiguous
-    np.testing.assert_array_equal(y, x.T)
+    want = np.swapaxes(x, -1, -2)
+    assert y.shape == want.shape and y.dtype == x.dtype and y.flags.c_contiguous
+    np.testing.assert_array_equal(y, want)
 
 
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
@@ -87,7 +90,7 @@ def test_empty_extent_gives_an_empty_transpose():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: TR.transpose(np.ones(4, np.float32)), "2-D"),
-    (lambda: TR.transpose(np.ones((2, 2, 2), np.float32)), "2-D"),
+    (lambda: TR.transpose(np.ones((2, 2, 2, 2), np.float32)), "2-D"),
     (lambda: TR.transpose(np.ones((2, 3), np.int32)), "f32, f16 or bf16"),
     (lambda: TR.transpose([[1.0]]), "expected an array"),
     (lambda: TR.transpose(np.ones((2, 3), np.float32), out=np.ones((2, 3), np.float32)),

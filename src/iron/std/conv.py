@@ -23,6 +23,7 @@ from iron.lang import (barrier, group_id, group_size, isfinite, local, num_group
 
 from . import _host
 from ._plans import planned
+from .gemm import ACTIVATIONS
 
 # ---------------------------------------------------------------- tile shapes
 
@@ -651,14 +652,22 @@ def _check_int32(op: str, *arrays_or_sizes: int) -> None:
 
 
 def _dense(x: Any, w: Any, bias: Any, out: Any, dt: Any, nhwc: bool, geometry: tuple[int, ...],
-           backend: str | None) -> Any:
-    """Launch conv2d_kernel; geometry = (N, C_in, H, W, C_out, KH, KW, sh, sw, ph, pw, dh, dw, H_out, W_out)."""
+           backend: str | None, groups: int = 1, residual: Any = None, act: str = "none") -> Any:
+    """The dense convolution into ``out``: the implicit GEMM on the matrix units where it serves the call
+    (:func:`_matrix`), else conv2d_kernel with the residual and the activation as elementwise passes after it.
+    geometry = (N, C_in, H, W, C_out, KH, KW, sh, sw, ph, pw, dh, dw, H_out, W_out)."""
     n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out = geometry
     n_pix = n * h_out * w_out
     if n_pix == 0 or c_out == 0:
         return out
-    red = c_in * kh * kw
+    red = c_in // groups * kh * kw
     _check_int32("conv", n * c_in * h * wd, c_out * red, n_pix * c_out)
+    if _matrix(x, w, bias, residual, out, dt, nhwc, geometry, groups, act, backend):
+        return out
+    if groups != 1:
+        raise LaunchError(f"conv: groups = {groups} runs on the matrix units only (f16/bf16 with C_in / groups a "
+                          f"multiple of 8, on a device with them); got {dt.name} with C_in / groups = "
+                          f"{c_in // groups}: run the groups as separate convolutions")
     vw = _host.vector_width(dt)
     tiles = min(_host.ceil_div(n_pix, BP), MAX_GROUPS)
     kernel_ = conv2d_kernel.variant(T=dt, VEC=vw)
@@ -666,21 +675,106 @@ def _dense(x: Any, w: Any, bias: Any, out: Any, dt: Any, nhwc: bool, geometry: t
                    h_out, w_out, n_pix, int(nhwc), int(nhwc and c_in % vw == 0 and _aligned(x, w)),
                    int(bias is not None),
                    grid=(tiles * GROUP, _host.ceil_div(c_out, BC)), group=(GROUP, 1), backend=backend)
+    if residual is not None or act != "none":
+        from .elementwise import _launch_binary, _launch_unary
+
+        if residual is not None:
+            _launch_binary("add", out, residual, out, backend)
+        if act != "none":
+            _launch_unary(act, out, out, backend)
     return out
+
+
+def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: bool, geometry: tuple[int, ...],
+            groups: int, act: str, backend: str | None) -> bool:
+    """Run the convolution as an implicit GEMM (conv_wg.py on Hopper, conv_mma.py elsewhere) when the dtype, the
+    channels, the device and the alignment allow; False (nothing launched) otherwise.  A group of at most 64
+    output channels stays on conv_mma's 128 x 64 tiles on Hopper too (conv_wg's are 128 channels wide).  NCHW
+    input goes to channels-last through batched transposes (x and, past 1 x 1, w); the kernel writes NCHW
+    output by its index map.  A channels-last 1 x 1
+    convolution at stride 1 without padding, groups or residual is a plain gemm of (N H W, C_in) by w^T."""
+    from .conv_mma import conv_config, conv_grid, conv_mma, conv_shared_bytes, conv_tiles
+    from .conv_wg import conv_wg, conv_wg_config, conv_wg_grid, conv_wg_shared_bytes
+    from .gemm import _launch_gemm
+    from .gemm_wg import runs_warpgroups
+    from .transpose import _launch_transpose
+    from iron.jit.device import device_traits
+
+    n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out = geometry
+    cin_g, cout_g = c_in // groups, c_out // groups
+    if dt not in (f16, bf16) or cin_g % 8 or not _aligned(x, w, out, bias, residual):
+        return False
+    traits = device_traits(backend, (x,))
+    n_pix = n * h_out * w_out
+    tiles = conv_tiles(n_pix, cout_g, groups)
+    if runs_warpgroups(traits.profile) and cout_g > 64:  # Hopper: the gather feeds warpgroup multiplies
+        kern, cfg = conv_wg, conv_wg_config(cout_g, tiles)
+        need, geo = conv_wg_shared_bytes(cfg), conv_wg_grid(cfg, n_pix, cout_g, groups)
+    else:
+        kern, cfg = conv_mma, conv_config(traits, dt, cout_g, tiles)
+        if cfg is None:
+            return False
+        need, geo = conv_shared_bytes(cfg, dt.itemsize), conv_grid(cfg, n_pix, cout_g, groups)
+    if need > (traits.shared_limit or float("inf")):
+        return False
+    if nhwc and (kh, kw, sh, sw, ph, pw, groups) == (1, 1, 1, 1, 0, 0, 1) and residual is None:
+        _launch_gemm(_host.view(x, lambda a: a.reshape(n_pix, c_in)), _host.view(w, lambda a: a.reshape(c_out, c_in)),
+                    bias, act, _host.view(out, lambda a: a.reshape(n_pix, c_out)), (n_pix, c_out, c_in), dt,
+                    backend, True)
+        return True
+    if geo is None:
+        return False
+    if not nhwc:
+        if c_in > 1 and h * wd > 1:
+            x_t = _host.empty_like(x, (n, h, wd, c_in))
+            _launch_transpose(x, x_t, n, c_in, h * wd, backend)
+            x = x_t
+        if kh * kw > 1 and cin_g > 1:
+            w_t = _host.empty_like(w, (c_out, kh, kw, cin_g))
+            _launch_transpose(w, w_t, c_out, cin_g, kh * kw, backend)
+            w = w_t
+    kern.variant(T=dt, ACT=act, **cfg).launch(
+        x, w, w if bias is None else bias, w if residual is None else residual, out, c_in, h, wd, c_out, kw, sh,
+        sw, ph, pw, dh, dw, h_out, w_out, n_pix, kh * kw, cin_g, cout_g, int(not nhwc), int(bias is not None),
+        int(residual is not None), grid=geo[0], group=geo[1], backend=backend)
+    return True
+
+
+def _epilogue(out_shape: tuple[int, ...], dt: Any, residual: Any, activation: str | None, op: str) -> str:
+    """The activation's name ("none" for None), after checking it and the residual (the output's shape and dtype)."""
+    act = "none" if activation is None else activation
+    if act not in ACTIVATIONS:
+        raise LaunchError(f"{op}: activation must be None or one of {', '.join(ACTIVATIONS[1:])}; got {activation!r}")
+    if residual is not None:
+        if _host.dtype_of(residual, f"{op}: residual") != dt:
+            raise LaunchError(f"{op}: residual has dtype {_host.dtype_of(residual).name}, x has {dt.name}")
+        _host.check_shape(residual, out_shape, f"{op}: residual")
+    return act
+
+
+def _groups(groups: Any, c_in: int, c_out: int, op: str) -> int:
+    if not _is_int(groups) or groups < 1 or c_in % groups or c_out % groups:
+        raise LaunchError(f"{op}: groups must be a positive int dividing C_in = {c_in} and C_out = {c_out}; "
+                          f"got {groups!r}")
+    return groups
 
 
 @planned
 def conv1d(x: Any, w: Any, bias: Any = None, stride: int = 1, padding: int | tuple[int, int] | str = 0,
-           dilation: int = 1, out: Any = None, backend: str | None = None) -> Any:
-    """y (N, C_out, L_out) = conv1d(x (N, C_in, L), w (C_out, C_in, K)) + bias, zero padding.
+           dilation: int = 1, out: Any = None, backend: str | None = None, groups: int = 1,
+           activation: str | None = None, residual: Any = None) -> Any:
+    """y (N, C_out, L_out) = act(conv1d(x (N, C_in, L), w (C_out, C_in / groups, K)) + bias + residual).
 
     padding: an int (both sides), (before, after), "same" or "valid" (:func:`_padding`).  L_out = (L + before +
-    after - dilation (K - 1) - 1) // stride + 1; the dense conv2d kernel with H = KH = 1.
+    after - dilation (K - 1) - 1) // stride + 1; the dense 2-D convolution with H = KH = 1.  activation: None,
+    "relu", "gelu_tanh" or "silu"; residual: (N, C_out, L_out), added before the activation.
     """
     dt, x, w, bias = _operands(x, w, bias, 3, 3, "conv1d")
     (n, c_in, length), (c_out, wc, k) = _host.shape_of(x), _host.shape_of(w)
-    if wc != c_in:
-        raise LaunchError(f"conv1d: x has {c_in} input channels, w expects {wc} (w is (C_out, C_in, K))")
+    groups = _groups(groups, c_in, c_out, "conv1d")
+    if wc * groups != c_in:
+        raise LaunchError(f"conv1d: x has {c_in} input channels, w expects {wc * groups} (w is (C_out, C_in / "
+                          f"groups, K) with groups = {groups})")
     if not all(_is_int(v) for v in (stride, dilation)):
         raise LaunchError("conv1d: stride and dilation must be ints")
     if k < 1:
@@ -688,21 +782,27 @@ def conv1d(x: Any, w: Any, bias: Any = None, stride: int = 1, padding: int | tup
     _check_bias(bias, c_out, "conv1d")
     (pad,) = _padding(padding, (k,), (stride,), (dilation,), "conv1d")
     l_out = _extent(length, k, stride, pad, dilation, "L")
-    out = _output(x, out, (n, c_out, l_out), dt, "conv1d", {"x": x, "w": w, "bias": bias})
+    act = _epilogue((n, c_out, l_out), dt, residual, activation, "conv1d")
+    out = _output(x, out, (n, c_out, l_out), dt, "conv1d", {"x": x, "w": w, "bias": bias, "residual": residual})
     return _dense(x, w, bias, out, dt, False,
-                  (n, c_in, 1, length, c_out, 1, k, 1, stride, 0, pad[0], 1, dilation, 1, l_out), backend)
+                  (n, c_in, 1, length, c_out, 1, k, 1, stride, 0, pad[0], 1, dilation, 1, l_out), backend, groups,
+                  residual, act)
 
 
 @planned
 def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1, 1),
            padding: int | tuple[Any, Any] | str = (0, 0), dilation: int | tuple[int, int] = (1, 1),
-           layout: str = "NCHW", out: Any = None, backend: str | None = None) -> Any:
-    """Dense 2-D convolution (groups = 1) with zero padding and an optional bias.
+           layout: str = "NCHW", out: Any = None, backend: str | None = None, groups: int = 1,
+           activation: str | None = None, residual: Any = None) -> Any:
+    """y = act(conv2d(x, w) + bias + residual): a dense (or grouped) 2-D convolution with zero padding.
 
-    layout "NCHW": x (N, C_in, H, W), w (C_out, C_in, KH, KW) (PyTorch's), y (N, C_out, H_out, W_out).
-    layout "NHWC": x (N, H, W, C_in), w (C_out, KH, KW, C_in) (PyTorch's weight in channels_last order:
+    layout "NCHW": x (N, C_in, H, W), w (C_out, C_in / groups, KH, KW) (PyTorch's), y (N, C_out, H_out, W_out).
+    layout "NHWC": x (N, H, W, C_in), w (C_out, KH, KW, C_in / groups) (PyTorch's weight in channels_last order:
     ``w.permute(0, 2, 3, 1)``), y (N, H_out, W_out, C_out).  padding: an int, (ph, pw), ((top, bottom),
-    (left, right)), "same" or "valid" (:func:`_padding`).
+    (left, right)), "same" or "valid" (:func:`_padding`).  groups: as PyTorch's (depthwise has its own function).
+    activation: None, "relu", "gelu_tanh" or "silu"; residual: y's shape, added before the activation (a ResNet
+    block's shortcut).  f16/bf16 with C_in / groups a multiple of 8 run on the matrix units (conv_mma.py) in one
+    pass, one rounding; otherwise the direct kernel (groups = 1 only) and elementwise passes after it.
     """
     if layout not in ("NCHW", "NHWC"):
         raise LaunchError(f"conv2d: layout must be 'NCHW' or 'NHWC', got {layout!r}")
@@ -711,9 +811,11 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
     xs, ws = _host.shape_of(x), _host.shape_of(w)
     (n, h, wd, c_in) = xs if nhwc else (xs[0], xs[2], xs[3], xs[1])
     (c_out, kh, kw, wc) = ws if nhwc else (ws[0], ws[2], ws[3], ws[1])
-    if wc != c_in:
-        wshape = "(C_out, KH, KW, C_in)" if nhwc else "(C_out, C_in, KH, KW)"
-        raise LaunchError(f"conv2d: x has {c_in} input channels, w expects {wc} (w is {wshape} in {layout})")
+    groups = _groups(groups, c_in, c_out, "conv2d")
+    if wc * groups != c_in:
+        wshape = "(C_out, KH, KW, C_in / groups)" if nhwc else "(C_out, C_in / groups, KH, KW)"
+        raise LaunchError(f"conv2d: x has {c_in} input channels, w expects {wc * groups} (w is {wshape} in {layout}, "
+                          f"groups = {groups})")
     if kh < 1 or kw < 1:
         raise LaunchError(f"conv2d: the kernel must be at least 1 x 1, got {kh} x {kw}")
     _check_bias(bias, c_out, "conv2d")
@@ -721,11 +823,13 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
     pad_h, pad_w = _padding(padding, (kh, kw), (sh, sw), (dh, dw), "conv2d")
     h_out, w_out = _extent(h, kh, sh, pad_h, dh, "H"), _extent(wd, kw, sw, pad_w, dw, "W")
     shape = (n, h_out, w_out, c_out) if nhwc else (n, c_out, h_out, w_out)
-    out = _output(x, out, shape, dt, "conv2d", {"x": x, "w": w, "bias": bias})
-    # The kernel reads taps at oh * sh - top + kh * dh and zero-fills what falls outside the input, so the
+    act = _epilogue(shape, dt, residual, activation, "conv2d")
+    out = _output(x, out, shape, dt, "conv2d", {"x": x, "w": w, "bias": bias, "residual": residual})
+    # The kernels read taps at oh * sh - top + kh * dh and zero-fill what falls outside the input, so the
     # padding after (bottom, right) is only a larger output extent.
     return _dense(x, w, bias, out, dt, nhwc,
-                  (n, c_in, h, wd, c_out, kh, kw, sh, sw, pad_h[0], pad_w[0], dh, dw, h_out, w_out), backend)
+                  (n, c_in, h, wd, c_out, kh, kw, sh, sw, pad_h[0], pad_w[0], dh, dw, h_out, w_out), backend, groups,
+                  residual, act)
 
 
 @planned

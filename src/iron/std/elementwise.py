@@ -324,7 +324,8 @@ def _same(x: Any, dt: D.DType, shape: tuple[int, ...], what: str) -> None:
     _host.check_shape(x, shape, what)
 
 
-def _launch_unary(op: str, x: Any, out: Any, backend: str | None, p0: float, p1: float) -> Any:
+def _launch_unary(op: str, x: Any, out: Any, backend: str | None, p0: float = 0.0, p1: float = 0.0) -> Any:
+    """:func:`unary` (with clamp's bounds p0, p1) for other host functions, as :func:`_launch_binary`."""
     family, index = op_code(op, UNARY_FAMILIES, "unary")
     dt, n, out = _prepare(x, out, "x", op, {"x": x})
     if n:
@@ -386,6 +387,11 @@ def _broadcast_size(a_shape: tuple[int, ...], b: Any, dt: D.DType) -> int:
 @planned
 def binary(op: str, a: Any, b: Any, out: Any = None, backend: str | None = None) -> Any:
     """``a op b`` elementwise (``BINARY_OPS``): b is a's shape, ends it (broadcast) or a scalar."""
+    return _launch_binary(op, a, b, out, backend)
+
+
+def _launch_binary(op: str, a: Any, b: Any, out: Any, backend: str | None) -> Any:
+    """:func:`binary` for other host functions (a planned function inside another one's plan would plan twice)."""
     family, index = op_code(op, BINARY_FAMILIES, "binary")
     dt, n, out = _prepare(a, out, "a", op, {"a": a} if _is_scalar(b) else {"a": a, "b": b})
     if _is_scalar(b):

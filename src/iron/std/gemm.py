@@ -313,6 +313,51 @@ def mma_row(fa, b0, b1, b2, b3, b4, b5, b6, b7, c0, c1, c2, c3, c4, c5, c6, c7, 
 
 
 @func
+def acc_tile(fm, fn):
+    """A warp tile's 4 x 8 f32 accumulators, zero (those past its WT stay unused and cost nothing)."""
+    return (frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn),
+            frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn),
+            frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn),
+            frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn),
+            frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn),
+            frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn),
+            frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn),
+            frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn), frag_acc(f32, fm, fn))
+
+
+@func
+def warp_tile_step(a_s, b_s, a_base, b_base, lda, ldb, fm, fn, fk, frows, fcols, bk, bt, col0,
+                   c00, c01, c02, c03, c04, c05, c06, c07, c10, c11, c12, c13, c14, c15, c16, c17, c20, c21, c22, c23,
+                   c24, c25, c26, c27, c30, c31, c32, c33, c34, c35, c36, c37):
+    """One K step of a warp tile: ``bk`` deep, fk at a time, from the A tile at a_s[a_base ..] (rows of ``lda``,
+    the warp tile's first row) and the B tile at b_s[b_base ..] ((n, k) rows of ``ldb`` when ``bt``, else (k, n)),
+    the warp tile's columns from ``col0``; frows x fcols fragments of fm x fn.  Returns the 32 accumulators."""
+    for ks in static_range(bk // fk):
+        if bt:
+            b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(b_s, b_base + col0 * ldb + ks * fk, fn * ldb, ldb, fk, fn,
+                                                          "col", fcols)
+        else:
+            b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(b_s, b_base + ks * fk * ldb + col0, fn, ldb, fk, fn, "row",
+                                                          fcols)
+        at = a_base + ks * fk
+        c00, c01, c02, c03, c04, c05, c06, c07 = mma_row(frag_a(a_s, at, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
+                                                         c00, c01, c02, c03, c04, c05, c06, c07, fcols)
+        if frows > 1:
+            c10, c11, c12, c13, c14, c15, c16, c17 = mma_row(
+                frag_a(a_s, at + fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
+                c10, c11, c12, c13, c14, c15, c16, c17, fcols)
+        if frows > 2:
+            c20, c21, c22, c23, c24, c25, c26, c27 = mma_row(
+                frag_a(a_s, at + 2 * fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
+                c20, c21, c22, c23, c24, c25, c26, c27, fcols)
+            c30, c31, c32, c33, c34, c35, c36, c37 = mma_row(
+                frag_a(a_s, at + 3 * fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
+                c30, c31, c32, c33, c34, c35, c36, c37, fcols)
+    return (c00, c01, c02, c03, c04, c05, c06, c07, c10, c11, c12, c13, c14, c15, c16, c17,
+            c20, c21, c22, c23, c24, c25, c26, c27, c30, c31, c32, c33, c34, c35, c36, c37)
+
+
+@func
 def store_row(c, bias, stage, m, n, row0, col0, c0, c1, c2, c3, c4, c5, c6, c7, fm, fn, cols, computes, has_bias,
               act):
     """Write one row of a warp tile's fragments (rows row0.., columns col0 + j*fn, j < cols) through staging.
@@ -432,38 +477,9 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
     bn = tn * bn_size
     vec_a = k % 8 == 0
     vec_b = (k if BT else n) % 8 == 0
-    c00 = frag_acc(f32, fm, fn)
-    c01 = frag_acc(f32, fm, fn)
-    c02 = frag_acc(f32, fm, fn)
-    c03 = frag_acc(f32, fm, fn)
-    c04 = frag_acc(f32, fm, fn)
-    c05 = frag_acc(f32, fm, fn)
-    c06 = frag_acc(f32, fm, fn)
-    c07 = frag_acc(f32, fm, fn)
-    c10 = frag_acc(f32, fm, fn)
-    c11 = frag_acc(f32, fm, fn)
-    c12 = frag_acc(f32, fm, fn)
-    c13 = frag_acc(f32, fm, fn)
-    c14 = frag_acc(f32, fm, fn)
-    c15 = frag_acc(f32, fm, fn)
-    c16 = frag_acc(f32, fm, fn)
-    c17 = frag_acc(f32, fm, fn)
-    c20 = frag_acc(f32, fm, fn)
-    c21 = frag_acc(f32, fm, fn)
-    c22 = frag_acc(f32, fm, fn)
-    c23 = frag_acc(f32, fm, fn)
-    c24 = frag_acc(f32, fm, fn)
-    c25 = frag_acc(f32, fm, fn)
-    c26 = frag_acc(f32, fm, fn)
-    c27 = frag_acc(f32, fm, fn)
-    c30 = frag_acc(f32, fm, fn)
-    c31 = frag_acc(f32, fm, fn)
-    c32 = frag_acc(f32, fm, fn)
-    c33 = frag_acc(f32, fm, fn)
-    c34 = frag_acc(f32, fm, fn)
-    c35 = frag_acc(f32, fm, fn)
-    c36 = frag_acc(f32, fm, fn)
-    c37 = frag_acc(f32, fm, fn)
+    (c00, c01, c02, c03, c04, c05, c06, c07, c10, c11, c12, c13,
+     c14, c15, c16, c17, c20, c21, c22, c23, c24, c25, c26, c27,
+     c30, c31, c32, c33, c34, c35, c36, c37) = acc_tile(fm, fn)
     ktiles = (k + BK - 1) // BK
     # A pipeline STAGES deep: K steps kt+1 .. kt+STAGES-1 are on their way while step kt multiplies.
     for st in static_range(STAGES - 1):
@@ -483,30 +499,11 @@ def gemm_mma(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
                        a_chunks, b_chunks, a_cpr, b_cpr, lda, ldb, vec_a, vec_b, BT)
         copy_async_commit()  # every iteration commits one group (maybe empty): the wait above counts on it
         if computes:
-            a_base = (kt % STAGES) * a_stage + wm * wtm * lda
-            b_base = (kt % STAGES) * b_stage
-            for ks in static_range(BK // fk):
-                if BT:
-                    b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(
-                        b_s, b_base + wn * wtn * ldb + ks * fk, fn * ldb, ldb, fk, fn, "col", fcols)
-                else:
-                    b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(
-                        b_s, b_base + ks * fk * ldb + wn * wtn, fn, ldb, fk, fn, "row", fcols)
-                at = a_base + ks * fk
-                c00, c01, c02, c03, c04, c05, c06, c07 = mma_row(
-                    frag_a(a_s, at, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
-                    c00, c01, c02, c03, c04, c05, c06, c07, fcols)
-                if frows > 1:
-                    c10, c11, c12, c13, c14, c15, c16, c17 = mma_row(
-                        frag_a(a_s, at + fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
-                        c10, c11, c12, c13, c14, c15, c16, c17, fcols)
-                if frows > 2:
-                    c20, c21, c22, c23, c24, c25, c26, c27 = mma_row(
-                        frag_a(a_s, at + 2 * fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
-                        c20, c21, c22, c23, c24, c25, c26, c27, fcols)
-                    c30, c31, c32, c33, c34, c35, c36, c37 = mma_row(
-                        frag_a(a_s, at + 3 * fm * lda, lda, fm, fk), b0, b1, b2, b3, b4, b5, b6, b7,
-                        c30, c31, c32, c33, c34, c35, c36, c37, fcols)
+            (c00, c01, c02, c03, c04, c05, c06, c07, c10, c11, c12, c13, c14, c15,
+             c16, c17, c20, c21, c22, c23, c24, c25, c26, c27, c30, c31, c32, c33, c34, c35, c36, c37) = warp_tile_step(
+                a_s, b_s, (kt % STAGES) * a_stage + wm * wtm * lda, (kt % STAGES) * b_stage, lda, ldb, fm, fn, fk,
+                frows, fcols, BK, BT, wn * wtn, c00, c01, c02, c03, c04, c05, c06, c07, c10, c11, c12, c13, c14, c15,
+                c16, c17, c20, c21, c22, c23, c24, c25, c26, c27, c30, c31, c32, c33, c34, c35, c36, c37)
     copy_async_wait()  # only empty groups remain; leave none in flight
     row0 = bm + wm * wtm
     col0 = bn + wn * wtn
@@ -666,6 +663,14 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
             raise LaunchError(f"gemm: bias has dtype {_host.dtype_of(bias).name}, a has {dt.name}")
         _host.check_shape(bias, (n,), "gemm: bias")
     out = _host.output("gemm", out, a, (m, n), dt, {"a": a, "b": b, "bias": bias})
+    return _launch_gemm(a, b, bias, act, out, (m, n, k), dt, backend, bool(transpose_b))
+
+
+def _launch_gemm(a: Any, b: Any, bias: Any, act: str, out: Any, mnk: tuple[int, int, int], dt: Any,
+                backend: str | None, transpose_b: bool) -> Any:
+    """:func:`gemm`'s launch on checked operands (for other host functions: a planned function inside another
+    one's plan would plan twice); returns ``out``."""
+    m, n, k = mnk
     if m == 0 or n == 0:
         return out
     if m == 1 and k and bias is None and act == "none" and n * k < 1 << 31:

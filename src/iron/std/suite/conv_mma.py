@@ -1,0 +1,135 @@
+"""Tests and benches of :mod:`iron.std.conv_mma`: the implicit-GEMM convolution on the matrix units.
+
+The oracle is suite/conv.py's float64 one (explicit zero padding, sliding windows, one einsum), per group,
+plus the residual and the activation in float64.  Shapes are conv.py's named extents, plus G (groups), O
+(1: the output in NCHW), R (1: a residual) and B (0: no bias).  The kernel's configuration is the device's
+(:func:`~iron.std.conv_mma.conv_config`), or the small portable one where the device has no matrix unit
+(lavapipe), as gemm's suite does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from iron import Expect, Setup, bench, bf16, f16, test_kernel
+from iron.jit.device import device_traits
+
+from ..conv_mma import conv_config, conv_grid, conv_mma, conv_tiles
+from ..conv_wg import WG_CONV_DEFAULT, conv_wg, conv_wg_grid
+from ..gemm import portable_small
+from .conv import dense_nchw, geometry
+from .gemm import _act64, gemm_depth
+
+
+def _shape(n, c, h, w, co, k, **extra) -> dict[str, int]:
+    return {"N": n, "C": c, "H": h, "W": w, "CO": co, "K": k, **extra}
+
+
+# Every tail: a 3 x 3 "same" tile whose pixels end mid-tile and whose channels (40 = one K step of 32 and a
+# quarter) end mid-step; stride, dilation and asymmetric extents with NCHW output and a residual (pixels per
+# image not a multiple of 8: the NCHW store element by element); 1 x 1; groups (4 of 8 channels in, 6 out:
+# the channel tile mostly empty); more output channels than one tile (136) and NCHW output with whole 8-pixel
+# runs (8 x 8 images); no bias.
+SHAPES = [_shape(2, 40, 9, 10, 72, 3, P=1),
+          _shape(2, 16, 7, 5, 24, 3, KW=2, S=2, SW=1, P=1, PW=2, DW=2, O=1, R=1),
+          _shape(1, 32, 5, 6, 16, 1, R=1, B=0),
+          _shape(2, 32, 6, 5, 24, 3, P=1, G=4, O=1),
+          _shape(1, 24, 8, 8, 136, 3, S=2, P=1, O=1, R=1)]
+#: lavapipe compiles the matrix kernels slowly: two shapes there.
+VULKAN = [SHAPES[0], SHAPES[3]]
+BINDINGS = [{"T": f16, "ACT": "none"}, {"T": bf16, "ACT": "relu"}]
+#: bf16 fragments cannot come from shared memory on SPIR-V (bf16 is stored as bits there): f16 on vulkan.
+MORE = [{"T": f16, "ACT": "silu"}, {"T": bf16, "ACT": "gelu_tanh"}]
+BENCH = {"interp": [_shape(1, 16, 8, 8, 16, 3, P=1)], "vulkan": [],
+         "*": [_shape(32, 64, 56, 56, 64, 3, P=1), _shape(8, 320, 64, 64, 320, 3, P=1)]}
+
+
+def conv_binding(case: Any, cout_g: int, tiles: int) -> dict[str, Any]:
+    """The device's configuration (conv_config), else the small portable one (lavapipe: no matrix unit)."""
+    traits = device_traits(case.backend)
+    return conv_config(traits, case["T"], cout_g, tiles) or portable_small(traits.lane_width)
+
+
+def _conv_torch(x, w, bias, res, y, c_in, h, wd, c_out, kw, sh, sw, ph, pw, dh, dw, h_out, w_out, n_pix, taps,
+                cin_g, cout_g, nchw, has_bias, has_res):
+    import torch.nn.functional as F
+
+    out = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), bias if has_bias else None, (sh, sw), (ph, pw),
+                   (dh, dw), c_in // cin_g)
+    return out if nchw else out.permute(0, 2, 3, 1)
+
+
+def _conv_numpy(x, w, bias, res, y, c_in, h, wd, c_out, kw, sh, sw, ph, pw, dh, dw, h_out, w_out, n_pix, taps,
+                cin_g, cout_g, nchw, has_bias, has_res):
+    e = grouped(x.transpose(0, 3, 1, 2).astype(np.float32), w.transpose(0, 3, 1, 2).astype(np.float32),
+                bias.astype(np.float32) if has_bias else None, (sh, sw), (ph, pw), (dh, dw), c_in // cin_g)
+    return (e.value if nchw else e.value.transpose(0, 2, 3, 1)).astype(y.dtype)
+
+
+def grouped(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int, int], pad: tuple[int, int],
+            dil: tuple[int, int], groups: int) -> Expect:
+    """Float64 grouped conv of NCHW x and (CO, C / groups, KH, KW) w: dense_nchw per group."""
+    cin_g, cout_g = x.shape[1] // groups, w.shape[0] // groups
+    parts = [dense_nchw(x[:, g * cin_g:(g + 1) * cin_g], w[g * cout_g:(g + 1) * cout_g],
+                        None if b is None else b[g * cout_g:(g + 1) * cout_g], stride, pad, dil) for g in range(groups)]
+    return Expect(np.concatenate([p.value for p in parts], axis=1),
+                  scale=np.concatenate([p.scale for p in parts], axis=1))
+
+
+@test_kernel(conv_mma, shapes={"vulkan": VULKAN, "*": SHAPES}, bindings=BINDINGS[:1], name="std/conv_mma/mma")
+@test_kernel(conv_mma, shapes={"vulkan": [], "*": SHAPES}, bindings=BINDINGS[1:] + MORE, name="std/conv_mma/variants")
+@bench(conv_mma, shapes=BENCH, bindings=[{"T": bf16, "ACT": "none"}], name="std/conv_mma/mma",
+       reference={"cuda": _conv_torch, "*": _conv_numpy})
+def mma_setup(case):
+    return _setup(case, conv_binding)
+
+
+# Warpgroups (mma_wg: CUDA sm_90, and the interpreter): 128 x 128 and 128 x 256 tiles, a synchronous ring.
+WG_BINDINGS = [{"T": f16, "ACT": "none", **WG_CONV_DEFAULT}, {"T": bf16, "ACT": "relu", "BN": 256, "STAGES": 4,
+                                                             "PENDING": 1},
+               {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 3, "PENDING": 0}]
+
+
+@test_kernel(conv_wg, shapes={"vulkan": [], "*": SHAPES}, bindings=WG_BINDINGS, name="std/conv_mma/wg")
+@bench(conv_wg, shapes={**BENCH, "vulkan": []}, bindings=[{"T": bf16, "ACT": "none", **WG_CONV_DEFAULT}],
+       name="std/conv_mma/wg", reference={"cuda": _conv_torch, "*": _conv_numpy})
+def wg_setup(case):
+    return _setup(case, None)
+
+
+def _setup(case: Any, choose: Any) -> Setup:
+    """conv_mma's (``choose``: its configuration) or conv_wg's (None: the case binds BN, STAGES, PENDING)."""
+    g = geometry(case)
+    s = dict(case.shape)
+    groups, nchw, has_res = s.get("G", 1), s.get("O", 0), s.get("R", 0)
+    n, c, co, kh, kw = g["N"], g["C"], g["CO"], g["KH"], g["KW"]
+    cin_g, cout_g = c // groups, co // groups
+    ho, wo = g["HO"], g["WO"]
+    stride, pad, dil = (g["SH"], g["SW"]), (g["PH"], g["PW"]), (g["DH"], g["DW"])
+    out_shape = (n, co, ho, wo) if nchw else (n, ho, wo, co)
+    n_pix = n * ho * wo
+    if choose is None:
+        binding = {}
+        grid, group = conv_wg_grid({"BN": case["BN"]}, n_pix, cout_g, groups)
+    else:
+        binding = choose(case, cout_g, conv_tiles(n_pix, cout_g, groups))
+        grid, group = conv_grid(binding, n_pix, cout_g, groups)
+
+    def oracle(x, w, bias, res, y, *_):
+        e = grouped(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), bias if g["B"] else None, stride, pad, dil,
+                    groups)
+        value, scale = e.value, e.scale
+        if not nchw:
+            value, scale = value.transpose(0, 2, 3, 1), scale.transpose(0, 2, 3, 1)
+        if has_res:
+            value, scale = value + res, scale + np.abs(res)
+        return {"y": Expect(_act64(value, case["ACT"]), scale=scale)}
+
+    return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, cin_g), case.randn(co),
+                       case.randn(*out_shape), case.empty(*out_shape), c, g["H"], g["W"], co, kw, *stride, *pad,
+                       *dil, ho, wo, n_pix, kh * kw, cin_g, cout_g, nchw, g["B"], has_res],
+                 grid=grid, group=group, binding=binding, oracle=oracle,
+                 depth=gemm_depth(cin_g * kh * kw + has_res, bool(g["B"]), case["ACT"]),
+                 flops=2 * n_pix * co * cin_g * kh * kw, matrix=True)

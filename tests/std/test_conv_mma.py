@@ -1,0 +1,212 @@
+"""iron.std.conv_mma: the registered rows on interp and lavapipe (and at subgroup widths 8 and 64), the H200's
+configurations on the interpreter, mutants, compiles for the four targets with each target's configuration,
+and the host functions (conv2d / conv1d) on the matrix path: layouts, groups, residual, activation, 1 x 1 as
+gemm, and the choice between the two kernels."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, edited_module,
+                         mutant_rows, run_entry, suite)
+
+from iron import bf16, config, f16
+from iron.core.errors import UnsupportedOnTarget
+from iron.std import conv as C
+from iron.std import conv_mma as CM
+from iron.std import gemm as G
+from iron.std.suite import conv_mma as CS
+from iron.std.suite.conv import dense_nchw
+
+ENTRIES = suite("conv_mma")
+RUNS = [pytest.param(e, b, id=f"{e.name}-{b}") for e in ENTRIES for b in ("interp", "vulkan") if e.items(b)]
+TAIL = [CS.SHAPES[0], CS.SHAPES[3]]
+
+
+@pytest.mark.parametrize("entry,backend", RUNS)
+def test_registered_rows_pass(entry, backend, seed):
+    assert_rows_pass(run_entry(entry, backend, seed), seed)
+
+
+@pytest.mark.parametrize("width", [8, 64])
+def test_at_other_subgroup_widths(width, seed):
+    """8: 16 subgroups in a group of 128, 4 of them owning warp tiles; 64: groups of 256 threads."""
+    config.set_option("simd_width", width)
+    assert_rows_pass(mutant_rows("std/conv_mma/mma", CM.conv_mma, seed, shapes=TAIL), seed)
+
+
+@pytest.mark.parametrize("cfg", [CM.CONV_SM80, CM.CONV_SM80_N64, *CM.CONV_TUNING], ids=lambda c: str(sorted(c.items())))
+def test_h200_configurations_on_the_interpreter(cfg, seed, monkeypatch):
+    """What the H200 runs (and conv_tune.py's candidates), checked where every thread is watched."""
+    monkeypatch.setattr(CS, "conv_binding", lambda case, cout_g, tiles: cfg)
+    assert_rows_pass(mutant_rows("std/conv_mma/mma", CM.conv_mma, seed, shapes=[CS.SHAPES[0], CS.SHAPES[4]]), seed)
+
+
+@pytest.mark.parametrize("c_out,kernel", [(72, "conv_wg"), (64, "conv_mma")])
+def test_conv2d_takes_warpgroups_where_the_device_runs_them(monkeypatch, c_out, kernel):
+    """On a device whose profile has wgmma (Hopper), conv2d launches conv_wg, except for groups of at most 64
+    output channels (conv_mma's 128 x 64 tiles): the host's choice, seen on the interpreter by lending it the
+    profile test (both kernels run there)."""
+    from iron.std import conv_wg as CW
+    from iron.std import gemm_wg
+
+    launched = []
+    monkeypatch.setattr(gemm_wg, "runs_warpgroups", lambda profile: True)
+    monkeypatch.setattr(CW.conv_wg, "variant", _spy(CW.conv_wg.variant, launched))
+    monkeypatch.setattr(CM.conv_mma, "variant", _spy(CM.conv_mma.variant, launched))
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 64, 6, 7)).astype(np.float16)
+    w = rng.standard_normal((c_out, 64, 3, 3)).astype(np.float16)
+    y = C.conv2d(x, w, None, 1, 1, backend="interp", activation="relu")
+    want = _reference(x, w, None, (1, 1), (1, 1), (1, 1), 1, None, "relu")
+    assert launched == [kernel]
+    assert np.abs(y.astype(np.float64) - want).max() < 2 ** -9 * np.abs(want).max()
+
+
+# ---------------------------------------------------------------- mutants: one edit of conv_mma.py each
+
+MUTANTS = {
+    # the taps walk W backwards (a flipped kernel: cross-correlation and convolution confused)
+    "taps_flipped": ("(wrow0 + bn + r) * red + wk0 + ci", "(wrow0 + bn + r) * red + (red - cin_g - wk0) + ci"),
+    # the padding off by one: every window one row lower
+    "padding_off_by_one": ("ih0 = oh * sh - ph\n", "ih0 = oh * sh - ph + 1\n"),
+    # the next tap's W columns one K step on instead of one tap on: right only when C_in / groups == BK
+    "tap_stride_is_bk": ("nwk0 = wk0 + cin_g", "nwk0 = wk0 + bk"),
+    # a group's input channels taken from group 0
+    "group_input_offset": ("(rows_s[3 * r] + shift) * c_in + xoff + ci", "(rows_s[3 * r] + shift) * c_in + ci"),
+    # NCHW output written as if the 8 pixels were always whole
+    "nchw_tail_as_whole": ("if hw_out % 8 == 0 and p0 + 8 <= n_pix:", "if p0 + 8 <= n_pix:"),
+    # the residual added after the activation
+    "residual_after_activation": ("            v = v + f32(load_chunk(res, c_out, p, coff + co, n_pix, coff + cout_g, "
+                                  "whole, 8))\n        out = cast(activate(v, act), y.dtype)",
+                                  "            v = activate(v, act) + f32(load_chunk(res, c_out, p, coff + co, n_pix, "
+                                  "coff + cout_g, whole, 8))\n        out = cast(v, y.dtype)"),
+}
+
+
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+def test_mutant_caught(mutant, tmp_path: Path, seed):
+    module = edited_module(CM, tmp_path, MUTANTS[mutant])
+    name = "std/conv_mma/variants" if mutant == "residual_after_activation" else "std/conv_mma/mma"
+    assert_mutant_caught(name, module.conv_mma, seed)
+
+
+def test_unmutated_copy_passes(tmp_path: Path, seed):
+    module = edited_module(CM, tmp_path)
+    assert_rows_pass(mutant_rows("std/conv_mma/mma", module.conv_mma, seed), seed)
+
+
+# ---------------------------------------------------------------- compiles, with each target's configuration
+
+TARGET_CONFIGS = {"cuda": CM.CONV_SM80, "hip": {**G.AMD, "THREADS": 256}, "metal": {**G.APPLE, "THREADS": 128},
+                  "spirv": G.portable_small(8)}
+
+
+def _compile_params():
+    params = []
+    for target, cfg in TARGET_CONFIGS.items():
+        for t, act in ((f16, "relu"), (bf16, "silu")):
+            params.append(pytest.param(target, CM.conv_mma.variant(T=t, ACT=act, **cfg), id=f"{target}-{t.name}"))
+    params.append(pytest.param("cuda", CM.conv_mma.variant(T=bf16, ACT="none", **CM.CONV_SM80_N64), id="cuda-n64"))
+    return params
+
+
+@pytest.mark.parametrize("target,launch", _compile_params())
+def test_compiles(target, launch, require_toolchain):
+    require_toolchain(TOOLCHAIN_OF[target])
+    if target in ("spirv", "hip") and launch.binding["T"] == bf16:
+        # Both keep bf16 as bits: fragments cannot read a shared bf16 array (the host keeps the direct kernel).
+        with pytest.raises(UnsupportedOnTarget, match="bf16"):
+            compile_for(target, launch)
+        return
+    compile_for(target, launch)
+
+
+# ---------------------------------------------------------------- the host functions on the matrix path
+
+def _reference(x, w, b, stride, pad, dil, groups, res, act):
+    e = CS.grouped(x.astype(np.float64), w.astype(np.float64), None if b is None else b.astype(np.float64),
+                   stride, pad, dil, groups)
+    value = e.value + (0 if res is None else res.astype(np.float64))
+    return CS._act64(value, act or "none")
+
+
+HOST_CASES = [  # (N, C, H, W, C_out, KH, KW, stride, padding, dilation, groups, residual, activation)
+    (2, 16, 7, 9, 24, 3, 3, (1, 1), (1, 1), (1, 1), 1, False, None),
+    (2, 16, 7, 9, 24, 3, 3, (2, 1), (1, 2), (2, 1), 1, True, "relu"),
+    (1, 32, 5, 5, 16, 1, 1, (1, 1), (0, 0), (1, 1), 1, False, "silu"),
+    (1, 32, 6, 5, 32, 3, 3, (1, 1), (1, 1), (1, 1), 4, True, None),
+]
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("case", HOST_CASES, ids=str)
+def test_conv2d_host_on_the_matrix_path(case, layout, monkeypatch):
+    """conv2d's f16 calls go to conv_mma (or, channels-last 1 x 1, to gemm) and match float64 within f16."""
+    n, c, h, wd, co, kh, kw, stride, pad, dil, groups, with_res, act = case
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float16)
+    w = rng.standard_normal((co, c // groups, kh, kw)).astype(np.float16)
+    b = rng.standard_normal(co).astype(np.float16)
+    want = _reference(x, w, b, stride, pad, dil, groups, None, act)
+    res = rng.standard_normal(want.shape).astype(np.float16) if with_res else None
+    want = _reference(x, w, b, stride, pad, dil, groups, res, act)
+    launched = []
+    for kern in (CM.conv_mma, C.conv2d_kernel, G.gemm_mma):
+        monkeypatch.setattr(kern, "variant", _spy(kern.variant, launched))
+    to = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if layout == "NHWC" else (lambda a: a)
+    y = C.conv2d(to(x), to(w), b, stride, pad, dil, layout, backend="interp", groups=groups, activation=act,
+                 residual=None if res is None else to(res))
+    got = y.transpose(0, 3, 1, 2) if layout == "NHWC" else y
+    scale = max(1.0, np.abs(want).max())
+    assert np.abs(got.astype(np.float64) - want).max() < 2 ** -9 * scale
+    one_by_one = layout == "NHWC" and kh == kw == 1 and not with_res
+    assert launched == (["gemm_mma"] if one_by_one else ["conv_mma"])
+
+
+def _spy(variant, launched):
+    def wrapped(**binding):
+        launched.append(variant.__self__.name)
+        return variant(**binding)
+    return wrapped
+
+
+def test_conv1d_host_on_the_matrix_path():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 16, 30)).astype(np.float16)
+    w = rng.standard_normal((24, 8, 3)).astype(np.float16)
+    res = rng.standard_normal((2, 24, 15)).astype(np.float16)
+    y = C.conv1d(x, w, None, 2, 1, backend="interp", groups=2, activation="relu", residual=res)
+    want = _reference(x[:, :, None], w[:, :, None], None, (1, 2), (0, 1), (1, 1), 2, res[:, :, None], "relu")[:, :, 0]
+    assert np.abs(y.astype(np.float64) - want).max() < 2 ** -9 * np.abs(want).max()
+
+
+def test_direct_path_keeps_the_epilogue_and_refuses_groups():
+    """f32 (and channels not a multiple of 8) stay on the direct kernel: residual and activation follow as
+    elementwise passes; groups there are a clear error."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 12, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((8, 12, 3, 3)).astype(np.float32)
+    res = rng.standard_normal((1, 8, 6, 5)).astype(np.float32)
+    y = C.conv2d(x, w, None, 1, 1, backend="interp", activation="relu", residual=res)
+    want = np.maximum(dense_nchw(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1)).value
+                      + res, 0)
+    assert np.abs(y - want).max() < 1e-4 * np.abs(want).max()
+    with pytest.raises(Exception, match="groups = 2 runs on the matrix units only"):
+        C.conv2d(x, rng.standard_normal((8, 6, 3, 3)).astype(np.float32), groups=2, backend="interp")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x, w: C.conv2d(x, w, groups=3), "groups must be a positive int dividing"),
+    (lambda x, w: C.conv2d(x, w, groups=2), r"w expects 32 \(w is \(C_out, C_in / groups, KH, KW\)"),
+    (lambda x, w: C.conv2d(x, w, activation="tanh"), "activation must be None or one of relu"),
+    (lambda x, w: C.conv2d(x, w, residual=np.zeros((1, 8, 3, 3), np.float16)), "residual"),
+    (lambda x, w: C.conv2d(x, w, residual=np.zeros((1, 8, 4, 4), np.float32)), "residual has dtype f32"),
+])
+def test_bad_epilogue_arguments_are_launch_errors(call, message):
+    import iron
+
+    x = np.zeros((1, 16, 4, 4), np.float16)
+    w = np.zeros((8, 16, 1, 1), np.float16)
+    with pytest.raises(iron.LaunchError, match=message):
+        call(x, w)
