@@ -4,7 +4,8 @@ For the GPU machine (the H200).  Each shape of issue 19 runs through ``torch.nn.
 both memory formats, contiguous and channels-last, and through :data:`iron.std.conv_mma.conv_mma` on the
 channels-last tensors in each configuration (and :data:`iron.std.conv_wg.conv_wg`'s, ``WG*``), writing NHWC
 (and, with ``--nchw``, PyTorch's NCHW by the epilogue's index map).  Kernel times are CUDA-event medians of
-``--reps`` runs of ``--batch`` calls back to back (the host hides behind the previous kernel).  Iron's output is checked against cuDNN's: the largest
+``--reps`` runs of ``--batch`` calls back to back (the host hides behind the previous
+kernel).  Iron's output is checked against cuDNN's: the largest
 |difference| over the largest |cuDNN output| must stay under 2**-7 (both round f32 sums of the same products
 once to 16 bits; a wrong tap shows up as O(1)).
 
