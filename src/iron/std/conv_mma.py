@@ -187,20 +187,28 @@ def store_conv_row(y, bias, res, stage, row0, col0, c0, c1, c2, c3, c4, c5, c6, 
             frag_store(stage, sbase + fn, ld, frags[2 * p + 1])
         barrier()
         if computes:
-            col = col0 + p * 2 * fn
-            if nchw != 0:
-                for task in range(lane_id(), 2 * fn * (fm // 8), simd_size()):
-                    c = task % (2 * fn)
-                    rb = (task // (2 * fn)) * 8
-                    store_nchw(y, bias, res, stage, sbase + rb * ld + c, ld, row0 + rb, col + c, n_pix, cout_g, c_out,
-                               coff, hw_out, has_bias, has_res, act)
-            else:
-                for task in range(lane_id(), fm * (2 * fn // 8), simd_size()):
-                    r = task // (2 * fn // 8)
-                    c = (task % (2 * fn // 8)) * 8
-                    store_nhwc(y, bias, res, stage, sbase + r * ld + c, row0 + r, col + c, n_pix, cout_g, c_out, coff,
-                               has_bias, has_res, act)
+            store_tile(y, bias, res, stage, sbase, ld, fm, 2 * fn, row0, col0 + p * 2 * fn, n_pix, cout_g, c_out, coff,
+                       hw_out, nchw, has_bias, has_res, act)
         barrier()
+
+
+@func
+def store_tile(y, bias, res, stage, sbase, ld, rows, cols, row0, col0, n_pix, cout_g, c_out, coff, hw_out, nchw,
+               has_bias, has_res, act):
+    """A subgroup's staged rows x cols f32 tile (stage[sbase ..], rows ``ld`` apart: pixels row0.., channels
+    col0..) to y, its lanes taking 8 channels of a pixel (NHWC) or 8 pixels of a channel (NCHW) at a time."""
+    if nchw != 0:
+        for task in range(lane_id(), cols * (rows // 8), simd_size()):
+            c = task % cols
+            rb = (task // cols) * 8
+            store_nchw(y, bias, res, stage, sbase + rb * ld + c, ld, row0 + rb, col0 + c, n_pix, cout_g, c_out, coff,
+                       hw_out, has_bias, has_res, act)
+    else:
+        for task in range(lane_id(), rows * (cols // 8), simd_size()):
+            r = task // (cols // 8)
+            c = (task % (cols // 8)) * 8
+            store_nhwc(y, bias, res, stage, sbase + r * ld + c, row0 + r, col0 + c, n_pix, cout_g, c_out, coff,
+                       has_bias, has_res, act)
 
 
 @kernel(variants(T=[f16, bf16], FRAG=list(FRAGS), WARPS=list(WARP_GRIDS), WT=list(WARP_TILES), BK=[32, 16, 64],

@@ -18,11 +18,10 @@ from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, frag_acc, frag_store, group_id,
-                       lane_id, mma_wg, mma_wg_wait, shared, simd_group_id, simd_size, static_range, sw128,
-                       thread_id, u32)
+                       mma_wg, mma_wg_wait, shared, simd_group_id, static_range, sw128, thread_id, u32)
 
 from . import _host
-from .conv_mma import MAX_GROUPS, advance, fill_rows, store_nchw, store_nhwc
+from .conv_mma import MAX_GROUPS, advance, fill_rows, store_tile
 from .gemm import ACTIVATIONS, swizzled_tile
 from .gemm_wg import ACC_N, BLOCK, STAGE_LD, WG_BK, WG_BM, WG_SHARED_LIMIT, WG_THREADS
 
@@ -61,18 +60,8 @@ def store_acc_conv(y, bias, res, stage, row0, col0, acc, mine, n_pix, cout_g, c_
         frag_store(stage, sbase, STAGE_LD, acc)
     barrier()
     if mine:
-        if nchw != 0:
-            for task in range(lane_id(), 2 * ACC_N, simd_size()):
-                c = task % ACC_N
-                rb = (task // ACC_N) * 8
-                store_nchw(y, bias, res, stage, sbase + rb * STAGE_LD + c, STAGE_LD, row0 + rb, col0 + c, n_pix,
-                           cout_g, c_out, coff, hw_out, has_bias, has_res, act)
-        else:
-            for task in range(lane_id(), 16 * (ACC_N // 8), simd_size()):
-                r = task // (ACC_N // 8)
-                c = (task % (ACC_N // 8)) * 8
-                store_nhwc(y, bias, res, stage, sbase + r * STAGE_LD + c, row0 + r, col0 + c, n_pix, cout_g, c_out,
-                           coff, has_bias, has_res, act)
+        store_tile(y, bias, res, stage, sbase, STAGE_LD, 16, ACC_N, row0, col0, n_pix, cout_g, c_out, coff, hw_out,
+                   nchw, has_bias, has_res, act)
     barrier()
 
 
