@@ -211,3 +211,17 @@ def test_a_tensor_without_memory_gets_the_functions_own_error_not_the_plans():
 
     with pytest.raises(LaunchError):
         softmax.softmax(torch.empty(4, 8, device="meta"))
+
+
+def test_conv2d_op_takes_groups_and_the_fused_epilogue():
+    """The matrix path through the op (f16, two groups of 8 channels, residual and relu fused): opcheck, and the
+    values of torch's own grouped convolution in float64."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(1, 16, 5, 4, generator=g).half()
+    w = torch.randn(8, 8, 3, 3, generator=g).half()
+    res = torch.randn(1, 8, 5, 4, generator=g).half()
+    kwargs = {"padding": [1, 1], "groups": 2, "activation": "relu", "residual": res}
+    torch.library.opcheck(torch.ops.iron.conv2d.default, (x, w), kwargs)
+    got = torch.ops.iron.conv2d(x, w, **kwargs)
+    want = torch.relu(torch.nn.functional.conv2d(x.double(), w.double(), None, 1, 1, 1, 2) + res.double())
+    assert (got.double() - want).abs().max().item() <= 2.0 ** -8 * want.abs().max().item()

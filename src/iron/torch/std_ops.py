@@ -212,18 +212,22 @@ def _conv2d_out(a: dict[str, Any], depthwise: bool) -> Tensor:
                                      _extent(a["x"].shape[2], a["w"].shape[2], a["stride"], a["padding"],
                                              a["dilation"]))))
 def conv1d(x: Tensor, w: Tensor, bias: Optional[Tensor] = None, stride: int = 1, padding: int = 0,
-           dilation: int = 1, *, out: Optional[Tensor] = None) -> Tensor:
-    """:func:`iron.std.conv.conv1d`."""
-    return conv.conv1d(x, w, bias, stride, padding, dilation, out=out)
+           dilation: int = 1, groups: int = 1, activation: Optional[str] = None, residual: Optional[Tensor] = None, *,
+           out: Optional[Tensor] = None) -> Tensor:
+    """:func:`iron.std.conv.conv1d` (groups, and activation(conv + bias + residual) fused)."""
+    return conv.conv1d(x, w, bias, stride, padding, dilation, out=out, groups=groups, activation=activation,
+                       residual=residual)
 
 
 @library_op(lambda a: _conv2d_out(a, False))
 def conv2d(x: Tensor, w: Tensor, bias: Optional[Tensor] = None, stride: Optional[Sequence[int]] = None,
-           padding: Optional[Sequence[int]] = None, dilation: Optional[Sequence[int]] = None, layout: str = "NCHW", *,
+           padding: Optional[Sequence[int]] = None, dilation: Optional[Sequence[int]] = None, layout: str = "NCHW",
+           groups: int = 1, activation: Optional[str] = None, residual: Optional[Tensor] = None, *,
            out: Optional[Tensor] = None) -> Tensor:
-    """:func:`iron.std.conv.conv2d` (stride, padding, dilation: one int or a pair; None: 1, 0, 1)."""
+    """:func:`iron.std.conv.conv2d` (stride, padding, dilation: one int or a pair; None: 1, 0, 1; groups, and
+    activation(conv + bias + residual) fused)."""
     s, p, d = _geometry(stride, padding, dilation)
-    return conv.conv2d(x, w, bias, s, p, d, layout, out=out)
+    return conv.conv2d(x, w, bias, s, p, d, layout, out=out, groups=groups, activation=activation, residual=residual)
 
 
 @library_op(lambda a: _conv2d_out(a, True))
