@@ -42,8 +42,11 @@ MUTANTS = {
     "dense_vector_lane": ("std/conv/conv2d", "conv2d_kernel", "a_s[(i * VEC + e) * BP + t] = xv[e]",
                           "a_s[(i * VEC + e) * BP + t] = xv[0]", [SC._dense_shape(1, 8, 3, 5, 9, 1, L=1)]),
     # dense: the ragged channel chunk stops one channel short
-    "dense_channel_tail": ("std/conv/conv1d", "conv2d_kernel", "if ok and c0 + i < c_in:",
-                           "if ok and c0 + i < c_in - 1:", [SC._conv1d_shape(1, 20, 9, 5, 1)]),
+    "dense_channel_tail": ("std/conv/conv1d", "conv2d_kernel", "if ok and c0 + i < cin_g:",
+                           "if ok and c0 + i < cin_g - 1:", [SC._conv1d_shape(1, 20, 9, 5, 1)]),
+    # dense, grouped: every group reads group 0's input channels
+    "dense_group_input": ("std/conv/conv2d", "conv2d_kernel", "xb = n * c_in * hw + g * cin_g * xs_c",
+                          "xb = n * c_in * hw", [SC._dense_shape(2, 6, 5, 7, 9, 3, P=1, G=3)]),
     # depthwise NCHW: the row padding off by one
     "dw_nchw_padding": ("std/conv/depthwise_nchw", "dwconv2d_nchw_kernel", "q0 + j * GROUP < hw_out, oh * sh - ph, FAR",
                         "q0 + j * GROUP < hw_out, oh * sh - ph + 1, FAR",

@@ -1,7 +1,7 @@
 """iron.std.conv_mma: the registered rows on interp and lavapipe (and at subgroup widths 8 and 64), the H200's
 configurations on the interpreter, mutants, compiles for the four targets with each target's configuration,
 and the host functions (conv2d / conv1d) on the matrix path: layouts, groups, residual, activation, 1 x 1 as
-gemm, and the choice between the two kernels."""
+gemm, and the choice between the kernels (the direct one keeps groups and the epilogue too)."""
 
 from pathlib import Path
 
@@ -16,7 +16,6 @@ from iron.std import conv as C
 from iron.std import conv_mma as CM
 from iron.std import gemm as G
 from iron.std.suite import conv_mma as CS
-from iron.std.suite.conv import dense_nchw
 
 ENTRIES = suite("conv_mma")
 RUNS = [pytest.param(e, b, id=f"{e.name}-{b}") for e in ENTRIES for b in ("interp", "vulkan") if e.items(b)]
@@ -181,19 +180,22 @@ def test_conv1d_host_on_the_matrix_path():
     assert np.abs(y.astype(np.float64) - want).max() < 2 ** -9 * np.abs(want).max()
 
 
-def test_direct_path_keeps_the_epilogue_and_refuses_groups():
-    """f32 (and channels not a multiple of 8) stay on the direct kernel: residual and activation follow as
-    elementwise passes; groups there are a clear error."""
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_direct_path_keeps_groups_and_the_epilogue(layout):
+    """f32 (and channels not a multiple of 8) stay on the direct kernel, groups included: residual and
+    activation follow as elementwise passes."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 12, 6, 5)).astype(np.float32)
-    w = rng.standard_normal((8, 12, 3, 3)).astype(np.float32)
     res = rng.standard_normal((1, 8, 6, 5)).astype(np.float32)
-    y = C.conv2d(x, w, None, 1, 1, backend="interp", activation="relu", residual=res)
-    want = np.maximum(dense_nchw(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1)).value
-                      + res, 0)
-    assert np.abs(y - want).max() < 1e-4 * np.abs(want).max()
-    with pytest.raises(Exception, match="groups = 2 runs on the matrix units only"):
-        C.conv2d(x, rng.standard_normal((8, 6, 3, 3)).astype(np.float32), groups=2, backend="interp")
+    to = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if layout == "NHWC" else (lambda a: a)
+    back = (lambda a: a.transpose(0, 3, 1, 2)) if layout == "NHWC" else (lambda a: a)
+    for groups in (1, 2):
+        w = rng.standard_normal((8, 12 // groups, 3, 3)).astype(np.float32)
+        y = back(C.conv2d(to(x), to(w), None, 1, 1, layout=layout, backend="interp", groups=groups,
+                          activation="relu", residual=to(res)))
+        want = np.maximum(CS.grouped(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1),
+                                     groups).value + res, 0)
+        assert np.abs(y - want).max() < 1e-4 * np.abs(want).max()
 
 
 @pytest.mark.parametrize("call, message", [

@@ -61,18 +61,18 @@ MAX_GROUPS = 65535
 @kernel(variants(T=[f32, f16, bf16], VEC=[4, 8]))
 def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: int, wd: int, c_out: int,
                   kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int, h_out: int,
-                  w_out: int, n_pix: int, nhwc: int, vec_ok: int, has_bias: int):
-    """Dense 2-D convolution (groups = 1), direct, as an implicit GEMM through shared memory.
+                  w_out: int, n_pix: int, nhwc: int, vec_ok: int, has_bias: int, groups: int):
+    """Dense (or grouped) 2-D convolution, direct, as an implicit GEMM through shared memory.
 
-    nhwc == 0: x (N, C_in, H, W), w (C_out, C_in, KH, KW), y (N, C_out, H_out, W_out).
-    nhwc != 0: x (N, H, W, C_in), w (C_out, KH, KW, C_in), y (N, H_out, W_out, C_out).
+    nhwc == 0: x (N, C_in, H, W), w (C_out, C_in / groups, KH, KW), y (N, C_out, H_out, W_out).
+    nhwc != 0: x (N, H, W, C_in), w (C_out, KH, KW, C_in / groups), y (N, H_out, W_out, C_out).
     All C-contiguous, dtype T; bias (C_out) read only when has_bias != 0.  Zero padding (ph, pw),
     strides (sh, sw), dilations (dh, dw); H_out = (H + 2ph - dh(KH-1) - 1) // sh + 1 (same for W);
-    n_pix = N * H_out * W_out.  Grid: (groups(0) * 256, ceil(C_out / 64)); groups(0) may be fewer than
-    the ceil(n_pix / 256) pixel tiles (the kernel loops over them).  The layout is only strides.
+    n_pix = N * H_out * W_out.  Grid: (tiles * 256, ceil(C_out / groups / 64), groups); tiles may be fewer
+    than the ceil(n_pix / 256) pixel tiles (the kernel loops over them).  The layout is only strides.
     Each output is one sequential f32 multiply-add chain from 0 over the taps (kh, kw) row-major and,
     inside each tap, the input channels ascending (both layouts); then + bias and one rounding to T.
-    vec_ok != 0 (NHWC with C_in % VEC == 0) moves x and w in VEC-element (16-byte) loads along C.
+    vec_ok != 0 (NHWC with C_in / groups % VEC == 0) moves x and w in VEC-element (16-byte) loads along C.
     Padding contributes exact zeros (0 * w: an Inf/NaN weight over padding gives NaN, as explicit
     zero padding does); NaN/Inf inputs propagate as IEEE arithmetic does.
     """
@@ -84,11 +84,14 @@ def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: i
     hw = h * wd
     hw_out = h_out * w_out
     khw = kh * kw
-    red = c_in * khw
+    g = group_id(2)
+    cin_g = c_in // groups
+    cout_g = c_out // groups
+    red = cin_g * khw
     # the layout as strides: x's pixel and channel, w's tap and channel, y's pixel and channel
     xs_p = c_in if nhwc != 0 else 1
     xs_c = 1 if nhwc != 0 else hw
-    ws_t = c_in if nhwc != 0 else 1
+    ws_t = cin_g if nhwc != 0 else 1
     ws_c = 1 if nhwc != 0 else khw
     ys_p = c_out if nhwc != 0 else 1
     ys_c = 1 if nhwc != 0 else hw_out
@@ -107,7 +110,7 @@ def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: i
             oh = q // w_out
             ih0 = oh * sh - ph
             iw0 = (q - oh * w_out) * sw - pw
-            xb = n * c_in * hw
+            xb = n * c_in * hw + g * cin_g * xs_c  # this image's first channel of the group
         acc = local(f32, TP * TC)
         for tap in range(khw):
             ikh = tap // kw
@@ -119,12 +122,12 @@ def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: i
             if ok:
                 xa = xb + (ih * wd + iw) * xs_p
             wa = tap * ws_t
-            for c0 in range(0, c_in, KC):
+            for c0 in range(0, cin_g, KC):
                 barrier()
                 if vec_ok != 0:
                     # A and B in VEC-element loads along the contiguous C (NHWC, C_in % VEC == 0)
                     for i in static_range(KC // VEC):
-                        if ok and c0 + i * VEC < c_in:
+                        if ok and c0 + i * VEC < cin_g:
                             xv = f32(x.load(xa + c0 + i * VEC, width=VEC))
                             for e in static_range(VEC):
                                 a_s[(i * VEC + e) * BP + t] = xv[e]
@@ -137,8 +140,8 @@ def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: i
                             iv = idx % (KC // VEC)
                             cl = idx // (KC // VEC)
                             co = co0 + cl
-                            if co < c_out and c0 + iv * VEC < c_in:
-                                wvv = f32(w.load(co * red + wa + c0 + iv * VEC, width=VEC))
+                            if co < cout_g and c0 + iv * VEC < cin_g:
+                                wvv = f32(w.load((g * cout_g + co) * red + wa + c0 + iv * VEC, width=VEC))
                                 for e in static_range(VEC):
                                     b_s[(iv * VEC + e) * BC + cl] = wvv[e]
                             else:
@@ -148,7 +151,7 @@ def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: i
                     # A: channels c0.. of the tap for BP pixels, zeros for padding and past the ends
                     for i in static_range(KC):
                         v = 0.0
-                        if ok and c0 + i < c_in:
+                        if ok and c0 + i < cin_g:
                             v = f32(x[xa + (c0 + i) * xs_c])
                         a_s[i * BP + t] = v
                     # B: the tap's weights for BC output x KC input channels, as [ci][co]
@@ -158,8 +161,8 @@ def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: i
                         cl = idx // KC
                         co = co0 + cl
                         wv = 0.0
-                        if co < c_out and c0 + i < c_in:
-                            wv = f32(w[co * red + wa + (c0 + i) * ws_c])
+                        if co < cout_g and c0 + i < cin_g:
+                            wv = f32(w[(g * cout_g + co) * red + wa + (c0 + i) * ws_c])
                         b_s[i * BC + cl] = wv
                 barrier()
                 for k in range(KC, unroll=K_UNROLL):
@@ -187,8 +190,8 @@ def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: i
         if has_bias != 0:
             for j in static_range(TC):
                 co = co0 + (tc * TC + j if SHARED_VEC else tc + CH_LANES * j)
-                if co < c_out:
-                    bv[j] = f32(bias[co])
+                if co < cout_g:
+                    bv[j] = f32(bias[g * cout_g + co])
         for i in static_range(TP):
             pix = p0 + ((i // 4) * (BP // 2) + tp * 4 + i % 4 if SHARED_VEC else tp + PIX_LANES * i)
             if pix < n_pix:
@@ -196,8 +199,8 @@ def conv2d_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], c_in: int, h: i
                 q = pix - n * hw_out
                 yb = n * c_out * hw_out + q * ys_p
                 for j in static_range(TC):
-                    co = co0 + (tc * TC + j if SHARED_VEC else tc + CH_LANES * j)
-                    if co < c_out:
+                    co = g * cout_g + co0 + (tc * TC + j if SHARED_VEC else tc + CH_LANES * j)
+                    if co < g * cout_g + cout_g:
                         y[yb + co * ys_c] = T(acc[i * TC + j] + bv[j])
         tile += num_groups(0)
 
@@ -653,8 +656,8 @@ def _check_int32(op: str, *arrays_or_sizes: int) -> None:
 
 def _dense(x: Any, w: Any, bias: Any, out: Any, dt: Any, nhwc: bool, geometry: tuple[int, ...],
            backend: str | None, groups: int = 1, residual: Any = None, act: str = "none") -> Any:
-    """The dense convolution into ``out``: the implicit GEMM on the matrix units where it serves the call
-    (:func:`_matrix`), else conv2d_kernel with the residual and the activation as elementwise passes after it.
+    """The dense (or grouped) convolution into ``out``: the implicit GEMM on the matrix units where it serves the
+    call (:func:`_matrix`), else conv2d_kernel with the residual and the activation as elementwise passes after it.
     geometry = (N, C_in, H, W, C_out, KH, KW, sh, sw, ph, pw, dh, dw, H_out, W_out)."""
     n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out = geometry
     n_pix = n * h_out * w_out
@@ -664,17 +667,16 @@ def _dense(x: Any, w: Any, bias: Any, out: Any, dt: Any, nhwc: bool, geometry: t
     _check_int32("conv", n * c_in * h * wd, c_out * red, n_pix * c_out)
     if _matrix(x, w, bias, residual, out, dt, nhwc, geometry, groups, act, backend):
         return out
-    if groups != 1:
-        raise LaunchError(f"conv: groups = {groups} runs on the matrix units only (f16/bf16 with C_in / groups a "
-                          f"multiple of 8, on a device with them); got {dt.name} with C_in / groups = "
-                          f"{c_in // groups}: run the groups as separate convolutions")
+    if groups > MAX_GROUPS:
+        raise LaunchError(f"conv: {groups} groups; the kernels take at most {MAX_GROUPS} (one per grid row)")
     vw = _host.vector_width(dt)
     tiles = min(_host.ceil_div(n_pix, BP), MAX_GROUPS)
     kernel_ = conv2d_kernel.variant(T=dt, VEC=vw)
     kernel_.launch(x, w, w if bias is None else bias, out, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw,
-                   h_out, w_out, n_pix, int(nhwc), int(nhwc and c_in % vw == 0 and _aligned(x, w)),
-                   int(bias is not None),
-                   grid=(tiles * GROUP, _host.ceil_div(c_out, BC)), group=(GROUP, 1), backend=backend)
+                   h_out, w_out, n_pix, int(nhwc), int(nhwc and (c_in // groups) % vw == 0 and _aligned(x, w)),
+                   int(bias is not None), groups,
+                   grid=(tiles * GROUP, _host.ceil_div(c_out // groups, BC), groups), group=(GROUP, 1),
+                   backend=backend)
     if residual is not None or act != "none":
         from .elementwise import _launch_binary, _launch_unary
 
@@ -802,7 +804,7 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
     (left, right)), "same" or "valid" (:func:`_padding`).  groups: as PyTorch's (depthwise has its own function).
     activation: None, "relu", "gelu_tanh" or "silu"; residual: y's shape, added before the activation (a ResNet
     block's shortcut).  f16/bf16 with C_in / groups a multiple of 8 run on the matrix units (conv_mma.py) in one
-    pass, one rounding; otherwise the direct kernel (groups = 1 only) and elementwise passes after it.
+    pass, one rounding; otherwise the direct kernel and elementwise passes after it.
     """
     if layout not in ("NCHW", "NHWC"):
         raise LaunchError(f"conv2d: layout must be 'NCHW' or 'NHWC', got {layout!r}")

@@ -42,6 +42,16 @@ def windows(x: np.ndarray, kh: int, kw: int, stride: tuple[int, int], pad: tuple
     return view[:, :, ::stride[0], ::stride[1], ::dil[0], ::dil[1]]
 
 
+def grouped(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int, int], pad: tuple[int, int],
+            dil: tuple[int, int], groups: int) -> Expect:
+    """Float64 grouped conv of NCHW x and (CO, C / groups, KH, KW) w: dense_nchw per group."""
+    cin_g, cout_g = x.shape[1] // groups, w.shape[0] // groups
+    parts = [dense_nchw(x[:, g * cin_g:(g + 1) * cin_g], w[g * cout_g:(g + 1) * cout_g],
+                        None if b is None else b[g * cout_g:(g + 1) * cout_g], stride, pad, dil) for g in range(groups)]
+    return Expect(np.concatenate([p.value for p in parts], axis=1),
+                  scale=np.concatenate([p.scale for p in parts], axis=1))
+
+
 def dense_nchw(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int, int],
                pad: tuple[int, int], dil: tuple[int, int]) -> Expect:
     """Float64 dense conv of NCHW x and (CO, C, KH, KW) w, with the sum of |terms| as the scale."""
@@ -79,21 +89,24 @@ def _depth(terms: int) -> Depth:
 # ---------------------------------------------------------------- dense conv2d
 
 def _conv2d_torch(x, w, bias, y, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out, n_pix, nhwc,
-                  vec_ok, has_bias):
+                  vec_ok, has_bias, groups):
     import torch.nn.functional as F
 
     b = bias if has_bias else None
     if nhwc:  # channels_last views: cuDNN's NHWC path; the output's NHWC view is contiguous
-        out = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), b, (sh, sw), (ph, pw), (dh, dw))
+        out = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), b, (sh, sw), (ph, pw), (dh, dw), groups)
         return out.permute(0, 2, 3, 1)
-    return F.conv2d(x, w, b, (sh, sw), (ph, pw), (dh, dw))
+    return F.conv2d(x, w, b, (sh, sw), (ph, pw), (dh, dw), groups)
 
 
 def _conv2d_numpy(x, w, bias, y, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out, n_pix, nhwc,
-                  vec_ok, has_bias):
+                  vec_ok, has_bias, groups):
     xs, ws = (x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2)) if nhwc else (x, w)
+    cin_g, cout_g = c_in // groups, c_out // groups
     win = windows(xs.astype(np.float32), kh, kw, (sh, sw), (ph, pw), (dh, dw))
-    out = np.einsum("nchwij,ocij->nohw", win, ws.astype(np.float32), optimize=True)
+    out = np.concatenate([np.einsum("nchwij,ocij->nohw", win[:, g * cin_g:(g + 1) * cin_g],
+                                    ws[g * cout_g:(g + 1) * cout_g].astype(np.float32), optimize=True)
+                          for g in range(groups)], axis=1)
     if has_bias:
         out += bias.astype(np.float32)[None, :, None, None]
     return (out.transpose(0, 2, 3, 1) if nhwc else out).astype(y.dtype)
@@ -112,6 +125,8 @@ DENSE_TESTS = [
     _dense_shape(2, 8, 13, 13, 70, 1, L=1),                             # 1x1: two pixel and channel tiles
     _dense_shape(1, 20, 4, 5, 3, 1, P=1),                               # C > KC (ragged chunk); a padded 1x1
     _dense_shape(1, 1, 1, 1, 1, 1),                                     # the degenerate 1x1 of 1x1
+    _dense_shape(2, 6, 5, 7, 9, 3, P=1, G=3),                           # 3 groups (2 channels in, 3 out each)
+    _dense_shape(1, 16, 4, 5, 12, 3, P=1, L=1, G=2),                    # NHWC groups, the vector path
 ]
 DENSE_BENCH = {"interp": [_dense_shape(1, 8, 8, 8, 8, 3, P=1), _dense_shape(1, 8, 8, 8, 8, 3, P=1, L=1)],
                "vulkan": [_dense_shape(1, 32, 28, 28, 32, 3, P=1), _dense_shape(1, 32, 28, 28, 32, 3, P=1, L=1)],
@@ -124,40 +139,42 @@ DENSE_BENCH = {"interp": [_dense_shape(1, 8, 8, 8, 8, 3, P=1), _dense_shape(1, 8
 def conv2d_setup(case):
     g = geometry(case)
     n, c, co, kh, kw, nhwc = g["N"], g["C"], g["CO"], g["KH"], g["KW"], g["L"]
+    groups = dict(case.shape).get("G", 1)
+    cin_g = c // groups
     x = case.randn(n, g["H"], g["W"], c) if nhwc else case.randn(n, c, g["H"], g["W"])
-    w = case.randn(co, kh, kw, c) if nhwc else case.randn(co, c, kh, kw)
+    w = case.randn(co, kh, kw, cin_g) if nhwc else case.randn(co, cin_g, kh, kw)
     y = case.empty(n, g["HO"], g["WO"], co) if nhwc else case.empty(n, co, g["HO"], g["WO"])
     n_pix = n * g["HO"] * g["WO"]
     stride, pad, dil = (g["SH"], g["SW"]), (g["PH"], g["PW"]), (g["DH"], g["DW"])
 
     def oracle(x, w, bias, y, *_):
         if nhwc:
-            return {"y": to_nhwc(dense_nchw(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2),
-                                            bias if g["B"] else None, stride, pad, dil))}
-        return {"y": dense_nchw(x, w, bias if g["B"] else None, stride, pad, dil)}
+            return {"y": to_nhwc(grouped(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2),
+                                         bias if g["B"] else None, stride, pad, dil, groups))}
+        return {"y": grouped(x, w, bias if g["B"] else None, stride, pad, dil, groups)}
 
-    vec_ok = int(nhwc and c % case["VEC"] == 0)
+    vec_ok = int(nhwc and cin_g % case["VEC"] == 0)
     return Setup(args=[x, w, case.randn(co), y, c, g["H"], g["W"], co, kh, kw, stride[0], stride[1], pad[0],
-                       pad[1], dil[0], dil[1], g["HO"], g["WO"], n_pix, nhwc, vec_ok, g["B"]],
+                       pad[1], dil[0], dil[1], g["HO"], g["WO"], n_pix, nhwc, vec_ok, g["B"], groups],
                  grid=(min(_host.ceil_div(n_pix, conv.BP), conv.MAX_GROUPS) * conv.GROUP,
-                       _host.ceil_div(co, conv.BC)),
-                 group=(conv.GROUP, 1), oracle=oracle, depth=_depth(c * kh * kw),
-                 flops=2 * n_pix * co * c * kh * kw)
+                       _host.ceil_div(co // groups, conv.BC), groups),
+                 group=(conv.GROUP, 1), oracle=oracle, depth=_depth(cin_g * kh * kw),
+                 flops=2 * n_pix * co * cin_g * kh * kw)
 
 
 # ---------------------------------------------------------------- conv1d (the dense kernel with H = KH = 1)
 
 def _conv1d_torch(x, w, bias, y, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out, n_pix, nhwc,
-                  vec_ok, has_bias):
+                  vec_ok, has_bias, groups):
     import torch.nn.functional as F
 
-    return F.conv1d(x, w, bias if has_bias else None, sw, pw, dw)
+    return F.conv1d(x, w, bias if has_bias else None, sw, pw, dw, groups)
 
 
 def _conv1d_numpy(x, w, bias, y, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out, n_pix, nhwc,
-                  vec_ok, has_bias):
+                  vec_ok, has_bias, groups):
     out = _conv2d_numpy(x[:, :, None, :], w[:, :, None, :], bias, y, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw,
-                        dh, dw, h_out, w_out, n_pix, nhwc, vec_ok, has_bias)
+                        dh, dw, h_out, w_out, n_pix, nhwc, vec_ok, has_bias, groups)
     return out[:, :, 0, :]
 
 
@@ -187,7 +204,7 @@ def conv1d_setup(case):
         return {"y": Expect(e.value[:, :, 0, :], scale=e.scale[:, :, 0, :])}
 
     return Setup(args=[case.randn(n, c, length), case.randn(co, c, k), case.randn(co), case.empty(n, co, l_out),
-                       c, 1, length, co, 1, k, 1, stride, 0, pad, 1, dil, 1, l_out, n_pix, 0, 0, has_bias],
+                       c, 1, length, co, 1, k, 1, stride, 0, pad, 1, dil, 1, l_out, n_pix, 0, 0, has_bias, 1],
                  grid=(min(_host.ceil_div(n_pix, conv.BP), conv.MAX_GROUPS) * conv.GROUP,
                        _host.ceil_div(co, conv.BC)),
                  group=(conv.GROUP, 1), oracle=oracle, depth=_depth(c * k), flops=2 * n_pix * co * c * k)

@@ -19,7 +19,7 @@ from iron.jit.device import device_traits
 from ..conv_mma import conv_config, conv_grid, conv_mma, conv_tiles
 from ..conv_wg import WG_CONV_DEFAULT, conv_wg, conv_wg_grid
 from ..gemm import portable_small
-from .conv import dense_nchw, geometry
+from .conv import geometry, grouped
 from .gemm import _act64, gemm_depth
 
 
@@ -66,16 +66,6 @@ def _conv_numpy(x, w, bias, res, y, c_in, h, wd, c_out, kw, sh, sw, ph, pw, dh, 
     e = grouped(x.transpose(0, 3, 1, 2).astype(np.float32), w.transpose(0, 3, 1, 2).astype(np.float32),
                 bias.astype(np.float32) if has_bias else None, (sh, sw), (ph, pw), (dh, dw), c_in // cin_g)
     return (e.value if nchw else e.value.transpose(0, 2, 3, 1)).astype(y.dtype)
-
-
-def grouped(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int, int], pad: tuple[int, int],
-            dil: tuple[int, int], groups: int) -> Expect:
-    """Float64 grouped conv of NCHW x and (CO, C / groups, KH, KW) w: dense_nchw per group."""
-    cin_g, cout_g = x.shape[1] // groups, w.shape[0] // groups
-    parts = [dense_nchw(x[:, g * cin_g:(g + 1) * cin_g], w[g * cout_g:(g + 1) * cout_g],
-                        None if b is None else b[g * cout_g:(g + 1) * cout_g], stride, pad, dil) for g in range(groups)]
-    return Expect(np.concatenate([p.value for p in parts], axis=1),
-                  scale=np.concatenate([p.scale for p in parts], axis=1))
 
 
 @test_kernel(conv_mma, shapes={"vulkan": VULKAN, "*": SHAPES}, bindings=BINDINGS[:1], name="std/conv_mma/mma")
