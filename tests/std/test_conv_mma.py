@@ -14,6 +14,7 @@ from iron import bf16, config, f16
 from iron.core.errors import UnsupportedOnTarget
 from iron.std import conv as C
 from iron.std import conv_mma as CM
+from iron.std import conv_wg as CW
 from iron.std import gemm as G
 from iron.std.suite import conv_mma as CS
 
@@ -212,3 +213,35 @@ def test_bad_epilogue_arguments_are_launch_errors(call, message):
     w = np.zeros((8, 16, 1, 1), np.float16)
     with pytest.raises(iron.LaunchError, match=message):
         call(x, w)
+
+
+# ---------------------------------------------------------------- conv_wg: compiles, refusals, shared memory
+
+WG_COMPILE = [{"T": f16, "ACT": "relu", **CW.WG_CONV_DEFAULT}, {"T": bf16, "ACT": "none", "BN": 256, "STAGES": 4,
+                                                                "PENDING": 1}]
+
+
+@pytest.mark.parametrize("binding", WG_COMPILE, ids=["128", "256"])
+def test_conv_wg_compiles_for_sm90a(binding, require_toolchain):
+    require_toolchain("nvrtc")
+    compile_for("cuda", CW.conv_wg.variant(**binding))
+
+
+@pytest.mark.parametrize("target", ["hip", "spirv", "metal"])
+def test_conv_wg_refused_on_targets_without_wgmma(target):
+    with pytest.raises(UnsupportedOnTarget, match="mma_wg"):
+        compile_for(target, CW.conv_wg.variant(**WG_COMPILE[0]))
+
+
+def test_shared_bytes_models_match_the_kernels():
+    """The host checks a configuration against the device's shared memory with these models: they must be what
+    the kernels declare (the widest conv_wg ring fits sm_90's opt-in limit, 227 KiB)."""
+    from iron.codegen.capabilities import shared_bytes
+    from iron.codegen.targets import profile
+
+    for binding in WG_COMPILE:
+        assert shared_bytes(CW.conv_wg.variant(**binding).ir) == CW.conv_wg_shared_bytes(binding)
+    assert CW.conv_wg_shared_bytes(WG_COMPILE[1]) <= profile("cuda", "sm_90").shared_limit
+    for cfg in (CM.CONV_SM80, CM.CONV_SM80_N64, G.portable_small(32), {**G.AMD, "THREADS": 256},
+                {**G.APPLE, "THREADS": 128}):
+        assert shared_bytes(CM.conv_mma.variant(T=f16, ACT="none", **cfg).ir) == CM.conv_shared_bytes(cfg, 2)

@@ -353,7 +353,7 @@ def conv_shared_bytes(binding: dict[str, Any], itemsize: int) -> int:
     fm, fn, _ = {"16x8x16": (16, 8, 16), "16x16x16": (16, 16, 16), "8x8x8": (8, 8, 8)}[binding["FRAG"]]
     bm, bn = block_tile(binding)
     wgm, wgn = (int(v) for v in binding["WARPS"].split("x"))
-    ring = binding["STAGES"] * (bm + bn) * (binding["BK"] + PAD) * itemsize
+    ring = binding.get("STAGES", 2) * (bm + bn) * (binding["BK"] + PAD) * itemsize
     return ring + wgm * wgn * fm * (2 * fn + 4) * 4 + 3 * bm * 4
 
 
