@@ -171,6 +171,19 @@ def _spy(variant, launched):
     return wrapped
 
 
+def test_a_strided_residual_is_read_as_its_values():
+    """A residual view that is not contiguous is copied first (the kernels read it by the output's index)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 16, 4, 6)).astype(np.float16)
+    w = rng.standard_normal((8, 16, 1, 1)).astype(np.float16)
+    wide = rng.standard_normal((1, 8, 4, 12)).astype(np.float16)
+    res = wide[:, :, :, ::2]
+    assert not res.flags.c_contiguous
+    y = C.conv2d(x, w, backend="interp", residual=res)
+    want = _reference(x, w, None, (1, 1), (0, 0), (1, 1), 1, res, None)
+    assert np.abs(y.astype(np.float64) - want).max() < 2 ** -9 * np.abs(want).max()
+
+
 def test_conv1d_host_on_the_matrix_path():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 16, 30)).astype(np.float16)

@@ -693,8 +693,8 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
     channels, the device and the alignment allow; False (nothing launched) otherwise.  A group of at most 64
     output channels stays on conv_mma's 128 x 64 tiles on Hopper too (conv_wg's are 128 channels wide).  NCHW
     input goes to channels-last through batched transposes (x and, past 1 x 1, w); the kernel writes NCHW
-    output by its index map.  A channels-last 1 x 1
-    convolution at stride 1 without padding, groups or residual is a plain gemm of (N H W, C_in) by w^T."""
+    output by its index map.  A channels-last 1 x 1 convolution at stride 1 without padding, groups or
+    residual is a plain gemm of (N H W, C_in) by w^T."""
     from .conv_mma import conv_config, conv_grid, conv_mma, conv_shared_bytes, conv_tiles
     from .conv_wg import conv_wg, conv_wg_config, conv_wg_grid, conv_wg_shared_bytes
     from .gemm import _launch_gemm
@@ -742,8 +742,10 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
     return True
 
 
-def _epilogue(out_shape: tuple[int, ...], dt: Any, residual: Any, activation: str | None, op: str) -> str:
-    """The activation's name ("none" for None), after checking it and the residual (the output's shape and dtype)."""
+def _epilogue(out_shape: tuple[int, ...], dt: Any, residual: Any, activation: str | None,
+              op: str) -> tuple[str, Any]:
+    """(the activation's name, "none" for None; the residual, contiguous) after checking both: the residual
+    has the output's shape and dtype."""
     act = "none" if activation is None else activation
     if act not in ACTIVATIONS:
         raise LaunchError(f"{op}: activation must be None or one of {', '.join(ACTIVATIONS[1:])}; got {activation!r}")
@@ -751,7 +753,8 @@ def _epilogue(out_shape: tuple[int, ...], dt: Any, residual: Any, activation: st
         if _host.dtype_of(residual, f"{op}: residual") != dt:
             raise LaunchError(f"{op}: residual has dtype {_host.dtype_of(residual).name}, x has {dt.name}")
         _host.check_shape(residual, out_shape, f"{op}: residual")
-    return act
+        residual = _contiguous(residual, "residual")
+    return act, residual
 
 
 def _groups(groups: Any, c_in: int, c_out: int, op: str) -> int:
@@ -784,7 +787,7 @@ def conv1d(x: Any, w: Any, bias: Any = None, stride: int = 1, padding: int | tup
     _check_bias(bias, c_out, "conv1d")
     (pad,) = _padding(padding, (k,), (stride,), (dilation,), "conv1d")
     l_out = _extent(length, k, stride, pad, dilation, "L")
-    act = _epilogue((n, c_out, l_out), dt, residual, activation, "conv1d")
+    act, residual = _epilogue((n, c_out, l_out), dt, residual, activation, "conv1d")
     out = _output(x, out, (n, c_out, l_out), dt, "conv1d", {"x": x, "w": w, "bias": bias, "residual": residual})
     return _dense(x, w, bias, out, dt, False,
                   (n, c_in, 1, length, c_out, 1, k, 1, stride, 0, pad[0], 1, dilation, 1, l_out), backend, groups,
@@ -825,7 +828,7 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
     pad_h, pad_w = _padding(padding, (kh, kw), (sh, sw), (dh, dw), "conv2d")
     h_out, w_out = _extent(h, kh, sh, pad_h, dh, "H"), _extent(wd, kw, sw, pad_w, dw, "W")
     shape = (n, h_out, w_out, c_out) if nhwc else (n, c_out, h_out, w_out)
-    act = _epilogue(shape, dt, residual, activation, "conv2d")
+    act, residual = _epilogue(shape, dt, residual, activation, "conv2d")
     out = _output(x, out, shape, dt, "conv2d", {"x": x, "w": w, "bias": bias, "residual": residual})
     # The kernels read taps at oh * sh - top + kh * dh and zero-fill what falls outside the input, so the
     # padding after (bottom, right) is only a larger output extent.
