@@ -14,7 +14,8 @@ buffers, the block swizzle, and an epilogue through shared staging that adds the
 applies the activation, rounds once to T and stores the pixel's channels (NHWC) or a channel's pixels
 (NCHW: the index map writes PyTorch's layout straight, 16 bytes at a time where the image allows).
 Grouped convolution is the third grid axis.  Host function: :func:`iron.std.conv.conv2d` (and conv1d), which
-picks this kernel for f16/bf16 with C_in/groups a multiple of 8.  Design and bounds: docs/std/conv.md.
+picks this kernel for f16/bf16 with C_in/groups a multiple of 8 (on Hopper conv_wg.py's, past 64 output
+channels a group).  Design and bounds: docs/std/conv.md.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ FAR = -(1 << 29)
 #: Grid axis 1 holds the pixel tiles and axis 2 the groups: at most this many each (Vulkan's minimum).
 MAX_GROUPS = 65535
 
-#: The H200 configuration (mma.sync m16n8k16), from scripts/device/conv_tune.py: a 128 x 128 block tile of four
+#: CUDA mma.sync (m16n8k16), tuned on the H200 with scripts/device/conv_tune.py: a 128 x 128 block tile of four
 #: 64 x 64 warp tiles, K steps of 32 in a ring of 4 (80 KiB).
 CONV_SM80 = {"FRAG": "16x8x16", "WARPS": "2x2", "WT": "4x8", "BK": 32, "STAGES": 4, "THREADS": 128}
 #: Output channels of a group at most 64: a 128 x 64 block tile of four 64 x 32 warp tiles.
