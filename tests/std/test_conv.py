@@ -440,6 +440,49 @@ def test_conv1d_padding_forms():
         _close(y, iron.Expect(want.value[:, :, 0], scale=want.scale[:, :, 0]), D.f32, 5 * 4)
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_depthwise_padding_forms_and_conv2d_groups_equal_to_channels(layout, monkeypatch):
+    """depthwise_conv2d takes conv2d's padding forms (asymmetric on the specialised 3x3 / 5x5 / 7x7 kernels and
+    the generic ones, 'same', 'valid'), and conv2d with groups = C_in = C_out runs the depthwise kernels (no
+    dense launch) with its residual and activation after: both against the explicitly padded oracle."""
+    rng = np.random.default_rng(16)
+    launched = []
+    for kern in (conv.conv2d_kernel, conv.dwconv2d_nchw_k_kernel, conv.dwconv2d_nchw_kernel,
+                 conv.dwconv2d_nhwc_k_kernel, conv.dwconv2d_nhwc_kernel):
+        monkeypatch.setattr(kern, "variant", _recording(kern, launched))
+    to = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if layout == "NHWC" else (lambda a: a)
+    for c, k, stride, padding, dilation in ((8, 3, 1, ((1, 2), (0, 1)), 1), (8, 3, 2, ((2, 0), (1, 1)), 1),
+                                            (16, 5, 1, "same", 1), (8, 3, 1, "valid", 2),
+                                            (3, 7, 2, ((3, 3), (2, 4)), 1)):
+        x = rng.standard_normal((2, c, 9, 11)).astype(np.float32)
+        w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+        if padding == "same":
+            sides = [(dilation * (k - 1) // 2, dilation * (k - 1) - dilation * (k - 1) // 2)] * 2
+        else:
+            sides = [(0, 0), (0, 0)] if padding == "valid" else list(padding)
+        want = SC.depthwise_nchw(np.pad(_f64(x), [(0, 0), (0, 0), *sides]), _f64(w), None, (stride, stride),
+                                 (0, 0), (dilation, dilation))
+        res = rng.standard_normal(want.value.shape).astype(np.float32)
+        back = (lambda a: a.transpose(0, 3, 1, 2)) if layout == "NHWC" else (lambda a: a)
+        launched.clear()
+        y = back(conv.depthwise_conv2d(to(x), w, None, stride, padding, dilation, layout, backend="interp"))
+        _close(y, want, D.f32, k * k)
+        y = back(conv.conv2d(to(x), to(w), None, stride, padding, dilation, layout, backend="interp", groups=c,
+                             activation="relu", residual=to(res)))
+        assert "conv2d_kernel" not in launched and len(launched) == 2, launched
+        got = np.maximum(want.value + res, 0)
+        assert np.abs(y - got).max() < 1e-4 * max(1.0, np.abs(got).max())
+
+
+def _recording(kern, launched):
+    variant = kern.variant
+
+    def wrapped(**binding):
+        launched.append(kern.name)
+        return variant(**binding)
+    return wrapped
+
+
 def test_padding_errors_say_what_is_accepted():
     x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((3, 2, 3, 3), np.float32)
     with pytest.raises(iron.LaunchError, match="stride 1"):

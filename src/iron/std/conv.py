@@ -677,6 +677,12 @@ def _dense(x: Any, w: Any, bias: Any, out: Any, dt: Any, nhwc: bool, geometry: t
                    int(bias is not None), groups,
                    grid=(tiles * GROUP, _host.ceil_div(c_out // groups, BC), groups), group=(GROUP, 1),
                    backend=backend)
+    return _passes_after(out, residual, act, backend)
+
+
+def _passes_after(out: Any, residual: Any, act: str, backend: str | None) -> Any:
+    """``out`` += residual, then the activation, as elementwise passes (one rounding each): the epilogue of the
+    kernels that do not fuse it."""
     if residual is not None or act != "none":
         from .elementwise import _launch_binary, _launch_unary
 
@@ -807,7 +813,8 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
     (left, right)), "same" or "valid" (:func:`_padding`).  groups: as PyTorch's (depthwise has its own function).
     activation: None, "relu", "gelu_tanh" or "silu"; residual: y's shape, added before the activation (a ResNet
     block's shortcut).  f16/bf16 with C_in / groups a multiple of 8 run on the matrix units (conv_mma.py) in one
-    pass, one rounding; otherwise the direct kernel and elementwise passes after it.
+    pass, one rounding; otherwise the direct kernel and elementwise passes after it.  groups = C_in = C_out
+    (depthwise) runs :func:`depthwise_conv2d`'s kernels.
     """
     if layout not in ("NCHW", "NHWC"):
         raise LaunchError(f"conv2d: layout must be 'NCHW' or 'NHWC', got {layout!r}")
@@ -832,6 +839,12 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
     out = _output(x, out, shape, dt, "conv2d", {"x": x, "w": w, "bias": bias, "residual": residual})
     # The kernels read taps at oh * sh - top + kh * dh and zero-fill what falls outside the input, so the
     # padding after (bottom, right) is only a larger output extent.
+    if 1 < groups == c_in == c_out:  # depthwise (one filter per channel): its own memory-bound kernels
+        if nhwc:  # (C, KH, KW, 1) and (C, 1, KH, KW) are one memory order
+            w = _host.view(w, lambda a: a.reshape(c_out, 1, kh, kw))
+        _depthwise(x, w, bias, out, dt, nhwc, (n, c_in, h, wd, kh, kw, sh, sw, pad_h[0], pad_w[0], dh, dw, h_out,
+                                               w_out), backend)
+        return _passes_after(out, residual, act, backend)
     return _dense(x, w, bias, out, dt, nhwc,
                   (n, c_in, h, wd, c_out, kh, kw, sh, sw, pad_h[0], pad_w[0], dh, dw, h_out, w_out), backend, groups,
                   residual, act)
@@ -839,12 +852,13 @@ def conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1,
 
 @planned
 def depthwise_conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, int] = (1, 1),
-                     padding: int | tuple[int, int] = (0, 0), dilation: int | tuple[int, int] = (1, 1),
+                     padding: int | tuple[Any, Any] | str = (0, 0), dilation: int | tuple[int, int] = (1, 1),
                      layout: str = "NCHW", out: Any = None, backend: str | None = None) -> Any:
     """Depthwise 2-D convolution (groups = C, one filter per channel) with zero padding, optional bias.
 
     w is (C, 1, KH, KW) in both layouts; x and y are (N, C, H, W) / (N, C, H_out, W_out) in "NCHW" and
-    (N, H, W, C) / (N, H_out, W_out, C) in "NHWC".
+    (N, H, W, C) / (N, H_out, W_out, C) in "NHWC".  padding: conv2d's forms (:func:`_padding`).
+    ``conv2d(x, w, groups=C)`` with C_out = C runs the same kernels.
     """
     if layout not in ("NCHW", "NHWC"):
         raise LaunchError(f"depthwise_conv2d: layout must be 'NCHW' or 'NHWC', got {layout!r}")
@@ -859,11 +873,21 @@ def depthwise_conv2d(x: Any, w: Any, bias: Any = None, stride: int | tuple[int, 
     if kh < 1 or kw < 1:
         raise LaunchError(f"{op}: the kernel must be at least 1 x 1, got {kh} x {kw}")
     _check_bias(bias, c, op)
-    (sh, sw), (ph, pw), (dh, dw) = (_pair(stride, f"{op}: stride"), _pair(padding, f"{op}: padding"),
-                                    _pair(dilation, f"{op}: dilation"))
-    h_out, w_out = _extent(h, kh, sh, ph, dh, "H"), _extent(wd, kw, sw, pw, dw, "W")
+    (sh, sw), (dh, dw) = _pair(stride, f"{op}: stride"), _pair(dilation, f"{op}: dilation")
+    pad_h, pad_w = _padding(padding, (kh, kw), (sh, sw), (dh, dw), op)
+    h_out, w_out = _extent(h, kh, sh, pad_h, dh, "H"), _extent(wd, kw, sw, pad_w, dw, "W")
     out = _output(x, out, (n, h_out, w_out, c) if nhwc else (n, c, h_out, w_out), dt, op,
                   {"x": x, "w": w, "bias": bias})
+    return _depthwise(x, w, bias, out, dt, nhwc, (n, c, h, wd, kh, kw, sh, sw, pad_h[0], pad_w[0], dh, dw, h_out,
+                                                  w_out), backend)
+
+
+def _depthwise(x: Any, w: Any, bias: Any, out: Any, dt: Any, nhwc: bool, geometry: tuple[int, ...],
+               backend: str | None) -> Any:
+    """The depthwise kernels into ``out``; geometry = (N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, H_out, W_out)
+    with (ph, pw) the padding before (after only makes H_out, W_out larger: the kernels zero-fill past H, W)."""
+    n, c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out = geometry
+    op = "depthwise_conv2d"
     if n * c * h_out * w_out == 0:
         return out
     _check_int32(op, n * c * h * wd, n * c * h_out * w_out)
