@@ -95,3 +95,20 @@ def test_only_rings_that_fit_sm90_are_variants():
     assert built and all(W.wg_shared_bytes(v) <= limit for v in built)
     assert W.wg_shared_bytes({"STAGES": 4, "KP": 2, "BN": 256}) > limit
     assert W.wg_ring_fits(W.WG_DEFAULT) and not W.wg_ring_fits({"STAGES": 4, "KP": 2, "BN": 256})
+
+
+@pytest.mark.parametrize("flags", [GS._flags(f16, False, True, "relu"), GS._flags(bf16, True, False, "none")],
+                         ids=["nn-bias-relu", "bt"])
+def test_ptxas_keeps_the_wgmma_pipeline(flags, require_toolchain):
+    """ptxas serialises a kernel's wgmma (its note C7515) when anything but wgmma writes an accumulator between
+    a multiply's issue and its wait, or a wgmma sits in a divergent path: the multiplies then run one at a time.
+    What the host ships (WG_DEFAULT) must stay a pipeline.  (K steps of two panels, KP = 2, do serialise:
+    "compiler-inserted WG.DP in divergent path"; they are tuning candidates only.)"""
+    from iron.codegen.emit import emit_kernel
+    from iron.codegen.toolchains import nvrtc
+
+    require_toolchain("nvrtc")
+    emitted = emit_kernel(W.gemm_wg.variant(**flags, **W.WG_DEFAULT).compiled("cuda"), "cuda")
+    report = nvrtc.build(emitted.source, arch="sm_90").report
+    assert report["arch"] == "sm_90a" and report["kernels"]
+    assert report["wgmma_serialized"] == {}

@@ -148,12 +148,18 @@ ptxas info    : Compiling entry function 'b' for 'sm_90'
 ptxas info    : Function properties for b
 ptxas         .     0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
 ptxas info    : Used 12 registers, 360 bytes cmem[0]
+ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma \
+instructions defining accumulator registers of a wgmma between start and end of the pipeline stage in the function 'b' \
+in line 1367
 """
     r = nvrtc.parse_ptxas_report(log)
     assert r["kernels"]["a"] == {"registers": 40, "shared_bytes": 2048, "constant_bytes": 368, "barriers": 1,
                                  "stack_bytes": 16, "spill_stores": 8, "spill_loads": 12}
     assert r["kernels"]["b"]["shared_bytes"] == 0 and r["kernels"]["b"]["barriers"] == 0
     assert (r["registers"], r["shared_bytes"], r["spill_stores"], r["spill_loads"]) == (40, 2048, 12, 16)
+    assert r["wgmma_serialized"] == {"b": "non wgmma instructions defining accumulator registers of a wgmma between "
+                                          "start and end of the pipeline stage"}
+    assert nvrtc.parse_ptxas_report(log.split("ptxas info    : (C7515)")[0])["wgmma_serialized"] == {}
 
 
 def test_bad_arguments_are_rejected_before_compiling():

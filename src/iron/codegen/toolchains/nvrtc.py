@@ -201,14 +201,18 @@ _SMEM = re.compile(r"(\d+) bytes smem")
 _CMEM = re.compile(r"(\d+) bytes cmem\[\d+\]")
 _BARRIERS = re.compile(r"used (\d+) barriers")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+#: ptxas's C75xx notes: a kernel's wgmma instructions run one at a time instead of as a pipeline (why, where).
+_SERIALIZED = re.compile(r"\(C75\d\d\) Potential Performance Loss: wgmma\.mma_async instructions are serialized "
+                         r"due to (.*?) in the function '([\w$.]+)'")
 
 
 def parse_ptxas_report(log: str) -> dict[str, Any]:
     """Per-kernel resource usage from ``ptxas -v`` output, plus totals over all kernels.
 
     ``kernels[name]`` has registers, shared_bytes, constant_bytes, barriers, stack_bytes,
-    spill_stores and spill_loads; the top level has the largest registers and shared_bytes and
-    the summed spills (0 everywhere when nothing spilled).
+    spill_stores and spill_loads; the top level has the largest registers and shared_bytes, the
+    summed spills (0 everywhere when nothing spilled) and ``wgmma_serialized``: the kernels whose
+    wgmma ptxas serialised (its C7515-style note), each with the reason it gave.
     """
     kernels: dict[str, dict[str, int]] = {}
     current: dict[str, int] | None = None
@@ -231,6 +235,7 @@ def parse_ptxas_report(log: str) -> dict[str, Any]:
     values = list(kernels.values())
     return {
         "kernels": kernels,
+        "wgmma_serialized": {m.group(2): m.group(1) for m in _SERIALIZED.finditer(log)},
         "registers": max((k["registers"] for k in values), default=0),
         "shared_bytes": max((k["shared_bytes"] for k in values), default=0),
         "spill_stores": sum(k["spill_stores"] for k in values),

@@ -19,7 +19,8 @@ DEFAULT_THREADS = 256
 
 def kernel_report(drv: Any, plan: KernelPlan, loaded: Loaded, max_threads_per_sm: int | None,
                   group_threads: int | None = None) -> dict[str, Any]:
-    """Registers, shared bytes, spills, the group size considered, resident groups per SM and occupancy."""
+    """Registers, shared bytes, spills, wgmma serialisation, the group size considered, resident groups per SM and
+    occupancy."""
     ptxas = plan.module.report.get("kernel", {}) if plan.module.report else {}
     threads = group_threads or _last_threads(plan) or DEFAULT_THREADS
     # ptxas counts static arrays; a module past 48 KiB has its arrays in launch-time (dynamic) shared memory.
@@ -31,6 +32,8 @@ def kernel_report(drv: Any, plan: KernelPlan, loaded: Loaded, max_threads_per_sm
         "spill_loads": ptxas.get("spill_loads"),
         #: "ptxas", or "cubin" where NVRTC printed no report and the registers were read from the CUBIN.
         "report_source": (plan.module.report or {}).get("source", "ptxas"),
+        #: Why ptxas ran the kernel's wgmma one at a time (its C7515 note), or None: a pipeline, or no wgmma.
+        "wgmma_serialized": next(iter(((plan.module.report or {}).get("wgmma_serialized") or {}).values()), None),
         "local_bytes": loaded.local_bytes,
         "group_threads": threads,
         "arch": plan.module.arch,
