@@ -28,8 +28,10 @@ MUTANTS = {
     "tile_not_transposed": [("T(tile[tx, ty + k * (TILE // ROWS_PER_THREAD)])",
                              "T(tile[ty + k * (TILE // ROWS_PER_THREAD), tx])")],
     # each thread writes one row of the tile too few: a quarter of the output stays poisoned.
-    "rows_per_thread_short": [("                for k in static_range(ROWS_PER_THREAD):\n                    c = c0 + ty",
-                               "                for k in static_range(ROWS_PER_THREAD - 1):\n                    c = c0 + ty")],
+    "rows_per_thread_short": [("                for k in static_range(ROWS_PER_THREAD):\n"
+                               "                    c = c0 + ty",
+                               "                for k in static_range(ROWS_PER_THREAD - 1):\n"
+                               "                    c = c0 + ty")],
     # the column tail is not masked on the way in: a row's end reads into the next row (or past x).
     "column_tail_unmasked": [("                    if r < rows and c < cols:", "                    if r < rows:")],
     # the output's row stride is x's (cols), not out's (rows): right only for square inputs.
