@@ -246,6 +246,20 @@ def test_conv_wg_refused_on_targets_without_wgmma(target):
         compile_for(target, CW.conv_wg.variant(**WG_COMPILE[0]))
 
 
+@pytest.mark.parametrize("binding", WG_COMPILE, ids=["128", "256"])
+def test_ptxas_keeps_conv_wg_a_pipeline(binding, require_toolchain):
+    """ptxas serialised conv_wg's wgmma (C7515) while its final wait also ran on the path that skips the K loop;
+    the shipped rings must stay pipelines (tests/std/test_gemm_wg.py holds gemm_wg's)."""
+    from iron.codegen.emit import emit_kernel
+    from iron.codegen.toolchains import nvrtc
+
+    require_toolchain("nvrtc")
+    emitted = emit_kernel(CW.conv_wg.variant(**binding).compiled("cuda"), "cuda")
+    report = nvrtc.build(emitted.source, arch="sm_90").report
+    assert report["arch"] == "sm_90a" and report["kernels"]
+    assert report["wgmma_serialized"] == {}
+
+
 def test_shared_bytes_models_match_the_kernels():
     """The host checks a configuration against the device's shared memory with these models: they must be what
     the kernels declare (the widest conv_wg ring fits sm_90's opt-in limit, 227 KiB)."""

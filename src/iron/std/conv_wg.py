@@ -136,7 +136,10 @@ def conv_wg(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], c_in: int
             acc1 = mma_wg(a_s, a_tile, b_s, b_base + ACC_N * WG_BK, acc1, k=WG_BK, b_major="k",
                           pending=min(7, PENDING * per_step + 1))
         acc0 = mma_wg(a_s, a_tile, b_s, b_base, acc0, k=WG_BK, b_major="k", pending=PENDING * per_step)
-    mma_wg_wait(0)
+    if ktiles > 0:
+        # Only after a multiply: on the path that skips the K loop, NVRTC re-zeroes the accumulator registers,
+        # and a wait there makes ptxas serialise every wgmma of the kernel (its note C7515).
+        mma_wg_wait(0)
     copy_async_wait()  # only empty groups remain; leave none in flight
     row0 = bm + wg * 64 + (sg % 4) * 16
     hw_out = h_out * w_out
