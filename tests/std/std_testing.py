@@ -149,3 +149,28 @@ def edited_module(module: Any, tmp_path: Any, *edits: tuple[str, str], unique: b
         assert count == 1 if unique else count >= 1, f"the mutation site {old!r} occurs {count} times in {name}"
         source = source.replace(old, new)
     return load_source_module(source, tmp_path, f"{Path(name).stem}_mutant_{abs(hash(edits))}")
+
+
+def spy_on_kernels(monkeypatch: Any, module: Any, *names: str) -> list:
+    """The (kernel name, binding) of every ``variant`` a host function asks of ``module``'s kernels ``names`` (the
+    names it launches them by), in order."""
+    launched: list = []
+    for name in names:
+        class Spy:
+            def variant(self, _real=getattr(module, name), _name=name, **binding):
+                launched.append((_name, binding))
+                return _real.variant(**binding)
+        monkeypatch.setattr(module, name, Spy())
+    return launched
+
+
+def assert_wgmma_pipeline(launch: Any) -> None:
+    """ptxas keeps ``launch``'s wgmma a pipeline: no serialisation note (C7515) in NVRTC's report for sm_90a.
+    It serialises them when anything but wgmma writes an accumulator between a multiply's issue and its wait,
+    or a wgmma sits in a divergent path: the multiplies then run one at a time."""
+    from iron.codegen.emit import emit_kernel
+    from iron.codegen.toolchains import nvrtc
+
+    report = nvrtc.build(emit_kernel(launch.compiled("cuda"), "cuda").source, arch="sm_90").report
+    assert report["arch"] == "sm_90a" and report["kernels"]
+    assert report["wgmma_serialized"] == {}

@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from std_testing import edited_module
-from std_testing import assert_rows_pass, run_entry, suite
+from std_testing import assert_rows_pass, run_entry, spy_on_kernels, suite
 
 import iron
 from iron.core.dtypes import numpy_dtype
@@ -187,7 +187,7 @@ def test_depthwise_host_both_layouts(backend):
 def test_depthwise_nchw_picks_the_ks_kernel(monkeypatch):
     """3x3, 5x5 and 7x7 at stride 1 or 2 (both ways) and dilation 1 take dwconv2d_nchw_k_kernel; everything
     else the generic one."""
-    launched = spy_on_kernels(monkeypatch, "dwconv2d_nchw_k_kernel", "dwconv2d_nchw_kernel")
+    launched = spy_on_kernels(monkeypatch, conv, "dwconv2d_nchw_k_kernel", "dwconv2d_nchw_kernel")
     x = np.ones((1, 2, 9, 9), np.float32)
     for ks in (3, 5, 7):
         for stride in (1, 2):
@@ -200,22 +200,10 @@ def test_depthwise_nchw_picks_the_ks_kernel(monkeypatch):
         assert launched.pop() == ("dwconv2d_nchw_kernel", {"T": D.f32})
 
 
-def spy_on_kernels(monkeypatch, *names: str) -> list:
-    """The (kernel name, binding) of every ``variant`` the host asks of conv's kernels ``names``, in order."""
-    launched: list = []
-    for name in names:
-        class Spy:
-            def variant(self, _real=getattr(conv, name), _name=name, **binding):
-                launched.append((_name, binding))
-                return _real.variant(**binding)
-        monkeypatch.setattr(conv, name, Spy())
-    return launched
-
-
 def test_depthwise_nhwc_picks_the_ks_kernel(monkeypatch):
     """3x3 and 5x5 at stride 1 or 2 (both ways), dilation 1, C a multiple of the vector width take
     dwconv2d_nhwc_k_kernel; everything else the generic NHWC kernel."""
-    launched = spy_on_kernels(monkeypatch, "dwconv2d_nhwc_k_kernel", "dwconv2d_nhwc_kernel")
+    launched = spy_on_kernels(monkeypatch, conv, "dwconv2d_nhwc_k_kernel", "dwconv2d_nhwc_kernel")
     x = np.ones((1, 9, 9, 8), np.float32)
     for ks in (3, 5):
         for stride in (1, 2):
@@ -446,10 +434,8 @@ def test_depthwise_padding_forms_and_conv2d_groups_equal_to_channels(layout, mon
     the generic ones, 'same', 'valid'), and conv2d with groups = C_in = C_out runs the depthwise kernels (no
     dense launch) with its residual and activation after: both against the explicitly padded oracle."""
     rng = np.random.default_rng(16)
-    launched = []
-    for kern in (conv.conv2d_kernel, conv.dwconv2d_nchw_k_kernel, conv.dwconv2d_nchw_kernel,
-                 conv.dwconv2d_nhwc_k_kernel, conv.dwconv2d_nhwc_kernel):
-        monkeypatch.setattr(kern, "variant", _recording(kern, launched))
+    launched = spy_on_kernels(monkeypatch, conv, "conv2d_kernel", "dwconv2d_nchw_k_kernel", "dwconv2d_nchw_kernel",
+                              "dwconv2d_nhwc_k_kernel", "dwconv2d_nhwc_kernel")
     to = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if layout == "NHWC" else (lambda a: a)
     for c, k, stride, padding, dilation in ((8, 3, 1, ((1, 2), (0, 1)), 1), (8, 3, 2, ((2, 0), (1, 1)), 1),
                                             (16, 5, 1, "same", 1), (8, 3, 1, "valid", 2),
@@ -469,18 +455,10 @@ def test_depthwise_padding_forms_and_conv2d_groups_equal_to_channels(layout, mon
         _close(y, want, D.f32, k * k)
         y = back(conv.conv2d(to(x), to(w), None, stride, padding, dilation, layout, backend="interp", groups=c,
                              activation="relu", residual=to(res)))
-        assert "conv2d_kernel" not in launched and len(launched) == 2, launched
+        names = [name for name, _ in launched]
+        assert "conv2d_kernel" not in names and len(names) == 2, names
         got = np.maximum(want.value + res, 0)
         assert np.abs(y - got).max() < 1e-4 * max(1.0, np.abs(got).max())
-
-
-def _recording(kern, launched):
-    variant = kern.variant
-
-    def wrapped(**binding):
-        launched.append(kern.name)
-        return variant(**binding)
-    return wrapped
 
 
 def test_padding_errors_say_what_is_accepted():

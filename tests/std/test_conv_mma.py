@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, compile_for, edited_module,
-                         mutant_rows, run_entry, suite)
+from std_testing import (TOOLCHAIN_OF, assert_mutant_caught, assert_rows_pass, assert_wgmma_pipeline, compile_for,
+                         edited_module, mutant_rows, run_entry, spy_on_kernels, suite)
 
 from iron import bf16, config, f16
 from iron.core.errors import UnsupportedOnTarget
@@ -47,19 +47,14 @@ def test_conv2d_takes_warpgroups_where_the_device_runs_them(monkeypatch, c_out, 
     """On a device whose profile has wgmma (Hopper), conv2d launches conv_wg, except for groups of at most 64
     output channels (conv_mma's 128 x 64 tiles): the host's choice, seen on the interpreter by lending it the
     profile test (both kernels run there)."""
-    from iron.std import conv_wg as CW
-    from iron.std import gemm_wg
-
-    launched = []
-    monkeypatch.setattr(gemm_wg, "runs_warpgroups", lambda profile: True)
-    monkeypatch.setattr(CW.conv_wg, "variant", _spy(CW.conv_wg.variant, launched))
-    monkeypatch.setattr(CM.conv_mma, "variant", _spy(CM.conv_mma.variant, launched))
+    monkeypatch.setattr(C, "runs_warpgroups", lambda profile: True)
+    launched = spy_on_kernels(monkeypatch, C, "conv_wg", "conv_mma")
     rng = np.random.default_rng(6)
     x = rng.standard_normal((1, 64, 6, 7)).astype(np.float16)
     w = rng.standard_normal((c_out, 64, 3, 3)).astype(np.float16)
     y = C.conv2d(x, w, None, 1, 1, backend="interp", activation="relu")
     want = _reference(x, w, None, (1, 1), (1, 1), (1, 1), 1, None, "relu")
-    assert launched == [kernel]
+    assert [name for name, _ in launched] == [kernel]
     assert np.abs(y.astype(np.float64) - want).max() < 2 ** -9 * np.abs(want).max()
 
 
@@ -151,9 +146,8 @@ def test_conv2d_host_on_the_matrix_path(case, layout, monkeypatch):
     want = _reference(x, w, b, stride, pad, dil, groups, None, act)
     res = rng.standard_normal(want.shape).astype(np.float16) if with_res else None
     want = _reference(x, w, b, stride, pad, dil, groups, res, act)
-    launched = []
-    for kern in (CM.conv_mma, C.conv2d_kernel, G.gemm_mma):
-        monkeypatch.setattr(kern, "variant", _spy(kern.variant, launched))
+    launched = spy_on_kernels(monkeypatch, C, "conv_mma", "conv2d_kernel")
+    launched_gemm = spy_on_kernels(monkeypatch, G, "gemm_mma")
     to = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if layout == "NHWC" else (lambda a: a)
     y = C.conv2d(to(x), to(w), b, stride, pad, dil, layout, backend="interp", groups=groups, activation=act,
                  residual=None if res is None else to(res))
@@ -161,14 +155,7 @@ def test_conv2d_host_on_the_matrix_path(case, layout, monkeypatch):
     scale = max(1.0, np.abs(want).max())
     assert np.abs(got.astype(np.float64) - want).max() < 2 ** -9 * scale
     one_by_one = layout == "NHWC" and kh == kw == 1 and not with_res
-    assert launched == (["gemm_mma"] if one_by_one else ["conv_mma"])
-
-
-def _spy(variant, launched):
-    def wrapped(**binding):
-        launched.append(variant.__self__.name)
-        return variant(**binding)
-    return wrapped
+    assert [name for name, _ in launched + launched_gemm] == (["gemm_mma"] if one_by_one else ["conv_mma"])
 
 
 def test_a_strided_residual_is_read_as_its_values():
@@ -250,14 +237,8 @@ def test_conv_wg_refused_on_targets_without_wgmma(target):
 def test_ptxas_keeps_conv_wg_a_pipeline(binding, require_toolchain):
     """ptxas serialised conv_wg's wgmma (C7515) while its final wait also ran on the path that skips the K loop;
     the shipped rings must stay pipelines (tests/std/test_gemm_wg.py holds gemm_wg's)."""
-    from iron.codegen.emit import emit_kernel
-    from iron.codegen.toolchains import nvrtc
-
     require_toolchain("nvrtc")
-    emitted = emit_kernel(CW.conv_wg.variant(**binding).compiled("cuda"), "cuda")
-    report = nvrtc.build(emitted.source, arch="sm_90").report
-    assert report["arch"] == "sm_90a" and report["kernels"]
-    assert report["wgmma_serialized"] == {}
+    assert_wgmma_pipeline(CW.conv_wg.variant(**binding))
 
 
 def test_shared_bytes_models_match_the_kernels():

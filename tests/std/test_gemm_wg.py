@@ -5,7 +5,8 @@ the shared-memory model, and the host's choice of it.  Its registered rows run i
 from pathlib import Path
 
 import pytest
-from std_testing import assert_mutant_caught, assert_rows_pass, compile_for, edited_module, mutant_rows
+from std_testing import (assert_mutant_caught, assert_rows_pass, assert_wgmma_pipeline, compile_for, edited_module,
+                         mutant_rows)
 
 from iron import bf16, f16
 from iron.codegen.targets import profile
@@ -100,15 +101,7 @@ def test_only_rings_that_fit_sm90_are_variants():
 @pytest.mark.parametrize("flags", [GS._flags(f16, False, True, "relu"), GS._flags(bf16, True, False, "none")],
                          ids=["nn-bias-relu", "bt"])
 def test_ptxas_keeps_the_wgmma_pipeline(flags, require_toolchain):
-    """ptxas serialises a kernel's wgmma (its note C7515) when anything but wgmma writes an accumulator between
-    a multiply's issue and its wait, or a wgmma sits in a divergent path: the multiplies then run one at a time.
-    What the host ships (WG_DEFAULT) must stay a pipeline.  (K steps of two panels, KP = 2, do serialise:
-    "compiler-inserted WG.DP in divergent path"; they are tuning candidates only.)"""
-    from iron.codegen.emit import emit_kernel
-    from iron.codegen.toolchains import nvrtc
-
+    """What the host ships (WG_DEFAULT) must stay a wgmma pipeline (no C7515 note).  (K steps of two panels,
+    KP = 2, do serialise: "compiler-inserted WG.DP in divergent path"; they are tuning candidates only.)"""
     require_toolchain("nvrtc")
-    emitted = emit_kernel(W.gemm_wg.variant(**flags, **W.WG_DEFAULT).compiled("cuda"), "cuda")
-    report = nvrtc.build(emitted.source, arch="sm_90").report
-    assert report["arch"] == "sm_90a" and report["kernels"]
-    assert report["wgmma_serialized"] == {}
+    assert_wgmma_pipeline(W.gemm_wg.variant(**flags, **W.WG_DEFAULT))

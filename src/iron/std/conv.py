@@ -21,9 +21,16 @@ from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, i32, kernel, 
 from iron.lang import (barrier, group_id, group_size, isfinite, local, num_groups, shared, static_range,
                        thread_id, vec)
 
+from iron.jit.device import device_traits
+
 from . import _host
 from ._plans import planned
-from .gemm import ACTIVATIONS
+from .conv_mma import conv_config, conv_grid, conv_mma, conv_shared_bytes, conv_tiles
+from .conv_wg import conv_wg, conv_wg_config, conv_wg_grid, conv_wg_shared_bytes
+from .elementwise import _launch_binary, _launch_unary
+from .gemm import ACTIVATIONS, _launch_gemm
+from .gemm_wg import runs_warpgroups
+from .transpose import _launch_transpose
 
 # ---------------------------------------------------------------- tile shapes
 
@@ -684,8 +691,6 @@ def _passes_after(out: Any, residual: Any, act: str, backend: str | None) -> Any
     """``out`` += residual, then the activation, as elementwise passes (one rounding each): the epilogue of the
     kernels that do not fuse it."""
     if residual is not None or act != "none":
-        from .elementwise import _launch_binary, _launch_unary
-
         if residual is not None:
             _launch_binary("add", out, residual, out, backend)
         if act != "none":
@@ -701,13 +706,6 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
     input goes to channels-last through batched transposes (x and, past 1 x 1, w); the kernel writes NCHW
     output by its index map.  A channels-last 1 x 1 convolution at stride 1 without padding, groups or
     residual is a plain gemm of (N H W, C_in) by w^T."""
-    from .conv_mma import conv_config, conv_grid, conv_mma, conv_shared_bytes, conv_tiles
-    from .conv_wg import conv_wg, conv_wg_config, conv_wg_grid, conv_wg_shared_bytes
-    from .gemm import _launch_gemm
-    from .gemm_wg import runs_warpgroups
-    from .transpose import _launch_transpose
-    from iron.jit.device import device_traits
-
     n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out = geometry
     cin_g, cout_g = c_in // groups, c_out // groups
     if dt not in (f16, bf16) or cin_g % 8 or not _aligned(x, w, out, bias, residual):
