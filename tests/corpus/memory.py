@@ -3,8 +3,8 @@
 import numpy as np
 
 from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
-from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, group_id, program_id, shared,
-                       thread_id, vec, vstore)
+from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_async, copy_async_barrier,
+                       copy_async_commit, copy_async_wait, group_id, program_id, shared, thread_id, vec, vstore)
 
 from .case import (CorpusCase, Depth, Expect, Run, empty, f64, fixed_depth, launch_1d, poisoned_like, randint,
                    randn, round_up)
@@ -298,4 +298,64 @@ STAGED_COPY = CorpusCase(
               {"T": f16, "W": 8, "STAGES": 2}, {"T": bf16, "W": 4, "STAGES": 2}, {"T": bf16, "W": 8, "STAGES": 1}),
     sizes=(1, 7, 255, 1000), exact=True)
 
-CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL, STAGED_COPY]
+
+# ---------------------------------------------------------------- asynchronous barriers
+
+RING_GROUP, RING_STEPS = 32, 5
+
+
+@kernel(variants(W=[1, 4], STAGES=[2, 3], COPIES=[True, False]))
+def barrier_ring(src: In[f32], out: Tensor[f32], n: int):
+    """Each group streams RING_STEPS tiles of RING_GROUP * W elements through a STAGES-deep ring of shared tiles
+    guarded by asynchronous barriers: ``full`` (the tile landed: copy_async tied to it, or plain stores) and
+    ``empty`` (every thread read it).  A thread writes 2 x for the element mirrored in its tile, which another
+    thread brought, so a missing arrival, wait or tie shows."""
+    full = async_barriers(STAGES, RING_GROUP)
+    empty = async_barriers(STAGES, arrivals=RING_GROUP)
+    ring = shared(f32, (STAGES, RING_GROUP * W))
+    t = thread_id(0)
+    tile = RING_GROUP * W
+    for k in range(RING_STEPS):
+        s = k % STAGES
+        lap = k // STAGES
+        start = (group_id(0) * RING_STEPS + k) * tile
+        barrier_wait(empty, s, lap + 1)  # the first lap finds every slot free: phase 0 is in progress
+        mine = start + t * W
+        if COPIES:
+            copy_async(ring, s * tile + t * W, src, mine, W, mine + W <= n)
+            copy_async_barrier(full, s)
+        else:
+            for e in range(W):
+                v = f32(0.0)
+                if mine + e < n:
+                    v = src[mine + e]
+                ring[s * tile + t * W + e] = v
+        barrier_arrive(full, s)
+        barrier_wait(full, s, lap)
+        for e in range(W):
+            if mine + e < n:
+                out[mine + e] = ring[s * tile + tile - 1 - t * W - e] * 2.0
+        barrier_arrive(empty, s)
+
+
+def _ring_oracle(args, run: Run):
+    src, n, w = args[0], run.size, run["W"]
+    tile = RING_GROUP * w
+    padded = np.zeros(round_up(n, tile), np.float32)
+    padded[:n] = src
+    if run["COPIES"]:
+        padded[(n // w) * w:] = 0  # a copy of W elements not all below n writes zeros
+    mirrored = padded.reshape(-1, tile)[:, ::-1].reshape(-1)[:n]
+    return {1: mirrored.astype(np.float64) * 2}
+
+
+BARRIER_RING = CorpusCase(
+    name="barrier_ring", kernel=barrier_ring,
+    make_args=lambda run, rng: [randn(rng, run.size, f32), empty(run.size, f32), run.size],
+    oracle=_ring_oracle, outputs=(1,),
+    launch=lambda run: ((-(-run.size // (RING_GROUP * run["W"] * RING_STEPS)) * RING_GROUP,), (RING_GROUP,)),
+    bindings=({"W": 1, "STAGES": 2, "COPIES": True}, {"W": 4, "STAGES": 3, "COPIES": True},
+              {"W": 1, "STAGES": 3, "COPIES": False}, {"W": 4, "STAGES": 2, "COPIES": False}),
+    sizes=(1, 33, 1000), exact=True)
+
+CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL, STAGED_COPY, BARRIER_RING]

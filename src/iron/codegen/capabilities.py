@@ -27,6 +27,7 @@ from ..core import dtypes as D
 from ..core.errors import LaunchError, SourceLoc, UnsupportedOnTarget
 from ..core.ir import Kernel, Op
 from ..core.ops import FRAGMENT_OPS
+from ..core.uniformity import GROUP_BARRIERS, find_divergent_barriers
 from ..core.types import FragmentType, ScalarType, TensorType, VarType, VectorType
 from .mma import PORTABLE, MmaLayoutError
 from .backends import get_target
@@ -49,12 +50,14 @@ def shared_bytes(kernel: Kernel) -> int:
     """The static shared (threadgroup) memory ``kernel`` declares, in bytes."""
     total = 0
     for op in kernel.walk():
-        if op.opcode == "shared_alloc":
+        if op.opcode in ("shared_alloc", "abar_alloc"):
             total += _shared_alloc_bytes(op)
     return total
 
 
 def _shared_alloc_bytes(op: Op) -> int:
+    if op.opcode == "abar_alloc":
+        return 8 * op.attrs["count"]
     n = 1
     for s in op.attrs["shape"]:
         n *= s
@@ -73,15 +76,27 @@ def check_kernel(kernel: Kernel, profile: TargetProfile) -> None:
         for op in kernel.walk():
             if op.opcode in ("mma_wg", "mma_wg_wait"):
                 _check_op(op, kernel, profile, where)
+    if "mbarrier" not in profile.features:
+        _check_portable_waits(kernel, profile, where)
     used_shared = 0
     for op in kernel.walk():
         _check_op(op, kernel, profile, where)
-        if op.opcode == "shared_alloc":
+        if op.opcode in ("shared_alloc", "abar_alloc"):
             used_shared += _shared_alloc_bytes(op)
             if used_shared > profile.shared_limit:
                 raise _unsupported(f"shared memory reaches {used_shared} bytes here, over the "
                                    f"{profile.shared_limit} bytes per group of {where}", op.loc, kernel,
                                    "use smaller tiles, or a narrower dtype for the shared arrays")
+
+
+def _check_portable_waits(kernel: Kernel, profile: TargetProfile, where: str) -> None:
+    """Without asynchronous barriers a ``barrier_wait`` is a group barrier: every thread must reach it."""
+    found = find_divergent_barriers(kernel, GROUP_BARRIERS | {"abar_wait"})
+    if found:
+        d = found[0]
+        raise _unsupported(f"{d.builtin} {d.reason}: {where} has no asynchronous barriers and waits with a group "
+                           "barrier, which every thread of the group must reach", d.barrier.loc, kernel,
+                           "keep the waits where every thread runs them (roles in program order), or run on CUDA")
 
 
 def _check_op(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import dtypes as D
-from .types import (MMA_SHAPES, WG_ACC_SHAPES, WG_N, FragmentType, IRType, ScalarType, TensorType, TupleType, VarType,
+from .types import (MMA_SHAPES, WG_ACC_SHAPES, WG_N, BarrierType, FragmentType, IRType, ScalarType, TensorType, TupleType, VarType,
                     VectorType, is_value_type, with_dtype)
 
 
@@ -275,6 +275,41 @@ def _copy_async_wait(ts, attrs):
     n = attrs.get("pending")
     if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 7:
         raise OpTypeError(f"copy_async_wait leaves 0 to 7 committed groups pending, got {n!r}")
+    return None
+
+
+def _abar_alloc(ts, attrs):
+    n, arrivals = attrs.get("count"), attrs.get("arrivals")
+    for v, what in ((n, "count"), (arrivals, "arrivals")):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise OpTypeError(f"async_barriers needs a positive static {what}, got {v!r}")
+    if arrivals >= 1 << 20:
+        raise OpTypeError(f"an asynchronous barrier counts at most {(1 << 20) - 1} arrivals a phase, got {arrivals}")
+    return BarrierType(n)
+
+
+def _abar_at(ts, what: str) -> None:
+    if not isinstance(ts[0], BarrierType):
+        raise OpTypeError(f"{what} takes barriers made by async_barriers, got {ts[0]}")
+    _int_scalar(ts[1], "barrier index")
+
+
+def _abar_arrive(ts, attrs):
+    _abar_at(ts, "barrier_arrive")
+    b = attrs.get("bytes")
+    if not isinstance(b, int) or isinstance(b, bool) or not 0 <= b < 1 << 20:
+        raise OpTypeError(f"barrier_arrive expects 0 to {(1 << 20) - 1} bytes of tile copies, got {b!r}")
+    return None
+
+
+def _abar_wait(ts, attrs):
+    _abar_at(ts, "barrier_wait")
+    _int_scalar(ts[2], "phase parity")
+    return None
+
+
+def _abar_copies(ts, attrs):
+    _abar_at(ts, "copy_async_barrier")
     return None
 
 
@@ -578,6 +613,12 @@ _reg("vstore", "memory", 3, _vstore, pure=False, traits=Trait.WRITES)
 _reg("copy_async", "memory", 5, _copy_async, pure=False, attrs=("width",), traits=Trait.WRITES | Trait.FENCE)
 _reg("copy_async_commit", "sync", 0, _none, pure=False, traits=Trait.FENCE)
 _reg("copy_async_wait", "sync", 0, _copy_async_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)
+# Asynchronous barriers (docs/ir.md): each orders memory like a fence; making them is a group barrier.
+_reg("abar_alloc", "async_barrier", 0, _abar_alloc, pure=False, attrs=("count", "arrivals"),
+     traits=Trait.FENCE | Trait.WHOLE_GROUP | Trait.REMOVABLE)
+_reg("abar_arrive", "async_barrier", 2, _abar_arrive, pure=False, attrs=("bytes",), traits=Trait.FENCE)
+_reg("abar_wait", "async_barrier", 3, _abar_wait, pure=False, traits=Trait.FENCE)
+_reg("abar_copies", "async_barrier", 2, _abar_copies, pure=False, traits=Trait.FENCE)
 _reg("tensor_size", "memory", 1, _tensor_size)
 _reg("shared_alloc", "memory", 0, _shared_alloc, pure=False, attrs=("dtype", "shape"), traits=Trait.REMOVABLE)
 _reg("barrier", "sync", 0, _none, pure=False, traits=Trait.FENCE | Trait.WHOLE_GROUP)

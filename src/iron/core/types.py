@@ -124,6 +124,19 @@ class VarType(IRType):
 
 
 @dataclass(frozen=True)
+class BarrierType(IRType):
+    """``count`` asynchronous barriers in a group's shared memory (``async_barriers``, docs/ir.md).
+
+    Not a tensor: a kernel arrives on and waits for them, it never loads or stores them.
+    """
+
+    count: int
+
+    def __str__(self) -> str:
+        return f"barriers<{self.count}>"
+
+
+@dataclass(frozen=True)
 class TupleType(IRType):
     """Several values returned together by a helper function (gone after inlining)."""
 

@@ -58,6 +58,14 @@ class DivergentBarrier:
     reason: str
     call: Op | None = None
 
+    @property
+    def builtin(self) -> str:
+        """The barrier as the kernel spells it."""
+        return _SPELLED.get(self.barrier.opcode, self.barrier.opcode) + "()"
+
+
+_SPELLED = {"abar_alloc": "async_barriers", "abar_wait": "barrier_wait"}
+
 
 @dataclass(frozen=True)
 class _Cause:
@@ -65,14 +73,22 @@ class _Cause:
     reason: str
 
 
-def find_divergent_barriers(k: Kernel) -> list[DivergentBarrier]:
-    """Every barrier of ``k`` (body and helpers) that provably may be reached by only some threads."""
-    return _Walker(k.functions, set(), {}).analyse(k.body)[0]
+#: Ops every thread of a group reaches together on every target: ``barrier``, and making asynchronous
+#: barriers (one thread initialises them, then the group meets).
+GROUP_BARRIERS = frozenset({"barrier", "abar_alloc"})
+
+
+def find_divergent_barriers(k: Kernel, opcodes: frozenset[str] = GROUP_BARRIERS) -> list[DivergentBarrier]:
+    """Every op of ``opcodes`` in ``k`` (body and helpers) that provably may be reached by only some threads.
+
+    A target without asynchronous barriers adds ``abar_wait``, which it runs as a group barrier.
+    """
+    return _Walker(k.functions, set(), {}, opcodes).analyse(k.body)[0]
 
 
 def varying_values(k: Kernel) -> set[Value]:
     """The values of ``k``'s body that may differ between the threads of a group."""
-    w = _Walker(k.functions, set(), {})
+    w = _Walker(k.functions, set(), {}, GROUP_BARRIERS)
     w.analyse(k.body)
     return set(w.varying)
 
@@ -84,8 +100,9 @@ _Summary = tuple[bool, list[DivergentBarrier], "tuple[bool, ...] | None"]
 
 class _Walker:
     def __init__(self, functions: dict[str, Function], varying: set[Value],
-                 memo: dict[tuple[str, tuple[bool, ...]], _Summary]):
+                 memo: dict[tuple[str, tuple[bool, ...]], _Summary], barriers: frozenset[str]):
         self.functions = functions
+        self.barriers = barriers
         self.varying: set[Value] = set(varying)
         self.varying_vars: set[Value] = set()
         self.memo = memo
@@ -173,7 +190,7 @@ class _Walker:
     # ------------------------------------------------------------ values
     def _op(self, op: Op, cv: _Cause | None) -> None:
         opc = op.opcode
-        if opc == "barrier":
+        if opc in self.barriers:
             if cv is not None:
                 self.reports.append(DivergentBarrier(op, cv.op, cv.reason))
             return
@@ -206,14 +223,15 @@ class _Walker:
         key = (f.name, flags)
         if key not in self.memo:
             self.memo[key] = (False, [], None)  # a placeholder: helpers never recurse, but stay finite if one did
-            inner = _Walker(self.functions, {p.value for p, vary in zip(f.params, flags) if vary}, self.memo)
+            inner = _Walker(self.functions, {p.value for p, vary in zip(f.params, flags) if vary}, self.memo,
+                            self.barriers)
             reports, result_varying = inner.analyse(f.body)
             self.memo[key] = (result_varying, reports, inner.result_elements)
         result_varying, reports, elements = self.memo[key]
         for r in reports:
             self.reports.append(r if r.call is not None else DivergentBarrier(r.barrier, r.cause, r.reason, op))
         if cv is not None:
-            barrier = _first_barrier(f.body, self.functions, set())
+            barrier = _first_barrier(f.body, self.functions, set(), self.barriers)
             if barrier is not None:
                 self.reports.append(DivergentBarrier(barrier, cv.op, cv.reason, op))
         if op.result is not None and elements is not None:
@@ -245,14 +263,14 @@ def _add(into: dict[str, _Cause], new: dict[str, _Cause]) -> None:
         into.setdefault(k, v)
 
 
-def _first_barrier(b: Block, functions: dict[str, Function], seen: set[str]) -> Op | None:
+def _first_barrier(b: Block, functions: dict[str, Function], seen: set[str], barriers: frozenset[str]) -> Op | None:
     for op in b.walk():
-        if op.opcode == "barrier":
+        if op.opcode in barriers:
             return op
         if op.opcode == "call" and op.attrs["callee"] not in seen:
             f = functions.get(op.attrs["callee"])
             if f is not None:
-                found = _first_barrier(f.body, functions, seen | {f.name})
+                found = _first_barrier(f.body, functions, seen | {f.name}, barriers)
                 if found is not None:
                     return found
     return None

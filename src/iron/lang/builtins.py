@@ -170,6 +170,31 @@ def barrier():
     """Wait until every thread of the group arrives; orders shared memory."""
 
 
+@_builtin("sync")
+def async_barriers(count, arrivals=1):
+    """``count`` asynchronous barriers in shared memory, each completing a phase once ``arrivals`` threads
+    arrived (and the bytes they announced landed).  Made at the kernel's top level by the whole group;
+    phases count from 0 (docs/language.md, "Asynchronous barriers")."""
+
+
+@_builtin("sync")
+def barrier_arrive(bars, i, bytes=0):  # noqa: A002 - the count PTX and CUDA call bytes
+    """This thread's arrival on barrier ``i`` of ``bars``; ``bytes``: tile copies it announces, which must land
+    before the phase completes.  Orders this thread's earlier memory accesses before the phase's end."""
+
+
+@_builtin("sync")
+def barrier_wait(bars, i, parity):
+    """Wait until the phase of barrier ``i`` with this parity (phase number % 2) completed; then the memory
+    accesses made before its arrivals are visible.  Start at parity 0; a ring flips it on every lap."""
+
+
+@_builtin("sync")
+def copy_async_barrier(bars, i):
+    """The phase in progress of barrier ``i`` completes only once this thread's :func:`copy_async` copies
+    issued so far have landed (no arrival of its own: arrive as usual)."""
+
+
 # ---------------------------------------------------------------- atomics
 
 @_builtin("atomic", ref_first=True, display="atomic_add(a, i, v) or atomic_add(a[i], v)")

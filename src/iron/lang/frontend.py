@@ -112,8 +112,8 @@ def _reject_divergent_barriers(k: Kernel, name: str) -> None:
     cause_line = f" (line {d.cause.loc.line})" if d.cause.loc else ""
     if d.call is not None:
         where = d.call.loc
-        message = f"this call reaches a barrier() {d.reason}{cause_line}"
+        message = f"this call reaches a {d.builtin} {d.reason}{cause_line}"
     else:
         where = d.barrier.loc
-        message = f"barrier() {d.reason}{cause_line}"
+        message = f"{d.builtin} {d.reason}{cause_line}"
     raise DivergentBarrierError(message, where, kernel=name)

@@ -191,6 +191,11 @@ class KernelPrinter:
         if code in ("copy_async", "copy_async_commit", "copy_async_wait"):
             self.d.copy_async(op, args)
             return
+        if OPS[code].category == "async_barrier":
+            name = self.names.define(op.result, "bars") if op.result is not None else ""
+            for text in self.d.async_barrier(op, args, name):
+                self.line(text)
+            return
         if code == "mma_wg_wait":
             for text in self.d.warpgroup_wait(op):
                 self.line(text)

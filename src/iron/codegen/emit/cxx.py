@@ -435,6 +435,44 @@ class CudaDialect(CxxDialect):
         return ["{  // mma_wg: " + f"64x{n}x{k} {kind}, B {'k-major' if major == 'k' else 'n-major'}",
                 *(ind + line for line in lines), "}"]
 
+    def async_barrier(self, op: Op, args: list[Operand], name: str) -> list[str]:
+        """``mbarrier`` objects in shared memory (sm_80+; arrivals with bytes and ``try_wait`` on sm_90).
+
+        ``abar_alloc`` declares them and has one thread initialise them, then a group barrier (with
+        ``fence.mbarrier_init`` on sm_90, so the async proxy sees them too); an arrival with bytes is
+        ``arrive.expect_tx``, a wait spins on its parity, and ``copy_async_barrier`` is
+        ``cp.async.mbarrier.arrive`` without ``.noinc``: the phase waits for the copies, net arrivals 0.
+        In a kernel with ``mma_wg``, a wait is followed by a proxy fence: ``wgmma`` reads shared memory
+        through the async proxy, and the copies that completed the phase wrote it through the generic one.
+        """
+        code, tx = op.opcode, "mbarrier_tx" in self.profile.features
+        if code == "abar_alloc":
+            n, arrivals = op.attrs["count"], op.attrs["arrivals"]
+            lines = [f"__shared__ alignas(8) unsigned long long {name}[{n}];",
+                     "if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {",
+                     f"{self.indent}for (int iron_b = 0; iron_b < {n}; ++iron_b) {{",
+                     f'{self.indent * 2}asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" '
+                     f':: "r"((unsigned int)__cvta_generic_to_shared(&{name}[iron_b])), "r"({arrivals}) : "memory");',
+                     f"{self.indent}}}"]
+            if tx:
+                lines.append(f'{self.indent}asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");')
+            return [*lines, "}", "__syncthreads();"]
+        bar = f"(unsigned int)__cvta_generic_to_shared(&{args[0].text}[{self.index_text(args[1])}])"
+        if code == "abar_wait":
+            wait = self.require("iron_mbarrier_wait", H.mbarrier_wait(tx))
+            lines = [f"{wait}({bar}, (unsigned int)({args[2].text}) & 1u);"]
+            if self.printer is not None and self.printer.uses_warpgroup_mma:
+                lines.append('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");')
+            return lines
+        if code == "abar_copies":
+            return [f'asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" :: "r"({bar}) : "memory");']
+        nbytes = op.attrs["bytes"]
+        if nbytes and tx:
+            arrive = f'"mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\\n}}" :: "r"({bar}), "r"({nbytes})'
+        else:  # before sm_90 a tile copy holds the phase with cp.async.mbarrier.arrive instead of bytes
+            arrive = f'"mbarrier.arrive.shared::cta.b64 st, [%0];\\n}}" :: "r"({bar})'
+        return [f'asm volatile("{{\\n.reg .b64 st;\\n" {arrive} : "memory");']
+
     def warpgroup_wait(self, op: Op) -> list[str]:
         return [f'asm volatile("wgmma.wait_group.sync.aligned {op.attrs["pending"]};" ::: "memory");']
 

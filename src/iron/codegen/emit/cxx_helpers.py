@@ -50,6 +50,22 @@ __device__ __forceinline__ unsigned long long iron_wgmma_desc(unsigned int addre
          | ((unsigned long long)((stride & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
 }"""
 
+def mbarrier_wait(native_try: bool) -> str:
+    """``iron_mbarrier_wait(bar, parity)``: spin until the phase of ``parity`` of the mbarrier at shared address
+    ``bar`` completed.  ``try_wait`` (sm_90) suspends the thread for a while inside each test; ``test_wait``
+    (sm_80) returns at once."""
+    test = "try_wait" if native_try else "test_wait"
+    return f"""\
+// Wait until the mbarrier at shared address bar completed its phase of this parity.
+__device__ __forceinline__ void iron_mbarrier_wait(unsigned int bar, unsigned int parity) {{
+  unsigned int done;
+  do {{
+    asm volatile("{{\\n.reg .pred p;\\nmbarrier.{test}.parity.shared::cta.b64 p, [%1], %2;\\nselp.u32 %0, 1, 0, p;\\n}}"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  }} while (!done);
+}}"""
+
+
 #: ``iron_async_proxy_barrier()``: a group barrier after which wgmma (the async proxy) sees shared writes.
 ASYNC_PROXY_BARRIER = """\
 // A barrier whose shared-memory writes before it are visible to wgmma's async-proxy reads after it.

@@ -321,6 +321,14 @@ class Dialect:
             p.depth -= 1
         p.line("}")
 
+    def async_barrier(self, op: Op, args: list[Operand], name: str) -> list[str]:
+        """The lines of an asynchronous-barrier op (``abar_*``).  Here the portable form, for targets without
+        them: every thread runs the same arrivals and waits in program order (the capability check refuses a
+        wait only some threads of a group reach), so a wait is a group barrier, which orders the memory
+        accesses made before the arrivals; arrivals, announced bytes and tied copies (which ``copy_async``
+        made at once here) need nothing."""
+        return [f"{self.barrier()};"] if op.opcode == "abar_wait" else []
+
     def barrier(self) -> str:
         raise NotImplementedError
 

@@ -12,7 +12,7 @@ import ast
 from typing import Any
 
 from ...core.errors import ArityError, ReadOnlyStoreError, SharedShapeError, UnsupportedSyntaxError
-from ...core.types import VECTOR_WIDTHS, ScalarType, VectorType
+from ...core.types import VECTOR_WIDTHS, BarrierType, ScalarType, VectorType
 from ..lower_call import CallArgs, handles, handles_method
 from ..values import RV, ElemRef, FValue, Py, TensorRef, describe
 
@@ -227,6 +227,57 @@ def shared(lw: Any, a: CallArgs) -> FValue:
 @handles("barrier")
 def barrier(lw: Any, a: CallArgs) -> FValue:
     lw.emit("barrier", (), a.node)
+    return Py(None)
+
+
+@handles("async_barriers")
+def async_barriers(lw: Any, a: CallArgs) -> FValue:
+    count = lw.static_int(a["count"], a.node_of("count"), "the number of barriers")
+    node = a.node_of("arrivals") if a.given("arrivals") else a.node
+    arrivals = lw.static_int(a["arrivals"], node, "the arrivals a phase takes")
+    if count < 1 or arrivals < 1:
+        raise lw.type_error(f"async_barriers() makes at least one barrier taking at least one arrival, got "
+                            f"count={count}, arrivals={arrivals}", a.node)
+    if lw.ctx.helper_stack or not lw.env.at_top:
+        raise lw.error(UnsupportedSyntaxError, "async_barriers() inside a helper or under run-time control flow",
+                       a.node, hint="make the barriers at the top level of the kernel (every thread of the group "
+                                    "takes part) and pass them to helpers")
+    return RV(lw.emit("abar_alloc", (), a.node, hint=lw.assign_hint or "bars", count=count, arrivals=arrivals))
+
+
+def _barrier_at(lw: Any, a: CallArgs) -> list:
+    """The barriers and the index a call names, checked."""
+    bars = a["bars"]
+    if not (isinstance(bars, RV) and isinstance(bars.type, BarrierType)):
+        raise lw.type_error(f"{a.name}() takes barriers made by async_barriers(), got {describe(bars)}",
+                            a.node_of("bars"), hint="bars = async_barriers(count, arrivals) at the kernel's top")
+    raw = a["i"]
+    if isinstance(raw, Py) and isinstance(raw.value, int) and not 0 <= raw.value < bars.type.count:
+        raise lw.type_error(f"barrier {raw.value} of {bars.type.count}", a.node_of("i"))
+    return [bars.value, lw.to_index(raw, a.node_of("i"), "barrier index").value]
+
+
+@handles("barrier_arrive")
+def barrier_arrive(lw: Any, a: CallArgs) -> FValue:
+    node = a.node_of("bytes") if a.given("bytes") else a.node
+    n = lw.static_int(a["bytes"], node, "the bytes a tile copy brings")
+    if not 0 <= n < 1 << 20:
+        raise lw.type_error(f"barrier_arrive() announces 0 to {(1 << 20) - 1} bytes, got {n}", node)
+    lw.emit("abar_arrive", _barrier_at(lw, a), a.node, bytes=n)
+    return Py(None)
+
+
+@handles("barrier_wait")
+def barrier_wait(lw: Any, a: CallArgs) -> FValue:
+    operands = _barrier_at(lw, a)
+    parity = lw.to_index(a["parity"], a.node_of("parity"), "phase parity")
+    lw.emit("abar_wait", [*operands, parity.value], a.node)
+    return Py(None)
+
+
+@handles("copy_async_barrier")
+def copy_async_barrier(lw: Any, a: CallArgs) -> FValue:
+    lw.emit("abar_copies", _barrier_at(lw, a), a.node)
     return Py(None)
 
 

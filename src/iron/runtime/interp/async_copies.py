@@ -31,6 +31,20 @@ class _Copy:
     group: np.ndarray
 
 
+@dataclass
+class Landing:
+    """Some threads' lanes of one copy, landed together when a barrier's phase completes."""
+
+    copy: _Copy
+    lanes: np.ndarray
+
+    def land(self, memory: Any) -> None:
+        due = self.lanes & self.copy.lanes
+        if due.any():
+            memory.vstore(self.copy.op, self.copy.dst, self.copy.index, self.copy.values, Mask(due))
+            self.copy.lanes = self.copy.lanes & ~due
+
+
 class AsyncCopies:
     """The copies in flight of one launch, per thread."""
 
@@ -39,16 +53,23 @@ class AsyncCopies:
         self.pending: list[_Copy] = []
 
     def issue(self, op: Op, dst: Any, index: np.ndarray, values: np.ndarray, mask: Mask) -> None:
+        self.pending = [c for c in self.pending if c.lanes.any()]  # drop the copies barriers landed
         self.pending.append(_Copy(op, dst, np.array(index, copy=True), values, mask.bits.copy(),
                                   self.committed.copy()))
 
     def commit(self, mask: Mask) -> None:
         self.committed[mask.bits] += 1
 
+    def outstanding(self, lanes: np.ndarray) -> list[Landing]:
+        """The copies of the threads in ``lanes`` that have not landed yet (a wait may still land them first)."""
+        return [Landing(c, c.lanes & lanes) for c in self.pending if (c.lanes & lanes).any()]
+
     def wait(self, memory: Any, mask: Mask, pending_groups: int) -> None:
         """Land the copies the active threads' wait covers, in the order they were issued."""
         still: list[_Copy] = []
         for c in self.pending:
+            if not c.lanes.any():  # landed by a barrier's phase
+                continue
             due = c.lanes & mask.bits
             if pending_groups:
                 due &= c.group < self.committed - pending_groups

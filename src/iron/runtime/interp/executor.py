@@ -26,6 +26,7 @@ from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import REDUCTION_OPS, info
 from ...core.types import FragmentType, VectorType
 from . import atomics, subgroups
+from .async_barriers import AsyncBarriers
 from .async_copies import AsyncCopies
 from .faults import Faults
 from .fragments import Fragments
@@ -82,6 +83,8 @@ class Executor:
             "call": self._call, "tuple_make": self._tuple_make, "tuple_get": self._tuple_get,
             "frag_fill": self._frag_fill, "frag_load": self._frag_load, "frag_store": self._frag_store,
             "mma": self._mma, "mma_wg": self._mma_wg, "mma_wg_wait": self._mma_wg_wait,
+            "abar_alloc": self._abar_alloc, "abar_arrive": self._abar_arrive, "abar_wait": self._abar_wait,
+            "abar_copies": self._abar_copies,
         }
 
     # ------------------------------------------------------------ entry
@@ -305,6 +308,24 @@ class Executor:
                 raise self.faults.partial_barrier(op, first_in, first_out, bool(self.returned[first_out]),
                                                   int(arrived[g].sum()), int(expected[g].sum()))
         self.memory.barrier(groups)
+
+    def _abar_alloc(self, op: Op, env: Env, mask: Mask) -> AsyncBarriers:
+        """Made by the whole group, like a barrier (a thread that returned early is reported)."""
+        self._barrier(op, env, mask)
+        return AsyncBarriers(op, self.threads, self.faults)
+
+    def _abar_arrive(self, op: Op, env: Env, mask: Mask) -> None:
+        env[op.operands[0]].arrive(op, env[op.operands[1]], mask, self.memory)
+
+    def _abar_copies(self, op: Op, env: Env, mask: Mask) -> None:
+        env[op.operands[0]].tie_copies(op, env[op.operands[1]], mask, self.copies)
+
+    def _abar_wait(self, op: Op, env: Env, mask: Mask) -> None:
+        bars, index, parity = (env[v] for v in op.operands)
+        whole, released = bars.wait(op, index, parity, mask)
+        self.memory.barrier(whole)
+        if released.any():
+            self.memory.forget_threads(released)
 
     def _atomic(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
         buf: Buffer = env[op.operands[0]]

@@ -222,6 +222,17 @@ class Memory:
             return t.describe(group * t.threads_per_group + actor)
         return f"subgroup {actor - t.threads_per_group} (a fragment op)"
 
+    def forget_threads(self, threads: np.ndarray) -> None:
+        """Forget the shared accesses of ``threads`` (a bool per thread of a group, in every group) and of
+        the subgroups holding them: something now orders those accesses before whatever comes next."""
+        t = self.threads
+        lanes = np.zeros(t.simd_groups_per_group * t.simd_width, dtype=bool)
+        lanes[:t.threads_per_group] = threads
+        actors = np.concatenate([threads, lanes.reshape(-1, t.simd_width).any(axis=1)])
+        for buf in self._shared.values():
+            if isinstance(buf.races, RaceTracker):
+                buf.races.forget(lambda a: actors[a])
+
     def barrier(self, groups: np.ndarray) -> None:
         """``groups`` (bool over groups) passed a barrier: their race history starts afresh."""
         for buf in self._shared.values():

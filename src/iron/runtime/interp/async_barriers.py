@@ -1,0 +1,122 @@
+"""Asynchronous barriers on the interpreter: phases, arrivals and announced bytes, checked strictly.
+
+Each group owns its own ``count`` barriers.  A phase completes when its ``arrivals`` arrivals came and
+every byte announced with them (``barrier_arrive(..., bytes=)``) landed; the barrier then starts the next
+phase.  ``barrier_wait(bars, i, parity)`` passes when the phase in progress has the other parity, as
+``mbarrier.try_wait.parity`` does on a GPU.
+
+The interpreter runs threads in lock-step, so a wait that does not pass could only be released by a thread
+that is not running: on a GPU it would hang (or, worse, pass on a later phase).  It is an error here, as
+are more arrivals in one step than the phase has left (on a GPU they would spill into the next phase).
+
+Copies tied to a phase (``copy_async_barrier``) land when the phase completes, as late as a GPU may
+land them, so a kernel that reads them before its wait sees the old contents.  For the race check, a wait
+by every thread of a group orders shared memory like ``barrier()`` (its history starts afresh); a wait by
+some threads forgets the accesses of the threads that arrived on the phase it waited for, which the wait
+orders before the waiters' next accesses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...core.ir import Op
+from .async_copies import AsyncCopies, Landing
+from .faults import Faults
+from .mask import Mask
+from .threads import ThreadSpace
+
+
+class AsyncBarriers:
+    """The barriers of one ``async_barriers`` call, for every group of a launch."""
+
+    def __init__(self, op: Op, threads: ThreadSpace, faults: Faults):
+        self.op = op
+        self.threads = threads
+        self.faults = faults
+        self.count = op.attrs["count"]
+        self.arrivals = op.attrs["arrivals"]
+        shape = (threads.total_groups, self.count)
+        #: Phases completed so far, arrivals the phase in progress still needs, bytes it still expects.
+        self.phase = np.zeros(shape, dtype=np.int64)
+        self.pending = np.full(shape, self.arrivals, dtype=np.int64)
+        self.bytes = np.zeros(shape, dtype=np.int64)
+        #: Per barrier, the threads (by index in the group) that arrived on the phase in progress / the last one.
+        self.arrived = np.zeros((*shape, threads.threads_per_group), dtype=bool)
+        self.released = np.zeros_like(self.arrived)
+        #: (group, barrier) -> copies that land when the phase in progress completes.
+        self.tied: dict[tuple[int, int], list[Landing]] = {}
+
+    @property
+    def name(self) -> str:
+        return self.op.result.hint or "barriers"
+
+    def _slots(self, op: Op, index: np.ndarray, mask: Mask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The active threads, their groups and their barrier indices (checked against the count)."""
+        threads = mask.indices
+        i = np.asarray(index)[threads].astype(np.int64)
+        bad = np.flatnonzero((i < 0) | (i >= self.count))
+        if bad.size:
+            t = int(threads[bad[0]])
+            raise self.faults.general(op, f"barrier {int(i[bad[0]])} of '{self.name}' is out of range (it holds "
+                                          f"{self.count}) in {self.faults.thread(t)}")
+        return threads, threads // self.threads.threads_per_group, i
+
+    def arrive(self, op: Op, index: np.ndarray, mask: Mask, memory: Any) -> None:
+        threads, groups, i = self._slots(op, index, mask)
+        came = np.zeros_like(self.pending)
+        np.add.at(came, (groups, i), 1)
+        over = np.argwhere(came > self.pending)
+        if over.size:
+            g, b = (int(x) for x in over[0])
+            raise self.faults.general(op, f"{int(came[g, b])} threads of group {g} arrive on barrier {b} of "
+                                          f"'{self.name}' at once, but its phase {int(self.phase[g, b])} needs only "
+                                          f"{int(self.pending[g, b])} more (it takes {self.arrivals} a phase): the "
+                                          "rest would count toward the next phase")
+        self.pending -= came
+        np.add.at(self.bytes, (groups, i), op.attrs["bytes"])
+        self.arrived[groups, i, threads % self.threads.threads_per_group] = True
+        for g, b in np.argwhere(came > 0):
+            self._complete_if_done(op, int(g), int(b), memory)
+
+    def _complete_if_done(self, op: Op, g: int, b: int, memory: Any) -> None:
+        if self.pending[g, b] or self.bytes[g, b]:
+            return
+        for landing in self.tied.pop((g, b), []):
+            landing.land(memory)
+        self.phase[g, b] += 1
+        self.pending[g, b] = self.arrivals
+        self.released[g, b] = self.arrived[g, b]
+        self.arrived[g, b] = False
+
+    def tie_copies(self, op: Op, index: np.ndarray, mask: Mask, copies: AsyncCopies) -> None:
+        """The copies the active threads issued so far land when their barrier's phase completes."""
+        threads, groups, i = self._slots(op, index, mask)
+        for g, b in {(int(g), int(b)) for g, b in zip(groups, i)}:
+            lanes = np.zeros(self.threads.size, dtype=bool)
+            lanes[threads[(groups == g) & (i == b)]] = True
+            self.tied.setdefault((g, b), []).extend(copies.outstanding(lanes))
+
+    def wait(self, op: Op, index: np.ndarray, parity: np.ndarray, mask: Mask) -> tuple[np.ndarray, np.ndarray]:
+        """Check that every active thread's phase completed.  Returns the groups every thread of which waited,
+        and (over a group's threads) those that arrived on the phases the other waiters waited for."""
+        threads, groups, i = self._slots(op, index, mask)
+        p = np.asarray(parity)[threads] & 1
+        stuck = np.flatnonzero(self.phase[groups, i] % 2 == p)
+        if stuck.size:
+            k = stuck[0]
+            g, b, t = int(groups[k]), int(i[k]), int(threads[k])
+            current = int(self.phase[g, b])
+            raise self.faults.general(op, f"{self.faults.thread(t)} waits on barrier {b} of '{self.name}' for a "
+                                          f"phase of parity {int(p[k])}, but phase {current} is still in progress "
+                                          f"({self.arrivals - int(self.pending[g, b])} of {self.arrivals} "
+                                          f"arrivals, {int(self.bytes[g, b])} bytes outstanding) and no thread "
+                                          "that could complete it runs before this wait: it would never return")
+        t = self.threads
+        shape = (t.total_groups, t.threads_per_group)
+        waited = mask.bits.reshape(shape)
+        whole = waited.any(axis=1) & ~(t.in_grid.reshape(shape) & ~waited).any(axis=1)
+        partial = ~whole[groups]
+        return whole, self.released[groups[partial], i[partial]].any(axis=0)

@@ -1,0 +1,209 @@
+"""Asynchronous barriers: their meaning and misuse on the interpreter, located errors in the frontend, the
+capability check of targets without them, and their CUDA form.  The pipelined ring that uses all of them runs
+in the corpus (tests/corpus/memory.py, barrier_ring) on the interpreter, lavapipe and the GPU, and is compiled
+for every target."""
+
+import numpy as np
+import pytest
+from lang_support import assert_located
+
+from iron import In, Tensor, f32, func, kernel, variants
+from iron.codegen.emit import emit_kernel
+from iron.codegen.pipeline import PassContext, run_pipeline
+from iron.codegen.targets import profile
+from iron.core.errors import (IronCompileError, KernelTypeError, SharedMemoryRaceError, UnsupportedOnTarget,
+                              UnsupportedSyntaxError)
+from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_async, copy_async_barrier, shared,
+                       thread_id)
+from iron.runtime.interp.faults import InterpError
+
+HERE = __file__
+G = 32
+
+
+@kernel(variants(MISUSE=["none", "no_arrive", "wrong_parity", "over_arrive", "untied", "bad_index"]))
+def mirror(src: In[f32], out: Tensor[f32]):
+    """One phase: every thread copies its element into shared memory, ties the copy to the barrier and
+    arrives; after the wait it reads the mirrored element, which another thread brought."""
+    full = async_barriers(1, G // 2 if MISUSE == "over_arrive" else G)
+    s = shared(f32, G)
+    t = thread_id(0)
+    copy_async(s, t, src, t, 1)
+    if MISUSE != "untied":
+        copy_async_barrier(full, 0)
+    if MISUSE == "bad_index":
+        barrier_arrive(full, t // 16)
+    elif MISUSE != "no_arrive":
+        barrier_arrive(full, 0)
+    barrier_wait(full, 0, 1 if MISUSE == "wrong_parity" else 0)
+    out[t] = s[G - 1 - t]
+
+
+def _run(k, **kw):
+    src = np.arange(1, G + 1, dtype=np.float32)
+    out = np.full(G, -1, np.float32)
+    k.launch(src, out, grid=(G,), group=(G,), backend="interp", **kw)
+    return src, out
+
+
+def test_a_tied_copy_lands_when_the_phase_completes() -> None:
+    src, out = _run(mirror.variant(MISUSE="none"))
+    np.testing.assert_array_equal(out, src[::-1])
+
+
+def test_an_untied_copy_has_not_landed_at_the_wait() -> None:
+    """Nothing ties the copy to the barrier and no copy_async_wait covers it: the read sees the old zeros, as
+    a GPU may show it, so the test of such a kernel fails."""
+    _, out = _run(mirror.variant(MISUSE="untied"))
+    np.testing.assert_array_equal(out, 0)
+
+
+@pytest.mark.parametrize("misuse, message", [
+    ("no_arrive", r"waits on barrier 0 of 'full' for a phase of parity 0, but phase 0 is still in progress "
+                  r"\(0 of 32 arrivals, 0 bytes outstanding\).*would never return"),
+    ("wrong_parity", r"parity 1, but phase 1 is still in progress \(0 of 32 arrivals"),
+    ("over_arrive", r"32 threads of group 0 arrive on barrier 0 of 'full' at once, but its phase 0 needs only 16"),
+    ("bad_index", r"barrier 1 of 'full' is out of range \(it holds 1\) in thread 16"),
+])
+def test_misuse_is_an_error_at_the_op(misuse, message) -> None:
+    with pytest.raises(InterpError, match=message) as info:
+        _run(mirror.variant(MISUSE=misuse))
+    assert "test_async_barriers.py" in str(info.value)
+
+
+@kernel(variants(WAIT=[True, False]))
+def handoff(src: In[f32], out: Tensor[f32]):
+    """The lower half of the group writes shared memory and arrives; the upper half waits and reads it.  The
+    wait orders the writes before the reads; without it the race check reports them."""
+    half = async_barriers(1, G // 2)
+    s = shared(f32, G // 2)
+    t = thread_id(0)
+    if t < G // 2:
+        s[t] = src[t] * 2.0
+        barrier_arrive(half, 0)
+    else:
+        if WAIT:
+            barrier_wait(half, 0, 0)
+        out[t] = s[t - G // 2]
+
+
+def test_a_wait_by_some_threads_orders_the_arrivals_before_them() -> None:
+    src, out = _run(handoff.variant(WAIT=True))
+    np.testing.assert_array_equal(out[G // 2:], src[:G // 2] * 2)
+    with pytest.raises(SharedMemoryRaceError):
+        _run(handoff.variant(WAIT=False))
+
+
+@pytest.mark.parametrize("target", ["spirv", "metal", "hip"])
+def test_targets_without_them_refuse_a_wait_some_threads_skip(target) -> None:
+    """There a wait is a group barrier: the same kernel compiles for CUDA and is refused, located, elsewhere."""
+    ir = handoff.ir(WAIT=True)
+    assert "mbarrier.try_wait" in emit_kernel(run_pipeline(ir, PassContext.for_target("cuda")), "cuda").source
+    with pytest.raises(UnsupportedOnTarget, match=rf"barrier_wait\(\) inside an if whose condition depends on the "
+                                                  rf"thread.*{target}.* has no asynchronous barriers") as info:
+        emit_kernel(run_pipeline(ir, PassContext.for_target(target)), target)
+    assert_located(info.value, HERE, "barrier_wait(half, 0, 0)")
+
+
+@kernel(variants(ARCH_BYTES=[0, 4096]))
+def announce(src: In[f32], out: Tensor[f32]):
+    bars = async_barriers(2)
+    s = shared(f32, G)
+    t = thread_id(0)
+    copy_async(s, t, src, t, 1)
+    copy_async_barrier(bars, 1)
+    if t == 0:
+        barrier_arrive(bars, 1, ARCH_BYTES)
+    barrier_wait(bars, 1, 0)
+    out[t] = s[t]
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_cuda_spells_them_as_mbarriers(arch) -> None:
+    def source(nbytes: int) -> str:
+        ir = run_pipeline(announce.ir(ARCH_BYTES=nbytes), PassContext.for_target("cuda"))
+        return emit_kernel(ir, "cuda", profile("cuda", arch)).source
+
+    plain, announcing = source(0), source(4096)
+    assert "__shared__ alignas(8) unsigned long long bars[2];" in plain
+    assert 'mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"((unsigned int)__cvta_generic_to_shared(&bars[iron_b])), ' \
+           '"r"(1)' in plain
+    assert "cp.async.mbarrier.arrive.shared::cta.b64 [%0];" in plain  # no .noinc: the phase waits, net arrivals 0
+    assert ("mbarrier.try_wait.parity" if arch == "sm_90" else "mbarrier.test_wait.parity") in plain
+    assert ("fence.mbarrier_init" in plain) == (arch == "sm_90")
+    assert "mbarrier.arrive.shared::cta.b64 st, [%0];" in plain
+    if arch == "sm_90":
+        assert 'mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\\n}" :: "r"' in announcing
+        assert '"r"(4096)' in announcing
+    else:  # no byte counts before sm_90: a tile copy holds the phase open with cp.async.mbarrier.arrive
+        assert "expect_tx" not in announcing
+
+
+def test_the_interpreter_waits_for_announced_bytes() -> None:
+    """Bytes announced with no tile copy to bring them keep the phase open: the wait would hang."""
+    src = np.ones(G, np.float32)
+    with pytest.raises(InterpError, match=r"phase 0 is still in progress \(1 of 1 arrivals, 4096 bytes outstanding"):
+        announce.variant(ARCH_BYTES=4096).launch(src, np.zeros(G, np.float32), grid=(G,), group=(G,),
+                                                 backend="interp")
+    out = np.zeros(G, np.float32)
+    announce.variant(ARCH_BYTES=0).launch(src, out, grid=(G,), group=(G,), backend="interp")
+    np.testing.assert_array_equal(out, src)
+
+
+@kernel
+def made_in_a_loop(out: Tensor[f32], n: int):
+    for i in range(n):
+        bars = async_barriers(1)
+        barrier_arrive(bars, 0)
+
+
+@func
+def helper_makes_them():
+    return async_barriers(3)
+
+
+@kernel
+def made_in_a_helper(out: Tensor[f32]):
+    bars = helper_makes_them()
+    barrier_arrive(bars, 0)
+
+
+@kernel
+def wait_on_shared(out: Tensor[f32]):
+    s = shared(f32, 4)
+    barrier_wait(s, 0, 0)
+
+
+@kernel
+def constant_index_out_of_range(out: Tensor[f32]):
+    bars = async_barriers(2)
+    barrier_arrive(bars, 1 + 1)
+
+
+@kernel
+def negative_bytes(out: Tensor[f32]):
+    bars = async_barriers(2)
+    barrier_arrive(bars, 0, -4)
+
+
+@kernel
+def no_barriers(out: Tensor[f32]):
+    bars = async_barriers(0)
+
+
+@pytest.mark.parametrize("k, error, message, snippet", [
+    (made_in_a_loop, UnsupportedSyntaxError, "async_barriers\\(\\) inside a helper or under run-time control flow",
+     "async_barriers(1)"),
+    (made_in_a_helper, UnsupportedSyntaxError, "inside a helper", "async_barriers(3)"),
+    (wait_on_shared, KernelTypeError, "barrier_wait\\(\\) takes barriers made by async_barriers\\(\\), got the shared "
+                                      "array 's'", "s, 0, 0)"),
+    (constant_index_out_of_range, KernelTypeError, "barrier 2 of 2", "1 + 1"),
+    (negative_bytes, KernelTypeError, "announces 0 to 1048575 bytes, got -4", "-4)"),
+    (no_barriers, KernelTypeError, "at least one barrier taking at least one arrival, got count=0",
+     "async_barriers(0)"),
+])
+def test_frontend_misuse_is_a_located_error(k, error, message, snippet) -> None:
+    with pytest.raises(error, match=message) as info:
+        k.ir()
+    assert isinstance(info.value, IronCompileError)
+    assert_located(info.value, HERE, snippet)
