@@ -3,8 +3,10 @@
 import numpy as np
 
 from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
+from iron.core.types import TILE_LAYOUTS
 from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_async, copy_async_barrier,
-                       copy_async_commit, copy_async_wait, group_id, program_id, shared, thread_id, vec, vstore)
+                       copy_async_commit, copy_async_wait, copy_tile, group_id, num_groups, program_id, shared,
+                       thread_id, vec, vstore)
 
 from .case import (CorpusCase, Depth, Expect, Run, empty, f64, fixed_depth, launch_1d, poisoned_like, randint,
                    randn, round_up)
@@ -358,4 +360,85 @@ BARRIER_RING = CorpusCase(
               {"W": 1, "STAGES": 3, "COPIES": False}, {"W": 4, "STAGES": 2, "COPIES": False}),
     sizes=(1, 33, 1000), exact=True)
 
-CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL, STAGED_COPY, BARRIER_RING]
+
+# ---------------------------------------------------------------- tile copies
+
+TILE_ROWS, TILE_COLS, TILE_SHIFT = 16, 40, (-3, -5)
+
+
+@kernel(variants(T=[f32, f16, bf16], LAYOUT=["sw128", "rows"], BC=[8, 32, 64]))
+def tile_copies(a: In[T], out: Tensor[T], m: int, ld: int):
+    """Group (x, y) copies the TILE_ROWS x BC tile at (TILE_ROWS y, BC x) + TILE_SHIFT of the m x TILE_COLS matrix
+    ``a`` (rows ld elements apart) into shared memory in LAYOUT, two tiles a phase on one barrier (the second from
+    one row further down, into a second tile); every thread then reads elements back through the layout into
+    ``out`` (two TILE_ROWS x BC tiles per group).  Out-of-matrix elements read as zeros."""
+    full = async_barriers(1)
+    tile = TILE_ROWS * BC
+    s = shared(T, 2 * tile)
+    t = thread_id(0)
+    row, col = TILE_ROWS * group_id(1) + TILE_SHIFT[0], BC * group_id(0) + TILE_SHIFT[1]
+    if t == 0:
+        copy_tile(s, 0, a, (m, TILE_COLS), (row, col), (TILE_ROWS, BC), full, 0, ld=ld, layout=LAYOUT)
+        copy_tile(s, tile, a, (m, TILE_COLS), (row + 1, col), (TILE_ROWS, BC), full, 0, ld, LAYOUT)
+        barrier_arrive(full, 0, 2 * tile * T.itemsize)
+    barrier_wait(full, 0, 0)
+    base = (group_id(1) * num_groups(0) + group_id(0)) * 2 * tile
+    for e in range(t, 2 * tile, 32):
+        half, rc = e // tile, e % tile
+        r, c = rc // BC, rc % BC
+        if LAYOUT == "sw128":
+            chunk = 16 // T.itemsize
+            at = r * (128 // T.itemsize) + (((c // chunk) ^ (r % 8)) * chunk) + c % chunk
+        else:
+            at = r * BC + c
+        out[base + e] = s[half * tile + at]
+
+
+def num_tiles_x(bc: int) -> int:
+    return -(-(TILE_COLS - TILE_SHIFT[1]) // bc)
+
+
+def _tile_launch(run: Run):
+    return (num_tiles_x(run["BC"]) * 32, -(-(run.size - TILE_SHIFT[0]) // TILE_ROWS)), (32, 1)
+
+
+def _tile_args(run: Run, rng: np.random.Generator) -> list:
+    ld = round_up(TILE_COLS, 8) + 8
+    a = randn(rng, run.size * ld, run.T)
+    (gx, gy), _ = _tile_launch(run)
+    return [a, empty(gx // 32 * gy * 2 * TILE_ROWS * run["BC"], run.T), run.size, ld]
+
+
+def _tile_oracle(args, run: Run):
+    a, m, ld, bc = args[0], run.size, args[3], run["BC"]
+    (gx, gy), _ = _tile_launch(run)
+    matrix = a.reshape(m, ld)[:, :TILE_COLS].astype(np.float64)
+    want = []
+    for y in range(gy):
+        for x in range(gx // 32):
+            for down in (0, 1):
+                tile = np.zeros((TILE_ROWS, bc))
+                for r in range(TILE_ROWS):
+                    for c in range(bc):
+                        i, j = TILE_ROWS * y + TILE_SHIFT[0] + down + r, bc * x + TILE_SHIFT[1] + c
+                        if 0 <= i < m and 0 <= j < TILE_COLS:
+                            tile[r, c] = matrix[i, j]
+                want.append(tile.reshape(-1))
+    return {1: np.concatenate(want)}
+
+
+def _tile_bindings() -> tuple[dict, ...]:
+    """Every dtype in both layouts, with the box a sw128 row needs (128 bytes) or a narrower one."""
+    out = []
+    for t in (f32, f16, bf16):
+        out.append({"T": t, "LAYOUT": "sw128", "BC": TILE_LAYOUTS["sw128"].row_bytes // t.itemsize})
+        out.append({"T": t, "LAYOUT": "rows", "BC": 8 if t.itemsize == 2 else 32})
+    return tuple(out)
+
+
+TILE_COPIES = CorpusCase(
+    name="tile_copies", kernel=tile_copies, make_args=_tile_args, oracle=_tile_oracle, outputs=(1,),
+    launch=_tile_launch, bindings=_tile_bindings(), sizes=(1, 21, 50), exact=True)
+
+CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL, STAGED_COPY, BARRIER_RING,
+         TILE_COPIES]

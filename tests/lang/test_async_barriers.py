@@ -13,8 +13,8 @@ from iron.codegen.pipeline import PassContext, run_pipeline
 from iron.codegen.targets import profile
 from iron.core.errors import (IronCompileError, KernelTypeError, SharedMemoryRaceError, UnsupportedOnTarget,
                               UnsupportedSyntaxError)
-from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_async, copy_async_barrier, shared,
-                       thread_id)
+from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_async, copy_async_barrier, copy_tile,
+                       shared, thread_id)
 from iron.runtime.interp.faults import InterpError
 
 HERE = __file__
@@ -207,3 +207,96 @@ def test_frontend_misuse_is_a_located_error(k, error, message, snippet) -> None:
         k.ir()
     assert isinstance(info.value, IronCompileError)
     assert_located(info.value, HERE, snippet)
+
+
+# ---------------------------------------------------------------- tile copies (their layouts, edges and dtypes run
+# in the corpus: tests/corpus/memory.py, tile_copies)
+
+@kernel(variants(ORDER=["copy_first", "arrive_first", "too_few_bytes", "no_wait"]))
+def one_tile(a: In[f32], out: Tensor[f32], m: int):
+    bars = async_barriers(1)
+    s = shared(f32, 8 * 32)
+    t = thread_id(0)
+    if t == 0:
+        if ORDER == "arrive_first":
+            barrier_arrive(bars, 0, 1024)
+        copy_tile(s, 0, a, (m, 32), (0, 0), (8, 32), bars, 0, layout="rows")
+        if ORDER != "arrive_first":
+            barrier_arrive(bars, 0, 512 if ORDER == "too_few_bytes" else 1024)
+    if ORDER != "no_wait":
+        barrier_wait(bars, 0, 0)
+    for r in range(8):
+        out[r * 32 + t] = s[r * 32 + t]
+
+
+def _one_tile(order: str) -> tuple[np.ndarray, np.ndarray]:
+    a = np.arange(1, 8 * 32 + 1, dtype=np.float32)
+    out = np.full(8 * 32, -1, np.float32)
+    one_tile.variant(ORDER=order).launch(a, out, 8, grid=(G,), group=(G,), backend="interp")
+    return a, out
+
+
+def test_a_tile_lands_when_its_bytes_and_arrivals_are_in() -> None:
+    a, out = _one_tile("copy_first")
+    np.testing.assert_array_equal(out, a)
+    with pytest.raises(SharedMemoryRaceError, match=r"read by thread 1 .* and write by thread 0 .*tile_copy"):
+        _one_tile("no_wait")  # nothing orders the landing before the other threads' reads
+
+
+@pytest.mark.parametrize("order, message", [
+    ("arrive_first", "comes after the arrival that announced its bytes on barrier 0 of 'bars': issue the copies first"),
+    ("too_few_bytes", r"phase 0 is still in progress \(1 of 1 arrivals, tile copies brought 512 bytes more than the "
+                      r"arrivals announced\)"),
+])
+def test_tile_copy_misuse_is_an_error(order, message) -> None:
+    with pytest.raises(InterpError, match=message):
+        _one_tile(order)
+
+
+@kernel
+def misaligned_tile(a: In[f32], out: Tensor[f32], at: int):
+    bars = async_barriers(1)
+    s = shared(f32, 2048)
+    copy_tile(s, at, a, (8, 32), (0, 0), (8, 32), bars, 0)
+
+
+def test_a_swizzled_tile_off_its_atom_is_an_error() -> None:
+    with pytest.raises(InterpError, match="a sw128 tile starts on a 1024-byte boundary; element 64 of 's' is byte 256"):
+        misaligned_tile.launch(np.zeros(256, np.float32), np.zeros(1, np.float32), 64, grid=(1,), group=(1,),
+                               backend="interp")
+
+
+@kernel(variants(CASE=list(range(7))))
+def bad_tile(a: In[f32], out: Tensor[f32]):
+    bars = async_barriers(1)
+    s = shared(f32, 4096)
+    if CASE == 0:
+        copy_tile(s, 0, a, (8, 64), (0, 0), (8, 64), bars, 0)
+    elif CASE == 1:
+        copy_tile(s, 0, a, (8, 64), (0, 0), (4, 32), bars, 0)
+    elif CASE == 2:
+        copy_tile(s, 0, a, (8, 64), (0, 0), (8, 6), bars, 0, layout="rows")
+    elif CASE == 3:
+        copy_tile(s, 0, a, (8, 64), (0, 0), (512, 4), bars, 0, layout="rows")
+    elif CASE == 4:
+        copy_tile(s, 0, a, (8, 64), (0, 0), (8, 32), bars, 0, layout="tiled")
+    elif CASE == 5:
+        copy_tile(s, 8, a, (8, 64), (0, 0), (8, 32), bars, 0)
+    else:
+        copy_tile(s, 0, a, 64, (0, 0), (8, 32), bars, 0)
+
+
+@pytest.mark.parametrize("case, message", list(enumerate([
+    r"a sw128 tile row spans 128 bytes \(32 x f32\); the box's 64 columns are 256 bytes",
+    "a sw128 tile holds whole 8-row atoms; the box has 4 rows",
+    "a rows tile row spans a multiple of 16 bytes; the box's 6 columns",
+    "the box is 1 to 256 elements along each axis, got 512 x 4",
+    "layout is one of 'rows', 'sw128', got the string 'tiled'",
+    "a sw128 tile starts on a 1024-byte boundary; element 8 of f32 is byte 32",
+    r"copy_tile\(\)'s shape is a pair \(rows, cols\), got the constant 64",
+])))
+def test_copy_tile_misuse_is_a_compile_error(case, message) -> None:
+    with pytest.raises(KernelTypeError, match=message) as info:
+        bad_tile.ir(CASE=case)
+    assert "test_async_barriers.py" in str(info.value)
+

@@ -419,7 +419,7 @@ def _collect_access(k: Kernel, block: Block, alias: dict[Value, Value], reads: s
             reads.add(alias.get(op.operands[0], op.operands[0]))
         if op.opcode in WRITE_OPS:
             writes.add(alias.get(op.operands[0], op.operands[0]))
-        if op.opcode == "copy_async":
+        if op.opcode in ("copy_async", "tile_copy"):  # the source, a global tensor
             reads.add(alias.get(op.operands[2], op.operands[2]))
         if op.opcode == "mma_wg":  # reads both tiles (shared arrays: never parameters, listed for completeness)
             reads.update(alias.get(op.operands[i], op.operands[i]) for i in (0, 2))

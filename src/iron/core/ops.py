@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import dtypes as D
-from .types import (MMA_SHAPES, WG_ACC_SHAPES, WG_N, BarrierType, FragmentType, IRType, ScalarType, TensorType, TupleType, VarType,
+from .types import (MMA_SHAPES, TILE_BOX_MAX, TILE_LAYOUTS, WG_ACC_SHAPES, WG_N, BarrierType, FragmentType, IRType, ScalarType, TensorType, TupleType, VarType,
                     VectorType, is_value_type, with_dtype)
 
 
@@ -310,6 +310,30 @@ def _abar_wait(ts, attrs):
 
 def _abar_copies(ts, attrs):
     _abar_at(ts, "copy_async_barrier")
+    return None
+
+
+def _tile_copy(ts, attrs):
+    dst, src = _tensor(ts[0]), _tensor(ts[2])
+    if dst.space != "shared" or src.space != "global":
+        raise OpTypeError("copy_tile copies from a global tensor into a shared array")
+    if dst.dtype != src.dtype:
+        raise OpTypeError(f"copy_tile from {src.dtype} into {dst.dtype}: the dtypes must match")
+    for t, what in zip(ts[1:2] + ts[3:8], ("destination index", "rows", "cols", "row stride", "row", "col")):
+        _int_scalar(t, what)
+    _abar_at(ts[8:], "copy_tile")
+    rows, cols, layout = attrs.get("box_rows"), attrs.get("box_cols"), TILE_LAYOUTS.get(attrs.get("layout"))
+    if layout is None:
+        raise OpTypeError(f"copy_tile's layout is one of {sorted(TILE_LAYOUTS)}, got {attrs.get('layout')!r}")
+    for n in (rows, cols):
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= TILE_BOX_MAX:
+            raise OpTypeError(f"copy_tile's box is 1 to {TILE_BOX_MAX} elements along each axis, got {rows}x{cols}")
+    row_bytes = cols * dst.dtype.itemsize
+    if row_bytes % 16 or (layout.row_bytes and row_bytes != layout.row_bytes):
+        need = layout.row_bytes or "a multiple of 16"
+        raise OpTypeError(f"a {layout.name} tile row spans {need} bytes; {cols} x {dst.dtype} is {row_bytes}")
+    if layout.swizzled and rows % 8:
+        raise OpTypeError(f"a {layout.name} tile has whole 8-row atoms; {rows} rows")
     return None
 
 
@@ -619,6 +643,9 @@ _reg("abar_alloc", "async_barrier", 0, _abar_alloc, pure=False, attrs=("count", 
 _reg("abar_arrive", "async_barrier", 2, _abar_arrive, pure=False, attrs=("bytes",), traits=Trait.FENCE)
 _reg("abar_wait", "async_barrier", 3, _abar_wait, pure=False, traits=Trait.FENCE)
 _reg("abar_copies", "async_barrier", 2, _abar_copies, pure=False, traits=Trait.FENCE)
+# A tile copy writes its shared tile when the phase of its barrier completes (and reads global memory).
+_reg("tile_copy", "memory", 10, _tile_copy, pure=False, attrs=("box_rows", "box_cols", "layout"),
+     traits=Trait.WRITES | Trait.FENCE)
 _reg("tensor_size", "memory", 1, _tensor_size)
 _reg("shared_alloc", "memory", 0, _shared_alloc, pure=False, attrs=("dtype", "shape"), traits=Trait.REMOVABLE)
 _reg("barrier", "sync", 0, _none, pure=False, traits=Trait.FENCE | Trait.WHOLE_GROUP)

@@ -40,6 +40,36 @@ def sw128_index(row, col):
     return row * SW128_ROW + (((col >> 3) ^ (row & 7)) << 3) + (col & 7)
 
 
+@dataclass(frozen=True)
+class TileLayout:
+    """How a tile copy (``copy_tile``) places a box of ``rows x cols`` elements in shared memory.
+
+    ``row_bytes``: the bytes a box row must span (0: any multiple of 16); ``align``: the alignment of the
+    tile's first element, in bytes; ``swizzled``: whether 16-byte chunks are permuted within 8-row atoms
+    (NVIDIA's 128-byte swizzle, what ``mma_wg`` reads).  The same table drives the interpreter, the
+    portable copy loops and the TMA descriptor.
+    """
+
+    name: str
+    row_bytes: int
+    align: int
+    swizzled: bool
+
+    def index(self, row, col, cols: int, itemsize: int):
+        """The offset of element (row, col) from the tile's first element (ints or numpy int arrays)."""
+        if not self.swizzled:
+            return row * cols + col
+        chunk = 16 // itemsize
+        return row * (128 // itemsize) + (((col // chunk) ^ (row % 8)) * chunk) + col % chunk
+
+
+#: The shared tile layouts by name: ``rows`` (row-major, 16-byte aligned) and ``sw128`` (``mma_wg``'s).
+TILE_LAYOUTS = {layout.name: layout for layout in (TileLayout("rows", 0, 16, False),
+                                                   TileLayout("sw128", 128, 1024, True))}
+#: The largest extent of a tile copy's box along each axis (TMA's limit).
+TILE_BOX_MAX = 256
+
+
 class IRType:
     """Base class of IR types."""
 

@@ -161,6 +161,15 @@ def copy_async_wait(pending=0):
 
 
 @_builtin("memory")
+def copy_tile(dst, dst_index, src, shape, coords, box, bars, i, ld=None, layout="sw128"):
+    """Start copying the ``box = (rows, cols)`` tile at ``coords = (row, col)`` of ``src`` seen as a
+    ``shape = (rows, cols)`` matrix with ``ld`` elements between rows (default: its cols) into the shared tile
+    at ``dst[dst_index ..]`` in ``layout`` ("sw128": what mma_wg reads; "rows": row-major).  Elements outside
+    the matrix read as zeros.  The copy brings its bytes to barrier ``i`` of ``bars``: announce them with
+    :func:`barrier_arrive` after issuing the copies, and read the tile after :func:`barrier_wait`."""
+
+
+@_builtin("memory")
 def shared(dtype, shape):
     """A threadgroup array of compile-time ``shape`` (an int or a tuple of ints)."""
 

@@ -191,6 +191,9 @@ class KernelPrinter:
         if code in ("copy_async", "copy_async_commit", "copy_async_wait"):
             self.d.copy_async(op, args)
             return
+        if code == "tile_copy":
+            self.d.tile_copy(op, args)
+            return
         if OPS[code].category == "async_barrier":
             name = self.names.define(op.result, "bars") if op.result is not None else ""
             for text in self.d.async_barrier(op, args, name):

@@ -21,7 +21,7 @@ from ...core import dtypes as D
 from ...core.errors import UnsupportedOnTarget
 from ...core.ir import Op
 from ...core.ops import OPS
-from ...core.types import IRType, ScalarType, VectorType
+from ...core.types import TILE_LAYOUTS, IRType, ScalarType, VectorType
 from ..targets import TargetProfile
 from .cstyle import ModuleParts, Operand
 
@@ -320,6 +320,35 @@ class Dialect:
                 p.line(f"{stored};")
             p.depth -= 1
         p.line("}")
+
+    def tile_copy(self, op: Op, args: list[Operand]) -> None:
+        """Print ``tile_copy``.  Here the portable form: the issuing thread copies the box element by element,
+        zeros outside the matrix, into the tile's layout (``TILE_LAYOUTS``); the stores precede the arrival
+        that announces them (the interpreter checks that order), which releases them to the waiters."""
+        p = self.printer
+        dst, di, src, rows, cols, ld, row, col = (self._as_i32(a) if n not in (0, 2) else a
+                                                  for n, a in enumerate(args[:8]))
+        box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
+        layout, item, i32 = TILE_LAYOUTS[op.attrs["layout"]], dst.dtype.itemsize, self.type_name(ScalarType(D.i32))
+        if layout.swizzled:
+            chunk = 16 // item
+            offset = f"iron_r * {128 // item} + (((iron_c / {chunk}) ^ (iron_r % 8)) * {chunk}) + iron_c % {chunk}"
+        else:
+            offset = f"iron_r * {box_c} + iron_c"
+        inside = f"iron_gr >= 0 && iron_gr < {rows.atom} && iron_gc >= 0 && iron_gc < {cols.atom}"
+        lines = [f"{{  // copy_tile: {box_r} x {box_c} {dst.dtype}, {layout.name}",
+                 f"  for ({i32} iron_r = 0; iron_r < {box_r}; ++iron_r) {{",
+                 f"    for ({i32} iron_c = 0; iron_c < {box_c}; ++iron_c) {{",
+                 f"      {i32} iron_gr = {row.atom} + iron_r;",
+                 f"      {i32} iron_gc = {col.atom} + iron_c;",
+                 f"      {dst.text}[{di.atom} + {offset}] = ({inside}) ? {src.text}[iron_gr * {ld.atom} + iron_gc] : "
+                 f"{self.literal(0, dst.dtype)};",
+                 "    }", "  }", "}"]
+        for line in lines:
+            p.line(line)
+
+    def _as_i32(self, x: Operand) -> Operand:
+        return x if x.dtype == D.i32 else Operand(self.convert(x, x.dtype, D.i32), ScalarType(D.i32))
 
     def async_barrier(self, op: Op, args: list[Operand], name: str) -> list[str]:
         """The lines of an asynchronous-barrier op (``abar_*``).  Here the portable form, for targets without

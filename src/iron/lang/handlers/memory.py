@@ -12,9 +12,9 @@ import ast
 from typing import Any
 
 from ...core.errors import ArityError, ReadOnlyStoreError, SharedShapeError, UnsupportedSyntaxError
-from ...core.types import VECTOR_WIDTHS, BarrierType, ScalarType, VectorType
+from ...core.types import TILE_BOX_MAX, TILE_LAYOUTS, VECTOR_WIDTHS, BarrierType, ScalarType, VectorType
 from ..lower_call import CallArgs, handles, handles_method
-from ..values import RV, ElemRef, FValue, Py, TensorRef, describe
+from ..values import RV, ElemRef, FValue, Py, TensorRef, TupleVal, describe
 
 #: The largest register array local() makes (each element is a register).
 MAX_REGISTER_ARRAY = 1024
@@ -183,6 +183,58 @@ def copy_async(lw: Any, a: CallArgs) -> FValue:
     valid = lw.bool_value(a["valid"], a.node_of("valid") if a.given("valid") else a.node)
     lw.emit("copy_async", [dst.value, di.value, src.value, si.value, valid.value], a.node, width=w)
     return Py(None)
+
+
+@handles("copy_tile")
+def copy_tile(lw: Any, a: CallArgs) -> FValue:
+    dst, src = _tensor(lw, a, "dst"), _tensor(lw, a, "src")
+    if dst.type.space != "shared" or src.type.space != "global":
+        raise lw.type_error(f"copy_tile() copies from a tensor argument into a shared array; got {describe(src)} "
+                            f"and {describe(dst)}", a.node)
+    if dst.type.dtype != src.type.dtype:
+        raise lw.type_error(f"copy_tile() from {src.type.dtype.name} into {dst.type.dtype.name}: the dtypes must "
+                            "match", a.node)
+    check_writable(lw, dst, a.node)
+    layout = a["layout"]
+    if not (isinstance(layout, Py) and layout.value in TILE_LAYOUTS):
+        raise lw.type_error(f"copy_tile()'s layout is one of {', '.join(map(repr, TILE_LAYOUTS))}, got "
+                            f"{describe(layout)}", a.node_of("layout") if a.given("layout") else a.node)
+    tile = TILE_LAYOUTS[layout.value]
+    box = [lw.static_int(v, a.node_of("box"), "a box extent") for v in _pair(lw, a, "box")]
+    rows, cols = box
+    item = dst.type.dtype.itemsize
+    problem = None
+    if not (1 <= rows <= TILE_BOX_MAX and 1 <= cols <= TILE_BOX_MAX):
+        problem = f"the box is 1 to {TILE_BOX_MAX} elements along each axis, got {rows} x {cols}"
+    elif cols * item % 16 or (tile.row_bytes and cols * item != tile.row_bytes):
+        need = f"{tile.row_bytes} bytes ({tile.row_bytes // item} x {dst.type.dtype.name})" if tile.row_bytes else \
+            "a multiple of 16 bytes"
+        problem = f"a {tile.name} tile row spans {need}; the box's {cols} columns are {cols * item} bytes"
+    elif tile.swizzled and rows % 8:
+        problem = f"a {tile.name} tile holds whole 8-row atoms; the box has {rows} rows"
+    if problem:
+        raise lw.type_error(f"copy_tile(): {problem}", a.node_of("box"))
+    di = a["dst_index"]
+    if isinstance(di, Py) and isinstance(di.value, int) and di.value * item % tile.align:
+        raise lw.type_error(f"copy_tile(): a {tile.name} tile starts on a {tile.align}-byte boundary; element "
+                            f"{di.value} of {dst.type.dtype.name} is byte {di.value * item}", a.node_of("dst_index"))
+    shape = [lw.to_index(v, a.node_of("shape"), "matrix extent") for v in _pair(lw, a, "shape")]
+    coords = [lw.to_index(v, a.node_of("coords"), "tile coordinate") for v in _pair(lw, a, "coords")]
+    ld = lw.to_index(a["ld"], a.node_of("ld"), "row stride") if a.given("ld") and not (
+        isinstance(a["ld"], Py) and a["ld"].value is None) else shape[1]
+    operands = [dst.value, lw.to_index(di, a.node_of("dst_index")).value, src.value, shape[0].value,
+                shape[1].value, ld.value, coords[0].value, coords[1].value, *_barrier_at(lw, a)]
+    lw.emit("tile_copy", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name)
+    return Py(None)
+
+
+def _pair(lw: Any, a: CallArgs, name: str) -> list:
+    v = a[name]
+    items = v.items if isinstance(v, TupleVal) else v.value if isinstance(v, Py) and isinstance(v.value, tuple) \
+        else None
+    if items is None or len(items) != 2:
+        raise lw.type_error(f"copy_tile()'s {name} is a pair (rows, cols), got {describe(v)}", a.node_of(name))
+    return [i if isinstance(i, (Py, RV)) else Py(i) for i in items]
 
 
 @handles("copy_async_commit")

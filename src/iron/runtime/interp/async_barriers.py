@@ -9,7 +9,8 @@ The interpreter runs threads in lock-step, so a wait that does not pass could on
 that is not running: on a GPU it would hang (or, worse, pass on a later phase).  It is an error here, as
 are more arrivals in one step than the phase has left (on a GPU they would spill into the next phase).
 
-Copies tied to a phase (``copy_async_barrier``) land when the phase completes, as late as a GPU may
+Copies tied to a phase (``copy_async_barrier``, and tile copies, which bring the announced bytes) land
+when the phase completes, as late as a GPU may
 land them, so a kernel that reads them before its wait sees the old contents.  For the race check, a wait
 by every thread of a group orders shared memory like ``barrier()`` (its history starts afresh); a wait by
 some threads forgets the accesses of the threads that arrived on the phase it waited for, which the wait
@@ -99,6 +100,21 @@ class AsyncBarriers:
             lanes[threads[(groups == g) & (i == b)]] = True
             self.tied.setdefault((g, b), []).extend(copies.outstanding(lanes))
 
+    def bring(self, op: Op, thread: int, b: int, landing: Any, nbytes: int, memory: Any) -> None:
+        """A tile copy of ``thread`` brings ``nbytes`` to barrier ``b``: it lands when the phase completes."""
+        g = thread // self.threads.threads_per_group
+        if not 0 <= b < self.count:
+            raise self.faults.general(op, f"barrier {b} of '{self.name}' is out of range (it holds {self.count}) in "
+                                          f"{self.faults.thread(thread)}")
+        if self.bytes[g, b] > 0:
+            raise self.faults.general(op, f"a tile copy of {self.faults.thread(thread)} comes after the arrival that "
+                                          f"announced its bytes on barrier {b} of '{self.name}': issue the copies "
+                                          "first, then barrier_arrive(..., bytes=) (before sm_90 and on the targets "
+                                          "without tile copies the arrival must follow them)")
+        self.bytes[g, b] -= nbytes
+        self.tied.setdefault((g, b), []).append(landing)
+        self._complete_if_done(op, g, b, memory)
+
     def wait(self, op: Op, index: np.ndarray, parity: np.ndarray, mask: Mask) -> tuple[np.ndarray, np.ndarray]:
         """Check that every active thread's phase completed.  Returns the groups every thread of which waited,
         and (over a group's threads) those that arrived on the phases the other waiters waited for."""
@@ -108,12 +124,14 @@ class AsyncBarriers:
         if stuck.size:
             k = stuck[0]
             g, b, t = int(groups[k]), int(i[k]), int(threads[k])
-            current = int(self.phase[g, b])
+            current, left = int(self.phase[g, b]), int(self.bytes[g, b])
+            bytes_text = f"{left} bytes outstanding" if left >= 0 else \
+                f"tile copies brought {-left} bytes more than the arrivals announced"
             raise self.faults.general(op, f"{self.faults.thread(t)} waits on barrier {b} of '{self.name}' for a "
                                           f"phase of parity {int(p[k])}, but phase {current} is still in progress "
                                           f"({self.arrivals - int(self.pending[g, b])} of {self.arrivals} "
-                                          f"arrivals, {int(self.bytes[g, b])} bytes outstanding) and no thread "
-                                          "that could complete it runs before this wait: it would never return")
+                                          f"arrivals, {bytes_text}) and no thread that could complete it runs "
+                                          "before this wait: it would never return")
         t = self.threads
         shape = (t.total_groups, t.threads_per_group)
         waited = mask.bits.reshape(shape)

@@ -24,7 +24,7 @@ from ...codegen.mma import MmaStrategy
 from ...core.eval import PURE_ELEMENTWISE_OPS, const_array, eval_pure, np_dtype
 from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import REDUCTION_OPS, info
-from ...core.types import FragmentType, VectorType
+from ...core.types import TILE_LAYOUTS, FragmentType, VectorType
 from . import atomics, subgroups
 from .async_barriers import AsyncBarriers
 from .async_copies import AsyncCopies
@@ -84,7 +84,7 @@ class Executor:
             "frag_fill": self._frag_fill, "frag_load": self._frag_load, "frag_store": self._frag_store,
             "mma": self._mma, "mma_wg": self._mma_wg, "mma_wg_wait": self._mma_wg_wait,
             "abar_alloc": self._abar_alloc, "abar_arrive": self._abar_arrive, "abar_wait": self._abar_wait,
-            "abar_copies": self._abar_copies,
+            "abar_copies": self._abar_copies, "tile_copy": self._tile_copy,
         }
 
     # ------------------------------------------------------------ entry
@@ -309,6 +309,28 @@ class Executor:
                                                   int(arrived[g].sum()), int(expected[g].sum()))
         self.memory.barrier(groups)
 
+    def _tile_copy(self, op: Op, env: Env, mask: Mask) -> None:
+        """Each issuing thread reads its box now (zeros outside the matrix) and writes the shared tile when
+        its barrier's phase completes (docs/ir.md, "Tile copies")."""
+        dst, di, src, rows, cols, ld, row, col, bars, bi = (env[v] for v in op.operands)
+        box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
+        layout, item = TILE_LAYOUTS[op.attrs["layout"]], dst.dtype.itemsize
+        r, c = (x.reshape(-1) for x in np.meshgrid(np.arange(box_r), np.arange(box_c), indexing="ij"))
+        offsets = layout.index(r, c, box_c, item)
+        for t in mask.indices:
+            t = int(t)
+            base = int(di[t])
+            if base * item % layout.align:
+                raise self.faults.general(op, f"a {layout.name} tile starts on a {layout.align}-byte boundary; "
+                                              f"element {base} of '{dst.name}' is byte {base * item} in "
+                                              f"{self.faults.thread(t)}")
+            gr, gc = int(row[t]) + r, int(col[t]) + c
+            inside = (gr >= 0) & (gr < int(rows[t])) & (gc >= 0) & (gc < int(cols[t]))
+            values = np.zeros(box_r * box_c, dtype=dst.data.dtype)
+            values[inside] = self.memory.gather(op, src, t, gr[inside] * int(ld[t]) + gc[inside])
+            at = self.memory.elements(op, dst, t, base + offsets)
+            bars.bring(op, t, int(bi[t]), _TileLanding(op, dst, at, values), box_r * box_c * item, self.memory)
+
     def _abar_alloc(self, op: Op, env: Env, mask: Mask) -> AsyncBarriers:
         """Made by the whole group, like a barrier (a thread that returned early is reported)."""
         self._barrier(op, env, mask)
@@ -366,6 +388,16 @@ class Executor:
 
     def _mma_wg_wait(self, op: Op, env: Env, mask: Mask) -> None:
         self.fragments.retire(op.attrs["pending"])
+
+
+class _TileLanding:
+    """A tile copy's shared-memory write, made when its barrier's phase completes."""
+
+    def __init__(self, op: Op, dst: Buffer, at: Any, values: np.ndarray):
+        self.op, self.dst, self.at, self.values = op, dst, at, values
+
+    def land(self, memory: Memory) -> None:
+        memory.place(self.op, self.dst, self.at, self.values)
 
 
 def _is_negative_constant(v: Value) -> bool:

@@ -132,6 +132,26 @@ class Memory:
         self.track(op, buf, "write", at, width)
         buf.data[at.flat[:, None] + np.arange(width)] = values if at.threads is None else values[at.threads]
 
+    # ------------------------------------------------------------ one thread's many elements (tile copies)
+    def elements(self, op: Op, buf: Buffer, thread: int, index: np.ndarray) -> Located:
+        """Where ``index`` (many elements, all of one thread) lies in ``buf``; out of bounds is an error."""
+        idx = index.astype(np.int64, copy=False)
+        bad = np.flatnonzero((idx < 0) | (idx >= buf.size))
+        if bad.size:
+            raise self.faults.out_of_bounds(op, buf.name, int(idx[bad[0]]), buf.size, thread)
+        threads = np.full(idx.size, thread, dtype=np.int64)
+        flat = idx + int(self.threads.linear_group[thread]) * buf.size if buf.shared else idx
+        return Located(threads, idx, flat)
+
+    def gather(self, op: Op, buf: Buffer, thread: int, index: np.ndarray) -> np.ndarray:
+        at = self.elements(op, buf, thread, index)
+        self.track(op, buf, "read", at)
+        return buf.data[at.flat]
+
+    def place(self, op: Op, buf: Buffer, at: Located, values: np.ndarray) -> None:
+        self.track(op, buf, "write", at)
+        buf.data[at.flat] = values
+
     # ------------------------------------------------------------ race tracking
     def op_id(self, op: Op) -> int:
         key = id(op)
