@@ -300,3 +300,64 @@ def test_copy_tile_misuse_is_a_compile_error(case, message) -> None:
         bad_tile.ir(CASE=case)
     assert "test_async_barriers.py" in str(info.value)
 
+
+
+# ---------------------------------------------------------------- tile copies in hardware (TMA, CUDA sm_90)
+
+@kernel(variants(ROWS=["param", "computed"]))
+def two_maps(a: In[f32], b: In[f32], out: Tensor[f32], m: int, n: int):
+    bars = async_barriers(1)
+    s = shared(f32, 4 * 256)
+    rows = m if ROWS == "param" else m * 2
+    if thread_id(0) == 0:
+        copy_tile(s, 0, a, (rows, 32), (0, 0), (8, 32), bars, 0, layout="rows")
+        copy_tile(s, 256, a, (rows, 32), (8, 0), (8, 32), bars, 0, ld=32, layout="rows")  # the same map
+        copy_tile(s, 512, b, (n, 64), (0, 0), (16, 32), bars, 0, ld=64)
+        barrier_arrive(bars, 0, 2 * 1024 + 2048)
+    barrier_wait(bars, 0, 0)
+    out[thread_id(0)] = s[thread_id(0)]
+
+
+def _cuda(ir, arch: str):
+    return emit_kernel(run_pipeline(ir, PassContext.for_target("cuda")), "cuda", profile("cuda", arch))
+
+
+def test_sm90_copies_tiles_with_tensor_maps_in_the_parameter_block() -> None:
+    from iron.runtime.cuda.manifest import abi_from_json
+    from iron.runtime.cuda.packer import ArgBuffer
+
+    emitted = _cuda(two_maps.ir(ROWS="param"), "sm_90")
+    abi, source = emitted.abi, emitted.source
+    assert [(m.tensor, m.rows, m.cols, m.ld, m.box, m.layout) for m in abi.maps] == [
+        ("a", "m", 32, 32, (8, 32), "rows"), ("b", "n", 64, 64, (16, 32), "sw128")]
+    assert [m.offset for m in abi.maps] == [64, 192] and abi.params_size == 320
+    assert abi_from_json(abi.to_json()) == abi
+    assert ArgBuffer(abi).struct.size == 8 * 3 + 320
+    assert "const __grid_constant__ IronParams p" in source and "iron_tensor_map iron_map_1;  // offset 192" in source
+    assert source.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 3
+    assert source.count("&p.iron_map_0") == 2 and "if (tile_2 & 1023u) __trap();" in source
+    older = _cuda(two_maps.ir(ROWS="param"), "sm_80")
+    assert not older.abi.maps and "cp.async.bulk" not in older.source and "copy_tile: 16 x 32 f32" in older.source
+
+
+def test_sm90_needs_a_map_the_host_can_build() -> None:
+    with pytest.raises(UnsupportedOnTarget, match="copy_tile's rows is computed in the kernel") as info:
+        _cuda(two_maps.ir(ROWS="computed"), "sm_90")
+    assert_located(info.value, HERE, "copy_tile(s, 0, a, (rows, 32)")
+    assert "cp.async.bulk" not in _cuda(two_maps.ir(ROWS="computed"), "sm_80").source
+
+
+def test_a_launch_encodes_what_tma_can_copy() -> None:
+    """The driver's encoding of a map at one launch: innermost dimension first, and TMA's rules as errors."""
+    from iron.codegen.tensor_maps import encoding
+
+    m = _cuda(two_maps.ir(ROWS="param"), "sm_90").abi.maps[1]
+    enc = encoding(m, 0x10000, {"m": 3, "n": 5}, 5 * 64)
+    assert (enc.dims, enc.row_stride_bytes, enc.box, enc.swizzle_128b) == ((64, 5), 256, (32, 16), True)
+    for address, scalars, elements, message in [
+        (0x10004, {"n": 5}, 320, "16-byte aligned"),
+        (0x10000, {"n": 6}, 320, "ends past the tensor's 320 elements"),
+        (0x10000, {"n": 0}, 320, "the matrix is empty"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            encoding(m, address, scalars, elements)

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 from ..core import dtypes as D
 from ..core.ir import Kernel
 from ..core.types import ScalarType, TensorType
+from .tensor_maps import MAP_ALIGN, MAP_BYTES, TensorMap, find_tensor_maps
 
 #: The storage type of a scalar of each dtype in the parameter block.
 _WIDENED = {D.i8: D.i32, D.i16: D.i32, D.u8: D.u32, D.u16: D.u32, D.f16: D.f32, D.bf16: D.f32, D.bool_: D.u32}
@@ -64,6 +65,8 @@ class KernelABI:
     tensors: tuple[TensorArg, ...]
     fields: tuple[Field, ...]
     params_size: int
+    #: Tensor maps after the fields (targets that copy tiles in hardware: :mod:`.tensor_maps`).
+    maps: tuple[TensorMap, ...] = ()
 
     @property
     def params_binding(self) -> int:
@@ -85,6 +88,7 @@ class KernelABI:
                         "kind": f.kind, **({"of": f.of} if f.of else {}),
                         **({"axis": f.axis} if f.axis is not None else {})} for f in self.fields],
             "params_size": self.params_size,
+            **({"maps": [m.to_json() for m in self.maps]} if self.maps else {}),
         }
 
 
@@ -150,6 +154,16 @@ def kernel_abi(k: Kernel) -> KernelABI:
         add(f"iron_size_{name}", D.u32, "size", of=name)
     size = max(8, (offset + 7) // 8 * 8)
     return KernelABI(entry_name(k), tuple(tensors), tuple(fields), size)
+
+
+def with_tensor_maps(abi: KernelABI, kernel: Kernel) -> KernelABI:
+    """``abi`` with the tensor maps of ``kernel``'s tile copies appended to its parameter block (64-byte
+    aligned, the block then a multiple of 64 bytes); ``abi`` itself when it has none."""
+    maps = find_tensor_maps(kernel, abi.params_size)
+    if not maps:
+        return abi
+    end = maps[-1].offset + MAP_BYTES
+    return KernelABI(abi.entry, abi.tensors, abi.fields, -(-end // MAP_ALIGN) * MAP_ALIGN, maps)
 
 
 def pack_params(abi: KernelABI, scalars: dict[str, Any], grid: Sequence[int], sizes: dict[str, int]) -> bytes:

@@ -152,9 +152,10 @@ def _cuda(arch: str, mma: str | None) -> TargetProfile:
     sm = int(arch[3:].rstrip("a"))
     atomics = _CUDA_ATOMICS if sm >= 80 else _CUDA_ATOMICS - {("add", "bf16")}
     # wgmma (mma_wg) exists on sm_90 alone (Blackwell dropped it); code using it is built for sm_90a.
-    # mbarrier objects exist from sm_80; arrivals that expect bytes (tile copies) and try_wait from sm_90.
+    # mbarrier objects exist from sm_80; arrivals that expect bytes, try_wait and tile copies in hardware (TMA)
+    # from sm_90.
     features = frozenset({"subgroups", "f64", "mbarrier"} | ({"wgmma"} if sm == 90 else set())
-                         | ({"mbarrier_tx"} if sm >= 90 else set()))
+                         | ({"mbarrier_tx", "tma"} if sm >= 90 else set()))
     return TargetProfile("cuda", arch, 32, 1024, (1024, 1024, 64), 48 * 1024, _ALL_DTYPES, atomics, atomics, mma,
                          features, max_shared_bytes_optin=_CUDA_SHARED_OPTIN[sm])
 

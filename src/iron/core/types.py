@@ -63,8 +63,9 @@ class TileLayout:
         return row * (128 // itemsize) + (((col // chunk) ^ (row % 8)) * chunk) + col % chunk
 
 
-#: The shared tile layouts by name: ``rows`` (row-major, 16-byte aligned) and ``sw128`` (``mma_wg``'s).
-TILE_LAYOUTS = {layout.name: layout for layout in (TileLayout("rows", 0, 16, False),
+#: The shared tile layouts by name: ``rows`` (row-major) and ``sw128`` (``mma_wg``'s); TMA writes tiles at least
+#: 128-byte aligned.
+TILE_LAYOUTS = {layout.name: layout for layout in (TileLayout("rows", 0, 128, False),
                                                    TileLayout("sw128", 128, 1024, True))}
 #: The largest extent of a tile copy's box along each axis (TMA's limit).
 TILE_BOX_MAX = 256

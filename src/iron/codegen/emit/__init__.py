@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ...core.errors import IronCompileError
 from ...core.ir import Kernel, Op
-from ..abi import KernelABI, kernel_abi
+from ..abi import KernelABI, kernel_abi, with_tensor_maps
 from ...core.ops import WHOLE_GROUP_OPS
 from ..capabilities import check_kernel, shared_bytes
 from ..backends import EMITTING, UnknownTargetError, get_target
@@ -106,6 +106,11 @@ def emit_legal(kernel: Kernel, legal: Kernel, target: str, profile: TargetProfil
     """The source of ``legal`` (:func:`legalise` of ``kernel``), whose ABI is ``kernel``'s."""
     backend = get_target(target)
     abi = kernel_abi(kernel)
+    if "tma" in profile.features:
+        try:
+            abi = with_tensor_maps(abi, legal)
+        except IronCompileError as e:
+            raise e.with_kernel(kernel.name) from None
     cls = backend.dialect_class()
     dialect = cls(profile, kernel.name, loop_guard=True) if loop_guard else cls(profile, kernel.name)
     source = KernelPrinter(legal, dialect, abi).print()

@@ -17,7 +17,7 @@ from typing import Any
 
 from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import FRAGMENT_OPS, OPS
-from ...core.types import FragmentType
+from ...core.types import TILE_LAYOUTS, FragmentType
 from ..abi import KernelABI
 from .fragments import FragmentPrinter
 from .names import Namer, field_ident
@@ -131,6 +131,9 @@ class KernelPrinter:
             elif op.opcode == "mma_wg":  # swizzled tiles start on 1024-byte atoms of their array
                 for t in (op.operands[0], op.operands[2]):
                     vector_bytes[t] = max(vector_bytes[t], 1024)
+            elif op.opcode == "tile_copy":  # tiles start at their layout's alignment in their array
+                t = op.operands[0]
+                vector_bytes[t] = max(vector_bytes[t], TILE_LAYOUTS[op.attrs["layout"]].align)
         for op in k.walk():
             if op.opcode == "shared_alloc":
                 name = self.names.define(op.result)

@@ -18,8 +18,9 @@ from typing import Any, ClassVar
 
 from ...core import dtypes as D
 from ...core.ir import Op
-from ...core.types import VectorType
+from ...core.types import TILE_LAYOUTS, VectorType
 from ..mma import get_strategy
+from ..tensor_maps import map_name
 from . import cxx_helpers as H
 from .cstyle import ModuleParts, Operand
 from .dialect import Dialect
@@ -285,7 +286,8 @@ class CxxDialect(Dialect):
         for (name, value), arg in zip(parts.tensors, abi.tensors):
             const = "const " if arg.access == "read" else ""
             params.append(f"{const}{self.scalar_names[value.type.dtype]}* {name}")
-        params.append("IronParams p")
+        # Tensor maps must stay in parameter memory, where TMA reads them: a grid constant, never copied.
+        params.append("const __grid_constant__ IronParams p" if abi.maps else "IronParams p")
         head = f'extern "C" __global__ void {abi.entry}('
         if len(head) + sum(len(q) + 2 for q in params) <= 100:
             lines.append(f'{head}{", ".join(params)}) {{')
@@ -434,6 +436,30 @@ class CudaDialect(CxxDialect):
         lines += ['asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");', *self.warpgroup_wait(op)]
         return ["{  // mma_wg: " + f"64x{n}x{k} {kind}, B {'k-major' if major == 'k' else 'n-major'}",
                 *(ind + line for line in lines), "}"]
+
+    def tile_copy(self, op: Op, args: list[Operand]) -> None:
+        """``cp.async.bulk.tensor`` (TMA, sm_90) from the launch's tensor map into the shared tile, completing
+        its bytes on the barrier; the portable copy loop before sm_90.  A tile off its layout's alignment
+        would be written wrongly, so the kernel traps instead."""
+        if "tma" not in self.profile.features:
+            super().tile_copy(op, args)
+            return
+        p = self.printer
+        dst, di, _, _, _, _, row, col, bars, bi = args
+        name = map_name(op, p.kernel, p.abi.maps)
+        align = TILE_LAYOUTS[op.attrs["layout"]].align
+        tile, bar = p.temp("tile"), p.temp("bar")
+        for line in [
+            f"{{  // copy_tile: {op.attrs['box_rows']} x {op.attrs['box_cols']} {dst.dtype}, {op.attrs['layout']}",
+            f"  const unsigned int {tile} = (unsigned int)__cvta_generic_to_shared(&{dst.text}[{self.index_text(di)}]);",
+            f"  const unsigned int {bar} = (unsigned int)__cvta_generic_to_shared(&{bars.text}[{self.index_text(bi)}]);",
+            f"  if ({tile} & {align - 1}u) __trap();  // a tile off its {align}-byte alignment",
+            '  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "',
+            '               "[%0], [%1, {%2, %3}], [%4];"',
+            f'               :: "r"({tile}), "l"(reinterpret_cast<unsigned long long>(&p.{name})), "r"((int)({col.text})), '
+            f'"r"((int)({row.text})), "r"({bar}) : "memory");',
+                "}"]:
+            p.line(line)
 
     def async_barrier(self, op: Op, args: list[Operand], name: str) -> list[str]:
         """``mbarrier`` objects in shared memory (sm_80+; arrivals with bytes and ``try_wait`` on sm_90).

@@ -148,6 +148,13 @@ def params_struct(dialect: Any, abi: KernelABI) -> list[str]:
         lines.append(f"{dialect.indent}{dialect.scalar_names[f.storage]} {member};  // offset {f.offset}")
         end = f.offset + f.storage.itemsize
         align = max(align, f.storage.itemsize)
+    if abi.maps:  # tensor maps: opaque 128-byte descriptors the host encodes (codegen/tensor_maps.py)
+        lines[:0] = ["// A tensor map (CUtensorMap): an opaque TMA descriptor, 64-byte aligned.",
+                     "struct alignas(64) iron_tensor_map { unsigned long long opaque[16]; };", ""]
+        for m in abi.maps:
+            lines.append(f"{dialect.indent}iron_tensor_map {m.name};  // offset {m.offset}: {m.tensor}, box "
+                         f"{m.box[0]} x {m.box[1]}, {m.layout}")
+        end, align = abi.maps[-1].offset + 128, 64
     natural = (end + align - 1) // align * align
     for n in range((abi.params_size - natural) // 4):
         lines.append(f"{dialect.indent}{dialect.scalar_names[D.u32]} iron_pad{n};")

@@ -127,7 +127,8 @@ def _load(device: "CudaDevice", variant: Variant, folder: Path) -> AotKernel:
         sig = of_abi(variant.entry, variant.abi, list(variant.order) if variant.order else None)
     except ValueError as e:
         raise AotError(f"'{variant.entry}': {e}") from None
-    plan = KernelPlan(sig, module, loaded.function, _launch_check(device, variant, loaded.max_threads))
+    plan = KernelPlan(sig, module, loaded.function, _launch_check(device, variant, loaded.max_threads),
+                      maps=device._tensor_maps)
     return AotKernel(device, variant, plan, path)
 
 

@@ -43,6 +43,7 @@ from .pools import device_pool, pinned_pool
 from .signature import of_kernel
 from .staging import Stager
 from .streams import StreamOrder, Timer
+from .tensor_maps import TensorMapEncoder
 
 if TYPE_CHECKING:
     from .aot import AotLibrary
@@ -70,6 +71,7 @@ class CudaDevice:
                  follow_streams: bool = True, driver: Any = None, toolchain: Any = None) -> None:
         drv = driver if driver is not None else load_driver()
         self._drv = drv
+        self._tensor_maps = TensorMapEncoder(drv)
         # The native launch calls the real driver's cuLaunchKernel: never with a substituted driver (tests).
         self._native = load_native() if driver is None else None
         self._lock = threading.RLock()
@@ -258,7 +260,8 @@ class CudaDevice:
             compiled = self.compile(kernel)
             loaded = self._modules.load(compiled)
             check_launch = functools.partial(emitted_check, compiled.emitted, loaded.max_threads)
-            plan = KernelPlan(of_kernel(kernel), compiled, loaded.function, check_launch, keep=kernel)
+            plan = KernelPlan(of_kernel(kernel), compiled, loaded.function, check_launch, keep=kernel,
+                              maps=self._tensor_maps)
             self._plans[id(kernel)] = plan
         return plan
 

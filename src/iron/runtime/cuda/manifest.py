@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...codegen.abi import Field, KernelABI, TensorArg
+from ...codegen.tensor_maps import TensorMap
 from ...core import dtypes as D
 from .arch import binary_runs_on, sm_number
 from .errors import AotError
@@ -53,7 +54,8 @@ def abi_from_json(d: dict[str, Any]) -> KernelABI:
     tensors = tuple(TensorArg(t["name"], D.by_name(t["dtype"]), int(t["binding"]), t["access"]) for t in d["tensors"])
     fields = tuple(Field(f["name"], D.by_name(f["storage"]), D.by_name(f["dtype"]), int(f["offset"]), f["kind"],
                          f.get("of"), f.get("axis")) for f in d["params"])
-    return KernelABI(d["entry"], tensors, fields, int(d["params_size"]))
+    maps = tuple(TensorMap.from_json(m) for m in d.get("maps", ()))
+    return KernelABI(d["entry"], tensors, fields, int(d["params_size"]), maps)
 
 
 def read_manifest(folder: Path) -> list[Variant]:

@@ -18,6 +18,7 @@ import struct
 from typing import Sequence
 
 from ...codegen.abi import KernelABI
+from ...codegen.tensor_maps import MAP_BYTES
 from ...core import dtypes as D
 
 _CODES = {D.i32: "i", D.u32: "I", D.i64: "q", D.u64: "Q", D.f32: "f", D.f64: "d"}
@@ -27,11 +28,12 @@ POINTER = 8
 def block_format(abi: KernelABI) -> str:
     """The ``struct`` format (no byte-order prefix) of the parameter block, padding included."""
     out, offset = [], 0
-    for f in abi.fields:
-        if f.offset < offset:
-            raise ValueError(f"field {f.name} at offset {f.offset} overlaps the one before it")
-        out.append("x" * (f.offset - offset) + _CODES[f.storage])
-        offset = f.offset + f.storage.itemsize
+    for name, at, code, size in [(f.name, f.offset, _CODES[f.storage], f.storage.itemsize) for f in abi.fields] + \
+            [(m.name, m.offset, f"{MAP_BYTES}s", MAP_BYTES) for m in abi.maps]:
+        if at < offset:
+            raise ValueError(f"field {name} at offset {at} overlaps the one before it")
+        out.append("x" * (at - offset) + code)
+        offset = at + size
     if offset > abi.params_size:
         raise ValueError(f"the parameter block's fields end at {offset}, past its size {abi.params_size}")
     out.append("x" * (abi.params_size - offset))
@@ -55,10 +57,11 @@ class ArgBuffer:
 
     def order(self) -> list[tuple[str, object]]:
         """What each value of :meth:`pack` is: ("pointer", tensor name) per tensor, then per field
-        (field kind, its parameter name / grid axis / sized tensor name)."""
+        (field kind, its parameter name / grid axis / sized tensor name), then ("tensormap", map) per map."""
         out: list[tuple[str, object]] = [("pointer", t.name) for t in self.abi.tensors]
         for f in self.abi.fields:
             out.append((f.kind, f.name if f.kind == "param" else f.axis if f.kind == "grid" else f.of))
+        out += [("tensormap", m) for m in self.abi.maps]  # 128 bytes each, encoded per launch
         return out
 
     def pack(self, values: Sequence[int | float]) -> None:

@@ -19,6 +19,7 @@ from ..interp.args import normalize_geometry
 from .binding import Bound
 from .packer import ArgBuffer
 from .signature import Signature, scalar_converter
+from .tensor_maps import TensorMapEncoder
 
 #: Blocks per grid axis the driver accepts (x, y, z).
 MAX_BLOCKS = (2**31 - 1, 65535, 65535)
@@ -41,7 +42,8 @@ class KernelPlan:
     """
 
     def __init__(self, signature: Signature, module: Artifact, function: Any,
-                 check_launch: Callable[[tuple[int, ...], tuple[int, ...]], None], keep: Any = None) -> None:
+                 check_launch: Callable[[tuple[int, ...], tuple[int, ...]], None], keep: Any = None,
+                 maps: TensorMapEncoder | None = None) -> None:
         self.signature = signature
         self.module = module
         self.function = function
@@ -58,6 +60,11 @@ class KernelPlan:
         self.fast_by_kinds: dict[tuple[str, ...], Callable[..., bool]] = {}
         #: The kernel object the plan was made for, kept so its id() stays unique while the plan lives.
         self.keep = keep
+        #: Encodes the kernel's tensor maps at each launch (a kernel with tile copies on sm_90).
+        self.maps = maps
+        if self.abi.maps and maps is None:
+            raise LaunchError(f"kernel '{signature.kernel}' copies tiles with tensor maps, which this device cannot "
+                              "encode (no CUDA driver)")
         names = {p.name for p in signature.params}
         missing = [t.name for t in self.abi.tensors if t.name not in names]
         missing += [f.name for f in self.abi.fields if f.kind == "param" and f.name not in names]
@@ -105,6 +112,10 @@ class KernelPlan:
                 out.append(bound.scalars[what])  # type: ignore[index]
             elif kind == "grid":
                 out.append(geo.grid[what])  # type: ignore[index]
+            elif kind == "tensormap":
+                m = what
+                out.append(self.maps.encode(self.signature.kernel, m, pointers[m.tensor], bound.scalars,  # type: ignore
+                                            bound.counts[m.tensor]))
             else:
                 out.append(bound.counts[what])  # type: ignore[index]
         return out

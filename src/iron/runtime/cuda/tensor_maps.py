@@ -1,0 +1,56 @@
+"""Encoding a kernel's tensor maps (TMA descriptors) for a launch, through the driver, cached.
+
+A map depends on the tensor's address and on scalar arguments (its extents and row stride), so it is
+encoded at launch (``cuTensorMapEncodeTiled``, a host-side call) and remembered by everything it depends
+on: launches over the same arrays reuse the bytes.  A launch whose arguments break TMA's rules (an address
+or row stride off 16 bytes, a matrix past its tensor) is a LaunchError naming the copy, before the kernel
+runs; the portable path would read such a matrix, the hardware cannot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...codegen.tensor_maps import Encoding, TensorMap, encoding
+from ...core import dtypes as D
+from ...core.errors import LaunchError
+
+_MAX_CACHED = 1024
+
+
+class TensorMapEncoder:
+    """Encodes maps with the driver module ``drv`` (cuda.bindings.driver), remembering the last ones."""
+
+    def __init__(self, drv: Any) -> None:
+        self.drv = drv
+        self._cache: dict[Encoding, bytes] = {}
+
+    def encode(self, kernel: str, m: TensorMap, address: int, scalars: dict[str, Any], elements: int) -> bytes:
+        try:
+            enc = encoding(m, address, scalars, elements)
+        except ValueError as e:
+            raise LaunchError(f"kernel '{kernel}': {e}") from None
+        found = self._cache.get(enc)
+        if found is None:
+            if len(self._cache) >= _MAX_CACHED:
+                self._cache.clear()
+            found = self._cache[enc] = self._encode(kernel, enc)
+        return found
+
+    def _encode(self, kernel: str, enc: Encoding) -> bytes:
+        d = self.drv
+        u64, u32 = d.cuuint64_t, d.cuuint32_t
+        names = {D.f16: "FLOAT16", D.bf16: "BFLOAT16", D.f32: "FLOAT32", D.f64: "FLOAT64", D.i32: "INT32",
+                 D.u32: "UINT32", D.i64: "INT64", D.u64: "UINT64", D.u8: "UINT8", D.i8: "UINT8", D.u16: "UINT16",
+                 D.i16: "UINT16"}
+        kind = getattr(d.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{names[enc.dtype]}")
+        swizzle = d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if enc.swizzle_128b else \
+            d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE
+        err, tmap = d.cuTensorMapEncodeTiled(
+            kind, 2, enc.address, [u64(x) for x in enc.dims], [u64(enc.row_stride_bytes)], [u32(x) for x in enc.box],
+            [u32(1), u32(1)], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+            d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+        if int(err):
+            raise LaunchError(f"kernel '{kernel}': the driver refused a tensor map ({enc}): {err}")
+        return b"".join(int(w).to_bytes(8, "little") for w in tmap.opaque)
