@@ -170,7 +170,7 @@ def test_cuda_emits_wgmma_for_sm90a(require_toolchain):
     emitted = emit_kernel(kern, "cuda")
     src = emitted.source
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in src and ", p, 1, 1, 0, 1;" in src  # trans-b
-    assert "fence.proxy.async.shared::cta" in src and "alignas(1024)" in src
+    assert "fence.proxy.async.shared::cta" in src and "__align__(1024) unsigned char iron_dynamic_shared[]" in src
     assert "wgmma.wait_group.sync.aligned 1;" in src and "wgmma.wait_group.sync.aligned 0;" in src
     assert nvrtc.arch_for_source(src, "sm_90") == "sm_90a" and nvrtc.arch_for_source("int x;", "sm_90") == "sm_90"
     report = nvrtc.compile_cuda(src, arch="sm_90a").report

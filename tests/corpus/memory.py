@@ -363,7 +363,7 @@ BARRIER_RING = CorpusCase(
 
 # ---------------------------------------------------------------- tile copies
 
-TILE_ROWS, TILE_COLS, TILE_SHIFT = 16, 40, (-3, -5)
+TILE_ROWS, TILE_COLS, TILE_SHIFT = 16, 40, (-3, -8)  # columns move by 16 bytes (TILE_COL_ALIGN_BYTES)
 
 
 @kernel(variants(T=[f32, f16, bf16], LAYOUT=["sw128", "rows"], BC=[8, 32, 64]))

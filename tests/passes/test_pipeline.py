@@ -188,9 +188,12 @@ def test_targets_with_one_passes_key_get_the_same_optimised_kernel():
     """iron build shares one pipeline run between targets whose PassContext.passes_key agrees: the passes may
     read the target only through it (a pass that reads ctx.target fails here)."""
     from corpus import CASES
+    from corpus.case import Run
+    from corpus.harness import fresh_args, frontend_ir, make_inputs
 
     for case in CASES[::7]:
-        ir = case.kernel.ir(**case.bindings[0])
+        run = Run(case.sizes[0], case.bindings[0])
+        ir = frontend_ir(case, run, fresh_args(case, make_inputs(case, run, 0)))
         by_key: dict = {}
         for target in TARGETS:
             ctx = PassContext.for_target(target)

@@ -69,6 +69,9 @@ TILE_LAYOUTS = {layout.name: layout for layout in (TileLayout("rows", 0, 128, Fa
                                                    TileLayout("sw128", 128, 1024, True))}
 #: The largest extent of a tile copy's box along each axis (TMA's limit).
 TILE_BOX_MAX = 256
+#: A box's first column, in bytes from its row's start, is a multiple of this: TMA's rule (on the H200 a copy
+#: from column 3 or 5 of an f32 matrix raises an illegal instruction; 4, 8 and -4 copy).
+TILE_COL_ALIGN_BYTES = 16
 
 
 class IRType:

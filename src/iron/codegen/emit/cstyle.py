@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...core import dtypes as D
 from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import FRAGMENT_OPS, OPS
 from ...core.types import TILE_LAYOUTS, FragmentType
@@ -141,6 +142,9 @@ class KernelPrinter:
                 t = op.result.type
                 align = max(vector_bytes[op.result], t.dtype.itemsize)
                 self.shared.append(SharedArray(name, op.result, t.dtype, t.num_elements, align))
+            elif op.opcode == "abar_alloc" and self.d.barrier_words:  # 8-byte words among the shared arrays
+                self.shared.append(SharedArray(self.names.define(op.result, "bars"), op.result, D.u64,
+                                               op.attrs["count"], 8))
         for p in k.params:
             if not p.is_tensor:
                 field_ = _param_field(self.abi, p.name)

@@ -257,21 +257,24 @@ class CxxDialect(Dialect):
     def shared_lines(self, arrays: list[tuple[str, str, int, int, int]]) -> list[str]:
         """Declarations of the shared arrays ``(name, C type, bytes, align, element bytes)``.
 
-        Static ``__shared__`` arrays while they fit the profile's static limit; past it (CUDA's 48 KiB),
-        pointers into one dynamic ``extern __shared__`` block, each at an offset aligned to 16 bytes or its own
-        alignment (1024 for ``mma_wg``'s tiles), whose
-        size goes in ``dynamic_shared_bytes`` for the runtime to opt in to and launch with.
+        Static ``__shared__`` arrays while they fit the profile's static limit; past it (CUDA's 48 KiB), or when
+        one needs more than 16-byte alignment, pointers into one dynamic ``extern __shared__`` block, the most
+        aligned first, each at an offset aligned to 16 bytes or its own alignment (1024 for ``mma_wg``'s tiles),
+        whose size goes in ``dynamic_shared_bytes`` for the runtime to opt in to and launch with.
         """
         total = sum(size for _, _, size, _, _ in arrays)
         self.dynamic_shared_bytes = 0
-        if total <= self.profile.max_shared_bytes or not self.profile.max_shared_bytes_optin:
+        # Arrays aligned past 16 bytes (swizzled and TMA tiles) go in the dynamic block too: its base is aligned,
+        # whereas static __shared__ arrays are not reliably placed on 128- or 1024-byte boundaries.
+        wide = any(align > 16 for _, _, _, align, _ in arrays)
+        if (total <= self.profile.max_shared_bytes and not wide) or not self.profile.max_shared_bytes_optin:
             # alignas first: hip-clang rejects an attribute list after __shared__ (NVRTC takes either order).
             return [f"{f'alignas({align}) ' if align > item else ''}__shared__ {ctype} {name}[{size // item}];"
                     for name, ctype, size, align, item in arrays]
         block_align = max([16] + [align for _, _, _, align, _ in arrays])
         lines = [f"extern __shared__ __align__({block_align}) unsigned char {DYNAMIC_SHARED}[];"]
         offset = 0
-        for name, ctype, size, align, _ in arrays:
+        for name, ctype, size, align, _ in sorted(arrays, key=lambda a: -a[3]):
             offset = -(-offset // max(align, 16)) * max(align, 16)
             lines.append(f"{ctype}* const {name} = reinterpret_cast<{ctype}*>({DYNAMIC_SHARED} + {offset});")
             offset += -(-size // 16) * 16
@@ -437,6 +440,10 @@ class CudaDialect(CxxDialect):
         return ["{  // mma_wg: " + f"64x{n}x{k} {kind}, B {'k-major' if major == 'k' else 'n-major'}",
                 *(ind + line for line in lines), "}"]
 
+    @property
+    def barrier_words(self) -> bool:  # type: ignore[override]
+        return "mbarrier" in self.profile.features
+
     def tile_copy(self, op: Op, args: list[Operand]) -> None:
         """``cp.async.bulk.tensor`` (TMA, sm_90) from the launch's tensor map into the shared tile, completing
         its bytes on the barrier; the portable copy loop before sm_90.  A tile off its layout's alignment
@@ -464,7 +471,8 @@ class CudaDialect(CxxDialect):
     def async_barrier(self, op: Op, args: list[Operand], name: str) -> list[str]:
         """``mbarrier`` objects in shared memory (sm_80+; arrivals with bytes and ``try_wait`` on sm_90).
 
-        ``abar_alloc`` declares them and has one thread initialise them, then a group barrier (with
+        They are 8-byte words among the shared arrays; ``abar_alloc`` has one thread initialise them, then a
+        group barrier (with
         ``fence.mbarrier_init`` on sm_90, so the async proxy sees them too); an arrival with bytes is
         ``arrive.expect_tx``, a wait spins on its parity, and ``copy_async_barrier`` is
         ``cp.async.mbarrier.arrive`` without ``.noinc``: the phase waits for the copies, net arrivals 0.
@@ -474,8 +482,7 @@ class CudaDialect(CxxDialect):
         code, tx = op.opcode, "mbarrier_tx" in self.profile.features
         if code == "abar_alloc":
             n, arrivals = op.attrs["count"], op.attrs["arrivals"]
-            lines = [f"__shared__ alignas(8) unsigned long long {name}[{n}];",
-                     "if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {",
+            lines = ["if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {",
                      f"{self.indent}for (int iron_b = 0; iron_b < {n}; ++iron_b) {{",
                      f'{self.indent * 2}asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" '
                      f':: "r"((unsigned int)__cvta_generic_to_shared(&{name}[iron_b])), "r"({arrivals}) : "memory");',

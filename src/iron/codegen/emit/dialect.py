@@ -350,6 +350,9 @@ class Dialect:
     def _as_i32(self, x: Operand) -> Operand:
         return x if x.dtype == D.i32 else Operand(self.convert(x, x.dtype, D.i32), ScalarType(D.i32))
 
+    #: Whether asynchronous barriers are words of shared memory, declared among the shared arrays.
+    barrier_words = False
+
     def async_barrier(self, op: Op, args: list[Operand], name: str) -> list[str]:
         """The lines of an asynchronous-barrier op (``abar_*``).  Here the portable form, for targets without
         them: every thread runs the same arrivals and waits in program order (the capability check refuses a

@@ -24,7 +24,7 @@ from ...codegen.mma import MmaStrategy
 from ...core.eval import PURE_ELEMENTWISE_OPS, const_array, eval_pure, np_dtype
 from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import REDUCTION_OPS, info
-from ...core.types import TILE_LAYOUTS, FragmentType, VectorType
+from ...core.types import TILE_COL_ALIGN_BYTES, TILE_LAYOUTS, FragmentType, VectorType
 from . import atomics, subgroups
 from .async_barriers import AsyncBarriers
 from .async_copies import AsyncCopies
@@ -324,6 +324,11 @@ class Executor:
                 raise self.faults.general(op, f"a {layout.name} tile starts on a {layout.align}-byte boundary; "
                                               f"element {base} of '{dst.name}' is byte {base * item} in "
                                               f"{self.faults.thread(t)}")
+            if int(col[t]) * item % TILE_COL_ALIGN_BYTES:
+                raise self.faults.general(op, f"a tile copy starts on a column that is a multiple of "
+                                              f"{TILE_COL_ALIGN_BYTES // item} ({TILE_COL_ALIGN_BYTES} bytes of "
+                                              f"{dst.dtype}), which tile copy hardware needs; column {int(col[t])} "
+                                              f"in {self.faults.thread(t)}")
             gr, gc = int(row[t]) + r, int(col[t]) + c
             inside = (gr >= 0) & (gr < int(rows[t])) & (gc >= 0) & (gc < int(cols[t]))
             values = np.zeros(box_r * box_c, dtype=dst.data.dtype)
