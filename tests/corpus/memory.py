@@ -5,8 +5,8 @@ import numpy as np
 from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
 from iron.core.types import TILE_LAYOUTS
 from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_async, copy_async_barrier,
-                       copy_async_commit, copy_async_wait, copy_tile, group_id, num_groups, program_id, shared,
-                       thread_id, vec, vstore)
+                       copy_async_commit, copy_async_wait, copy_tile, group_id, num_groups, program_id, role_barrier,
+                       shared, thread_id, vec, vstore, warp_roles)
 
 from .case import (CorpusCase, Depth, Expect, Run, empty, f64, fixed_depth, launch_1d, poisoned_like, randint,
                    randn, round_up)
@@ -440,5 +440,59 @@ TILE_COPIES = CorpusCase(
     name="tile_copies", kernel=tile_copies, make_args=_tile_args, oracle=_tile_oracle, outputs=(1,),
     launch=_tile_launch, bindings=_tile_bindings(), sizes=(1, 21, 50), exact=True)
 
+# ---------------------------------------------------------------- warp roles
+
+ROLE_SIZES, ROLE_TILE = (128, 256), 256
+
+
+@kernel(variants(BUDGETS=[False, True]))
+def role_split(src: In[f32], out: Tensor[f32], n: int):
+    """Role 0 (one warpgroup) stages the group's tile of ROLE_TILE elements reversed into shared memory while
+    role 1 (two warpgroups) squares its own elements into another array; role 1's barrier orders the squares
+    for its neighbours, the group barrier the staged tile.  Role 1 writes, per element, the staged reverse plus
+    the next element's square.  BUDGETS: 40 registers for role 0, 232 for role 1 (setmaxnreg on sm_90)."""
+    s = shared(f32, ROLE_TILE)
+    q = shared(f32, ROLE_TILE)
+    role = warp_roles(ROLE_SIZES, registers=(40, 232) if BUDGETS else None)
+    t = thread_id(0)
+    base = group_id(0) * ROLE_TILE
+    j = t - ROLE_SIZES[0]
+    if role == 0:
+        for e in range(t, ROLE_TILE, ROLE_SIZES[0]):
+            v = f32(0.0)
+            if base + ROLE_TILE - 1 - e < n:
+                v = src[base + ROLE_TILE - 1 - e]
+            s[e] = v
+    else:
+        x = f32(0.0)
+        if base + j < n:
+            x = src[base + j]
+        q[j] = x * x
+    role_barrier()
+    w = f32(0.0)
+    if role == 1:
+        w = q[(j + 1) % ROLE_TILE]
+    barrier()
+    if role == 1 and base + j < n:
+        out[base + j] = s[j] + w
+
+
+def _role_oracle(args, run: Run):
+    src, n = args[0], run.size
+    tiles = np.zeros(round_up(n, ROLE_TILE), np.float32)
+    tiles[:n] = src
+    tiles = tiles.reshape(-1, ROLE_TILE)
+    nxt = np.roll(tiles, -1, axis=1)
+    want = tiles[:, ::-1] + nxt * nxt  # f32 arithmetic, as the kernel's
+    return {1: want.reshape(-1)[:n].astype(np.float64)}
+
+
+ROLE_SPLIT = CorpusCase(
+    name="role_split", kernel=role_split,
+    make_args=lambda run, rng: [randn(rng, run.size, f32), empty(run.size, f32), run.size],
+    oracle=_role_oracle, outputs=(1,),
+    launch=lambda run: ((-(-run.size // ROLE_TILE) * sum(ROLE_SIZES),), (sum(ROLE_SIZES),)),
+    bindings=({"BUDGETS": False}, {"BUDGETS": True}), sizes=(1, 300, 1000), exact=True)
+
 CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL, STAGED_COPY, BARRIER_RING,
-         TILE_COPIES]
+         TILE_COPIES, ROLE_SPLIT]

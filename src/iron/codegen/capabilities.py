@@ -76,8 +76,7 @@ def check_kernel(kernel: Kernel, profile: TargetProfile) -> None:
         for op in kernel.walk():
             if op.opcode in ("mma_wg", "mma_wg_wait"):
                 _check_op(op, kernel, profile, where)
-    if "mbarrier" not in profile.features:
-        _check_portable_waits(kernel, profile, where)
+    _check_portable_waits(kernel, profile, where)
     used_shared = 0
     for op in kernel.walk():
         _check_op(op, kernel, profile, where)
@@ -89,12 +88,22 @@ def check_kernel(kernel: Kernel, profile: TargetProfile) -> None:
                                    "use smaller tiles, or a narrower dtype for the shared arrays")
 
 
+#: Ops a target without a feature runs as a group barrier, and what it lacks then.
+_GROUP_BARRIER_STANDINS = {"abar_wait": ("mbarrier", "asynchronous barriers"),
+                           "role_barrier": ("named_barriers", "named barriers")}
+
+
 def _check_portable_waits(kernel: Kernel, profile: TargetProfile, where: str) -> None:
-    """Without asynchronous barriers a ``barrier_wait`` is a group barrier: every thread must reach it."""
-    found = find_divergent_barriers(kernel, GROUP_BARRIERS | {"abar_wait"})
+    """Without asynchronous barriers a ``barrier_wait`` is a group barrier, without named barriers a
+    ``role_barrier``: every thread must reach it."""
+    standing_in = frozenset(code for code, (feature, _) in _GROUP_BARRIER_STANDINS.items()
+                            if feature not in profile.features)
+    found = find_divergent_barriers(kernel, GROUP_BARRIERS | standing_in) if standing_in else []
+    found = [d for d in found if d.barrier.opcode in standing_in]
     if found:
         d = found[0]
-        raise _unsupported(f"{d.builtin} {d.reason}: {where} has no asynchronous barriers and waits with a group "
+        lacks = _GROUP_BARRIER_STANDINS[d.barrier.opcode][1]
+        raise _unsupported(f"{d.builtin} {d.reason}: {where} has no {lacks} and waits with a group "
                            "barrier, which every thread of the group must reach", d.barrier.loc, kernel,
                            "keep the waits where every thread runs them (roles in program order), or run on CUDA")
 
@@ -105,6 +114,11 @@ def _check_op(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> Non
         raise _unsupported(f"'{code}' (warpgroup multiplies) runs on NVIDIA Hopper's wgmma alone (CUDA sm_90), "
                            f"not on {where}", op.loc, kernel,
                            "use mma() fragments there (iron.std.gemm picks its kernel per device)")
+    if code == "role_barrier" and "named_barriers" in profile.features:
+        odd = next((n for n in op.attrs["sizes"] if n % profile.lane_width), None)
+        if odd is not None:
+            raise _unsupported(f"role_barrier() counts whole subgroups on {where}, but a role has {odd} threads",
+                               op.loc, kernel, f"make every role a multiple of {profile.lane_width} threads")
     if code in FRAGMENT_OPS:
         _check_fragment_layout(op, kernel, profile, where)
     for v in ([op.result] if op.result is not None else []) + list(op.operands):
@@ -191,7 +205,8 @@ def check_emitted_launch(emitted: Any, grid: Sequence[int], group: Sequence[int]
     has an op every thread of a group must reach together (``whole_group_op``: a barrier or a
     fragment op).  Threads past the grid return at entry (docs/backends.md), so such a kernel
     would wait on threads that have left: undefined on every GPU target (a hang or a race on real
-    hardware; a CPU driver coping proves nothing).
+    hardware; a CPU driver coping proves nothing).  A kernel with warp roles takes groups of exactly its
+    roles' threads (``EmittedKernel.role_threads``).
     """
     check_launch(emitted.profile, group, emitted.shared_bytes)
     dims = tuple(int(g) for g in group)
@@ -204,6 +219,9 @@ def check_emitted_launch(emitted: Any, grid: Sequence[int], group: Sequence[int]
             f"kernel '{name}': group {dims} has {threads} threads, but its mma scratch was sized for "
             f"{emitted.max_group_threads} on {emitted.profile.target} ({emitted.profile.arch}) beside its "
             f"shared arrays: use groups of at most {emitted.max_group_threads} threads or smaller shared arrays")
+    if emitted.role_threads and threads != emitted.role_threads:
+        raise LaunchError(f"kernel '{name}': warp_roles splits groups of {emitted.role_threads} threads, but the "
+                          f"launch's group {dims} has {threads}: launch groups of {emitted.role_threads} threads")
     check_whole_groups(name, grid, dims, emitted.whole_group_op)
 
 

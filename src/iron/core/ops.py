@@ -288,6 +288,53 @@ def _abar_alloc(ts, attrs):
     return BarrierType(n)
 
 
+#: A role's register budget per thread (``setmaxnreg``'s range and step) and a group's register file.
+ROLE_REGISTERS = (24, 256, 8)
+GROUP_REGISTER_FILE = 65536
+#: Threads of a warpgroup: a role with a register budget is whole warpgroups.
+WARPGROUP_THREADS = 128
+
+
+def entry_registers(threads: int) -> int:
+    """The registers each thread of a group of ``threads`` starts with when one group fills a multiprocessor's
+    register file (``__launch_bounds__(threads, 1)``): the file over the threads, in steps of 8, at most 248."""
+    return min(GROUP_REGISTER_FILE // threads, 255) // 8 * 8
+
+
+def _static_ints(v: Any) -> bool:
+    return isinstance(v, tuple) and bool(v) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+
+def _warp_role(ts, attrs):
+    sizes, regs = attrs.get("sizes"), attrs.get("registers")
+    if not _static_ints(sizes) or min(sizes) < 1 or len(sizes) > 8:
+        raise OpTypeError(f"warp_roles splits a group into 1 to 8 roles of at least one thread, got {sizes!r}")
+    if regs is None:
+        return ScalarType(D.i32)
+    lo, hi, step = ROLE_REGISTERS
+    if not _static_ints(regs) or len(regs) != len(sizes):
+        raise OpTypeError(f"warp_roles takes one register budget per role ({len(sizes)}), got {regs!r}")
+    bad = next((r for r in regs if not lo <= r <= hi or r % step), None)
+    if bad is not None:
+        raise OpTypeError(f"a role's register budget is {lo} to {hi} registers per thread in steps of {step}, "
+                          f"got {bad}")
+    odd = next((n for n in sizes if n % WARPGROUP_THREADS), None)
+    if odd is not None:
+        raise OpTypeError(f"a role with a register budget is whole warpgroups ({WARPGROUP_THREADS} threads), "
+                          f"got a role of {odd}")
+    total, threads = sum(n * r for n, r in zip(sizes, regs)), sum(sizes)
+    if total > threads * entry_registers(threads):
+        raise OpTypeError(f"the roles' budgets take {total} registers, but a group of {threads} threads starts "
+                          f"with {entry_registers(threads)} each ({threads * entry_registers(threads)}): a role "
+                          "can only take what the others release")
+    return ScalarType(D.i32)
+
+
+def _role_barrier(ts, attrs):
+    _warp_role(ts, {"sizes": attrs.get("sizes")})
+    return None
+
+
 def _abar_at(ts, what: str) -> None:
     if not isinstance(ts[0], BarrierType):
         raise OpTypeError(f"{what} takes barriers made by async_barriers, got {ts[0]}")
@@ -646,6 +693,10 @@ _reg("abar_copies", "async_barrier", 2, _abar_copies, pure=False, traits=Trait.F
 # A tile copy writes its shared tile when the phase of its barrier completes (and reads global memory).
 _reg("tile_copy", "memory", 10, _tile_copy, pure=False, attrs=("box_rows", "box_cols", "layout"),
      traits=Trait.WRITES | Trait.FENCE)
+# Warp roles (docs/ir.md): splitting the group sets register budgets, so every thread reaches it together.
+_reg("warp_role", "role", 0, _warp_role, pure=False, attrs=("sizes", "registers"),
+     traits=Trait.WHOLE_GROUP | Trait.VARYING_INDEX)
+_reg("role_barrier", "role", 0, _role_barrier, pure=False, attrs=("sizes",), traits=Trait.FENCE)
 _reg("tensor_size", "memory", 1, _tensor_size)
 _reg("shared_alloc", "memory", 0, _shared_alloc, pure=False, attrs=("dtype", "shape"), traits=Trait.REMOVABLE)
 _reg("barrier", "sync", 0, _none, pure=False, traits=Trait.FENCE | Trait.WHOLE_GROUP)

@@ -64,7 +64,8 @@ class DivergentBarrier:
         return _SPELLED.get(self.barrier.opcode, self.barrier.opcode) + "()"
 
 
-_SPELLED = {"abar_alloc": "async_barriers", "abar_wait": "barrier_wait"}
+_SPELLED = {"abar_alloc": "async_barriers", "abar_wait": "barrier_wait", "warp_role": "warp_roles",
+            "role_barrier": "role_barrier"}
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,10 @@ class _Cause:
     reason: str
 
 
-#: Ops every thread of a group reaches together on every target: ``barrier``, and making asynchronous
-#: barriers (one thread initialises them, then the group meets).
-GROUP_BARRIERS = frozenset({"barrier", "abar_alloc"})
+#: Ops every thread of a group reaches together on every target: ``barrier``, making asynchronous
+#: barriers (one thread initialises them, then the group meets), and splitting the group into warp roles
+#: (each warpgroup sets its register budget together).
+GROUP_BARRIERS = frozenset({"barrier", "abar_alloc", "warp_role"})
 
 
 def find_divergent_barriers(k: Kernel, opcodes: frozenset[str] = GROUP_BARRIERS) -> list[DivergentBarrier]:
@@ -193,7 +195,8 @@ class _Walker:
         if opc in self.barriers:
             if cv is not None:
                 self.reports.append(DivergentBarrier(op, cv.op, cv.reason))
-            return
+            if op.result is None:
+                return
         if opc == "var_store":
             if cv is not None or op.operands[1] in self.varying:
                 self.varying_vars.add(op.operands[0])

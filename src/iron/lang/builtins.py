@@ -204,6 +204,20 @@ def copy_async_barrier(bars, i):
     issued so far have landed (no arrival of its own: arrive as usual)."""
 
 
+@_builtin("sync")
+def warp_roles(threads, registers=None):
+    """Split the group into roles of consecutive threads: role 0 is the first ``threads[0]`` threads, role 1
+    the next ``threads[1]``, ...; returns this thread's role.  The group has exactly ``sum(threads)`` threads.
+    ``registers``: each role's register budget per thread (CUDA sm_90 ``setmaxnreg``; whole warpgroups).
+    Called once, at the kernel's top level (docs/language.md, "Warp roles")."""
+
+
+@_builtin("sync")
+def role_barrier():
+    """Wait until every thread of this thread's role arrives (after :func:`warp_roles`); orders shared memory
+    among them like :func:`barrier` does for the group."""
+
+
 # ---------------------------------------------------------------- atomics
 
 @_builtin("atomic", ref_first=True, display="atomic_add(a, i, v) or atomic_add(a[i], v)")

@@ -43,6 +43,8 @@ class CompileContext:
     helper_results: dict[tuple, Any] = field(default_factory=dict)
     #: Helpers being lowered, innermost last (a call of one of them is recursion).
     helper_stack: list[Any] = field(default_factory=list)
+    #: The threads of each role of ``warp_roles()``, once the kernel called it (``role_barrier`` needs them).
+    role_sizes: tuple[int, ...] | None = None
 
 
 class LowererBase:

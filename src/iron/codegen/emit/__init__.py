@@ -60,6 +60,8 @@ class EmittedKernel:
     #: kernel's tensors (two u32: the check loop's trip count, 2, in; the threads that saw a loop cut short
     #: out; :data:`.glsl_loops.LOOP_CHECK`).  None where there is no guard (no loop, or not asked for).
     loop_status_binding: int | None = None
+    #: The exact threads a group has when the kernel splits it into warp roles (``warp_roles``), else 0.
+    role_threads: int = 0
 
 
 def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = None, *,
@@ -117,11 +119,13 @@ def emit_legal(kernel: Kernel, legal: Kernel, target: str, profile: TargetProfil
     entry = backend.entry or abi.entry
     threads, shared = launch_limits(legal, profile)
     whole = next((op for op in legal.walk() if op.opcode in WHOLE_GROUP_OPS), None)
+    roles = next((op for op in legal.walk() if op.opcode == "warp_role"), None)
     dynamic = dialect.dynamic_shared_bytes
     return EmittedKernel(target, source, abi, entry, profile, dialect.language, threads, max(shared, dynamic),
                          dynamic_shared_bytes=dynamic, whole_group_op=whole,
                          scratch_bytes_per_subgroup=scratch_bytes_per_subgroup(legal, profile),
-                         loop_status_binding=getattr(dialect, "loop_status_binding", None))
+                         loop_status_binding=getattr(dialect, "loop_status_binding", None),
+                         role_threads=sum(roles.attrs["sizes"]) if roles is not None else 0)
 
 
 def scratch_bytes_per_subgroup(kernel: Kernel, profile: TargetProfile) -> int:

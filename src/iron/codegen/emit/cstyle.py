@@ -201,6 +201,15 @@ class KernelPrinter:
         if code == "tile_copy":
             self.d.tile_copy(op, args)
             return
+        if code == "warp_role":
+            name = self._declare(op, self.d.warp_role(op))
+            for text in self.d.role_registers(op, name):
+                self.line(text)
+            return
+        if code == "role_barrier":
+            for text in self.d.role_barrier(op):
+                self.line(text)
+            return
         if OPS[code].category == "async_barrier":
             name = self.names.define(op.result, "bars") if op.result is not None else ""
             for text in self.d.async_barrier(op, args, name):
@@ -242,10 +251,11 @@ class KernelPrinter:
             return
         self._declare(op, rendered)
 
-    def _declare(self, op: Op, expr: str) -> None:
+    def _declare(self, op: Op, expr: str) -> str:
         name = self.names.define(op.result)
         t = op.result.type
         self.line(f"{self.d.qualifier(t)}{self.d.type_name(t)} {name} = {expr};")
+        return name
 
     def _nested(self, b: Block) -> None:
         self.depth += 1

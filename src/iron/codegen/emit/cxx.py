@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from ...core import dtypes as D
 from ...core.ir import Op
+from ...core.ops import entry_registers
 from ...core.types import TILE_LAYOUTS, VectorType
 from ..mma import get_strategy
 from ..tensor_maps import map_name
@@ -69,6 +70,8 @@ class CxxDialect(Dialect):
         super().__init__(profile, kernel_name)
         self.scalar_names = {**_C_NAMES, **self.narrow_names()}
         self.lane_width = profile.lane_width
+        #: ``__launch_bounds__(...)`` when the kernel fixes its group size (warp roles), else empty.
+        self.launch_bounds = ""
 
     def narrow_names(self) -> dict[D.DType, str]:
         raise NotImplementedError
@@ -197,6 +200,16 @@ class CxxDialect(Dialect):
             return f"(int)(iron_thread_index() % {w}u)"
         return f"(int)(iron_thread_index() / {w}u)"  # simd_group_id
 
+    def flat_thread_index(self) -> str:
+        self.require("iron_thread_index", H.THREAD_INDEX)
+        return "(int)iron_thread_index()"
+
+    def role_registers(self, op: Op, role: str) -> list[str]:
+        """The group size is fixed (``sum(sizes)``): say so, so the compiler may give each thread the registers
+        one group per multiprocessor leaves."""
+        self.launch_bounds = f"__launch_bounds__({sum(op.attrs['sizes'])}) "
+        return []
+
     # ------------------------------------------------------------ atomics
 
     def atomic(self, op: Op, args: list[Operand]) -> str:
@@ -258,9 +271,9 @@ class CxxDialect(Dialect):
         """Declarations of the shared arrays ``(name, C type, bytes, align, element bytes)``.
 
         Static ``__shared__`` arrays while they fit the profile's static limit; past it (CUDA's 48 KiB), or when
-        one needs more than 16-byte alignment, pointers into one dynamic ``extern __shared__`` block, the most
-        aligned first, each at an offset aligned to 16 bytes or its own alignment (1024 for ``mma_wg``'s tiles),
-        whose size goes in ``dynamic_shared_bytes`` for the runtime to opt in to and launch with.
+        one needs more than 16-byte alignment, pointers into one dynamic ``extern __shared__`` block (those
+        aligned past 16 bytes first, the rest in order), each at an offset aligned to 16 bytes or its own
+        alignment (1024 for ``mma_wg``'s tiles), whose size goes in ``dynamic_shared_bytes`` for the runtime to opt in to and launch with.
         """
         total = sum(size for _, _, size, _, _ in arrays)
         self.dynamic_shared_bytes = 0
@@ -274,7 +287,7 @@ class CxxDialect(Dialect):
         block_align = max([16] + [align for _, _, _, align, _ in arrays])
         lines = [f"extern __shared__ __align__({block_align}) unsigned char {DYNAMIC_SHARED}[];"]
         offset = 0
-        for name, ctype, size, align, _ in sorted(arrays, key=lambda a: -a[3]):
+        for name, ctype, size, align, _ in sorted(arrays, key=lambda a: -max(a[3], 16)):
             offset = -(-offset // max(align, 16)) * max(align, 16)
             lines.append(f"{ctype}* const {name} = reinterpret_cast<{ctype}*>({DYNAMIC_SHARED} + {offset});")
             offset += -(-size // 16) * 16
@@ -291,7 +304,7 @@ class CxxDialect(Dialect):
             params.append(f"{const}{self.scalar_names[value.type.dtype]}* {name}")
         # Tensor maps must stay in parameter memory, where TMA reads them: a grid constant, never copied.
         params.append("const __grid_constant__ IronParams p" if abi.maps else "IronParams p")
-        head = f'extern "C" __global__ void {abi.entry}('
+        head = f'extern "C" __global__ void {self.launch_bounds}{abi.entry}('
         if len(head) + sum(len(q) + 2 for q in params) <= 100:
             lines.append(f'{head}{", ".join(params)}) {{')
         else:  # one parameter per line
@@ -443,6 +456,29 @@ class CudaDialect(CxxDialect):
     @property
     def barrier_words(self) -> bool:  # type: ignore[override]
         return "mbarrier" in self.profile.features
+
+    def role_registers(self, op: Op, role: str) -> list[str]:
+        """Each role's warpgroups move to their register budget with ``setmaxnreg`` (sm_90a): down from what the
+        compiler gave every thread (``__launch_bounds__(threads, 1)``: the register file over the group, in
+        steps of 8), or up into what the others released.  Elsewhere only the launch bounds."""
+        regs = op.attrs["registers"]
+        lines = super().role_registers(op, role)
+        if regs is None or "setmaxnreg" not in self.profile.features:
+            return lines
+        threads = sum(op.attrs["sizes"])
+        self.launch_bounds = f"__launch_bounds__({threads}, 1) "
+        share = entry_registers(threads)
+        steps = [(n, "dec" if r < share else "inc", r) for n, r in enumerate(regs) if r != share]
+        # Releases first: a role that raises its budget waits for registers the others free.
+        for n, how, r in sorted(steps, key=lambda s: s[1] != "dec"):
+            lines.append(f'if ({role} == {n}) asm volatile("setmaxnreg.{how}.sync.aligned.u32 {r};\\n" ::: "memory");')
+        return lines
+
+    def role_barrier(self, op: Op) -> list[str]:
+        """``bar.sync`` on the named barrier of the caller's role (1 + role; 0 is ``__syncthreads``), counting the
+        role's threads (whole warps, which the capability check makes sure of)."""
+        ids, count = self.warp_role(op), self.by_role(op, list(op.attrs["sizes"]))
+        return [f'asm volatile("bar.sync %0, %1;" :: "r"(1 + {ids}), "r"({count}) : "memory");']
 
     def tile_copy(self, op: Op, args: list[Operand]) -> None:
         """``cp.async.bulk.tensor`` (TMA, sm_90) from the launch's tensor map into the shared tile, completing

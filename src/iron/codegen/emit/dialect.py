@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import struct
+from itertools import accumulate
 from typing import Any, ClassVar
 
 import numpy as np
@@ -360,6 +361,33 @@ class Dialect:
         accesses made before the arrivals; arrivals, announced bytes and tied copies (which ``copy_async``
         made at once here) need nothing."""
         return [f"{self.barrier()};"] if op.opcode == "abar_wait" else []
+
+    def flat_thread_index(self) -> str:
+        """The thread's number in its group, ``x + y*gx + z*gx*gy`` (an int expression)."""
+        raise NotImplementedError
+
+    def warp_role(self, op: Op) -> str:
+        """The role of this thread after ``warp_roles(sizes)``: role i holds the ``sizes[i]`` threads after the
+        earlier roles' (an int expression)."""
+        return self.by_role(op, list(range(len(op.attrs["sizes"]))))
+
+    def by_role(self, op: Op, values: list[int]) -> str:
+        """An int expression: ``values[role]`` for this thread's role under ``op``'s sizes."""
+        t, bounds = self.flat_thread_index(), list(accumulate(op.attrs["sizes"]))[:-1]
+        expr = str(values[-1])
+        for role in reversed(range(len(bounds))):
+            expr = f"({t} < {bounds[role]} ? {values[role]} : {expr})"
+        return expr
+
+    def role_registers(self, op: Op, role: str) -> list[str]:
+        """Lines that set each role's register budget (``warp_roles(..., registers=)``) after its split.  None
+        here: a budget is a hint for the targets that can move registers between warps (CUDA sm_90)."""
+        return []
+
+    def role_barrier(self, op: Op) -> list[str]:
+        """A barrier among the threads of the caller's role.  Here a group barrier, for targets without named
+        barriers: correct where every thread of the group reaches it (the capability check refuses the rest)."""
+        return [f"{self.barrier()};"]
 
     def barrier(self) -> str:
         raise NotImplementedError

@@ -411,6 +411,9 @@ class GlslDialect(Dialect):
     def global_id_unsigned(self, axis: int) -> str:
         return f"gl_GlobalInvocationID.{'xyz'[axis]}"
 
+    def flat_thread_index(self) -> str:
+        return "int(gl_LocalInvocationIndex)"
+
     def index(self, code: str, axis: int | None) -> str:
         c = "xyz"[axis] if axis is not None else ""
         builtin = {"program_id": f"gl_GlobalInvocationID.{c}", "thread_id": f"gl_LocalInvocationID.{c}",

@@ -40,6 +40,7 @@ _HELPER_MATH = {"log1p": "iron_log1p", "expm1": "iron_expm1", "erf": "iron_erf"}
 _BUILTINS = {
     "iron_gid": ("uint3", "thread_position_in_grid"),
     "iron_tid": ("uint3", "thread_position_in_threadgroup"),
+    "iron_tindex": ("uint", "thread_index_in_threadgroup"),
     "iron_group": ("uint3", "threadgroup_position_in_grid"),
     "iron_group_size": ("uint3", "dispatch_threads_per_threadgroup"),
     "iron_num_groups": ("uint3", "threadgroups_per_grid"),
@@ -186,6 +187,10 @@ class MslDialect(Dialect):
 
     def global_id_unsigned(self, axis: int) -> str:
         return f"iron_gid.{'xyz'[axis]}"
+
+    def flat_thread_index(self) -> str:
+        self.builtins.add("iron_tindex")
+        return "int(iron_tindex)"
 
     def index(self, code: str, axis: int | None) -> str:
         c = "xyz"[axis] if axis is not None else ""

@@ -99,8 +99,9 @@ def supported_archs() -> list[str]:
 
 def arch_for_source(source: str, arch: str) -> str:
     """``arch`` with its arch-specific suffix (``sm_90a``) where ``source`` uses an instruction only that
-    variant has: ``wgmma`` (Iron's ``mma_wg``).  A binary for ``sm_90a`` runs on sm_90 GPUs alone."""
-    if "wgmma." in source and not arch.endswith("a"):
+    variant has: ``wgmma`` (Iron's ``mma_wg``) and ``setmaxnreg`` (warp roles' register budgets).  A binary for
+    ``sm_90a`` runs on sm_90 GPUs alone."""
+    if ("wgmma." in source or "setmaxnreg." in source) and not arch.endswith("a"):
         return f"{arch}a"
     return arch
 

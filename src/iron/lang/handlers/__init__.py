@@ -3,4 +3,4 @@
 Importing this package registers them all.
 """
 
-from . import fragments, memory, numeric, threads  # noqa: F401  (imported for their registrations)
+from . import fragments, memory, numeric, roles, threads  # noqa: F401  (imported for their registrations)

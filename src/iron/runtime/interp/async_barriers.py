@@ -5,9 +5,10 @@ every byte announced with them (``barrier_arrive(..., bytes=)``) landed; the bar
 phase.  ``barrier_wait(bars, i, parity)`` passes when the phase in progress has the other parity, as
 ``mbarrier.try_wait.parity`` does on a GPU.
 
-The interpreter runs threads in lock-step, so a wait that does not pass could only be released by a thread
-that is not running: on a GPU it would hang (or, worse, pass on a later phase).  It is an error here, as
-are more arrivals in one step than the phase has left (on a GPU they would spill into the next phase).
+The interpreter runs threads in lock-step, except the two sides of a branch that may wait, which run as
+fibers (``fibers.py``): a wait that does not pass lets the other side run, and a wait that nothing running
+can release would hang on a GPU (or, worse, pass on a later phase).  It is an error here, as are more
+arrivals in one step than the phase has left (on a GPU they would spill into the next phase).
 
 Copies tied to a phase (``copy_async_barrier``, and tile copies, which bring the announced bytes) land
 when the phase completes, as late as a GPU may
@@ -115,23 +116,32 @@ class AsyncBarriers:
         self.tied.setdefault((g, b), []).append(landing)
         self._complete_if_done(op, g, b, memory)
 
-    def wait(self, op: Op, index: np.ndarray, parity: np.ndarray, mask: Mask) -> tuple[np.ndarray, np.ndarray]:
-        """Check that every active thread's phase completed.  Returns the groups every thread of which waited,
-        and (over a group's threads) those that arrived on the phases the other waiters waited for."""
+    def passes(self, op: Op, index: np.ndarray, parity: np.ndarray, mask: Mask) -> bool:
+        """Whether the phase every active thread waits for has completed."""
+        threads, groups, i = self._slots(op, index, mask)
+        return not (self.phase[groups, i] % 2 == (np.asarray(parity)[threads] & 1)).any()
+
+    def stuck(self, op: Op, index: np.ndarray, parity: np.ndarray, mask: Mask, others: list[str]) -> Exception:
+        """The error of a wait that would never return: the first thread whose phase is still in progress, and
+        the waits of other branches that cannot go on either."""
         threads, groups, i = self._slots(op, index, mask)
         p = np.asarray(parity)[threads] & 1
-        stuck = np.flatnonzero(self.phase[groups, i] % 2 == p)
-        if stuck.size:
-            k = stuck[0]
-            g, b, t = int(groups[k]), int(i[k]), int(threads[k])
-            current, left = int(self.phase[g, b]), int(self.bytes[g, b])
-            bytes_text = f"{left} bytes outstanding" if left >= 0 else \
-                f"tile copies brought {-left} bytes more than the arrivals announced"
-            raise self.faults.general(op, f"{self.faults.thread(t)} waits on barrier {b} of '{self.name}' for a "
-                                          f"phase of parity {int(p[k])}, but phase {current} is still in progress "
-                                          f"({self.arrivals - int(self.pending[g, b])} of {self.arrivals} "
-                                          f"arrivals, {bytes_text}) and no thread that could complete it runs "
-                                          "before this wait: it would never return")
+        k = int(np.flatnonzero(self.phase[groups, i] % 2 == p)[0])
+        g, b, t = int(groups[k]), int(i[k]), int(threads[k])
+        current, left = int(self.phase[g, b]), int(self.bytes[g, b])
+        bytes_text = f"{left} bytes outstanding" if left >= 0 else \
+            f"tile copies brought {-left} bytes more than the arrivals announced"
+        meanwhile = f"; the other branches wait too: {'; '.join(others)}" if others else ""
+        return self.faults.general(op, f"{self.faults.thread(t)} waits on barrier {b} of '{self.name}' for a "
+                                       f"phase of parity {int(p[k])}, but phase {current} is still in progress "
+                                       f"({self.arrivals - int(self.pending[g, b])} of {self.arrivals} "
+                                       f"arrivals, {bytes_text}) and no thread that could complete it runs "
+                                       f"before this wait: it would never return{meanwhile}")
+
+    def wait(self, op: Op, index: np.ndarray, parity: np.ndarray, mask: Mask) -> tuple[np.ndarray, np.ndarray]:
+        """After :meth:`passes`: the groups every thread of which waited, and (over a group's threads) those that
+        arrived on the phases the other waiters waited for."""
+        threads, groups, i = self._slots(op, index, mask)
         t = self.threads
         shape = (t.total_groups, t.threads_per_group)
         waited = mask.bits.reshape(shape)

@@ -12,6 +12,9 @@ control flow narrows the mask:
 * loops iterate while any thread is still running; ``break`` and
   ``continue`` park threads in the innermost loop's :class:`_LoopExits`;
 * ``return`` removes threads for the rest of the launch.
+
+The two sides of an ``if`` that may wait on an asynchronous barrier run as fibers (``fibers.py``) when both
+have threads, so that roles which wait on each other (a producer and a consumer) go on as on a GPU.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from . import atomics, subgroups
 from .async_barriers import AsyncBarriers
 from .async_copies import AsyncCopies
 from .faults import Faults
+from .fibers import Fibers
 from .fragments import Fragments
 from .mask import Mask
 from .memory import Buffer, Memory
@@ -67,7 +71,9 @@ class Executor:
         self.fragments = Fragments(threads, faults, memory, fragment_strategy)
         self.size = threads.size
         self.returned = np.zeros(self.size, dtype=bool)
-        self.loops: list[_LoopExits] = []
+        self.fibers = Fibers()
+        self._may_wait: dict[int, bool] = {}
+        self.roles: np.ndarray | None = None
         self.copies = AsyncCopies(self.size)
         self._cache: dict[Any, np.ndarray] = {}
         self._control: dict[str, Callable[[Op, Env, Mask], Mask]] = {
@@ -85,7 +91,13 @@ class Executor:
             "mma": self._mma, "mma_wg": self._mma_wg, "mma_wg_wait": self._mma_wg_wait,
             "abar_alloc": self._abar_alloc, "abar_arrive": self._abar_arrive, "abar_wait": self._abar_wait,
             "abar_copies": self._abar_copies, "tile_copy": self._tile_copy,
+            "warp_role": self._warp_role, "role_barrier": self._role_barrier,
         }
+
+    @property
+    def loops(self) -> list[_LoopExits]:
+        """The loops enclosing the running fiber's current op, innermost last."""
+        return self.fibers.loops
 
     # ------------------------------------------------------------ entry
     def run(self, arguments: list[Any]) -> None:
@@ -130,9 +142,28 @@ class Executor:
     def _if(self, op: Op, env: Env, mask: Mask) -> Mask:
         cond = env[op.operands[0]]
         then_mask, else_mask = mask & cond, mask.without(cond)
+        if then_mask.any and else_mask.any and self._waits_inside(op):
+            out_then, out_else = self.fibers.split([lambda: self._block(op.regions[0], env, then_mask),
+                                                    lambda: self._block(op.regions[1], env, else_mask)])
+            return out_then | out_else
         out_then = self._block(op.regions[0], env, then_mask)
         out_else = self._block(op.regions[1], env, else_mask)
         return out_then | out_else
+
+    def _waits_inside(self, op: Op) -> bool:
+        """Whether a barrier wait may run inside ``op``'s regions (or the helpers they call)."""
+        key = id(op)
+        if key not in self._may_wait:
+            self._may_wait[key] = any(self._may_wait_op(inner) for region in op.regions for inner in region.walk())
+        return self._may_wait[key]
+
+    def _may_wait_op(self, op: Op) -> bool:
+        if op.opcode == "abar_wait":
+            return True
+        if op.opcode == "call":
+            fn = self.kernel.functions[op.attrs["callee"]]
+            return any(self._may_wait_op(inner) for inner in fn.body.walk())
+        return False
 
     def _for(self, op: Op, env: Env, mask: Mask) -> Mask:
         lo, hi, step = (env[v] for v in op.operands)
@@ -293,6 +324,10 @@ class Executor:
 
     def _barrier(self, op: Op, env: Env, mask: Mask) -> None:
         """Every in-grid thread of a group must arrive; one that returned early never will."""
+        self.memory.barrier(self._whole_groups(op, mask))
+
+    def _whole_groups(self, op: Op, mask: Mask) -> np.ndarray:
+        """The groups whose threads run ``op``, checked to be every in-grid thread of each."""
         t = self.threads
         shape = (t.total_groups, t.threads_per_group)
         arrived = mask.bits.reshape(shape)
@@ -307,7 +342,43 @@ class Executor:
                 first_out = base + int(np.flatnonzero(expected[g] & ~arrived[g])[0])
                 raise self.faults.partial_barrier(op, first_in, first_out, bool(self.returned[first_out]),
                                                   int(arrived[g].sum()), int(expected[g].sum()))
-        self.memory.barrier(groups)
+        return groups
+
+    def _warp_role(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        """Each thread's role, by its number in the group; every thread of a group splits it together (each
+        warpgroup sets its register budget there), and the group has exactly the roles' threads."""
+        sizes = op.attrs["sizes"]
+        if self.threads.threads_per_group != sum(sizes):
+            raise self.faults.general(op, f"warp_roles splits a group of {sum(sizes)} threads {sizes}, but the "
+                                          f"launch's groups have {self.threads.threads_per_group}: launch groups "
+                                          f"of {sum(sizes)} threads")
+        self._whole_groups(op, mask)
+        self.roles = np.searchsorted(np.cumsum(sizes), self.threads.local_linear, side="right").astype(np.int32)
+        return self.roles
+
+    def _role_barrier(self, op: Op, env: Env, mask: Mask) -> None:
+        """Every in-grid thread of the caller's role in its group must arrive; their shared accesses are ordered
+        (forgotten by the race check, as a wait orders the arrivals it waited for)."""
+        sizes = op.attrs["sizes"]
+        if self.roles is None or self.threads.threads_per_group != sum(sizes):
+            raise self.faults.general(op, "role_barrier() runs before warp_roles() split the group")
+        t = self.threads
+        roles = self.roles.reshape(t.total_groups, t.threads_per_group)
+        arrived = mask.bits.reshape(roles.shape)
+        expected = t.in_grid.reshape(roles.shape)
+        for g in np.flatnonzero(arrived.any(axis=1)):
+            present = np.unique(roles[g][arrived[g]])
+            missing = np.flatnonzero(np.isin(roles[g], present) & expected[g] & ~arrived[g])
+            if self.checks and missing.size:
+                base = int(g) * t.threads_per_group
+                first_in = base + int(np.flatnonzero(arrived[g])[0])
+                first_out = base + int(missing[0])
+                raise self.faults.general(op, f"role_barrier() is reached by {self.faults.thread(first_in)} of role "
+                                              f"{int(roles[g][first_in - base])} but not by "
+                                              f"{self.faults.thread(first_out)} of the same role"
+                                              f"{' (it returned)' if self.returned[first_out] else ''}: every "
+                                              "thread of a role must reach it, or it never returns")
+        self.memory.forget_threads(np.isin(roles[0], np.unique(self.roles[mask.indices])))
 
     def _tile_copy(self, op: Op, env: Env, mask: Mask) -> None:
         """Each issuing thread reads its box now (zeros outside the matrix) and writes the shared tile when
@@ -349,6 +420,10 @@ class Executor:
 
     def _abar_wait(self, op: Op, env: Env, mask: Mask) -> None:
         bars, index, parity = (env[v] for v in op.operands)
+        line = f"line {op.loc.line}" if op.loc else "a barrier_wait"
+        self.fibers.wait_until(lambda: bars.passes(op, index, parity, mask),
+                               lambda others: bars.stuck(op, index, parity, mask, others),
+                               f"{line} on '{bars.name}'")
         whole, released = bars.wait(op, index, parity, mask)
         self.memory.barrier(whole)
         if released.any():

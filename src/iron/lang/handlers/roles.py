@@ -1,0 +1,44 @@
+"""Warp roles: a group split into roles of consecutive threads (producer and consumer warpgroups), each with
+its own register budget, and a barrier among the threads of one role (docs/language.md, "Warp roles")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core.errors import UnsupportedSyntaxError
+from ..lower_call import CallArgs, handles
+from ..values import FValue, Py, TupleVal
+
+
+def _static_ints(lw: Any, a: CallArgs, name: str) -> tuple[int, ...]:
+    """A tuple of compile-time ints (an int alone is a tuple of one)."""
+    v = a[name]
+    items = v.items if isinstance(v, TupleVal) else v.value if isinstance(v, Py) and isinstance(v.value, tuple) \
+        else (v,)
+    return tuple(lw.static_int(i if not isinstance(i, int) else Py(i), a.node_of(name),
+                               f"each of warp_roles()'s {name}") for i in items)
+
+
+@handles("warp_roles")
+def warp_roles(lw: Any, a: CallArgs) -> FValue:
+    sizes = _static_ints(lw, a, "threads")
+    registers = _static_ints(lw, a, "registers") if a.given("registers") and not (
+        isinstance(a["registers"], Py) and a["registers"].value is None) else None
+    if lw.ctx.helper_stack or not lw.env.at_top:
+        raise lw.error(UnsupportedSyntaxError, "warp_roles() inside a helper or under run-time control flow",
+                       a.node, hint="split the group once, at the top level of the kernel, where every thread runs")
+    if lw.ctx.role_sizes is not None:
+        raise lw.error(UnsupportedSyntaxError, "a kernel splits its group into warp roles once", a.node,
+                       hint="give every role's threads in one warp_roles((n0, n1, ...)) call")
+    lw.ctx.role_sizes = sizes
+    return lw.value("warp_role", (), a.node, hint=lw.assign_hint or "role", sizes=sizes, registers=registers)
+
+
+@handles("role_barrier")
+def role_barrier(lw: Any, a: CallArgs) -> FValue:
+    if lw.ctx.role_sizes is None:
+        raise lw.type_error("role_barrier() meets the threads of the caller's role, but the kernel has no roles "
+                            "(yet)", a.node, hint="role = warp_roles((n0, n1, ...)) at the kernel's top first; "
+                                                  "barrier() meets the whole group")
+    lw.emit("role_barrier", (), a.node, sizes=lw.ctx.role_sizes)
+    return Py(None)
