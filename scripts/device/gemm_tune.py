@@ -1,13 +1,15 @@
 """iron.std.gemm's matrix kernel in several configurations next to torch.matmul (cuBLAS): one JSON line each.
 
 For the GPU machine (the H200).  For each configuration of :data:`iron.std.gemm.gemm_mma` (FRAG, WARPS,
-WT, BK, THREADS) or of :data:`iron.std.gemm_wg.gemm_wg` (``WG_*``: BN, STAGES, PENDING, KP) and each
-size, the kernel and ``torch.matmul`` run on the same bf16/f16 inputs; both
+WT, BK, THREADS), of :data:`iron.std.gemm_wg.gemm_wg` (``WG_*``: BN, STAGES, PENDING, KP) or of
+:data:`iron.std.gemm_ws.gemm_ws` (``WS_*``: BN, STAGES) and each size, the kernel and ``torch.matmul`` run on
+the same bf16/f16 inputs; both
 are timed with CUDA events (median of ``--reps`` after a warm-up, in one stream) and Iron's output is
 checked against cuBLAS's: the largest |difference| over the largest |cuBLAS output| must stay under
 2**-7 (both round f32 sums of the same products once to 16 bits; a wrong tile shows up as O(1)).
 
-Run: ``PYTHONPATH=src python3 scripts/device/gemm_tune.py --sizes 4096 8192``.
+Run: ``PYTHONPATH=src python3 scripts/device/gemm_tune.py --sizes 4096 8192`` (``--shapes 512x4096x4096`` for
+M x N x K shapes; ``--configs WS_256_S3 ...`` for some configurations; ``--bt`` for B given (N, K)).
 """
 
 from __future__ import annotations
@@ -52,12 +54,18 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "WG_128_S3_P1_K2": {"BN": 128, "STAGES": 3, "PENDING": 1, "KP": 2},
     "WG_128_S3_P0_K2": {"BN": 128, "STAGES": 3, "PENDING": 0, "KP": 2},
     "WG_128_S2_P0_K2": {"BN": 128, "STAGES": 2, "PENDING": 0, "KP": 2},
+    # gemm_ws (warp roles: a producer warpgroup issuing tile copies, two consumer warpgroups on m64nBN).
+    "WS_256_S3": {"BN": 256, "STAGES": 3},
+    "WS_256_S2": {"BN": 256, "STAGES": 2},
+    "WS_128_S4": {"BN": 128, "STAGES": 4},
+    "WS_128_S3": {"BN": 128, "STAGES": 3},
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096])
+    ap.add_argument("--shapes", nargs="+", default=[], help="MxNxK shapes beside the square --sizes")
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--bt", action="store_true", help="B given as (N, K), an nn.Linear weight")
@@ -69,12 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     from iron import bf16, f16
     from iron.std.gemm import block_tile, gemm_mma, launch_geometry
     from iron.std.gemm_wg import WG_BM, WG_THREADS, gemm_wg
+    from iron.std.gemm_ws import WS_BM, WS_THREADS, gemm_ws
 
     dt, tdt = (bf16, torch.bfloat16) if args.dtype == "bf16" else (f16, torch.float16)
     gen = torch.Generator(device="cuda").manual_seed(0)
     status = 0
-    for size in args.sizes:
-        m = n = k = size
+    shapes = [(s, s, s) for s in args.sizes] + [tuple(int(x) for x in t.split("x")) for t in args.shapes]
+    for m, n, k in shapes:
+        size = f"{m}x{n}x{k}"
         a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)
         b = torch.randn((n, k) if args.bt else (k, n), device="cuda", dtype=tdt, generator=gen)
         bias = torch.zeros(1, device="cuda", dtype=tdt)
@@ -83,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         flops = 2.0 * m * n * k
         for name in args.configs:
             cfg = CONFIGS[name]
-            if name.startswith("WG_"):
+            if name.startswith("WS_"):
+                kern = gemm_ws.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
+                grid, group = launch_geometry(m, n, WS_THREADS, (WS_BM, cfg["BN"]))
+            elif name.startswith("WG_"):
                 kern = gemm_wg.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
                 grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, cfg["BN"]))
             else:

@@ -107,7 +107,8 @@ def test_amd_matrix_unit_lanes_follow_the_interpreters_layout(arch, unit) -> Non
     _assert_lanes_follow_the_interpreter(k, prof)
     if unit:  # the slot is a per-lane register array of the unit's layout, copied register by register
         slots = 4 if unit == "amd_mfma_gfx90a" else 8
-        assert re.search(rf"float (\w+)\[{slots}\];\n\s*for \(int (r\w*) = 0; \2 < {slots}; \+\+\2\) \{{\n"
+        assert re.search(rf"float (\w+)\[{slots}\];\n\s*#pragma unroll {slots}\n\s*for \(int (r\w*) = 0; \2 < {slots}; "
+                         rf"\+\+\2\) \{{\n"
                          rf"\s*\1\[\2\] = 0\.0f;", emit_kernel(k, "hip", prof).source)
 
 
@@ -267,9 +268,9 @@ def test_a_fragment_slot_is_a_register_array_copied_per_element() -> None:
     ir = _k_loop_ir("cuda")
     assert any(op.opcode == "var" and isinstance(op.attrs["type"], FragmentType) for op in ir.walk())
     source = emit_kernel(ir, "cuda").source
-    # 16x8 over 32 lanes: 4 registers, zeroed at the slot, copied in and out of it.
-    assert re.search(r"float (\w+)\[4\];\n\s*for \(int (r\w*) = 0; \2 < 4; \+\+\2\) \{\n\s*\1\[\2\] = 0\.0f;",
-                     source)
+    # 16x8 over 32 lanes: 4 registers (unrolled: they stay registers), zeroed at the slot, copied in and out.
+    assert re.search(r"float (\w+)\[4\];\n\s*#pragma unroll 4\n\s*for \(int (r\w*) = 0; \2 < 4; \+\+\2\) \{\n\s*"
+                     r"\1\[\2\] = 0\.0f;", source)
     assert re.search(r"(\w+)\[(r\w*)\] = (\w+)\[\2\];", source)
 
 

@@ -183,6 +183,7 @@ def test_a_mixed_kernel_keeps_scratch_for_its_portable_multiply_only(arch):
 
 _PER_ELEMENT = re.compile(
     r"const int (?P<lane>\w+) = \(int\)\(iron_thread_index\(\) % (?P<width>\d+)u\);\n"
+    r"(?:\s*#pragma unroll \d+\n)?"  # the registers' loop is unrolled (a fragment stays in registers)
     r"\s*for \(int (?P<reg>\w+) = 0; (?P=reg) < (?P<count>\d+); \+\+(?P=reg)\) \{\n\s*(?P<body>[^\n]*)\n")
 _NATIVE = re.compile(r"\{  // (?P<instruction>v_\w+): register slot i.*?\n(?P<body>.*?)\n\s*\}\n", re.DOTALL)
 

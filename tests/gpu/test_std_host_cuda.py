@@ -125,11 +125,13 @@ def test_depthwise_nhwc_square_filters_as_the_host_launches_them(cuda, ks, strid
     assert np.max(np.abs(got - want) / (np.abs(want) + 1e-3 * scale)) < 2.0 ** -9
 
 
-@pytest.mark.parametrize("m,n,k,transpose_b,act", [(4096, 4096, 4096, False, None), (300, 520, 200, True, "gelu_tanh"),
-                                                   (129, 257, 72, False, "relu"), (1, 3, 5, True, None)])
+@pytest.mark.parametrize("m,n,k,transpose_b,act", [(4096, 4096, 4096, False, None), (2049, 4104, 264, True, "silu"),
+                                                   (300, 520, 200, True, "gelu_tanh"), (129, 257, 72, False, "relu"),
+                                                   (1, 3, 5, True, None)])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_gemm_on_warpgroups(cuda, m, n, k, transpose_b, act, dtype):
-    """The host runs gemm_wg on the H200 (wgmma from swizzled tiles): whole tiles, every tail, both layouts of B."""
+    """The host runs gemm_ws on the H200 from 256 output tiles up (the first two: warp roles and tile copies,
+    a tail past 16 x 16 tiles) and gemm_wg below (wgmma from swizzled tiles): every tail, both layouts of B."""
     import ml_dtypes
 
     from iron.core import dtypes as D

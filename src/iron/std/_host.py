@@ -243,6 +243,12 @@ def is_contiguous(x: Any) -> bool:
     return True
 
 
+def starts_aligned(x: Any, align: int) -> bool:
+    """Whether ``x``'s first element sits on an ``align``-byte boundary (tile copies read from 16-byte ones)."""
+    span = _span(x)
+    return span is not None and span[1] % align == 0
+
+
 def _span(x: Any) -> tuple[Any, int, int] | None:
     """(address space, first byte, one past the last byte) of an array's elements; None when empty or unknown.
     How to read it is decided once per type (every call with ``out=`` asks, for each input)."""

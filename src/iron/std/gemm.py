@@ -639,7 +639,8 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
     a: (M, K); b: (K, N), or (N, K) with ``transpose_b`` (an nn.Linear weight); bias: (N,) or None;
     activation: None, "relu", "gelu_tanh" or "silu"; all one float dtype, C-contiguous (numpy on
     interp/vulkan, torch tensors on cuda).  f16/bf16 run on the matrix units where the device has
-    them (:func:`fragment_config`; on Hopper the warpgroup kernel of gemm_wg.py), everything else on the
+    them (:func:`fragment_config`; on Hopper the warp-role kernel of gemm_ws.py where tile copies can read the
+    operands and the output has enough tiles, else the warpgroup kernel of gemm_wg.py), everything else on the
     FMA kernel; one row with no bias or activation (M = 1) is gemv's matrix-vector product (f32 sums too).
     Returns ``out`` (M, N).
     """
@@ -685,7 +686,14 @@ def _launch_gemm(a: Any, b: Any, bias: Any, act: str, out: Any, mnk: tuple[int, 
     cfg = fragment_config(traits, dt, bool(transpose_b)) if dt != f32 else None
     flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}
     from .gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg, runs_warpgroups, wg_shared_bytes
+    from .gemm_ws import WS_BM, WS_DEFAULT, WS_THREADS, gemm_ws, ws_chosen
 
+    if cfg is not None and ws_chosen(traits, (m, n, k), transpose_b, (a, b)):
+        # Hopper, operands tile copies can read, enough tiles to fill the device: warp roles (gemm_ws.py).
+        grid, group = launch_geometry(m, n, WS_THREADS, (WS_BM, WS_DEFAULT["BN"]))
+        gemm_ws.variant(**flags, **WS_DEFAULT).launch(a, b, unread_bias, out, m, n, k, grid=grid, group=group,
+                                                      backend=backend)
+        return out
     if cfg is not None and runs_warpgroups(traits.profile) and wg_shared_bytes(WG_DEFAULT) <= (traits.shared_limit or 0):
         # Hopper: warpgroup multiplies from swizzled tiles (gemm_wg.py), faster than mma.sync fragments.
         grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, WG_DEFAULT["BN"]))

@@ -265,10 +265,19 @@ class KernelPrinter:
     def _if(self, op: Op) -> None:
         cond = self.operand(op.operands[0]).text
         then, other = op.regions
+        first_then, first_else = self.d.branch_prologue(op)
         self.line(f"if ({cond}) {{")
+        self.depth += 1
+        for text in first_then:
+            self.line(text)
+        self.depth -= 1
         self._nested(then)
-        if other.ops:
+        if other.ops or first_else:
             self.line("} else {")
+            self.depth += 1
+            for text in first_else:
+                self.line(text)
+            self.depth -= 1
             self._nested(other)
         self.line("}")
 

@@ -460,19 +460,42 @@ class CudaDialect(CxxDialect):
     def role_registers(self, op: Op, role: str) -> list[str]:
         """Each role's warpgroups move to their register budget with ``setmaxnreg`` (sm_90a): down from what the
         compiler gave every thread (``__launch_bounds__(threads, 1)``: the register file over the group, in
-        steps of 8), or up into what the others released.  Elsewhere only the launch bounds."""
-        regs = op.attrs["registers"]
+        steps of 8), or up into what the others released.  The instructions open the branches of the first
+        ``if`` on the role (:meth:`branch_prologue`): ptxas drops a budget that code after it could exceed, and
+        only inside the branch does it know that code is the role's own.  Elsewhere only the launch bounds."""
         lines = super().role_registers(op, role)
-        if regs is None or "setmaxnreg" not in self.profile.features:
-            return lines
-        threads = sum(op.attrs["sizes"])
-        self.launch_bounds = f"__launch_bounds__({threads}, 1) "
-        share = entry_registers(threads)
-        steps = [(n, "dec" if r < share else "inc", r) for n, r in enumerate(regs) if r != share]
-        # Releases first: a role that raises its budget waits for registers the others free.
-        for n, how, r in sorted(steps, key=lambda s: s[1] != "dec"):
-            lines.append(f'if ({role} == {n}) asm volatile("setmaxnreg.{how}.sync.aligned.u32 {r};\\n" ::: "memory");')
+        if op.attrs["registers"] is not None and "setmaxnreg" in self.profile.features:
+            self.launch_bounds = f"__launch_bounds__({sum(op.attrs['sizes'])}, 1) "
+            self._role_split = op
         return lines
+
+    _role_split: Op | None = None
+
+    def branch_prologue(self, op: Op) -> tuple[list[str], list[str]]:
+        """``setmaxnreg`` at the top of each branch of the first ``if role == i`` (or ``!=``) after the split:
+        the then-side's roles and the else-side's, where they share one budget."""
+        split = self._role_split
+        cond = op.operands[0].owner
+        if split is None or cond is None or cond.opcode not in ("eq", "ne"):
+            return [], []
+        role, other = cond.operands
+        if other is split.result:
+            role, other = other, role
+        if role is not split.result or other.owner is None or other.owner.opcode != "const":
+            return [], []
+        self._role_split = None
+        n = len(split.attrs["sizes"])
+        chosen = {int(other.owner.attrs["value"])} & set(range(n))
+        then_roles = chosen if cond.opcode == "eq" else set(range(n)) - chosen
+        return (self._budget_lines(split, then_roles), self._budget_lines(split, set(range(n)) - then_roles))
+
+    def _budget_lines(self, split: Op, roles: set[int]) -> list[str]:
+        budgets = {split.attrs["registers"][r] for r in roles}
+        share = entry_registers(sum(split.attrs["sizes"]))
+        if len(budgets) != 1 or budgets == {share}:
+            return []
+        r = budgets.pop()
+        return [f'asm volatile("setmaxnreg.{"dec" if r < share else "inc"}.sync.aligned.u32 {r};\\n" ::: "memory");']
 
     def role_barrier(self, op: Op) -> list[str]:
         """``bar.sync`` on the named barrier of the caller's role (1 + role; 0 is ``__syncthreads``), counting the

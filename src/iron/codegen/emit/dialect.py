@@ -384,6 +384,10 @@ class Dialect:
         here: a budget is a hint for the targets that can move registers between warps (CUDA sm_90)."""
         return []
 
+    def branch_prologue(self, op: Op) -> tuple[list[str], list[str]]:
+        """Lines that open the then- and the else-region of the ``if`` ``op`` (a role's register budget)."""
+        return [], []
+
     def role_barrier(self, op: Op) -> list[str]:
         """A barrier among the threads of the caller's role.  Here a group barrier, for targets without named
         barriers: correct where every thread of the group reaches it (the capability check refuses the rest)."""

@@ -446,7 +446,11 @@ class FragmentPrinter:
         return x.atom if x.dtype == D.i32 else f"({self.d.convert(x, x.dtype, D.i32)})"
 
     def _per_register(self, t: FragmentType, body: Any) -> None:
+        """A loop over this lane's registers of ``t``, unrolled where the target takes the hint: a fragment's
+        registers must stay registers (a loop left rolled indexes them, which puts the fragment in memory)."""
         r = self.p.temp("r")
+        for text in self.d.loop_hint(self.registers(t)):
+            self.p.line(text)
         self.p.line(f"for (int {r} = 0; {r} < {self.registers(t)}; ++{r}) {{")
         self.p.depth += 1
         for text in body(r):

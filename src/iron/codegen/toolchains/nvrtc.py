@@ -205,6 +205,8 @@ _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) b
 #: ptxas's C75xx notes: a kernel's wgmma instructions run one at a time instead of as a pipeline (why, where).
 _SERIALIZED = re.compile(r"\(C75\d\d\) Potential Performance Loss: wgmma\.mma_async instructions are serialized "
                          r"due to (.*?) in the function '([\w$.]+)'")
+#: ptxas's C7507 note: it dropped a kernel's setmaxnreg (code after a lowered budget needs more registers).
+_SETMAXNREG_IGNORED = re.compile(r"\(C7507\) Potential Performance Loss: 'setmaxnreg' ignored")
 
 
 def parse_ptxas_report(log: str) -> dict[str, Any]:
@@ -213,7 +215,8 @@ def parse_ptxas_report(log: str) -> dict[str, Any]:
     ``kernels[name]`` has registers, shared_bytes, constant_bytes, barriers, stack_bytes,
     spill_stores and spill_loads; the top level has the largest registers and shared_bytes, the
     summed spills (0 everywhere when nothing spilled) and ``wgmma_serialized``: the kernels whose
-    wgmma ptxas serialised (its C7515-style note), each with the reason it gave.
+    wgmma ptxas serialised (its C7515-style note), each with the reason it gave; and ``setmaxnreg_ignored``:
+    whether ptxas dropped the register budgets of warp roles (its C7507 note).
     """
     kernels: dict[str, dict[str, int]] = {}
     current: dict[str, int] | None = None
@@ -237,6 +240,7 @@ def parse_ptxas_report(log: str) -> dict[str, Any]:
     return {
         "kernels": kernels,
         "wgmma_serialized": {m.group(2): m.group(1) for m in _SERIALIZED.finditer(log)},
+        "setmaxnreg_ignored": bool(_SETMAXNREG_IGNORED.search(log)),
         "registers": max((k["registers"] for k in values), default=0),
         "shared_bytes": max((k["shared_bytes"] for k in values), default=0),
         "spill_stores": sum(k["spill_stores"] for k in values),

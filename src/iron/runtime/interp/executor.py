@@ -274,6 +274,7 @@ class Executor:
             subgroups = self.fragments.participants(op, mask)
             stored = slot.value.copy()
             stored[subgroups] = value[subgroups]
+            self.fragments.follow(value, stored, subgroups)
             slot.value = stored
         else:
             bits = mask.bits[:, None] if value.ndim == 2 else mask.bits

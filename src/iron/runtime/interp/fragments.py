@@ -120,6 +120,10 @@ class Fragments:
         self.lanes = None if strategy is None else LaneLayouts(strategy, threads.simd_width, faults)
         #: Warpgroup multiplies issued and not yet retired, oldest first (``mma_wg`` with ``pending``).
         self.in_flight: list = []
+        #: Per in-flight multiply (by id of its result): the copies a variable's store made of its result for
+        #: some subgroups, filled when it retires; and the root multiply of each such copy.
+        self._copies: dict[int, list[tuple[Array, Array]]] = {}
+        self._root: dict[int, int] = {}
 
     # ------------------------------------------------------------ participation
     def participants(self, op: Op, mask: Mask) -> Array:
@@ -256,9 +260,18 @@ class Fragments:
             self.memory.track_subgroups(op, buf, "read", subgroups, flat)
         out = self.empty(op, ct)
         out[...] = np.nan
+        self._copies[id(out)], self._root[id(out)] = [], id(out)
         self.in_flight.append(lambda: self._multiply(op, ct, a_buf, a_index, b_buf, b_index, c, out, subgroups))
         self.retire(op.attrs["pending"])
         return out
+
+    def follow(self, value: Array, copy: Array, subgroups: Array) -> None:
+        """``copy`` took ``value``'s fragments of ``subgroups`` (a variable's store by some subgroups): where
+        ``value`` is a multiply still in flight, its result lands in ``copy`` too when it retires."""
+        root = self._root.get(id(value))
+        if root is not None:
+            self._copies[root].append((copy, subgroups))
+            self._root[id(copy)] = root
 
     def retire(self, pending: int) -> None:
         """Complete the oldest warpgroup multiplies until at most ``pending`` are in flight."""
@@ -273,6 +286,10 @@ class Fragments:
         with np.errstate(all="ignore"):
             result = round_f64(acc + a @ b, ct.dtype)
         out[subgroups] = result if self.lanes is None else self.lanes.distribute(op, ct, result)
+        for copy, taken in self._copies.pop(id(out)):
+            copy[taken] = out[taken]
+            del self._root[id(copy)]
+        del self._root[id(out)]
 
     def _matrices(self, op: Op, t: FragmentType, values: Array) -> Array:
         """Participating subgroups' fragments as (n, rows, cols) matrices, whatever the representation."""

@@ -17,6 +17,7 @@ from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 from ..gemm import (CUDA_MMA_SYNC_M16N8K16, FMA_BM, FMA_BN, FMA_THREADS, SM80_4W, SM80_WIDE, block_tile, device_traits,
                     fragment_config, gemm_fma, gemm_mma, launch_geometry, portable_small)
 from ..gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg
+from ..gemm_ws import WS_BM, WS_DEFAULT, WS_THREADS, gemm_ws
 
 
 def _shape(m: int, n: int, k: int) -> dict[str, int]:
@@ -225,6 +226,32 @@ def wg_setup(case):
     """Two warpgroups of four 32-lane subgroups per group (docs/std/gemm.md, "Warpgroups")."""
     m, n, k = case["M"], case["N"], case["K"]
     grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, case["BN"]))
+    return Setup(args=_inputs(case, m, n, k), grid=grid, group=group,
+                 oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
+                 depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)
+
+
+# ---------------------------------------------------------------- warp roles (tile copies + mma_wg: CUDA sm_90)
+
+# Tile copies take rows of whole 16-byte chunks (K and, for B given (k, n), N multiples of 8): one row; M and
+# N past a tile with K over two steps and a partial one (zero-filled by the copies); a whole 128 x 256 tile
+# and one row past it (the ring wrapping at three steps); N past one BN = 128 tile over five K steps.
+WS_SHAPES = [_shape(1, 8, 8), _shape(40, 24, 136), _shape(129, 264, 192), _shape(70, 136, 320)]
+WS_BINDINGS = [{**_flags(f16, False, False, "none"), **WS_DEFAULT},
+               {**_flags(bf16, True, True, "gelu_tanh"), "BN": 128, "STAGES": 4}]
+# The shortest ring on both layouts, with the other epilogues.
+WS_MORE = [{**_flags(f16, True, True, "relu"), "BN": 256, "STAGES": 2},
+           {**_flags(bf16, False, True, "silu"), "BN": 128, "STAGES": 2}]
+
+
+@test_kernel(gemm_ws, shapes={"vulkan": [], "*": WS_SHAPES}, bindings=WS_BINDINGS, name="std/gemm/ws")
+@test_kernel(gemm_ws, shapes={"vulkan": [], "*": WS_SHAPES[1:3]}, bindings=WS_MORE, name="std/gemm/ws_variants")
+@bench(gemm_ws, shapes={**MMA_BENCH, "vulkan": []}, bindings=[{**_flags(bf16, False, False, "none"), **WS_DEFAULT}],
+       reference={"cuda": _matmul_torch, "*": _matmul_numpy}, name="std/gemm/ws_bf16")
+def ws_setup(case):
+    """A producer and two consumer warpgroups per group (docs/std/gemm.md, "Warp roles")."""
+    m, n, k = case["M"], case["N"], case["K"]
+    grid, group = launch_geometry(m, n, WS_THREADS, (WS_BM, case["BN"]))
     return Setup(args=_inputs(case, m, n, k), grid=grid, group=group,
                  oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
                  depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)

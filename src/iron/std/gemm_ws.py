@@ -1,0 +1,166 @@
+"""GEMM with warp roles on Hopper: C = act(A @ B + bias), the contract of gemm.py, fed by tile copies (TMA).
+
+One group of 384 threads owns a 128 x BN block tile of C.  Warp roles split it: role 0, one warpgroup at a
+40-register budget, is the producer, in which one thread issues per K step the tile copies of A's 128 x 64 and
+B's BN x 64 (or 64 x BN) panels into a ring of STAGES shared buffers in ``mma_wg``'s swizzled layout, each
+completing on the slot's ``full`` barrier; role 1, two warpgroups at 232 registers, are the consumers, each
+multiplying its 64 rows by the whole BN columns with one ``mma_wg`` per K step (m64nBNk16 x 4: A is read once)
+and releasing the slot on its ``empty`` barrier once the step's multiplies retired.  No block barrier runs in
+the main loop, and no thread computes a copy's address: the tile copy hardware does, zero-filling the tails.
+The epilogue stages one consumer warpgroup's accumulators at a time through shared memory (bias, activation,
+one rounding, 16-byte stores), meeting at the consumers' role barrier.
+
+The tile copies need rows of whole 16-byte chunks (``k % 8 == 0``, and ``n % 8 == 0`` for B given (k, n)) and
+16-byte aligned tensors; the host (``gemm.gemm``) runs gemm_wg.py otherwise.  Only CUDA sm_90 runs
+``mma_wg``; the interpreter runs it too (the tests of its arithmetic, tails and ring run on the CPU).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
+from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, frag_acc, frag_store, lane_id, mma_wg,
+                       mma_wg_wait, role_barrier, shared, simd_group_id, simd_size, static_range, thread_id,
+                       warp_roles)
+
+from . import _host
+from .gemm import ACTIVATIONS, store_staged, swizzled_tile
+from .gemm_wg import WG_SHARED_LIMIT
+
+#: Block tile rows (two consumer warpgroups of 64), K step (one swizzled row of 16-bit values).
+WS_BM = 64 * 2
+WS_BK = 64
+#: The producer warpgroup and the two consumer warpgroups, and their registers per thread (CUTLASS's and
+#: ThunderKittens' split of 384 threads: 128 x 40 + 256 x 232 = 384 x 168).
+WS_ROLES = (128, 256)
+WS_REGISTERS = (40, 232)
+WS_THREADS = sum(WS_ROLES)
+#: Elements of one swizzled 64 x 64 block (8 KiB): a consumer's A rows per step, and the 64-column blocks of
+#: a B tile given (k, n).
+BLOCK = 64 * 64
+#: Consumer subgroups arrive on a slot's ``empty`` barrier (one lane each).
+RELEASES = WS_ROLES[1] // 32
+
+
+def ws_shared_bytes(binding: dict[str, Any]) -> int:
+    """Shared memory one group of :data:`gemm_ws` declares with ``binding`` (ring, staging, barriers)."""
+    ring = binding["STAGES"] * (WS_BM + binding["BN"]) * WS_BK * 2
+    return ring + 4 * 16 * (binding["BN"] + 4) * 4 + 2 * 8 * binding["STAGES"]
+
+
+def ws_fits(v: dict[str, Any]) -> bool:
+    """The group's shared memory fits the devices that run ``mma_wg`` (sm_90's opt-in limit, 227 KiB)."""
+    return ws_shared_bytes(v) <= WG_SHARED_LIMIT
+
+
+@kernel(variants(T=[f16, bf16], BN=[256, 128], STAGES=[3, 4, 2], BT=[False, True], BIAS=[False, True],
+                 ACT=list(ACTIVATIONS), where=[ws_fits]))
+def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
+    """C = act(A @ B + bias) with a producer and two consumer warpgroups (docs/std/gemm.md, "Warp roles").
+
+    a: (m, k) row-major; b: (k, n) row-major, or (n, k) row-major when BT; bias: (n,) when BIAS (else one
+    unread element); c: (m, n) row-major; T in f16/bf16; k % 8 == 0, and n % 8 == 0 unless BT (tile copies
+    move whole 16-byte chunks).  Products exact, sums in f32, bias and ACT in f32, one rounding to T.  Launch:
+    grid (ceil(n/BN) * 384, ceil(m/128)), group (384, 1), subgroups of 32 lanes.  Loads past m, n, k read 0;
+    stores past m, n are skipped; every product of two extents < 2**31.
+    Reduction: per 16-deep K slice a dot product in the unit's order, the slices in order.
+    Non-finite: IEEE propagation, as gemm_fma.
+    """
+    a_stage = WS_BM * WS_BK
+    b_stage = BN * WS_BK
+    a_s = shared(T, STAGES * a_stage)
+    b_s = shared(T, STAGES * b_stage)
+    stage = shared(f32, 4 * 16 * (BN + 4))  # one consumer warpgroup's accumulators at a time
+    full = async_barriers(STAGES, 1)
+    empty = async_barriers(STAGES, RELEASES)
+    role = warp_roles(WS_ROLES, registers=WS_REGISTERS)
+    tid = thread_id(0)
+    tm, tn = swizzled_tile()
+    bm = tm * WS_BM
+    bn = tn * BN
+    ktiles = (k + WS_BK - 1) // WS_BK
+    if role == 0:
+        if tid == 0:
+            for kt in range(ktiles):
+                s = kt % STAGES
+                barrier_wait(empty, s, ((kt // STAGES) & 1) ^ 1)  # the first lap finds every slot free
+                copy_tile(a_s, s * a_stage, a, (m, k), (bm, kt * WS_BK), (WS_BM, WS_BK), full, s)
+                if BT:
+                    copy_tile(b_s, s * b_stage, b, (n, k), (bn, kt * WS_BK), (BN, WS_BK), full, s)
+                else:
+                    for j in static_range(BN // 64):
+                        copy_tile(b_s, s * b_stage + j * BLOCK, b, (k, n), (kt * WS_BK, bn + j * 64), (WS_BK, 64),
+                                  full, s)
+                barrier_arrive(full, s, bytes=(WS_BM + BN) * WS_BK * T.itemsize)
+    else:
+        wg = (tid - WS_ROLES[0]) // 128
+        acc = frag_acc(f32, 16, BN)
+        for kt in range(ktiles):
+            s = kt % STAGES
+            barrier_wait(full, s, (kt // STAGES) & 1)
+            acc = mma_wg(a_s, s * a_stage + wg * BLOCK, b_s, s * b_stage, acc, k=WS_BK, b_major="k" if BT else "n",
+                         b_block=0 if BT else BLOCK, pending=1)
+            # One step's multiplies run on: the previous step's retired, so its slot goes back to the producer.
+            if kt > 0 and lane_id() == 0:
+                barrier_arrive(empty, (kt - 1) % STAGES)
+        mma_wg_wait(0)
+        row0 = bm + wg * 64 + (simd_group_id() % 4) * 16
+        for w in static_range(2):
+            store_tile(c, bias, stage, m, n, row0, bn, acc, BIAS, ACT, wg == w, BN)
+
+
+@func
+def store_tile(c, bias, stage, m, n, row0, col0, acc, has_bias, act, mine, width):
+    """Write one subgroup's 16 x width accumulator (rows row0.., columns col0..) through its staging rows.
+
+    ``mine``: this consumer warpgroup has the staging tile now (the other one keeps the role barriers
+    company).  After the barrier each lane takes 8 consecutive columns of a row: bias, activation, one
+    rounding, a 16-byte store (element by element on the N tail); rows past m are skipped."""
+    ld = width + 4
+    sbase = (simd_group_id() % 4) * 16 * ld
+    if mine:
+        frag_store(stage, sbase, ld, acc)
+    role_barrier()
+    for task in range(lane_id(), 16 * (width // 8), simd_size()):
+        row = row0 + task // (width // 8)
+        col = col0 + (task % (width // 8)) * 8
+        if mine and row < m and col < n:
+            store_staged(c, bias, stage, sbase + (task // (width // 8)) * ld + (task % (width // 8)) * 8, row, col,
+                         n, has_bias, act)
+    role_barrier()
+
+
+#: The H200 configuration: 128 x 256 tiles, three stages (3 x 48 KiB of tiles + 66.5 KiB of staging).
+WS_DEFAULT = {"BN": 256, "STAGES": 3}
+
+
+def runs_roles(profile: Any) -> bool:
+    """Whether a device (its TargetProfile) runs :data:`gemm_ws`: wgmma, tile copies and register budgets."""
+    return profile is not None and {"wgmma", "tma", "setmaxnreg"} <= profile.features
+
+
+def ws_shapes_fit(n: int, k: int, transpose_b: bool) -> bool:
+    """Whether tile copies can read the operands: rows of whole 16-byte chunks (8 16-bit elements)."""
+    return k % 8 == 0 and (transpose_b or n % 8 == 0)
+
+
+#: The fewest 128 x 256 output tiles for which the host picks :data:`gemm_ws` over gemm_wg.py's kernel.  On the
+#: H200 (132 multiprocessors, 2026-12-04, BENCHMARKS.md) gemm_ws led from 512 tiles (4096^3: 0.67x cuBLAS
+#: against 0.65x) up, and trailed at 64 (512 x 4096 x 4096: 0.34x against 0.57x): with one tile per
+#: multiprocessor and few of them its three-stage ring waits on the copies.
+WS_MIN_TILES = 256
+
+
+def ws_chosen(traits: Any, mnk: tuple[int, int, int], transpose_b: bool, operands: tuple[Any, ...]) -> bool:
+    """Whether the host runs :data:`gemm_ws` for this call: a device with warp roles, tile copies and wgmma that
+    has the group's shared memory, operands tile copies can read (whole 16-byte rows, 16-byte aligned) and
+    at least :data:`WS_MIN_TILES` output tiles."""
+    m, n, k = mnk
+    return (runs_roles(traits.profile) and ws_shared_bytes(WS_DEFAULT) <= (traits.shared_limit or 0)
+            and ws_shapes_fit(n, k, transpose_b) and all(_host.starts_aligned(x, 16) for x in operands)
+            and _host.ceil_div(m, WS_BM) * _host.ceil_div(n, WS_DEFAULT["BN"]) >= WS_MIN_TILES)
+
+
+__all__ = ["WS_BM", "WS_DEFAULT", "WS_MIN_TILES", "WS_THREADS", "gemm_ws", "runs_roles", "ws_chosen", "ws_shapes_fit",
+           "ws_shared_bytes"]

@@ -1,0 +1,113 @@
+"""iron.std.gemm_ws (warp roles, tile copies and warpgroup multiplies, CUDA sm_90): mutants of its ring, roles
+and epilogue caught by the registered oracle on the interpreter, its compile (NVRTC for sm_90a: the budgets
+kept, the multiplies a pipeline, nothing spilled; refused on the other targets), the shared-memory model, and
+where the host may run it.  Its registered rows run in test_gemm.py."""
+
+from pathlib import Path
+
+import pytest
+from std_testing import assert_mutant_caught, assert_rows_pass, compile_for, edited_module, mutant_rows
+
+from iron import bf16, f16
+from iron.codegen.targets import profile
+from iron.core.errors import UnsupportedOnTarget
+from iron.std import gemm_ws as W
+from iron.std.suite import gemm as GS
+
+BINDINGS = [{**GS._flags(f16, False, True, "relu"), **W.WS_DEFAULT},
+            {**GS._flags(bf16, True, False, "none"), "BN": 128, "STAGES": 4}]
+# Whole 16-byte rows: M and N past a tile with a partial last K step; five K steps through a shorter ring.
+SHAPES = [GS._shape(40, 24, 136), GS._shape(70, 136, 320)]
+
+
+def mutant(tmp_path: Path, *edits: tuple[str, str]):
+    return edited_module(W, tmp_path, *edits).gemm_ws
+
+
+MUTANTS = {
+    # the producer's first lap waits for a release nobody made: the roles hang.
+    "first_lap_waits": [("((kt // STAGES) & 1) ^ 1)", "(kt // STAGES) & 1)")],
+    # a consumer releases the slot its multiply still reads: the producer refills it under the multiply.
+    "releases_running_slot": [("barrier_arrive(empty, (kt - 1) % STAGES)", "barrier_arrive(empty, kt % STAGES)")],
+    # the partial last K step is dropped.
+    "drops_k_tail": [("ktiles = (k + WS_BK - 1) // WS_BK", "ktiles = k // WS_BK")],
+    # subgroups 2 and 3 of a consumer warpgroup store their rows over those of 0 and 1.
+    "wrong_rows": [("wg * 64 + (simd_group_id() % 4) * 16", "wg * 64 + (simd_group_id() % 2) * 16")],
+    # the tiles go out without their bias.
+    "missing_bias": [("acc, BIAS, ACT, wg == w, BN)", "acc, False, ACT, wg == w, BN)")],
+    # the second consumer warpgroup multiplies the first one's rows of A.
+    "one_a_block": [("s * a_stage + wg * BLOCK", "s * a_stage")],
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_mutant_caught(name, tmp_path, seed):
+    assert_mutant_caught("std/gemm/ws", mutant(tmp_path, *MUTANTS[name]), seed, shapes=SHAPES)
+
+
+def test_unmutated_copy_passes(tmp_path, seed):
+    """The mutant machinery itself: an unedited copy passes, so a caught mutant is caught by its edit."""
+    assert_rows_pass(mutant_rows("std/gemm/ws", mutant(tmp_path), seed, shapes=SHAPES), seed)
+
+
+@pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128"])
+def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
+    """For sm_90a: every thread starts at 168 registers (the launch bounds), ptxas keeps the roles' budgets
+    (no C7507 note: setmaxnreg opens the role branches), the multiplies stay a pipeline (no C7515 note) and
+    the 128 accumulators of m64n256 stay registers (no stack, no spills)."""
+    from iron.codegen.emit import emit_kernel
+    from iron.codegen.toolchains import nvrtc
+
+    require_toolchain("nvrtc")
+    report = nvrtc.build(emit_kernel(W.gemm_ws.variant(**binding).compiled("cuda"), "cuda").source,
+                         arch="sm_90").report
+    assert report["arch"] == "sm_90a"
+    (kernel,) = report["kernels"].values()
+    assert kernel["registers"] == 168 and not report["setmaxnreg_ignored"]
+    assert report["wgmma_serialized"] == {}
+    assert kernel["stack_bytes"] == kernel["spill_stores"] == kernel["spill_loads"] == 0
+
+
+@pytest.mark.parametrize("target", ["hip", "spirv", "metal"])
+def test_refused_on_targets_without_wgmma(target):
+    with pytest.raises(UnsupportedOnTarget, match="mma_wg"):
+        compile_for(target, W.gemm_ws.variant(**BINDINGS[0]))
+
+
+def test_shared_bytes_model_matches_the_kernel():
+    from iron.codegen.capabilities import shared_bytes
+    from iron.codegen.emit import emit_kernel
+
+    for binding in BINDINGS:
+        assert shared_bytes(W.gemm_ws.variant(**binding).ir) == W.ws_shared_bytes(binding)
+    emitted = emit_kernel(W.gemm_ws.variant(**BINDINGS[0]).compiled("cuda"), "cuda")
+    assert emitted.dynamic_shared_bytes >= W.ws_shared_bytes(W.WS_DEFAULT)
+    assert emitted.dynamic_shared_bytes <= profile("cuda", "sm_90").shared_limit
+    assert all(W.ws_fits(v) for v in W.gemm_ws.variants) and not W.ws_fits({"BN": 256, "STAGES": 4})
+
+
+def test_roles_run_where_tile_copies_budgets_and_wgmma_exist():
+    assert W.runs_roles(profile("cuda", "sm_90"))
+    for target, arch in (("cuda", "sm_80"), ("hip", "gfx90a"), ("spirv", "vulkan-nvidia"), ("metal", "apple-m2")):
+        assert not W.runs_roles(profile(target, arch))
+    assert not W.runs_roles(None)
+    assert W.ws_shapes_fit(24, 136, False) and W.ws_shapes_fit(17, 136, True)
+    assert not W.ws_shapes_fit(24, 45, True) and not W.ws_shapes_fit(17, 136, False)
+
+
+def test_the_host_picks_warp_roles_for_readable_operands_and_enough_tiles():
+    import types
+
+    import numpy as np
+
+    hopper = profile("cuda", "sm_90")
+    traits = types.SimpleNamespace(profile=hopper, shared_limit=hopper.shared_limit)
+    a, b = np.zeros(64, np.float16), np.zeros(64, np.float16)
+    assert W.ws_chosen(traits, (4096, 4096, 4096), False, (a, b))  # 512 tiles
+    assert W.ws_chosen(traits, (8192, 11008, 4096), True, (a, b))
+    assert not W.ws_chosen(traits, (512, 4096, 4096), True, (a, b))  # 64 tiles: gemm_wg led there
+    assert not W.ws_chosen(traits, (4096, 4096, 4100), True, (a, b))  # rows of K not whole 16-byte chunks
+    assert not W.ws_chosen(traits, (4096, 4096, 4096), False, (a[1:], b))  # A off a 16-byte boundary
+    older = profile("cuda", "sm_80")
+    assert not W.ws_chosen(types.SimpleNamespace(profile=older, shared_limit=older.shared_limit),
+                           (4096, 4096, 4096), False, (a, b))
