@@ -59,6 +59,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "WS_256_S2": {"BN": 256, "STAGES": 2},
     "WS_128_S4": {"BN": 128, "STAGES": 4},
     "WS_128_S3": {"BN": 128, "STAGES": 3},
+    # ... persistent: one group per multiprocessor (GROUPS: set at run time), each looping over tiles.
+    "WSP_256_S3": {"BN": 256, "STAGES": 3, "GROUPS": "sms"},
+    "WSP_128_S4": {"BN": 128, "STAGES": 4, "GROUPS": "sms"},
 }
 
 
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     from iron import bf16, f16
     from iron.std.gemm import block_tile, gemm_mma, launch_geometry
     from iron.std.gemm_wg import WG_BM, WG_THREADS, gemm_wg
-    from iron.std.gemm_ws import WS_BM, WS_THREADS, gemm_ws
+    from iron.std.gemm_ws import gemm_ws, ws_geometry
 
     dt, tdt = (bf16, torch.bfloat16) if args.dtype == "bf16" else (f16, torch.float16)
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -93,9 +96,11 @@ def main(argv: list[str] | None = None) -> int:
         flops = 2.0 * m * n * k
         for name in args.configs:
             cfg = CONFIGS[name]
-            if name.startswith("WS_"):
-                kern = gemm_ws.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
-                grid, group = launch_geometry(m, n, WS_THREADS, (WS_BM, cfg["BN"]))
+            if name.startswith("WS"):
+                tile = {key: v for key, v in cfg.items() if key != "GROUPS"}
+                kern = gemm_ws.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **tile)
+                sms = torch.cuda.get_device_properties(0).multi_processor_count
+                grid, group = ws_geometry(m, n, cfg["BN"], sms if "GROUPS" in cfg else None)
             elif name.startswith("WG_"):
                 kern = gemm_wg.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
                 grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, cfg["BN"]))

@@ -26,9 +26,12 @@ def mutant(tmp_path: Path, *edits: tuple[str, str]):
 
 MUTANTS = {
     # the producer's first lap waits for a release nobody made: the roles hang.
-    "first_lap_waits": [("((kt // STAGES) & 1) ^ 1)", "(kt // STAGES) & 1)")],
+    "first_lap_waits": [("((step // STAGES) & 1) ^ 1)", "(step // STAGES) & 1)")],
     # a consumer releases the slot its multiply still reads: the producer refills it under the multiply.
-    "releases_running_slot": [("barrier_arrive(empty, (kt - 1) % STAGES)", "barrier_arrive(empty, kt % STAGES)")],
+    "releases_running_slot": [("            if kt > 0 and lane_id() == 0:\n                    barrier_arrive(empty, (step - 1)",
+                               "            if kt > 0 and lane_id() == 0:\n                    barrier_arrive(empty, (step)")],
+    # the consumers keep a tile's last slot: a persistent group's producer waits for it forever.
+    "keeps_last_slot": [("if ktiles > 0 and lane_id() == 0:", "if ktiles < 0 and lane_id() == 0:")],
     # the partial last K step is dropped.
     "drops_k_tail": [("ktiles = (k + WS_BK - 1) // WS_BK", "ktiles = k // WS_BK")],
     # subgroups 2 and 3 of a consumer warpgroup store their rows over those of 0 and 1.
@@ -42,7 +45,11 @@ MUTANTS = {
 
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_mutant_caught(name, tmp_path, seed):
-    assert_mutant_caught("std/gemm/ws", mutant(tmp_path, *MUTANTS[name]), seed, shapes=SHAPES)
+    if name == "keeps_last_slot":  # a group looping over tiles: 129 x 264 in 3 groups of the 4 tiles
+        assert_mutant_caught("std/gemm/ws_persistent", mutant(tmp_path, *MUTANTS[name]), seed,
+                             shapes=[GS._shape(129, 264, 192)])
+    else:
+        assert_mutant_caught("std/gemm/ws", mutant(tmp_path, *MUTANTS[name]), seed, shapes=SHAPES)
 
 
 def test_unmutated_copy_passes(tmp_path, seed):

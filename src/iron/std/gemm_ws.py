@@ -20,12 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
-from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, frag_acc, frag_store, lane_id, mma_wg,
-                       mma_wg_wait, role_barrier, shared, simd_group_id, simd_size, static_range, thread_id,
-                       warp_roles)
+from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, frag_acc, frag_store, group_id,
+                       lane_id, mma_wg, mma_wg_wait, num_groups, role_barrier, shared, simd_group_id, simd_size,
+                       static_range, thread_id, warp_roles)
 
 from . import _host
-from .gemm import ACTIVATIONS, store_staged, swizzled_tile
+from .gemm import ACTIVATIONS, SWIZZLE, store_staged
 from .gemm_wg import WG_SHARED_LIMIT
 
 #: Block tile rows (two consumer warpgroups of 64), K step (one swizzled row of 16-bit values).
@@ -54,6 +54,17 @@ def ws_fits(v: dict[str, Any]) -> bool:
     return ws_shared_bytes(v) <= WG_SHARED_LIMIT
 
 
+@func
+def tile_at(t, tiles_m, tiles_n):
+    """(tile row, tile column) of output tile ``t``: tiles walk SWIZZLE tile rows at a time, column by column
+    (gemm.py's order, so neighbouring groups share panels of A and B in L2)."""
+    width = SWIZZLE * tiles_n
+    first = (t // width) * SWIZZLE
+    rows = min(tiles_m - first, SWIZZLE)
+    within = t % width
+    return first + within % rows, within // rows
+
+
 @kernel(variants(T=[f16, bf16], BN=[256, 128], STAGES=[3, 4, 2], BT=[False, True], BIAS=[False, True],
                  ACT=list(ACTIVATIONS), where=[ws_fits]))
 def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
@@ -62,7 +73,9 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
     a: (m, k) row-major; b: (k, n) row-major, or (n, k) row-major when BT; bias: (n,) when BIAS (else one
     unread element); c: (m, n) row-major; T in f16/bf16; k % 8 == 0, and n % 8 == 0 unless BT (tile copies
     move whole 16-byte chunks).  Products exact, sums in f32, bias and ACT in f32, one rounding to T.  Launch:
-    grid (ceil(n/BN) * 384, ceil(m/128)), group (384, 1), subgroups of 32 lanes.  Loads past m, n, k read 0;
+    grid (G * 384,) for any G >= 1, group (384,), subgroups of 32 lanes: group g computes the output tiles
+    g, g + G, ... of 128 x BN (persistent when G is below the tile count: the ring runs on across tiles, so
+    the producer fetches the next tile while the consumers store the last).  Loads past m, n, k read 0;
     stores past m, n are skipped; every product of two extents < 2**31.
     Reduction: per 16-deep K slice a dot product in the unit's order, the slices in order.
     Non-finite: IEEE propagation, as gemm_fma.
@@ -76,38 +89,46 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
     empty = async_barriers(STAGES, RELEASES)
     role = warp_roles(WS_ROLES, registers=WS_REGISTERS)
     tid = thread_id(0)
-    tm, tn = swizzled_tile()
-    bm = tm * WS_BM
-    bn = tn * BN
+    tiles_m = (m + WS_BM - 1) // WS_BM
+    tiles_n = (n + BN - 1) // BN
     ktiles = (k + WS_BK - 1) // WS_BK
+    step = 0  # K steps through the ring so far, over every tile of this group
     if role == 0:
         if tid == 0:
-            for kt in range(ktiles):
-                s = kt % STAGES
-                barrier_wait(empty, s, ((kt // STAGES) & 1) ^ 1)  # the first lap finds every slot free
-                copy_tile(a_s, s * a_stage, a, (m, k), (bm, kt * WS_BK), (WS_BM, WS_BK), full, s)
-                if BT:
-                    copy_tile(b_s, s * b_stage, b, (n, k), (bn, kt * WS_BK), (BN, WS_BK), full, s)
-                else:
-                    for j in static_range(BN // 64):
-                        copy_tile(b_s, s * b_stage + j * BLOCK, b, (k, n), (kt * WS_BK, bn + j * 64), (WS_BK, 64),
-                                  full, s)
-                barrier_arrive(full, s, bytes=(WS_BM + BN) * WS_BK * T.itemsize)
+            for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
+                tm, tn = tile_at(tile, tiles_m, tiles_n)
+                for kt in range(ktiles):
+                    s = step % STAGES
+                    barrier_wait(empty, s, ((step // STAGES) & 1) ^ 1)  # the first lap finds every slot free
+                    copy_tile(a_s, s * a_stage, a, (m, k), (tm * WS_BM, kt * WS_BK), (WS_BM, WS_BK), full, s)
+                    if BT:
+                        copy_tile(b_s, s * b_stage, b, (n, k), (tn * BN, kt * WS_BK), (BN, WS_BK), full, s)
+                    else:
+                        for j in static_range(BN // 64):
+                            copy_tile(b_s, s * b_stage + j * BLOCK, b, (k, n), (kt * WS_BK, tn * BN + j * 64),
+                                      (WS_BK, 64), full, s)
+                    barrier_arrive(full, s, bytes=(WS_BM + BN) * WS_BK * T.itemsize)
+                    step += 1
     else:
         wg = (tid - WS_ROLES[0]) // 128
-        acc = frag_acc(f32, 16, BN)
-        for kt in range(ktiles):
-            s = kt % STAGES
-            barrier_wait(full, s, (kt // STAGES) & 1)
-            acc = mma_wg(a_s, s * a_stage + wg * BLOCK, b_s, s * b_stage, acc, k=WS_BK, b_major="k" if BT else "n",
-                         b_block=0 if BT else BLOCK, pending=1)
-            # One step's multiplies run on: the previous step's retired, so its slot goes back to the producer.
-            if kt > 0 and lane_id() == 0:
-                barrier_arrive(empty, (kt - 1) % STAGES)
-        mma_wg_wait(0)
-        row0 = bm + wg * 64 + (simd_group_id() % 4) * 16
-        for w in static_range(2):
-            store_tile(c, bias, stage, m, n, row0, bn, acc, BIAS, ACT, wg == w, BN)
+        for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
+            tm, tn = tile_at(tile, tiles_m, tiles_n)
+            acc = frag_acc(f32, 16, BN)
+            for kt in range(ktiles):
+                s = step % STAGES
+                barrier_wait(full, s, (step // STAGES) & 1)
+                acc = mma_wg(a_s, s * a_stage + wg * BLOCK, b_s, s * b_stage, acc, k=WS_BK,
+                             b_major="k" if BT else "n", b_block=0 if BT else BLOCK, pending=1)
+                # One step's multiplies run on: the previous step's retired, so its slot goes back to the producer.
+                if kt > 0 and lane_id() == 0:
+                    barrier_arrive(empty, (step - 1) % STAGES)
+                step += 1
+            mma_wg_wait(0)
+            if ktiles > 0 and lane_id() == 0:  # the tile's last slot, before the producer needs it again
+                barrier_arrive(empty, (step - 1) % STAGES)
+            row0 = tm * WS_BM + wg * 64 + (simd_group_id() % 4) * 16
+            for w in static_range(2):
+                store_tile(c, bias, stage, m, n, row0, tn * BN, acc, BIAS, ACT, wg == w, BN)
 
 
 @func
@@ -129,6 +150,13 @@ def store_tile(c, bias, stage, m, n, row0, col0, acc, has_bias, act, mine, width
             store_staged(c, bias, stage, sbase + (task // (width // 8)) * ld + (task % (width // 8)) * 8, row, col,
                          n, has_bias, act)
     role_barrier()
+
+
+def ws_geometry(m: int, n: int, bn: int, groups: int | None = None) -> tuple[tuple[int], tuple[int]]:
+    """(grid, group) of :data:`gemm_ws`: one group per 128 x ``bn`` output tile, or ``groups`` groups (at most
+    one per tile) that each loop over every ``groups``-th tile."""
+    tiles = _host.ceil_div(m, WS_BM) * _host.ceil_div(n, bn)
+    return (max(1, tiles if groups is None else min(tiles, groups)) * WS_THREADS,), (WS_THREADS,)
 
 
 #: The H200 configuration: 128 x 256 tiles, three stages (3 x 48 KiB of tiles + 66.5 KiB of staging).
@@ -162,5 +190,5 @@ def ws_chosen(traits: Any, mnk: tuple[int, int, int], transpose_b: bool, operand
             and _host.ceil_div(m, WS_BM) * _host.ceil_div(n, WS_DEFAULT["BN"]) >= WS_MIN_TILES)
 
 
-__all__ = ["WS_BM", "WS_DEFAULT", "WS_MIN_TILES", "WS_THREADS", "gemm_ws", "runs_roles", "ws_chosen", "ws_shapes_fit",
-           "ws_shared_bytes"]
+__all__ = ["WS_BM", "WS_DEFAULT", "WS_MIN_TILES", "WS_THREADS", "gemm_ws", "runs_roles", "ws_chosen", "ws_geometry",
+           "ws_shapes_fit", "ws_shared_bytes"]

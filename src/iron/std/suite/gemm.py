@@ -17,7 +17,7 @@ from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 from ..gemm import (CUDA_MMA_SYNC_M16N8K16, FMA_BM, FMA_BN, FMA_THREADS, SM80_4W, SM80_WIDE, block_tile, device_traits,
                     fragment_config, gemm_fma, gemm_mma, launch_geometry, portable_small)
 from ..gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg
-from ..gemm_ws import WS_BM, WS_DEFAULT, WS_THREADS, gemm_ws
+from ..gemm_ws import WS_DEFAULT, gemm_ws, ws_geometry
 
 
 def _shape(m: int, n: int, k: int) -> dict[str, int]:
@@ -249,9 +249,22 @@ WS_MORE = [{**_flags(f16, True, True, "relu"), "BN": 256, "STAGES": 2},
 @bench(gemm_ws, shapes={**MMA_BENCH, "vulkan": []}, bindings=[{**_flags(bf16, False, False, "none"), **WS_DEFAULT}],
        reference={"cuda": _matmul_torch, "*": _matmul_numpy}, name="std/gemm/ws_bf16")
 def ws_setup(case):
-    """A producer and two consumer warpgroups per group (docs/std/gemm.md, "Warp roles")."""
+    """A producer and two consumer warpgroups per group, one group per output tile (docs/std/gemm.md, "Warp
+    roles")."""
+    return _ws_setup(case, None)
+
+
+# Persistent groups: fewer groups than tiles, so each loops over tiles and the ring runs on across them (three
+# groups over the 6 tiles of 129 x 264 at BN 256 and the 2 of 70 x 136 at BN 128; two over 1 x 1 and 40 x 24).
+@test_kernel(gemm_ws, shapes={"vulkan": [], "*": WS_SHAPES}, bindings=WS_BINDINGS + WS_MORE,
+             name="std/gemm/ws_persistent")
+def ws_persistent_setup(case):
+    return _ws_setup(case, 3)
+
+
+def _ws_setup(case, groups):
     m, n, k = case["M"], case["N"], case["K"]
-    grid, group = launch_geometry(m, n, WS_THREADS, (WS_BM, case["BN"]))
+    grid, group = ws_geometry(m, n, case["BN"], groups)
     return Setup(args=_inputs(case, m, n, k), grid=grid, group=group,
                  oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
                  depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)
