@@ -160,6 +160,11 @@ in line 1367
     assert r["wgmma_serialized"] == {"b": "non wgmma instructions defining accumulator registers of a wgmma between "
                                           "start and end of the pipeline stage"}
     assert nvrtc.parse_ptxas_report(log.split("ptxas info    : (C7515)")[0])["wgmma_serialized"] == {}
+    assert r["setmaxnreg_ignored"] is False
+    # The note ptxas gave on 2026-12-04 when gemm_ws set its budgets before the branch on the role (NVRTC 13.5).
+    dropped = ("ptxas info    : (C7507) Potential Performance Loss: 'setmaxnreg' ignored to maintain minimum "
+               "register requirements.\n" + log)
+    assert nvrtc.parse_ptxas_report(dropped)["setmaxnreg_ignored"] is True
 
 
 def test_bad_arguments_are_rejected_before_compiling():

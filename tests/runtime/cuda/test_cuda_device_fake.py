@@ -311,6 +311,7 @@ def test_kernel_report_for_the_bench_table(device, fake):
     assert report["spill_stores"] == 0 or (report["spill_stores"] is None and report["report_source"] == "cubin")
     assert report["group_threads"] == 128 and report["groups_per_sm"] == 4
     assert report["wgmma_serialized"] is None  # no wgmma here (gemm_wg's own check: tests/std/test_gemm_wg.py)
+    assert report["setmaxnreg_ignored"] is False  # no warp roles here (gemm_ws's own check: tests/std/test_gemm_ws.py)
     assert report["occupancy"] == 4 * 128 / 2048
     assert device.kernel_report(kir, (256,))["occupancy"] == 0.5
 

@@ -19,8 +19,8 @@ DEFAULT_THREADS = 256
 
 def kernel_report(drv: Any, plan: KernelPlan, loaded: Loaded, max_threads_per_sm: int | None,
                   group_threads: int | None = None) -> dict[str, Any]:
-    """Registers, shared bytes, spills, wgmma serialisation, the group size considered, resident groups per SM and
-    occupancy."""
+    """Registers, shared bytes, spills, wgmma serialisation, dropped register budgets, the group size considered,
+    resident groups per SM and occupancy."""
     ptxas = plan.module.report.get("kernel", {}) if plan.module.report else {}
     threads = group_threads or _last_threads(plan) or DEFAULT_THREADS
     # ptxas counts static arrays; a module past 48 KiB has its arrays in launch-time (dynamic) shared memory.
@@ -34,6 +34,8 @@ def kernel_report(drv: Any, plan: KernelPlan, loaded: Loaded, max_threads_per_sm
         "report_source": (plan.module.report or {}).get("source", "ptxas"),
         #: Why ptxas ran the kernel's wgmma one at a time (its C7515 note), or None: a pipeline, or no wgmma.
         "wgmma_serialized": next(iter(((plan.module.report or {}).get("wgmma_serialized") or {}).values()), None),
+        #: Whether ptxas dropped the register budgets of warp roles (its C7507 note; False without roles).
+        "setmaxnreg_ignored": bool((plan.module.report or {}).get("setmaxnreg_ignored")),
         "local_bytes": loaded.local_bytes,
         "group_threads": threads,
         "arch": plan.module.arch,
