@@ -37,7 +37,7 @@ MUTANTS = {
     # subgroups 2 and 3 of a consumer warpgroup store their rows over those of 0 and 1.
     "wrong_rows": [("wg * 64 + (simd_group_id() % 4) * 16", "wg * 64 + (simd_group_id() % 2) * 16")],
     # the tiles go out without their bias.
-    "missing_bias": [("acc, BIAS, ACT, wg == w, BN)", "acc, False, ACT, wg == w, BN)")],
+    "missing_bias": [("acc, BIAS, ACT, wg == w, BN, True)", "acc, False, ACT, wg == w, BN, True)")],
     # the second consumer warpgroup multiplies the first one's rows of A.
     "one_a_block": [("s * a_stage + wg * BLOCK", "s * a_stage")],
 }

@@ -404,6 +404,20 @@ def store_staged(c, bias, stage, at, row, col, n, has_bias, act):
                 c[row * n + col + e] = out[e]
 
 
+@func
+def store_staged_rows(c, bias, stage, sbase, ld, width, m, n, row0, col0, has_bias, act, mine):
+    """C[row0 .. row0+15, col0 .. col0+width-1] from one subgroup's 16 staged rows of ``width`` f32 sums at
+    stage[sbase ..] (rows ``ld`` apart), the caller having met its barrier: each lane takes 8 consecutive
+    columns of a row (:func:`store_staged`); rows past m are skipped, and all of it unless ``mine``."""
+    chunks = width // 8
+    for task in range(lane_id(), 16 * chunks, simd_size()):
+        row = row0 + task // chunks
+        col = col0 + (task % chunks) * 8
+        if mine and row < m and col < n:
+            store_staged(c, bias, stage, sbase + (task // chunks) * ld + (task % chunks) * 8, row, col, n, has_bias,
+                         act)
+
+
 def mma_chunks(binding: dict[str, Any], transpose_b: bool) -> tuple[float, float]:
     """16-byte chunks of the A and of the B tile each thread of :data:`gemm_mma` copies per K step."""
     bm, bn = block_tile(binding)

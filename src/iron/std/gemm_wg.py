@@ -17,10 +17,10 @@ from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
 from iron.codegen.targets import PROFILES
-from iron.lang import (barrier, copy_async_commit, copy_async_wait, frag_acc, frag_store, lane_id, mma_wg, mma_wg_wait,
-                       shared, simd_group_id, simd_size, static_range, sw128, thread_id)
+from iron.lang import (barrier, copy_async_commit, copy_async_wait, frag_acc, frag_store, mma_wg, mma_wg_wait,
+                       role_barrier, shared, simd_group_id, static_range, sw128, thread_id)
 
-from .gemm import ACTIVATIONS, stage_chunk, store_staged, swizzled_tile
+from .gemm import ACTIVATIONS, stage_chunk, store_staged_rows, swizzled_tile
 
 #: Block tile rows (two warpgroups of 64), K step (one swizzled row of 16-bit values), threads.
 WG_BM = 128
@@ -72,25 +72,29 @@ def stage_panel(a, b, a_s, b_s, a_at, b_at, k0, bm, bn, m, n, k, tid, bn_size, v
 
 
 @func
-def store_acc(c, bias, stage, m, n, row0, col0, acc, has_bias, act, mine):
-    """Write one subgroup's 16 x 128 accumulator (rows row0.., columns col0..) through its staging tile.
+def store_acc(c, bias, stage, m, n, row0, col0, acc, has_bias, act, mine, width=ACC_N, roles=False):
+    """Write one subgroup's 16 x width accumulator (rows row0.., columns col0..) through its staging rows.
 
-    ``mine``: this subgroup's warpgroup has the staging tiles now (the other one only keeps the
-    barriers company).  After a barrier each lane takes 8 consecutive columns of a row: bias,
-    activation, one rounding, a 16-byte store (element by element on the N tail); rows past m are
-    skipped.
+    ``mine``: this subgroup's warpgroup has the staging tiles now (the other one only keeps the barriers
+    company); after a barrier (``roles``: the caller's role barrier, gemm_ws.py's consumers),
+    :func:`~iron.std.gemm.store_staged_rows`.
     """
-    sbase = (simd_group_id() % 4) * 16 * STAGE_LD
+    ld = width + 4
+    sbase = (simd_group_id() % 4) * 16 * ld
     if mine:
-        frag_store(stage, sbase, STAGE_LD, acc)
-    barrier()
-    for task in range(lane_id(), 16 * (ACC_N // 8), simd_size()):
-        row = row0 + task // (ACC_N // 8)
-        col = col0 + (task % (ACC_N // 8)) * 8
-        if mine and row < m and col < n:
-            store_staged(c, bias, stage, sbase + (task // (ACC_N // 8)) * STAGE_LD + (task % (ACC_N // 8)) * 8, row,
-                         col, n, has_bias, act)
-    barrier()
+        frag_store(stage, sbase, ld, acc)
+    _meet(roles)
+    store_staged_rows(c, bias, stage, sbase, ld, width, m, n, row0, col0, has_bias, act, mine)
+    _meet(roles)
+
+
+@func
+def _meet(roles):
+    """The group's barrier, or (``roles``) the caller's role barrier."""
+    if roles:
+        role_barrier()
+    else:
+        barrier()
 
 
 def wg_ring_deep_enough(v: dict[str, Any]) -> bool:

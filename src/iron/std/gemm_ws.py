@@ -20,13 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
-from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, frag_acc, frag_store, group_id,
-                       lane_id, mma_wg, mma_wg_wait, num_groups, role_barrier, shared, simd_group_id, simd_size,
-                       static_range, thread_id, warp_roles)
+from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, frag_acc, group_id, lane_id, mma_wg,
+                       mma_wg_wait, num_groups, shared, simd_group_id, static_range, thread_id, warp_roles)
 
 from . import _host
-from .gemm import ACTIVATIONS, SWIZZLE, store_staged
-from .gemm_wg import WG_SHARED_LIMIT
+from .gemm import ACTIVATIONS, SWIZZLE
+from .gemm_wg import WG_SHARED_LIMIT, store_acc
 
 #: Block tile rows (two consumer warpgroups of 64), K step (one swizzled row of 16-bit values).
 WS_BM = 64 * 2
@@ -128,28 +127,7 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
                 barrier_arrive(empty, (step - 1) % STAGES)
             row0 = tm * WS_BM + wg * 64 + (simd_group_id() % 4) * 16
             for w in static_range(2):
-                store_tile(c, bias, stage, m, n, row0, tn * BN, acc, BIAS, ACT, wg == w, BN)
-
-
-@func
-def store_tile(c, bias, stage, m, n, row0, col0, acc, has_bias, act, mine, width):
-    """Write one subgroup's 16 x width accumulator (rows row0.., columns col0..) through its staging rows.
-
-    ``mine``: this consumer warpgroup has the staging tile now (the other one keeps the role barriers
-    company).  After the barrier each lane takes 8 consecutive columns of a row: bias, activation, one
-    rounding, a 16-byte store (element by element on the N tail); rows past m are skipped."""
-    ld = width + 4
-    sbase = (simd_group_id() % 4) * 16 * ld
-    if mine:
-        frag_store(stage, sbase, ld, acc)
-    role_barrier()
-    for task in range(lane_id(), 16 * (width // 8), simd_size()):
-        row = row0 + task // (width // 8)
-        col = col0 + (task % (width // 8)) * 8
-        if mine and row < m and col < n:
-            store_staged(c, bias, stage, sbase + (task // (width // 8)) * ld + (task % (width // 8)) * 8, row, col,
-                         n, has_bias, act)
-    role_barrier()
+                store_acc(c, bias, stage, m, n, row0, tn * BN, acc, BIAS, ACT, wg == w, BN, True)
 
 
 def ws_geometry(m: int, n: int, bn: int, groups: int | None = None) -> tuple[tuple[int], tuple[int]]:

@@ -201,22 +201,9 @@ class KernelPrinter:
         if code == "tile_copy":
             self.d.tile_copy(op, args)
             return
-        if code == "warp_role":
-            name = self._declare(op, self.d.warp_role(op))
-            for text in self.d.role_registers(op, name):
-                self.line(text)
-            return
-        if code == "role_barrier":
-            for text in self.d.role_barrier(op):
-                self.line(text)
-            return
-        if OPS[code].category == "async_barrier":
-            name = self.names.define(op.result, "bars") if op.result is not None else ""
-            for text in self.d.async_barrier(op, args, name):
-                self.line(text)
-            return
-        if code == "mma_wg_wait":
-            for text in self.d.warpgroup_wait(op):
+        whole = self._whole_lines(op, args)
+        if whole is not None:
+            for text in whole:
                 self.line(text)
             return
         if code == "var":
@@ -251,14 +238,30 @@ class KernelPrinter:
             return
         self._declare(op, rendered)
 
+    def _whole_lines(self, op: Op, args: list[Operand]) -> list[str] | None:
+        """The lines of an op the dialect writes whole (warp roles, asynchronous barriers, waits), or None."""
+        code = op.opcode
+        if code == "warp_role":
+            return self.d.role_registers(op, self._declare(op, self.d.warp_role(op)))
+        if code == "role_barrier":
+            return self.d.role_barrier(op)
+        if OPS[code].category == "async_barrier":
+            return self.d.async_barrier(op, args, self.names.define(op.result, "bars") if op.result is not None else "")
+        if code == "mma_wg_wait":
+            return self.d.warpgroup_wait(op)
+        return None
+
     def _declare(self, op: Op, expr: str) -> str:
         name = self.names.define(op.result)
         t = op.result.type
         self.line(f"{self.d.qualifier(t)}{self.d.type_name(t)} {name} = {expr};")
         return name
 
-    def _nested(self, b: Block) -> None:
+    def _nested(self, b: Block, first: list[str] = ()) -> None:  # type: ignore[assignment]
+        """``b`` one level in, after the lines ``first``."""
         self.depth += 1
+        for text in first:
+            self.line(text)
         self.block(b)
         self.depth -= 1
 
@@ -267,18 +270,10 @@ class KernelPrinter:
         then, other = op.regions
         first_then, first_else = self.d.branch_prologue(op)
         self.line(f"if ({cond}) {{")
-        self.depth += 1
-        for text in first_then:
-            self.line(text)
-        self.depth -= 1
-        self._nested(then)
+        self._nested(then, first_then)
         if other.ops or first_else:
             self.line("} else {")
-            self.depth += 1
-            for text in first_else:
-                self.line(text)
-            self.depth -= 1
-            self._nested(other)
+            self._nested(other, first_else)
         self.line("}")
 
     def _for(self, op: Op) -> None:
