@@ -236,3 +236,19 @@ def test_ptxas_gives_every_thread_the_budget_the_roles_share() -> None:
     report = nvrtc.compile_cuda(source, arch=arch).report
     assert report["registers"] == entry_registers(384) == 168
     assert not report["warnings"] and not report["setmaxnreg_ignored"]
+
+
+@kernel
+def nested_role_if(src: In[f32], out: Tensor[f32]):
+    """The first if on the role sits under another if: only some threads of a warpgroup would reach a budget
+    there, so none is set (setmaxnreg needs the whole warpgroup)."""
+    role = warp_roles((128, 256), registers=(40, 232))
+    t = thread_id(0)
+    if t % 2 == 0:
+        if role == 1:
+            out[t] = src[t]
+
+
+def test_a_budget_opens_only_a_top_level_branch_on_the_role() -> None:
+    src = emit_kernel(_legal(nested_role_if, "cuda"), "cuda", profile("cuda", "sm_90")).source
+    assert "__launch_bounds__(384, 1) " in src and "setmaxnreg" not in src

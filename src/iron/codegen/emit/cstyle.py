@@ -268,7 +268,8 @@ class KernelPrinter:
     def _if(self, op: Op) -> None:
         cond = self.operand(op.operands[0]).text
         then, other = op.regions
-        first_then, first_else = self.d.branch_prologue(op)
+        # Only a top-level if (every thread of the group reaches it) may open with a role's register budget.
+        first_then, first_else = self.d.branch_prologue(op) if self.depth == 1 else ([], [])
         self.line(f"if ({cond}) {{")
         self._nested(then, first_then)
         if other.ops or first_else:

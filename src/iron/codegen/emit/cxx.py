@@ -273,7 +273,8 @@ class CxxDialect(Dialect):
         Static ``__shared__`` arrays while they fit the profile's static limit; past it (CUDA's 48 KiB), or when
         one needs more than 16-byte alignment, pointers into one dynamic ``extern __shared__`` block (those
         aligned past 16 bytes first, the rest in order), each at an offset aligned to 16 bytes or its own
-        alignment (1024 for ``mma_wg``'s tiles), whose size goes in ``dynamic_shared_bytes`` for the runtime to opt in to and launch with.
+        alignment (1024 for ``mma_wg``'s tiles), whose size goes in ``dynamic_shared_bytes`` for the runtime to
+        opt in to and launch with.
         """
         total = sum(size for _, _, size, _, _ in arrays)
         self.dynamic_shared_bytes = 0
@@ -472,8 +473,10 @@ class CudaDialect(CxxDialect):
     _role_split: Op | None = None
 
     def branch_prologue(self, op: Op) -> tuple[list[str], list[str]]:
-        """``setmaxnreg`` at the top of each branch of the first ``if role == i`` (or ``!=``) after the split:
-        the then-side's roles and the else-side's, where they share one budget."""
+        """``setmaxnreg`` at the top of each branch of the first top-level ``if role == i`` (or ``!=``) after the
+        split: the then-side's roles and the else-side's, where they share one budget.  Each role's work belongs
+        in its branch: code after the ``if`` that needs more registers than a lowered budget makes ptxas drop
+        the budgets (C7507, ``setmaxnreg_ignored``)."""
         split = self._role_split
         cond = op.operands[0].owner
         if split is None or cond is None or cond.opcode not in ("eq", "ne"):
