@@ -16,6 +16,8 @@ PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" -e '.[test,cuda,vulkan]'
 # The headers NVRTC needs (cuda_fp16.h, cuda_bf16.h, crt/*), same CUDA release as NVRTC.
 "${PIP[@]}" --no-deps nvidia-cuda-runtime==13.5.37 nvidia-cuda-crt==13.5.37
+# nvdisasm, same release: the SASS of a CUBIN (iron.codegen.toolchains.sass; the Hopper kernels' tests read it).
+"${PIP[@]}" --no-deps nvidia-cuda-nvdisasm==13.5.37
 # PyTorch for iron.torch's tests (tests/pytorch): 2.13.0 is the CPU build this kind of machine keeps on disk
 # (a plain 'torch' would fetch a CUDA build of several GB).  Already present: nothing is installed.
 "${PIP[@]}" torch==2.13.0

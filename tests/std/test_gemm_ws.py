@@ -118,3 +118,26 @@ def test_the_host_picks_warp_roles_for_readable_operands_and_enough_tiles():
     older = profile("cuda", "sm_80")
     assert not W.ws_chosen(types.SimpleNamespace(profile=older, shared_limit=older.shared_limit),
                            (4096, 4096, 4096), False, (a, b))
+
+
+def test_the_sass_main_loop_is_one_hgmma_stream_without_block_barriers(require_toolchain):
+    """What the H200 runs (nvdisasm on NVRTC's CUBIN): the budgets as USETMAXREG, the copies as UTMALDG, and a
+    consumer main loop of one mbarrier wait, four HGMMA 64x256x16 on one accumulator and no BAR.SYNC (the
+    structure docs/matrix-units.md shows)."""
+    from iron.codegen.emit import emit_kernel
+    from iron.codegen.toolchains import nvrtc, sass
+
+    require_toolchain("nvrtc")
+    if sass.nvdisasm() is None:
+        pytest.skip(f"nvdisasm is not installed: {sass.INSTALL}")
+    launch = W.gemm_ws.variant(**GS._flags(bf16, True, False, "none"), **W.WS_DEFAULT)
+    listing = sass.disassemble(nvrtc.build(emit_kernel(launch.compiled("cuda"), "cuda").source, arch="sm_90").binary)
+    ops = [i.opcode for i in sass.instructions(listing)]
+    assert "USETMAXREG.DEALLOC.CTAPOOL" in ops and "USETMAXREG.TRY_ALLOC.CTAPOOL" in ops
+    assert ops.count("UTMALDG.2D") == 2  # A's panel and B's, in the producer's loop
+    main = min((loop for loop in sass.loops(listing) if any(i.opcode.startswith("HGMMA") for i in loop)), key=len)
+    multiplies = [i for i in main if i.opcode.startswith("HGMMA")]
+    assert [i.opcode for i in multiplies] == ["HGMMA.64x256x16.F32.BF16"] * 4
+    assert len({i.operands.split(",")[0] for i in multiplies}) == 1, "one accumulator stream"
+    assert [i.opcode for i in main].count("SYNCS.PHASECHK.TRANS64.TRYWAIT") == 1
+    assert not [i for i in main if i.opcode.startswith("BAR.")], "a block barrier in the main loop"

@@ -190,3 +190,28 @@ def test_a_subgroup_sum_inside_nested_loops_compiles_for_sm_90():
             r += 7
 
     nvrtc.compile_cuda(emit_kernel(rows_sum.variant().compiled("cuda"), "cuda").source, arch="sm_90")
+
+
+def test_sass_loops_are_found_by_their_backward_branches():
+    """iron.codegen.toolchains.sass on a recorded fragment of nvdisasm's listing (gemm_ws, 2026-12-04)."""
+    from iron.codegen.toolchains import sass
+
+    listing = """
+.L_x_4:
+        /*0ab0*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8+0x34400], R11 ;
+        /*0c60*/                   WARPGROUP.ARRIVE ;
+        /*0ca0*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR16], R24 ;
+        /*0f50*/               @!P0 SYNCS.ARRIVE.TRANS64.A1T0 RZ, [R10+URZ+0x34420], RZ ;
+        /*0f70*/               @!P0 BRA `(.L_x_4) ;
+.L_x_2:
+        /*0fb0*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0fc0*/                   BRA `(.L_x_5) ;
+.L_x_5:
+        /*0fd0*/                   EXIT ;
+"""
+    ops = [i.opcode for i in sass.instructions(listing)]
+    assert ops == ["SYNCS.PHASECHK.TRANS64.TRYWAIT", "WARPGROUP.ARRIVE", "HGMMA.64x256x16.F32.BF16",
+                   "SYNCS.ARRIVE.TRANS64.A1T0", "BRA", "WARPGROUP.DEPBAR.LE", "BRA", "EXIT"]
+    (loop,) = sass.loops(listing)  # the forward branch to .L_x_5 is no loop
+    assert [i.address for i in loop] == [0x0ab0, 0x0c60, 0x0ca0, 0x0f50, 0x0f70]
+    assert loop[2].operands == "R24, gdesc[UR16], R24"
