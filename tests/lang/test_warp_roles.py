@@ -89,7 +89,7 @@ def test_a_consumer_reading_before_its_wait_is_a_race() -> None:
         _run_ring("reads_early")
 
 
-@kernel(variants(ROLE_BARRIER=[True, False]))
+@kernel(variants(ROLE_BARRIER=[True, False, "half"]))
 def halves(src: In[f32], out: Tensor[f32]):
     """Each role reverses its own half through shared memory, meeting at its role barrier."""
     s = shared(f32, 2 * R)
@@ -97,7 +97,10 @@ def halves(src: In[f32], out: Tensor[f32]):
     t = thread_id(0)
     s[t] = src[t]
     if role == 0:
-        if ROLE_BARRIER:
+        if ROLE_BARRIER == "half":
+            if t < R // 2:
+                role_barrier()  # half a role
+        elif ROLE_BARRIER:
             role_barrier()
         out[t] = s[R - 1 - t]
     else:
@@ -113,6 +116,11 @@ def test_a_role_barrier_orders_its_role_and_its_absence_is_a_race() -> None:
     np.testing.assert_array_equal(out, np.concatenate([src[:R][::-1], src[R:][::-1]]))
     with pytest.raises(InterpError, match=r"race on 's'"):
         halves.variant(ROLE_BARRIER=False).launch(src, out, grid=(2 * R,), group=(2 * R,), backend="interp")
+    with pytest.raises(InterpError, match=r"role_barrier\(\) is reached by thread 0 .* of role 0 but not by thread 16 .* "
+                                          r"of the same role: every thread of a role must reach it") as info:
+        halves.variant(ROLE_BARRIER="half").launch(src, out, grid=(2 * R,), group=(2 * R,), backend="interp")
+    line = where(HERE, "# half a role")[0]
+    assert (info.value.loc.line, info.value.loc.file) == (line, HERE)
 
 
 @kernel

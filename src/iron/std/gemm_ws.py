@@ -1,6 +1,7 @@
 """GEMM with warp roles on Hopper: C = act(A @ B + bias), the contract of gemm.py, fed by tile copies (TMA).
 
-One group of 384 threads owns a 128 x BN block tile of C.  Warp roles split it: role 0, one warpgroup at a
+One group of 384 threads computes 128 x BN output tiles of C (one, or with fewer groups than tiles every G-th,
+its ring running on from tile to tile).  Warp roles split it: role 0, one warpgroup at a
 40-register budget, is the producer, in which one thread issues per K step the tile copies of A's 128 x 64 and
 B's BN x 64 (or 64 x BN) panels into a ring of STAGES shared buffers in ``mma_wg``'s swizzled layout, each
 completing on the slot's ``full`` barrier; role 1, two warpgroups at 232 registers, are the consumers, each
