@@ -1,8 +1,10 @@
-"""Timing a GPU call from Python with CUDA events (torch): the median over repetitions, for the device scripts."""
+"""Timing a GPU call from Python for the device scripts (torch): kernel time from CUDA events or from the CUDA
+profiler, and call time (host wall time per call, back to back)."""
 
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Any, Callable
 
 
@@ -24,3 +26,38 @@ def median_ms(torch: Any, fn: Callable[[], Any], reps: int, warmup: int = 3, bat
         stop.synchronize()
         times.append(start.elapsed_time(stop) / batch)
     return statistics.median(times)
+
+
+def call_us(torch: Any, calls: list[Callable[[], Any]], count: int, reps: int) -> list[float]:
+    """Host wall time per call of each of ``calls``: ``reps`` back-to-back loops of ``count`` calls each with one
+    synchronize at the end, the loops of the calls interleaved (so that the machine's drift falls on all of
+    them alike), the median per call."""
+    for call in calls:
+        for _ in range(20):
+            call()
+    torch.cuda.synchronize()
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(reps):
+        for call, seen in zip(calls, times):
+            t0 = time.perf_counter()
+            for _ in range(count):
+                call()
+            torch.cuda.synchronize()
+            seen.append((time.perf_counter() - t0) / count * 1e6)
+    return [statistics.median(t) for t in times]
+
+
+def kernel_us(torch: Any, call: Callable[[], Any], calls: int) -> float:
+    """GPU time of the kernels ``calls`` calls launched, per call, from the CUDA profiler (CUPTI, which sees
+    driver-API launches too): unlike events around one call, the host's time to launch never counts."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    total = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
+    return total / calls

@@ -3,10 +3,11 @@
 For the GPU machine (the H200).  For each configuration of :data:`iron.std.gemm.gemm_mma` (FRAG, WARPS,
 WT, BK, THREADS), of :data:`iron.std.gemm_wg.gemm_wg` (``WG_*``: BN, STAGES, PENDING, KP) or of
 :data:`iron.std.gemm_ws.gemm_ws` (``WS_*``: BN, STAGES) and each size, the kernel and ``torch.matmul`` run on
-the same bf16/f16 inputs; both
-are timed with CUDA events (median of ``--reps`` after a warm-up, in one stream) and Iron's output is
-checked against cuBLAS's: the largest |difference| over the largest |cuBLAS output| must stay under
-2**-7 (both round f32 sums of the same products once to 16 bits; a wrong tile shows up as O(1)).
+the same bf16/f16 inputs; for both the kernel time (GPU time per call from the CUDA profiler, over ``--reps``
+calls: the host's time to launch never counts; the median of ``--rounds`` timings, cuBLAS's and every
+configuration's taking turns) and the call time (host wall time per call, back to back) are reported, and
+Iron's output is checked against cuBLAS's: the largest |difference| over the largest |cuBLAS output| must stay
+under 2**-7 (both round f32 sums of the same products once to 16 bits; a wrong tile shows up as O(1)).
 
 Run: ``PYTHONPATH=src python3 scripts/device/gemm_tune.py --sizes 4096 8192`` (``--shapes 512x4096x4096`` for
 M x N x K shapes; ``--configs WS_256_S3 ...`` for some configurations; ``--bt`` for B given (N, K)).
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
-from typing import Any
+from typing import Any, Callable
 
-from cuda_events import median_ms
+from cuda_events import call_us, kernel_us
 
 #: name -> binding of gemm_mma: candidates for iron.std.gemm.SM80 (BENCHMARKS.md has their figures).
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -56,13 +58,44 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "WG_128_S2_P0_K2": {"BN": 128, "STAGES": 2, "PENDING": 0, "KP": 2},
     # gemm_ws (warp roles: a producer warpgroup issuing tile copies, two consumer warpgroups on m64nBN).
     "WS_256_S3": {"BN": 256, "STAGES": 3},
+    "WS_256_S4": {"BN": 256, "STAGES": 4},
     "WS_256_S2": {"BN": 256, "STAGES": 2},
     "WS_128_S4": {"BN": 128, "STAGES": 4},
     "WS_128_S3": {"BN": 128, "STAGES": 3},
     # ... persistent: one group per multiprocessor (GROUPS: set at run time), each looping over tiles.
     "WSP_256_S3": {"BN": 256, "STAGES": 3, "GROUPS": "sms"},
+    "WSP_256_S4": {"BN": 256, "STAGES": 4, "GROUPS": "sms"},
     "WSP_128_S4": {"BN": 128, "STAGES": 4, "GROUPS": "sms"},
 }
+
+
+def _launcher(cfg: dict[str, Any], name: str, dt: Any, bt: bool, operands: tuple[Any, ...],
+              mnk: tuple[int, int, int]) -> tuple[Callable[[], None], Any]:
+    """One launch of configuration ``name`` on the operands, and the output it writes (NaN until then)."""
+    import torch
+
+    from iron.std.gemm import block_tile, gemm_mma, launch_geometry
+    from iron.std.gemm_wg import WG_BM, WG_THREADS, gemm_wg
+    from iron.std.gemm_ws import gemm_ws, ws_geometry
+
+    (m, n, k), (a, b, bias) = mnk, operands
+    if name.startswith("WS"):
+        tile = {key: v for key, v in cfg.items() if key != "GROUPS"}
+        kern = gemm_ws.variant(T=dt, BT=bt, BIAS=False, ACT="none", **tile)
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        grid, group = ws_geometry(m, n, cfg["BN"], sms if "GROUPS" in cfg else None)
+    elif name.startswith("WG_"):
+        kern = gemm_wg.variant(T=dt, BT=bt, BIAS=False, ACT="none", **cfg)
+        grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, cfg["BN"]))
+    else:
+        kern = gemm_mma.variant(T=dt, BT=bt, BIAS=False, ACT="none", **cfg)
+        grid, group = launch_geometry(m, n, cfg["THREADS"], block_tile(cfg))
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=a.dtype)
+
+    def run() -> None:
+        kern.launch(a, b, bias, c, m, n, k, grid=grid, group=group, backend="cuda")
+
+    return run, c
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,15 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--bt", action="store_true", help="B given as (N, K), an nn.Linear weight")
-    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=10, help="calls per timing")
+    ap.add_argument("--rounds", type=int, default=3, help="timings per configuration, interleaved; the median")
+    ap.add_argument("--check-only", action="store_true",
+                    help="one checked launch per configuration, no timing (the profiling target under ncu)")
     args = ap.parse_args(argv)
 
     import torch
 
     from iron import bf16, f16
-    from iron.std.gemm import block_tile, gemm_mma, launch_geometry
-    from iron.std.gemm_wg import WG_BM, WG_THREADS, gemm_wg
-    from iron.std.gemm_ws import gemm_ws, ws_geometry
 
     dt, tdt = (bf16, torch.bfloat16) if args.dtype == "bf16" else (f16, torch.float16)
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -92,36 +125,41 @@ def main(argv: list[str] | None = None) -> int:
         b = torch.randn((n, k) if args.bt else (k, n), device="cuda", dtype=tdt, generator=gen)
         bias = torch.zeros(1, device="cuda", dtype=tdt)
         want = torch.matmul(a, b.t() if args.bt else b)
-        ref_ms = median_ms(torch, lambda: torch.matmul(a, b.t() if args.bt else b), args.reps)
+
+        def ref() -> None:
+            torch.matmul(a, b.t() if args.bt else b)
+
         flops = 2.0 * m * n * k
+        runs: dict[str, tuple[Any, float, bool]] = {}  # name -> (launch, error, checked)
         for name in args.configs:
-            cfg = CONFIGS[name]
-            if name.startswith("WS"):
-                tile = {key: v for key, v in cfg.items() if key != "GROUPS"}
-                kern = gemm_ws.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **tile)
-                sms = torch.cuda.get_device_properties(0).multi_processor_count
-                grid, group = ws_geometry(m, n, cfg["BN"], sms if "GROUPS" in cfg else None)
-            elif name.startswith("WG_"):
-                kern = gemm_wg.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
-                grid, group = launch_geometry(m, n, WG_THREADS, (WG_BM, cfg["BN"]))
-            else:
-                kern = gemm_mma.variant(T=dt, BT=args.bt, BIAS=False, ACT="none", **cfg)
-                grid, group = launch_geometry(m, n, cfg["THREADS"], block_tile(cfg))
-            c = torch.full((m, n), float("nan"), device="cuda", dtype=tdt)
-
-            def run() -> None:
-                kern.launch(a, b, bias, c, m, n, k, grid=grid, group=group, backend="cuda")
-
+            run, out = _launcher(CONFIGS[name], name, dt, args.bt, (a, b, bias), (m, n, k))
             run()
             torch.cuda.synchronize()
-            err = ((c.float() - want.float()).abs().max() / want.float().abs().max()).item()
-            ms = median_ms(torch, run, args.reps)
-            ok = err < 2.0 ** -7
-            status |= 0 if ok else 1
+            err = ((out.float() - want.float()).abs().max() / want.float().abs().max()).item()
+            runs[name] = (run, err, err < 2.0 ** -7)
+            status |= 0 if err < 2.0 ** -7 else 1
+            if args.check_only:
+                print(json.dumps({"config": name, "size": size, "bt": args.bt, "rel_err": err, "ok": err < 2.0 ** -7}),
+                      flush=True)
+        if args.check_only:
+            continue
+        # Rounds of cuBLAS then every configuration: the clock's drift falls on all of them alike.
+        times: dict[str, list[float]] = {name: [] for name in ["torch", *runs]}
+        for _ in range(args.rounds):
+            times["torch"].append(kernel_us(torch, ref, args.reps))
+            for name, (run, _, _) in runs.items():
+                times[name].append(kernel_us(torch, run, args.reps))
+        ref_us = statistics.median(times["torch"])
+        for name, (run, err, ok) in runs.items():
+            us = statistics.median(times[name])
+            iron_call, torch_call = call_us(torch, [run, ref], args.reps, 3)
             print(json.dumps({"config": name, "size": size, "dtype": args.dtype, "bt": args.bt,
-                              "iron_ms": round(ms, 4), "torch_ms": round(ref_ms, 4),
-                              "iron_tflops": round(flops / ms / 1e9, 1), "torch_tflops": round(flops / ref_ms / 1e9, 1),
-                              "ratio": round(ref_ms / ms, 3), "rel_err": err, "ok": ok}), flush=True)
+                              "iron_kernel_us": round(us, 1), "torch_kernel_us": round(ref_us, 1),
+                              "iron_call_us": round(iron_call, 1), "torch_call_us": round(torch_call, 1),
+                              "iron_tflops": round(flops / us / 1e6, 1), "torch_tflops": round(flops / ref_us / 1e6, 1),
+                              "ratio": round(ref_us / us, 3), "rounds": [round(t, 1) for t in times[name]],
+                              "torch_rounds": [round(t, 1) for t in times["torch"]], "rel_err": err, "ok": ok}),
+                  flush=True)
     return status
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
+
+from cuda_events import call_us, kernel_us
 
 from iron import In, Tensor, f32, kernel
 from iron.lang import program_id
@@ -34,44 +34,6 @@ BF = torch.bfloat16
 def scale(x: In[f32], y: Tensor[f32], a: f32):
     i = program_id(0)
     y[i] = a * x[i]
-
-
-def call_us(calls: list[Callable[[], Any]], count: int, reps: int) -> list[float]:
-    """Host wall time per call of each of ``calls``: ``reps`` back-to-back loops of ``count`` calls each with one
-    synchronize at the end, the loops of the calls interleaved (so that the machine's drift falls on all of
-    them alike), the median per call."""
-    for call in calls:
-        for _ in range(20):
-            call()
-    torch.cuda.synchronize()
-    times: list[list[float]] = [[] for _ in calls]
-    for _ in range(reps):
-        for call, seen in zip(calls, times):
-            t0 = time.perf_counter()
-            for _ in range(count):
-                call()
-            torch.cuda.synchronize()
-            seen.append((time.perf_counter() - t0) / count * 1e6)
-    return [statistics.median(t) for t in times]
-
-
-def kernel_us(call: Callable[[], Any], calls: int) -> float:
-    """GPU time of the kernels ``calls`` calls launched, per call, from the CUDA profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
-    call()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    from torch.autograd import DeviceType
-
-    total = 0.0
-    for e in prof.events():
-        if e.device_type == DeviceType.CUDA:  # kernels (and any copy or fill a call makes)
-            total += e.time_range.elapsed_us()
-    return total / calls
 
 
 def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -123,6 +85,12 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
                   lambda: F.linear(xs, W), 1.0))
     M = r(4096, 4096)
     table.append(("gemm 4096^3 bf16", lambda: gemm.gemm(M, M), lambda: M @ M, 2.0))
+    xp, Wp = r(512, 4096), r(4096, 4096)
+    table.append(("gemm 512x4096 @ W(4096,4096)^T bf16", lambda: gemm.gemm(xp, Wp, transpose_b=True),
+                  lambda: F.linear(xp, Wp), 2.0))
+    xl = r(8192, 4096)
+    table.append(("gemm 8192x4096 @ W(11008,4096)^T bf16", lambda: gemm.gemm(xl, W, transpose_b=True),
+                  lambda: F.linear(xl, W), 2.0))
     qd, kc, vc = r(1, 32, 128), r(1, 8, 4096, 128), r(1, 8, 4096, 128)
     lens = torch.full((1,), 4096, dtype=torch.int32, device="cuda")
     table.append(("decode_attention B=1 H=32 H_kv=8 S=4096 bf16",
@@ -192,11 +160,11 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         got, want = iron_call(), torch_call()
         torch.cuda.synchronize()
         err = (got.float() - want.float()).abs().max().item()
-        iron_us, torch_us = call_us([iron_call, torch_call], args.count, args.reps)
+        iron_us, torch_us = call_us(torch, [iron_call, torch_call], args.count, args.reps)
         row = {"op": name, "max_abs_diff": err, "tolerance": tol, "checked": err <= tol,
                "iron_call_us": round(iron_us, 1), "torch_call_us": round(torch_us, 1),
-               "iron_kernel_us": round(kernel_us(iron_call, args.profiled), 2),
-               "torch_kernel_us": round(kernel_us(torch_call, args.profiled), 2)}
+               "iron_kernel_us": round(kernel_us(torch, iron_call, args.profiled), 2),
+               "torch_kernel_us": round(kernel_us(torch, torch_call, args.profiled), 2)}
         row["call_minus_torch_us"] = round(row["iron_call_us"] - row["torch_call_us"], 1)
         out.append(row)
     return out

@@ -16,8 +16,8 @@ from iron.codegen.toolchains import nvrtc
 from iron.core import dtypes as D
 from iron.core.errors import UnsupportedOnTarget
 from iron.core.types import sw128_index
-from iron.lang import (barrier, frag_acc, frag_store, mma_wg, mma_wg_wait, select, shared, simd_group_id, sw128,
-                       thread_id)
+from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_tile, frag_acc, frag_store, mma_wg,
+                       mma_wg_wait, select, shared, simd_group_id, sw128, thread_id)
 
 
 @kernel(variants(N=[64, 128, 256], MAJOR=["k", "n"], PENDING=[0, 1], SKEW=[0, 8]))
@@ -175,6 +175,46 @@ def test_cuda_emits_wgmma_for_sm90a(require_toolchain):
     assert nvrtc.arch_for_source(src, "sm_90") == "sm_90a" and nvrtc.arch_for_source("int x;", "sm_90") == "sm_90"
     report = nvrtc.compile_cuda(src, arch="sm_90a").report
     assert report["spill_stores"] == 0
+
+
+@kernel(variants(STORED=[False, True]))
+def copied_tiles(a: In[f16], b: In[f16], c: Tensor[f32]):
+    """c (64 x 64) = a @ b^T with both tiles tile-copied, or B stored by the threads when STORED."""
+    a_s = shared(f16, 64 * 64)
+    b_s = shared(f16, 64 * 64)
+    full = async_barriers(1, 1)
+    tid = thread_id(0)
+    if tid == 0:
+        copy_tile(a_s, 0, a, (64, 64), (0, 0), (64, 64), full, 0)
+        if not STORED:
+            copy_tile(b_s, 0, b, (64, 64), (0, 0), (64, 64), full, 0)
+        barrier_arrive(full, 0, bytes=(1 if STORED else 2) * 64 * 64 * 2)
+    if STORED:
+        for i in range(tid, 64 * 64, 128):
+            b_s[sw128(i // 64, i % 64)] = b[i]
+        barrier()
+    barrier_wait(full, 0, 0)
+    acc = mma_wg(a_s, 0, b_s, 0, frag_acc(f32, 16, 64), k=64, b_major="k")
+    frag_store(c, simd_group_id() * 16 * 64, 64, acc)
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_a_wait_fences_the_async_proxy_unless_tile_copies_alone_wrote_the_tiles(stored, require_toolchain):
+    """wgmma reads through the async proxy: a store into its tile needs fence.proxy.async after the wait that
+    orders it; TMA writes through that proxy, so tiles only tile-copied need none.  Both products are right."""
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((64, 64)).astype(np.float16) for _ in range(2))
+    launch = copied_tiles.variant(STORED=stored)
+    c = np.full((64, 64), np.nan, np.float32)
+    launch.launch(a, b, c, grid=(128,), group=(128,), backend="interp")
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64).T, rtol=1e-3, atol=1e-3)
+    src = emit_kernel(launch.compiled("cuda"), "cuda").source
+    wait = src.index("iron_mbarrier_wait(")
+    wait = src.index("iron_mbarrier_wait(", wait + 1)  # the call, after the helper's definition
+    fenced = "fence.proxy.async.shared::cta" in src[wait:src.index("wgmma.mma_async", wait)]
+    assert fenced == stored
+    require_toolchain("nvrtc")
+    assert nvrtc.compile_cuda(src, arch="sm_90a").report["spill_stores"] == 0
 
 
 @pytest.mark.parametrize("target,arch", [("cuda", "sm_80"), ("hip", "gfx90a"), ("spirv", "vulkan-nvidia"),

@@ -14,8 +14,9 @@ from iron.core.errors import UnsupportedOnTarget
 from iron.std import gemm_ws as W
 from iron.std.suite import gemm as GS
 
-BINDINGS = [{**GS._flags(f16, False, True, "relu"), **W.WS_DEFAULT},
-            {**GS._flags(bf16, True, False, "none"), "BN": 128, "STAGES": 4}]
+BINDINGS = [{**GS._flags(f16, False, True, "relu"), "BN": 256, "STAGES": 3},
+            {**GS._flags(bf16, True, False, "none"), "BN": 128, "STAGES": 4},
+            {**GS._flags(bf16, False, False, "none"), "BN": 256, "STAGES": 4}]
 # Whole 16-byte rows: M and N past a tile with a partial last K step; five K steps through a shorter ring.
 SHAPES = [GS._shape(40, 24, 136), GS._shape(70, 136, 320)]
 
@@ -37,7 +38,9 @@ MUTANTS = {
     # subgroups 2 and 3 of a consumer warpgroup store their rows over those of 0 and 1.
     "wrong_rows": [("wg * 64 + (simd_group_id() % 4) * 16", "wg * 64 + (simd_group_id() % 2) * 16")],
     # the tiles go out without their bias.
-    "missing_bias": [("acc, BIAS, ACT, wg == w, BN, True)", "acc, False, ACT, wg == w, BN, True)")],
+    "missing_bias": [("acc, BIAS, ACT, turn == w, BN, True, slot)", "acc, False, ACT, turn == w, BN, True, slot)")],
+    # two subgroups staging at once share their staging rows (WS_DEFAULT's four-stage ring stages two at a time).
+    "shared_slot": [("slot = simd_group_id() % PER", "slot = simd_group_id() % (PER // 2)")],
     # the second consumer warpgroup multiplies the first one's rows of A.
     "one_a_block": [("s * a_stage + wg * BLOCK", "s * a_stage")],
 }
@@ -57,7 +60,7 @@ def test_unmutated_copy_passes(tmp_path, seed):
     assert_rows_pass(mutant_rows("std/gemm/ws", mutant(tmp_path), seed, shapes=SHAPES), seed)
 
 
-@pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128"])
+@pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128", "nn-256-s4"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: every thread starts at 168 registers (the launch bounds), ptxas keeps the roles' budgets
     (no C7507 note: setmaxnreg opens the role branches), the multiplies stay a pipeline (no C7515 note) and
@@ -88,9 +91,11 @@ def test_shared_bytes_model_matches_the_kernel():
     for binding in BINDINGS:
         assert shared_bytes(W.gemm_ws.variant(**binding).ir) == W.ws_shared_bytes(binding)
     emitted = emit_kernel(W.gemm_ws.variant(**BINDINGS[0]).compiled("cuda"), "cuda")
-    assert emitted.dynamic_shared_bytes >= W.ws_shared_bytes(W.WS_DEFAULT)
+    assert emitted.dynamic_shared_bytes >= W.ws_shared_bytes(BINDINGS[0])
     assert emitted.dynamic_shared_bytes <= profile("cuda", "sm_90").shared_limit
-    assert all(W.ws_fits(v) for v in W.gemm_ws.variants) and not W.ws_fits({"BN": 256, "STAGES": 4})
+    assert all(W.ws_fits(v) for v in W.gemm_ws.variants)
+    # a four-stage ring of 128 x 256 tiles leaves room for two subgroups' staging rows, three stages for four
+    assert W.ws_staging_subgroups({"BN": 256, "STAGES": 4}) == 2 and W.ws_staging_subgroups(BINDINGS[0]) == 4
 
 
 def test_roles_run_where_tile_copies_budgets_and_wgmma_exist():
@@ -102,7 +107,7 @@ def test_roles_run_where_tile_copies_budgets_and_wgmma_exist():
     assert not W.ws_shapes_fit(24, 45, True) and not W.ws_shapes_fit(17, 136, False)
 
 
-def test_the_host_picks_warp_roles_for_readable_operands_and_enough_tiles():
+def test_the_host_picks_warp_roles_for_readable_operands_and_a_tile_by_shape():
     import types
 
     import numpy as np
@@ -112,7 +117,9 @@ def test_the_host_picks_warp_roles_for_readable_operands_and_enough_tiles():
     a, b = np.zeros(64, np.float16), np.zeros(64, np.float16)
     assert W.ws_chosen(traits, (4096, 4096, 4096), False, (a, b))  # 512 tiles
     assert W.ws_chosen(traits, (8192, 11008, 4096), True, (a, b))
-    assert not W.ws_chosen(traits, (512, 4096, 4096), True, (a, b))  # 64 tiles: gemm_wg led there
+    assert W.ws_chosen(traits, (512, 4096, 4096), True, (a, b))  # 128 x 128 tiles there
+    assert W.ws_config(512, 4096) == {"BN": 128, "STAGES": 4}  # 64 wide tiles: too few
+    assert W.ws_config(4096, 4096) == W.WS_DEFAULT  # 512
     assert not W.ws_chosen(traits, (4096, 4096, 4100), True, (a, b))  # rows of K not whole 16-byte chunks
     assert not W.ws_chosen(traits, (4096, 4096, 4096), False, (a[1:], b))  # A off a 16-byte boundary
     older = profile("cuda", "sm_80")
@@ -122,8 +129,8 @@ def test_the_host_picks_warp_roles_for_readable_operands_and_enough_tiles():
 
 def test_the_sass_main_loop_is_one_hgmma_stream_without_block_barriers(require_toolchain):
     """What the H200 runs (nvdisasm on NVRTC's CUBIN): the budgets as USETMAXREG, the copies as UTMALDG, and a
-    consumer main loop of one mbarrier wait, four HGMMA 64x256x16 on one accumulator and no BAR.SYNC (the
-    structure docs/matrix-units.md shows)."""
+    consumer main loop of one mbarrier wait, four HGMMA 64x256x16 on one accumulator, no BAR.SYNC and no
+    proxy fence (the structure docs/matrix-units.md shows)."""
     from iron.codegen.emit import emit_kernel
     from iron.codegen.toolchains import nvrtc, sass
 
@@ -141,3 +148,5 @@ def test_the_sass_main_loop_is_one_hgmma_stream_without_block_barriers(require_t
     assert len({i.operands.split(",")[0] for i in multiplies}) == 1, "one accumulator stream"
     assert [i.opcode for i in main].count("SYNCS.PHASECHK.TRANS64.TRYWAIT") == 1
     assert not [i for i in main if i.opcode.startswith("BAR.")], "a block barrier in the main loop"
+    # TMA alone writes the tiles: no proxy fence (MEMBAR + FENCE.VIEW.ASYNC) after the wait
+    assert not [i for i in main if i.opcode.startswith(("MEMBAR", "FENCE"))], [i.opcode for i in main]

@@ -432,6 +432,33 @@ def _collect_access(k: Kernel, block: Block, alias: dict[Value, Value], reads: s
             _collect_access(k, f.body, inner, reads, writes, active | {name})
 
 
+def warpgroup_tiles_copied_only(k: Kernel) -> bool:
+    """Whether every shared array ``mma_wg`` reads (in the body or a helper) is written by tile copies only.
+
+    Tile copies on sm_90 write through the async proxy that ``wgmma`` reads through, so a wait on their
+    barrier needs no proxy fence; a store or ``cp.async`` copy into such an array goes through the generic
+    proxy and does.  Helper arguments are followed through calls.
+    """
+    tiles: set[Value] = set()
+    generic: set[Value] = set()
+    _collect_tile_writers(k, k.body, {}, tiles, generic, set())
+    return not (tiles & generic)
+
+
+def _collect_tile_writers(k: Kernel, block: Block, alias: dict[Value, Value], tiles: set[Value],
+                          generic: set[Value], active: set[str]) -> None:
+    for op in block.walk():
+        if op.opcode == "mma_wg":
+            tiles.update(alias.get(op.operands[i], op.operands[i]) for i in (0, 2))
+        elif op.opcode in WRITE_OPS and op.opcode != "tile_copy":
+            generic.add(alias.get(op.operands[0], op.operands[0]))
+        elif op.opcode == "call" and op.attrs["callee"] not in active:
+            f = k.functions.get(op.attrs["callee"])
+            if f is not None:
+                inner = {p.value: alias.get(a, a) for p, a in zip(f.params, op.operands)}
+                _collect_tile_writers(k, f.body, inner, tiles, generic, active | {op.attrs["callee"]})
+
+
 def infer_access(k: Kernel) -> None:
     """Fill ``Param.access`` of ``k``'s tensor parameters from :func:`tensor_access` (in place)."""
     access = tensor_access(k)

@@ -700,13 +700,14 @@ def _launch_gemm(a: Any, b: Any, bias: Any, act: str, out: Any, mnk: tuple[int, 
     cfg = fragment_config(traits, dt, bool(transpose_b)) if dt != f32 else None
     flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}
     from .gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg, runs_warpgroups, wg_shared_bytes
-    from .gemm_ws import WS_DEFAULT, gemm_ws, ws_chosen, ws_geometry
+    from .gemm_ws import gemm_ws, ws_chosen, ws_config, ws_geometry
 
     if cfg is not None and ws_chosen(traits, (m, n, k), transpose_b, (a, b)):
-        # Hopper, operands tile copies can read, enough tiles to fill the device: warp roles (gemm_ws.py).
-        grid, group = ws_geometry(m, n, WS_DEFAULT["BN"])
-        gemm_ws.variant(**flags, **WS_DEFAULT).launch(a, b, unread_bias, out, m, n, k, grid=grid, group=group,
-                                                      backend=backend)
+        # Hopper and operands tile copies can read: warp roles (gemm_ws.py).
+        ws = ws_config(m, n)
+        grid, group = ws_geometry(m, n, ws["BN"])
+        gemm_ws.variant(**flags, **ws).launch(a, b, unread_bias, out, m, n, k, grid=grid, group=group,
+                                              backend=backend)
         return out
     if cfg is not None and runs_warpgroups(traits.profile) and wg_shared_bytes(WG_DEFAULT) <= (traits.shared_limit or 0):
         # Hopper: warpgroup multiplies from swizzled tiles (gemm_wg.py), faster than mma.sync fragments.

@@ -72,15 +72,15 @@ def stage_panel(a, b, a_s, b_s, a_at, b_at, k0, bm, bn, m, n, k, tid, bn_size, v
 
 
 @func
-def store_acc(c, bias, stage, m, n, row0, col0, acc, has_bias, act, mine, width=ACC_N, roles=False):
+def store_acc(c, bias, stage, m, n, row0, col0, acc, has_bias, act, mine, width=ACC_N, roles=False, slot=-1):
     """Write one subgroup's 16 x width accumulator (rows row0.., columns col0..) through its staging rows.
 
-    ``mine``: this subgroup's warpgroup has the staging tiles now (the other one only keeps the barriers
-    company); after a barrier (``roles``: the caller's role barrier, gemm_ws.py's consumers),
-    :func:`~iron.std.gemm.store_staged_rows`.
+    ``mine``: this subgroup has the staging rows now (the others only keep the barriers company); ``slot``:
+    which 16 staging rows are its own (its index in its warpgroup unless given); after a barrier (``roles``:
+    the caller's role barrier, gemm_ws.py's consumers), :func:`~iron.std.gemm.store_staged_rows`.
     """
     ld = width + 4
-    sbase = (simd_group_id() % 4) * 16 * ld
+    sbase = (simd_group_id() % 4 if slot < 0 else slot) * 16 * ld
     if mine:
         frag_store(stage, sbase, ld, acc)
     _meet(roles)

@@ -43,10 +43,19 @@ BLOCK = 64 * 64
 RELEASES = WS_ROLES[1] // 32
 
 
+def ws_staging_subgroups(binding: dict[str, Any]) -> int:
+    """Consumer subgroups that stage their accumulators at once: a warpgroup's four where the ring leaves room
+    for 4 x 16 rows of f32 sums, else two (the epilogue then takes four turns instead of two; the kernel's
+    ``PER`` says the same)."""
+    bn, stages = binding["BN"], binding["STAGES"]
+    four = stages * (WS_BM + bn) * WS_BK * 2 + 4 * 16 * (bn + 4) * 4 + 16 * stages
+    return 4 if four <= WG_SHARED_LIMIT else 2
+
+
 def ws_shared_bytes(binding: dict[str, Any]) -> int:
     """Shared memory one group of :data:`gemm_ws` declares with ``binding`` (ring, staging, barriers)."""
     ring = binding["STAGES"] * (WS_BM + binding["BN"]) * WS_BK * 2
-    return ring + 4 * 16 * (binding["BN"] + 4) * 4 + 2 * 8 * binding["STAGES"]
+    return ring + ws_staging_subgroups(binding) * 16 * (binding["BN"] + 4) * 4 + 2 * 8 * binding["STAGES"]
 
 
 def ws_fits(v: dict[str, Any]) -> bool:
@@ -84,7 +93,9 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
     b_stage = BN * WS_BK
     a_s = shared(T, STAGES * a_stage)
     b_s = shared(T, STAGES * b_stage)
-    stage = shared(f32, 4 * 16 * (BN + 4))  # one consumer warpgroup's accumulators at a time
+    # PER consumer subgroups stage their accumulators at a time (ws_staging_subgroups)
+    PER = 4 if STAGES * (WS_BM + BN) * WS_BK * 2 + 4 * 16 * (BN + 4) * 4 + 16 * STAGES <= WG_SHARED_LIMIT else 2
+    stage = shared(f32, PER * 16 * (BN + 4))
     full = async_barriers(STAGES, 1)
     empty = async_barriers(STAGES, RELEASES)
     role = warp_roles(WS_ROLES, registers=WS_REGISTERS)
@@ -127,8 +138,10 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
             if ktiles > 0 and lane_id() == 0:  # the tile's last slot, before the producer needs it again
                 barrier_arrive(empty, (step - 1) % STAGES)
             row0 = tm * WS_BM + wg * 64 + (simd_group_id() % 4) * 16
-            for w in static_range(2):
-                store_acc(c, bias, stage, m, n, row0, tn * BN, acc, BIAS, ACT, wg == w, BN, True)
+            turn = (simd_group_id() - WS_ROLES[0] // 32) // PER
+            slot = simd_group_id() % PER
+            for w in static_range(8 // PER):
+                store_acc(c, bias, stage, m, n, row0, tn * BN, acc, BIAS, ACT, turn == w, BN, True, slot)
 
 
 def ws_geometry(m: int, n: int, bn: int, groups: int | None = None) -> tuple[tuple[int], tuple[int]]:
@@ -138,8 +151,22 @@ def ws_geometry(m: int, n: int, bn: int, groups: int | None = None) -> tuple[tup
     return (max(1, tiles if groups is None else min(tiles, groups)) * WS_THREADS,), (WS_THREADS,)
 
 
-#: The H200 configuration: 128 x 256 tiles, three stages (3 x 48 KiB of tiles + 66.5 KiB of staging).
-WS_DEFAULT = {"BN": 256, "STAGES": 3}
+#: 128 x 256 tiles through a four-stage ring (its epilogue stages two subgroups at a time).  On the H200
+#: (2026-12-04, kernel times in interleaved rounds, BENCHMARKS.md) it ran 8192^3 at 0.97x cuBLAS with B given
+#: (k, n) and 0.93x given (n, k), against 0.90x and 0.91x with three stages; even at 4096^3.
+WS_DEFAULT = {"BN": 256, "STAGES": 4}
+#: Below this many 128 x 256 output tiles (about two per multiprocessor of an H200's 132) the host takes
+#: 128 x 128 tiles: twice the groups to spread (512 x 4096 x 4096, B given (n, k), 2026-12-04: 0.85x cuBLAS
+#: against 0.47x).
+WS_WIDE_TILES = 256
+
+
+def ws_config(m: int, n: int) -> dict[str, int]:
+    """The tile width and ring depth the host runs :data:`gemm_ws` with: 128 x 128 tiles and four stages where
+    128 x 256 tiles would be too few (:data:`WS_WIDE_TILES`), else :data:`WS_DEFAULT`."""
+    if _host.ceil_div(m, WS_BM) * _host.ceil_div(n, 256) < WS_WIDE_TILES:
+        return {"BN": 128, "STAGES": 4}
+    return dict(WS_DEFAULT)
 
 
 def runs_roles(profile: Any) -> bool:
@@ -152,22 +179,15 @@ def ws_shapes_fit(n: int, k: int, transpose_b: bool) -> bool:
     return k % 8 == 0 and (transpose_b or n % 8 == 0)
 
 
-#: The fewest 128 x 256 output tiles for which the host picks :data:`gemm_ws` over gemm_wg.py's kernel.  On the
-#: H200 (132 multiprocessors, 2026-12-04, BENCHMARKS.md) gemm_ws led from 512 tiles (4096^3: 0.67x cuBLAS
-#: against 0.65x) up, and trailed at 64 (512 x 4096 x 4096: 0.34x against 0.57x): with one tile per
-#: multiprocessor and few of them its three-stage ring waits on the copies.
-WS_MIN_TILES = 256
-
-
 def ws_chosen(traits: Any, mnk: tuple[int, int, int], transpose_b: bool, operands: tuple[Any, ...]) -> bool:
     """Whether the host runs :data:`gemm_ws` for this call: a device with warp roles, tile copies and wgmma that
-    has the group's shared memory, operands tile copies can read (whole 16-byte rows, 16-byte aligned) and
-    at least :data:`WS_MIN_TILES` output tiles."""
+    has the group's shared memory for :func:`ws_config`'s binding, and operands tile copies can read (whole
+    16-byte rows, 16-byte aligned).  On the H200 it led gemm_wg.py's kernel on every shape measured, from
+    512 x 4096 x 4096 (30 us against 81) to 8192^3."""
     m, n, k = mnk
-    return (runs_roles(traits.profile) and ws_shared_bytes(WS_DEFAULT) <= (traits.shared_limit or 0)
-            and ws_shapes_fit(n, k, transpose_b) and all(_host.starts_aligned(x, 16) for x in operands)
-            and _host.ceil_div(m, WS_BM) * _host.ceil_div(n, WS_DEFAULT["BN"]) >= WS_MIN_TILES)
+    return (runs_roles(traits.profile) and ws_shared_bytes(ws_config(m, n)) <= (traits.shared_limit or 0)
+            and ws_shapes_fit(n, k, transpose_b) and all(_host.starts_aligned(x, 16) for x in operands))
 
 
-__all__ = ["WS_BM", "WS_DEFAULT", "WS_MIN_TILES", "WS_THREADS", "gemm_ws", "runs_roles", "ws_chosen", "ws_geometry",
-           "ws_shapes_fit", "ws_shared_bytes"]
+__all__ = ["WS_BM", "WS_DEFAULT", "WS_THREADS", "WS_WIDE_TILES", "gemm_ws", "runs_roles", "ws_chosen", "ws_config",
+           "ws_geometry", "ws_shapes_fit", "ws_shared_bytes", "ws_staging_subgroups"]

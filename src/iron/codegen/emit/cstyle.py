@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core import dtypes as D
+from ...core.analysis import warpgroup_tiles_copied_only
 from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import FRAGMENT_OPS, OPS
 from ...core.types import TILE_LAYOUTS, FragmentType
@@ -91,6 +92,8 @@ class KernelPrinter:
         self.fragments = FragmentPrinter(self)
         #: Whether the kernel multiplies on warpgroups (``mma_wg``): its barriers then fence the async proxy.
         self.uses_warpgroup_mma = any(op.opcode == "mma_wg" for op in kernel.walk())
+        #: Whether ``mma_wg``'s tiles are written by tile copies only (no proxy fence after their waits on TMA).
+        self.warpgroup_tiles_copied = self.uses_warpgroup_mma and warpgroup_tiles_copied_only(kernel)
 
     # ------------------------------------------------------------ helpers for dialects
 

@@ -539,9 +539,12 @@ class CudaDialect(CxxDialect):
         ``arrive.expect_tx``, a wait spins on its parity, and ``copy_async_barrier`` is
         ``cp.async.mbarrier.arrive`` without ``.noinc``: the phase waits for the copies, net arrivals 0.
         In a kernel with ``mma_wg``, a wait is followed by a proxy fence: ``wgmma`` reads shared memory
-        through the async proxy, and the copies that completed the phase wrote it through the generic one.
+        through the async proxy, and the copies that completed the phase wrote it through the generic one;
+        except where TMA tile copies are the only writers of ``mma_wg``'s tiles (they write through the async
+        proxy too, and the barrier's completion makes their bytes visible).
         """
         code, tx = op.opcode, "mbarrier_tx" in self.profile.features
+        tx_copies = "tma" in self.profile.features
         if code == "abar_alloc":
             n, arrivals = op.attrs["count"], op.attrs["arrivals"]
             lines = ["if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {",
@@ -556,7 +559,8 @@ class CudaDialect(CxxDialect):
         if code == "abar_wait":
             wait = self.require("iron_mbarrier_wait", H.mbarrier_wait(tx))
             lines = [f"{wait}({bar}, (unsigned int)({args[2].text}) & 1u);"]
-            if self.printer is not None and self.printer.uses_warpgroup_mma:
+            p = self.printer
+            if p is not None and p.uses_warpgroup_mma and not (p.warpgroup_tiles_copied and tx_copies):
                 lines.append('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");')
             return lines
         if code == "abar_copies":
