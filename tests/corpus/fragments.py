@@ -62,6 +62,36 @@ MMA_16x8x16 = CorpusCase(
     depth=lambda run: Depth(steps=16 * run["KT"] + 1), subgroup=True)
 
 
+# ---------------------------------------------------------------- 16x8x16, f32 accumulator stored to f16 / bf16
+
+@kernel(variants(T=[f16, bf16]))
+def mma_narrow_store(a: In[T], b: In[T], c: Tensor[T], tiles_m: int, tiles_n: int):
+    """The f32 accumulator stored straight to a T tensor: each element rounded once (a gemm's epilogue)."""
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles_m * tiles_n:
+        tm = tile // tiles_n
+        tn = tile % tiles_n
+        ndim = 8 * tiles_n
+        acc = frag_acc(f32, 16, 8)
+        for kk in static_range(2):
+            acc = mma(frag_a(a, tm * 512 + kk * 16, 32, 16, 16), frag_b(b, kk * 16 * ndim + tn * 8, ndim, 16, 8), acc)
+        frag_store(c, tm * 16 * ndim + tn * 8, ndim, acc)
+
+
+def _narrow_oracle(args, run: Run):
+    m, k, n = 16 * run.size, 32, 8 * TILES_N
+    a, b = f64(args[0]).reshape(m, k), f64(args[1]).reshape(k, n)
+    return {2: Expect((a @ b).reshape(-1), (np.abs(a) @ np.abs(b)).reshape(-1))}
+
+
+MMA_NARROW_STORE = CorpusCase(
+    name="mma_narrow_store", kernel=mma_narrow_store,
+    make_args=lambda run, rng: [randn(rng, 16 * run.size * 32, run.T), randn(rng, 32 * 8 * TILES_N, run.T),
+                                empty(16 * run.size * 8 * TILES_N, run.T), run.size, TILES_N],
+    oracle=_narrow_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
+    bindings=({"T": f16}, {"T": bf16}), depth=lambda run: Depth(steps=33), subgroup=True)
+
+
 # ---------------------------------------------------------------- 8x8x8, accumulator in the input dtype, B column-major
 
 @kernel(variants(T=[f16, f32]))
@@ -122,4 +152,4 @@ MMA_16x16x16 = CorpusCase(
     depth=lambda run: Depth(steps=17), subgroup=True, out_dtype=lambda run: run["ACC"])
 
 
-CASES = [MMA_16x8x16, MMA_8x8x8, MMA_16x16x16]
+CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_8x8x8, MMA_16x16x16]

@@ -16,7 +16,8 @@ from iron.std.suite import gemm as GS
 
 BINDINGS = [{**GS._flags(f16, False, True, "relu"), "BN": 256, "STAGES": 3},
             {**GS._flags(bf16, True, False, "none"), "BN": 128, "STAGES": 4},
-            {**GS._flags(bf16, False, False, "none"), "BN": 256, "STAGES": 4}]
+            {**GS._flags(bf16, False, False, "none"), "BN": 256, "STAGES": 4},
+            {**GS._flags(bf16, True, True, "none"), "BN": 256, "STAGES": 4}]
 # Whole 16-byte rows: M and N past a tile with a partial last K step; five K steps through a shorter ring.
 SHAPES = [GS._shape(40, 24, 136), GS._shape(70, 136, 320)]
 
@@ -60,7 +61,7 @@ def test_unmutated_copy_passes(tmp_path, seed):
     assert_rows_pass(mutant_rows("std/gemm/ws", mutant(tmp_path), seed, shapes=SHAPES), seed)
 
 
-@pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128", "nn-256-s4"])
+@pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128", "nn-256-s4", "bt-256-s4-bias"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: every thread starts at 168 registers (the launch bounds), ptxas keeps the roles' budgets
     (no C7507 note: setmaxnreg opens the role branches), the multiplies stay a pipeline (no C7515 note) and
@@ -94,8 +95,11 @@ def test_shared_bytes_model_matches_the_kernel():
     assert emitted.dynamic_shared_bytes >= W.ws_shared_bytes(BINDINGS[0])
     assert emitted.dynamic_shared_bytes <= profile("cuda", "sm_90").shared_limit
     assert all(W.ws_fits(v) for v in W.gemm_ws.variants)
-    # a four-stage ring of 128 x 256 tiles leaves room for two subgroups' staging rows, three stages for four
-    assert W.ws_staging_subgroups({"BN": 256, "STAGES": 4}) == 2 and W.ws_staging_subgroups(BINDINGS[0]) == 4
+    # a four-stage ring of 128 x 256 tiles leaves room for four subgroups' rows of T or two of f32, three stages
+    # for four of f32
+    assert W.ws_staging_subgroups(BINDINGS[2]) == 4 and W.ws_staging_subgroups(BINDINGS[3]) == 2
+    assert W.ws_staging_subgroups(BINDINGS[0]) == 4 and W.ws_staged_bytes(BINDINGS[0]) == 4
+    assert W.ws_staged_bytes(BINDINGS[2]) == 2 and W.ws_staged_bytes(W.WS_DEFAULT) == 4  # no flags: the larger
 
 
 def test_roles_run_where_tile_copies_budgets_and_wgmma_exist():

@@ -560,6 +560,12 @@ def _frag_load(ts, attrs):
     return ft
 
 
+def stores_accumulator(acc: D.DType, tensor: D.DType) -> bool:
+    """Whether ``frag_store`` writes an accumulator of ``acc`` to a tensor of ``tensor``: its own type, or an f32
+    accumulator narrowed to f16 / bf16 (each element rounded once to nearest even, as a gemm's epilogue)."""
+    return acc == tensor or (acc == D.f32 and tensor in (D.f16, D.bf16))
+
+
 def _frag_store(ts, attrs):
     tt = _tensor(ts[0])
     _int_scalar(ts[1], "base index")
@@ -567,7 +573,7 @@ def _frag_store(ts, attrs):
     f = ts[3]
     if not isinstance(f, FragmentType) or f.role != "acc":
         raise OpTypeError(f"only accumulator fragments are stored, got {f}")
-    if tt.dtype != f.dtype:
+    if not stores_accumulator(f.dtype, tt.dtype):
         raise OpTypeError(f"fragment of {f.dtype} stored to a tensor of {tt.dtype}")
     if tt.readonly:
         raise OpTypeError("store to a read-only tensor")

@@ -388,14 +388,19 @@ def store_row(c, bias, stage, m, n, row0, col0, c0, c1, c2, c3, c4, c5, c6, c7, 
 @func
 def store_staged(c, bias, stage, at, row, col, n, has_bias, act):
     """C[row, col .. col+7] from 8 staged f32 sums at stage[at ..]: bias, activation, one rounding, one
-    16-byte store (element by element on the N tail).  The epilogue of both matrix kernels."""
-    lo = stage.load(at, width=4)
-    hi = stage.load(at + 4, width=4)
-    y = vec(lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3])
+    16-byte store (element by element on the N tail).  The epilogue of both matrix kernels.  Staged in C's
+    type instead (the sums rounded once on their way in, where there is no bias and no activation), the 8
+    values go out as they are."""
     whole = n % 8 == 0 and col + 8 <= n
-    if has_bias:
-        y = y + f32(load_chunk(bias, 0, 0, col, 1, n, whole, 8))
-    out = cast(activate(y, act), c.dtype)
+    if stage.dtype == c.dtype:
+        out = stage.load(at, width=8)
+    else:
+        lo = stage.load(at, width=4)
+        hi = stage.load(at + 4, width=4)
+        y = vec(lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3])
+        if has_bias:
+            y = y + f32(load_chunk(bias, 0, 0, col, 1, n, whole, 8))
+        out = cast(activate(y, act), c.dtype)
     if whole:
         c.store(row * n + col, out)
     else:
@@ -406,7 +411,7 @@ def store_staged(c, bias, stage, at, row, col, n, has_bias, act):
 
 @func
 def store_staged_rows(c, bias, stage, sbase, ld, width, m, n, row0, col0, has_bias, act, mine):
-    """C[row0 .. row0+15, col0 .. col0+width-1] from one subgroup's 16 staged rows of ``width`` f32 sums at
+    """C[row0 .. row0+15, col0 .. col0+width-1] from one subgroup's 16 staged rows of ``width`` sums at
     stage[sbase ..] (rows ``ld`` apart), the caller having met its barrier: each lane takes 8 consecutive
     columns of a row (:func:`store_staged`); rows past m are skipped, and all of it unless ``mine``."""
     chunks = width // 8

@@ -77,9 +77,11 @@ def store_acc(c, bias, stage, m, n, row0, col0, acc, has_bias, act, mine, width=
 
     ``mine``: this subgroup has the staging rows now (the others only keep the barriers company); ``slot``:
     which 16 staging rows are its own (its index in its warpgroup unless given); after a barrier (``roles``:
-    the caller's role barrier, gemm_ws.py's consumers), :func:`~iron.std.gemm.store_staged_rows`.
+    the caller's role barrier, gemm_ws.py's consumers), :func:`~iron.std.gemm.store_staged_rows`.  Staging
+    of f32 rounds nothing; staging of C's type rounds each sum once (only without bias and activation).
+    Rows are ``width`` + 16 bytes apart: 16-byte aligned, and a subgroup's stores spread over the banks.
     """
-    ld = width + 4
+    ld = width + (4 if stage.dtype == f32 else 8)
     sbase = (simd_group_id() % 4 if slot < 0 else slot) * 16 * ld
     if mine:
         frag_store(stage, sbase, ld, acc)

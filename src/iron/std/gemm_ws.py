@@ -43,19 +43,26 @@ BLOCK = 64 * 64
 RELEASES = WS_ROLES[1] // 32
 
 
+def ws_staged_bytes(binding: dict[str, Any]) -> int:
+    """Bytes of one staged sum: 2 where the epilogue has no bias and no activation (the accumulators are
+    rounded to T on their way into the staging rows), else 4 (f32; also for a binding without those flags)."""
+    return 2 if binding.get("BIAS") is False and binding.get("ACT") == "none" else 4
+
+
 def ws_staging_subgroups(binding: dict[str, Any]) -> int:
     """Consumer subgroups that stage their accumulators at once: a warpgroup's four where the ring leaves room
-    for 4 x 16 rows of f32 sums, else two (the epilogue then takes four turns instead of two; the kernel's
-    ``PER`` says the same)."""
-    bn, stages = binding["BN"], binding["STAGES"]
-    four = stages * (WS_BM + bn) * WS_BK * 2 + 4 * 16 * (bn + 4) * 4 + 16 * stages
+    for 4 x 16 staged rows, else two (the epilogue then takes four turns instead of two; the kernel's ``PER``
+    says the same).  Rows are BN + 16 bytes long."""
+    bn, stages, size = binding["BN"], binding["STAGES"], ws_staged_bytes(binding)
+    four = stages * (WS_BM + bn) * WS_BK * 2 + 4 * 16 * (bn + 16 // size) * size + 16 * stages
     return 4 if four <= WG_SHARED_LIMIT else 2
 
 
 def ws_shared_bytes(binding: dict[str, Any]) -> int:
     """Shared memory one group of :data:`gemm_ws` declares with ``binding`` (ring, staging, barriers)."""
     ring = binding["STAGES"] * (WS_BM + binding["BN"]) * WS_BK * 2
-    return ring + ws_staging_subgroups(binding) * 16 * (binding["BN"] + 4) * 4 + 2 * 8 * binding["STAGES"]
+    size = ws_staged_bytes(binding)
+    return ring + ws_staging_subgroups(binding) * 16 * (binding["BN"] + 16 // size) * size + 16 * binding["STAGES"]
 
 
 def ws_fits(v: dict[str, Any]) -> bool:
@@ -93,9 +100,12 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
     b_stage = BN * WS_BK
     a_s = shared(T, STAGES * a_stage)
     b_s = shared(T, STAGES * b_stage)
-    # PER consumer subgroups stage their accumulators at a time (ws_staging_subgroups)
-    PER = 4 if STAGES * (WS_BM + BN) * WS_BK * 2 + 4 * 16 * (BN + 4) * 4 + 16 * STAGES <= WG_SHARED_LIMIT else 2
-    stage = shared(f32, PER * 16 * (BN + 4))
+    # Staged sums of T where the epilogue adds nothing (rounded once on their way in), else of f32 (ws_staged_bytes);
+    # PER consumer subgroups stage at a time (ws_staging_subgroups), rows BN + 16 bytes long.
+    SB = 2 if not BIAS and ACT == "none" else 4
+    LD = BN + 16 // SB
+    PER = 4 if STAGES * (WS_BM + BN) * WS_BK * 2 + 4 * 16 * LD * SB + 16 * STAGES <= WG_SHARED_LIMIT else 2
+    stage = shared(T if SB == 2 else f32, PER * 16 * LD)
     full = async_barriers(STAGES, 1)
     empty = async_barriers(STAGES, RELEASES)
     role = warp_roles(WS_ROLES, registers=WS_REGISTERS)
@@ -190,4 +200,4 @@ def ws_chosen(traits: Any, mnk: tuple[int, int, int], transpose_b: bool, operand
 
 
 __all__ = ["WS_BM", "WS_DEFAULT", "WS_THREADS", "WS_WIDE_TILES", "gemm_ws", "runs_roles", "ws_chosen", "ws_config",
-           "ws_geometry", "ws_shapes_fit", "ws_shared_bytes", "ws_staging_subgroups"]
+           "ws_geometry", "ws_shapes_fit", "ws_shared_bytes", "ws_staged_bytes", "ws_staging_subgroups"]

@@ -16,8 +16,8 @@ from iron import f16, f32
 from iron.codegen.emit import emit_kernel
 from iron.codegen.emit.fragments import native_fragment_types
 
-POINTS = [("mma_16x8x16", {"T": f16, "KT": 2}), ("mma_16x16x16", {"T": f16, "ACC": f32}),
-          ("mma_16x16x16", {"T": f16, "ACC": f16})]
+POINTS = [("mma_16x8x16", {"T": f16, "KT": 2}), ("mma_narrow_store", {"T": f16}),
+          ("mma_16x16x16", {"T": f16, "ACC": f32}), ("mma_16x16x16", {"T": f16, "ACC": f16})]
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from ...core import dtypes as D
 from ...core.errors import UnsupportedOnTarget
 from ...core.ir import Op
 from ...core.ops import OPS
-from ...core.types import TILE_LAYOUTS, IRType, ScalarType, VectorType
+from ...core.types import TILE_LAYOUTS, FragmentType, IRType, ScalarType, VectorType
 from ..targets import TargetProfile
 from .cstyle import ModuleParts, Operand
 
@@ -419,6 +419,19 @@ class Dialect:
         """A register (holding a value of ``dt`` exactly) as a ``dt`` tensor element."""
         if dt == D.bf16 and self.BF16_BITS:
             return self.BF16_BITS[1].format(text)
+        return self.convert(Operand(text, ScalarType(D.f32)), D.f32, dt)
+
+    def frag_matrix_convert(self, op: Op, t: FragmentType, dt: D.DType, value: str) -> str:
+        """A whole-matrix fragment ``value`` of type ``t`` as a matrix of ``dt`` (each element rounded once), for
+        ``frag_store`` of an f32 accumulator to f16 / bf16; a located capability error where the target's
+        matrices cannot convert."""
+        raise self.unsupported(op, f"storing a {t.dtype.name} matrix fragment to a {dt.name} tensor")
+
+    def frag_narrow(self, text: str, dt: D.DType) -> str:
+        """An f32 register rounded once (nearest even) to ``dt`` as a ``dt`` tensor element (``frag_store`` of an f32
+        accumulator to f16 / bf16); where bf16 is bits, rounded in f32 first, whose top half is then exact."""
+        if dt == D.bf16 and self.BF16_BITS:
+            return self.frag_from_f32(self.frag_round(text, dt), dt)
         return self.convert(Operand(text, ScalarType(D.f32)), D.f32, dt)
 
     def frag_round(self, text: str, dt: D.DType) -> str:

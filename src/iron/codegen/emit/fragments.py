@@ -292,7 +292,10 @@ class FragmentPrinter:
         d, code = self.d, op.opcode
         if code == "frag_store":
             tensor, base, ld, frag = args
-            self.p.line(d.frag_matrix_store(frag.text, tensor, base, ld, op.attrs["layout"] == "col") + ";")
+            value = frag.text
+            if tensor.type.dtype != frag.type.dtype:  # an f32 accumulator narrowed to the tensor's type
+                value = d.frag_matrix_convert(op, frag.type, tensor.type.dtype, frag.text)
+            self.p.line(d.frag_matrix_store(value, tensor, base, ld, op.attrs["layout"] == "col") + ";")
             return
         t = op.result.type
         name = self.p.names.define(op.result)
@@ -378,8 +381,11 @@ class FragmentPrinter:
         tensor, base, ld, frag = args
         t = frag.type
         assert t not in self.packed, "frag_store takes accumulators, which are never packed"
+        dt = tensor.type.dtype
+        # an f32 accumulator stored to f16 / bf16 rounds each element once
+        element = self.d.frag_from_f32 if dt == t.dtype else self.d.frag_narrow
         self._per_element(t, lambda r, row, col: [
-            f"{self._at(tensor, base, ld, row, col, op)} = {self.d.frag_from_f32(f'{frag.text}[{r}]', t.dtype)};"])
+            f"{self._at(tensor, base, ld, row, col, op)} = {element(f'{frag.text}[{r}]', dt)};"])
 
     def _mma_wg(self, op: Op, args: list[Operand]) -> None:
         """A warpgroup multiply: the dialect's instructions on this subgroup's accumulator registers."""

@@ -388,6 +388,13 @@ class GlslDialect(Dialect):
     def frag_matrix_store(self, frag: str, t: Operand, base: Operand, ld: Operand, transpose: bool) -> str:
         return f"coopMatStore({frag}, {t.text}, {self._coopmat_place(base, ld, transpose)})"
 
+    def frag_matrix_convert(self, op: Op, t: FragmentType, dt: D.DType, value: str) -> str:
+        """The KHR conversion constructor (f32 to f16, rounding each element); bf16 tensors are 16-bit words here,
+        which no cooperative matrix type holds."""
+        if dt != D.f16:
+            return super().frag_matrix_convert(op, t, dt, value)
+        return f"{self.frag_matrix_type(FragmentType(t.role, dt, t.rows, t.cols))}({value})"
+
     def frag_matrix_mma(self, out: str, a: str, b: str, c: str) -> str:
         return f"{out} = coopMatMulAdd({a}, {b}, {c})"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.ops import stores_accumulator
 from ...core.types import MMA_SHAPES, WG_ACC_SHAPES, WG_N, FragmentType, ScalarType
 from ..lower_call import CallArgs, handles
 from ..values import RV, FValue, Py, TensorRef, describe
@@ -99,9 +100,10 @@ def frag_store(lw: Any, a: CallArgs) -> FValue:
     base = lw.to_index(a["base"], a.node_of("base"), "base index")
     ld = lw.to_index(a["ld"], a.node_of("ld"), "leading dimension")
     acc = _fragment(lw, a, "acc", "acc")
-    if acc.dtype != t.type.dtype:
+    if not stores_accumulator(acc.dtype, t.type.dtype):
         raise lw.type_error(f"an accumulator of {acc.dtype.name} stored to '{t.name}' of {t.type.dtype.name}",
-                            a.node_of("acc"))
+                            a.node_of("acc"), hint="an f32 accumulator also stores to f16 and bf16 tensors (rounded "
+                            "once); other types store to a tensor of their own type")
     lw.emit("frag_store", [t.value, base.value, ld.value, acc.value], a.node, layout=_layout(lw, a))
     return Py(None)
 

@@ -181,7 +181,10 @@ class Fragments:
         subgroups = self.participants(op, mask)
         index = self._indices(op, buf, base, ld, subgroups, ft.rows, ft.cols, op.attrs["layout"])
         self.memory.track_subgroups(op, buf, "write", subgroups, index.reshape(len(subgroups), -1))
-        buf.data[self._flat(buf, subgroups, index)] = self._matrices(op, ft, frag[subgroups])
+        values = self._matrices(op, ft, frag[subgroups])
+        if buf.dtype != ft.dtype:  # an f32 accumulator into f16 / bf16: each element rounded once
+            values = round_f64(values.astype(np.float64), buf.dtype)
+        buf.data[self._flat(buf, subgroups, index)] = values
 
     def mma(self, op: Op, a: Array, b: Array, c: Array, mask: Mask) -> Array:
         """``c + a @ b`` with exact f64 products and f64 sums, rounded once to the accumulator type."""
