@@ -161,9 +161,9 @@ def ws_geometry(m: int, n: int, bn: int, groups: int | None = None) -> tuple[tup
     return (max(1, tiles if groups is None else min(tiles, groups)) * WS_THREADS,), (WS_THREADS,)
 
 
-#: 128 x 256 tiles through a four-stage ring (its epilogue stages two subgroups at a time).  On the H200
-#: (2026-12-04, kernel times in interleaved rounds, BENCHMARKS.md) it ran 8192^3 at 0.97x cuBLAS with B given
-#: (k, n) and 0.93x given (n, k), against 0.90x and 0.91x with three stages; even at 4096^3.
+#: 128 x 256 tiles through a four-stage ring.  On the H200 (2026-12-04, kernel times in interleaved rounds,
+#: sums staged in T, BENCHMARKS.md) it ran 4096^3 at 0.93x cuBLAS and 8192^3 at 0.97x with B given (k, n)
+#: and 0.98x given (n, k), against 0.88x, 0.91x and 0.91x with three stages.
 WS_DEFAULT = {"BN": 256, "STAGES": 4}
 #: Below this many 128 x 256 output tiles (about two per multiprocessor of an H200's 132) the host takes
 #: 128 x 128 tiles: twice the groups to spread (512 x 4096 x 4096, B given (n, k), 2026-12-04: 0.85x cuBLAS
