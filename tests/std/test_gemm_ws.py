@@ -40,6 +40,8 @@ MUTANTS = {
     "wrong_rows": [("wg * 64 + (simd_group_id() % 4) * 16", "wg * 64 + (simd_group_id() % 2) * 16")],
     # the tiles go out without their bias.
     "missing_bias": [("acc, BIAS, ACT, turn == w, BN, True, slot)", "acc, False, ACT, turn == w, BN, True, slot)")],
+    # sums staged as T where only the bias is absent: the activation is skipped on the way out.
+    "narrow_with_activation": [('SB = 2 if not BIAS and ACT == "none" else 4', "SB = 2 if not BIAS else 4")],
     # two subgroups staging at once share their staging rows (WS_DEFAULT's four-stage ring stages two at a time).
     "shared_slot": [("slot = simd_group_id() % PER", "slot = simd_group_id() % (PER // 2)")],
     # the second consumer warpgroup multiplies the first one's rows of A.
@@ -52,6 +54,8 @@ def test_mutant_caught(name, tmp_path, seed):
     if name == "keeps_last_slot":  # a group looping over tiles: 129 x 264 in 3 groups of the 4 tiles
         assert_mutant_caught("std/gemm/ws_persistent", mutant(tmp_path, *MUTANTS[name]), seed,
                              shapes=[GS._shape(129, 264, 192)])
+    elif name == "narrow_with_activation":  # the rows with an activation and no bias
+        assert_mutant_caught("std/gemm/ws_variants", mutant(tmp_path, *MUTANTS[name]), seed, shapes=SHAPES[:1])
     else:
         assert_mutant_caught("std/gemm/ws", mutant(tmp_path, *MUTANTS[name]), seed, shapes=SHAPES)
 
