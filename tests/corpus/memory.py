@@ -6,7 +6,7 @@ from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
 from iron.core.types import TILE_LAYOUTS
 from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_async, copy_async_barrier,
                        copy_async_commit, copy_async_wait, copy_tile, group_id, num_groups, program_id, role_barrier,
-                       shared, thread_id, vec, vstore, warp_roles)
+                       shared, store_tile, store_tile_wait, thread_id, vec, vstore, warp_roles)
 
 from .case import (CorpusCase, Depth, Expect, Run, empty, f64, fixed_depth, launch_1d, poisoned_like, randint,
                    randn, round_up)
@@ -440,6 +440,40 @@ TILE_COPIES = CorpusCase(
     name="tile_copies", kernel=tile_copies, make_args=_tile_args, oracle=_tile_oracle, outputs=(1,),
     launch=_tile_launch, bindings=_tile_bindings(), sizes=(1, 21, 50), exact=True)
 
+
+@kernel(variants(T=[f32, f16, bf16], LAYOUT=["sw128", "rows"], BC=[8, 32, 64]))
+def tile_stores(a: In[T], out: Tensor[T], m: int):
+    """Group (x, y) fills a TILE_ROWS x BC shared tile in LAYOUT with the box at (TILE_ROWS y, BC x) +
+    TILE_SHIFT of the m x TILE_COLS matrix ``a`` (-1 outside it), and its first thread stores the tile into
+    ``out`` (m x TILE_COLS) at the same place: the boxes tile the matrix and reach past every edge, so
+    ``out`` equals ``a`` only if the store writes every element inside and none outside."""
+    tile = TILE_ROWS * BC
+    s = shared(T, tile)
+    t = thread_id(0)
+    row, col = TILE_ROWS * group_id(1) + TILE_SHIFT[0], BC * group_id(0) + TILE_SHIFT[1]
+    for e in range(t, tile, 32):
+        r, c = e // BC, e % BC
+        i, j = row + r, col + c
+        inside = i >= 0 and i < m and j >= 0 and j < TILE_COLS
+        v = a[i * TILE_COLS + j if inside else 0] if inside else T(-1.0)
+        if LAYOUT == "sw128":
+            chunk = 16 // T.itemsize
+            s[r * (128 // T.itemsize) + (((c // chunk) ^ (r % 8)) * chunk) + c % chunk] = v
+        else:
+            s[r * BC + c] = v
+    barrier()
+    if t == 0:
+        store_tile(s, 0, out, (m, TILE_COLS), (row, col), (TILE_ROWS, BC), layout=LAYOUT)
+        store_tile_wait()
+
+
+TILE_STORES = CorpusCase(
+    name="tile_stores", kernel=tile_stores,
+    make_args=lambda run, rng: [randn(rng, run.size * TILE_COLS, run.T), empty(run.size * TILE_COLS, run.T),
+                                run.size],
+    oracle=lambda args, run: {1: args[0].astype(np.float64)}, outputs=(1,), launch=_tile_launch,
+    bindings=_tile_bindings(), sizes=(1, 21, 50), exact=True)
+
 # ---------------------------------------------------------------- warp roles
 
 ROLE_SIZES, ROLE_TILE = (128, 256), 256
@@ -495,4 +529,4 @@ ROLE_SPLIT = CorpusCase(
     bindings=({"BUDGETS": False}, {"BUDGETS": True}), sizes=(1, 300, 1000), exact=True)
 
 CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL, STAGED_COPY, BARRIER_RING,
-         TILE_COPIES, ROLE_SPLIT]
+         TILE_COPIES, TILE_STORES, ROLE_SPLIT]

@@ -1,11 +1,11 @@
-"""The tensor maps (TMA descriptors) a kernel's tile copies use on targets that copy tiles in hardware.
+"""The tensor maps (TMA descriptors) a kernel's tile copies and stores use where tiles move in hardware.
 
-On CUDA sm_90 a ``tile_copy`` is one ``cp.async.bulk.tensor`` instruction reading a 128-byte descriptor
-of the global matrix (address, extents, row stride, box, swizzle) that the host encodes before the
-launch and passes in the parameter block (``__grid_constant__``, docs/backends.md).  The host can
-encode only what it knows at launch: a map's tensor is a parameter, and its extents and row stride are
-scalar parameters or constants.  One map serves every tile copy with the same tensor, extents, box and
-layout.
+On CUDA sm_90 a ``tile_copy`` or ``tile_store`` is one ``cp.async.bulk.tensor`` instruction using a
+128-byte descriptor of the global matrix (address, extents, row stride, box, swizzle) that the host
+encodes before the launch and passes in the parameter block (``__grid_constant__``, docs/backends.md).
+The host can encode only what it knows at launch: a map's tensor is a parameter, and its extents and row
+stride are scalar parameters or constants.  One map serves every tile copy and store with the same
+tensor, extents, box and layout.
 """
 
 from __future__ import annotations
@@ -53,34 +53,38 @@ class TensorMap:
                          d["ld"], (int(d["box"][0]), int(d["box"][1])), d["layout"])
 
 
+#: Per op with a map: (its builtin's name, the operand of the global tensor, the first of rows, cols, ld).
+MAP_OPS = {"tile_copy": ("copy_tile", 2, 3), "tile_store": ("store_tile", 0, 1)}
+
+
 def map_key(op: Op, kernel: Kernel, defs: dict[Value, Op]) -> tuple[Any, ...]:
-    """The key of the map ``op`` (a ``tile_copy`` of ``kernel``) reads, or UnsupportedOnTarget naming the
-    extent the host cannot know."""
+    """The key of the map ``op`` (a ``tile_copy`` or ``tile_store`` of ``kernel``) uses, or UnsupportedOnTarget
+    naming the extent the host cannot know."""
     params = {p.value: p.name for p in kernel.params}
-    src = op.operands[2]
+    builtin, tensor, first = MAP_OPS[op.opcode]
     extents: list[Extent] = []
-    for v, what in zip(op.operands[3:6], ("rows", "cols", "row stride")):
+    for v, what in zip(op.operands[first:first + 3], ("rows", "cols", "row stride")):
         if v in params:
             extents.append(params[v])
         elif v in defs and defs[v].opcode == "const":
             extents.append(int(defs[v].attrs["value"]))
         else:
-            raise UnsupportedOnTarget(f"copy_tile's {what} is computed in the kernel; tile copies in hardware read a "
+            raise UnsupportedOnTarget(f"{builtin}'s {what} is computed in the kernel; tile copies in hardware read a "
                                       "descriptor the runtime builds before the launch, from the tensor and scalar "
                                       "parameters", op.loc, kernel=kernel.name,
                                       hint="pass the matrix's rows, cols and row stride as kernel parameters (or "
                                            "constants)")
-    return (params[src], *extents, (op.attrs["box_rows"], op.attrs["box_cols"]), op.attrs["layout"])
+    return (params[op.operands[tensor]], *extents, (op.attrs["box_rows"], op.attrs["box_cols"]), op.attrs["layout"])
 
 
 def find_tensor_maps(kernel: Kernel, start: int) -> tuple[TensorMap, ...]:
-    """The maps of ``kernel``'s tile copies, in order of first use, placed from byte ``start`` on."""
+    """The maps of ``kernel``'s tile copies and stores, in order of first use, placed from byte ``start`` on."""
     defs = {op.result: op for op in kernel.walk() if op.result is not None}
     dtypes = {p.name: p.type.dtype for p in kernel.params if p.is_tensor}
     found: dict[tuple[Any, ...], TensorMap] = {}
     offset = -(-start // MAP_ALIGN) * MAP_ALIGN
     for op in kernel.walk():
-        if op.opcode != "tile_copy":
+        if op.opcode not in MAP_OPS:
             continue
         key = map_key(op, kernel, defs)
         if key not in found:
@@ -115,7 +119,7 @@ def encoding(m: TensorMap, address: int, scalars: dict[str, Any], elements: int)
     arguments, or ValueError saying which of TMA's rules the arguments break."""
     rows, cols, ld = (int(scalars[e]) if isinstance(e, str) else int(e) for e in (m.rows, m.cols, m.ld))
     item = m.dtype.itemsize
-    where = f"copy_tile of '{m.tensor}' as a {rows} x {cols} matrix with rows {ld} elements apart"
+    where = f"a tile copy or store of '{m.tensor}' as a {rows} x {cols} matrix with rows {ld} elements apart"
     if rows < 1 or cols < 1:
         raise ValueError(f"{where}: the matrix is empty")
     if cols > ld and rows > 1:

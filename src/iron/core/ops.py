@@ -369,19 +369,39 @@ def _tile_copy(ts, attrs):
     for t, what in zip(ts[1:2] + ts[3:8], ("destination index", "rows", "cols", "row stride", "row", "col")):
         _int_scalar(t, what)
     _abar_at(ts[8:], "copy_tile")
+    _tile_box(attrs, dst.dtype, "copy_tile")
+    return None
+
+
+def _tile_store(ts, attrs):
+    dst, src = _tensor(ts[0]), _tensor(ts[6])
+    if dst.space != "global" or src.space != "shared":
+        raise OpTypeError("store_tile stores from a shared array into a global tensor")
+    if dst.dtype != src.dtype:
+        raise OpTypeError(f"store_tile from {src.dtype} into {dst.dtype}: the dtypes must match")
+    if dst.readonly:
+        raise OpTypeError("store to a read-only tensor")
+    for t, what in zip(ts[1:6] + ts[7:8], ("rows", "cols", "row stride", "row", "col", "source index")):
+        _int_scalar(t, what)
+    _tile_box(attrs, dst.dtype, "store_tile")
+    return None
+
+
+def _tile_box(attrs: dict[str, Any], dt: D.DType, what: str) -> None:
+    """A tile copy's or store's box and layout: TILE_BOX_MAX elements at most per axis, rows of whole 16-byte
+    chunks (the layout's row where it fixes one), whole 8-row atoms when swizzled."""
     rows, cols, layout = attrs.get("box_rows"), attrs.get("box_cols"), TILE_LAYOUTS.get(attrs.get("layout"))
     if layout is None:
-        raise OpTypeError(f"copy_tile's layout is one of {sorted(TILE_LAYOUTS)}, got {attrs.get('layout')!r}")
+        raise OpTypeError(f"{what}'s layout is one of {sorted(TILE_LAYOUTS)}, got {attrs.get('layout')!r}")
     for n in (rows, cols):
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= TILE_BOX_MAX:
-            raise OpTypeError(f"copy_tile's box is 1 to {TILE_BOX_MAX} elements along each axis, got {rows}x{cols}")
-    row_bytes = cols * dst.dtype.itemsize
+            raise OpTypeError(f"{what}'s box is 1 to {TILE_BOX_MAX} elements along each axis, got {rows}x{cols}")
+    row_bytes = cols * dt.itemsize
     if row_bytes % 16 or (layout.row_bytes and row_bytes != layout.row_bytes):
         need = layout.row_bytes or "a multiple of 16"
-        raise OpTypeError(f"a {layout.name} tile row spans {need} bytes; {cols} x {dst.dtype} is {row_bytes}")
+        raise OpTypeError(f"a {layout.name} tile row spans {need} bytes; {cols} x {dt} is {row_bytes}")
     if layout.swizzled and rows % 8:
         raise OpTypeError(f"a {layout.name} tile has whole 8-row atoms; {rows} rows")
-    return None
 
 
 def _tensor_size(ts, attrs):
@@ -699,6 +719,11 @@ _reg("abar_copies", "async_barrier", 2, _abar_copies, pure=False, traits=Trait.F
 # A tile copy writes its shared tile when the phase of its barrier completes (and reads global memory).
 _reg("tile_copy", "memory", 10, _tile_copy, pure=False, attrs=("box_rows", "box_cols", "layout"),
      traits=Trait.WRITES | Trait.FENCE)
+# A tile store reads its shared tile and writes the global matrix asynchronously, up to its thread's
+# store_tile_wait (operand 0 is the global tensor it writes, as for every writing op).
+_reg("tile_store", "memory", 8, _tile_store, pure=False, attrs=("box_rows", "box_cols", "layout"),
+     traits=Trait.WRITES | Trait.FENCE)
+_reg("tile_store_wait", "sync", 0, _none, pure=False, traits=Trait.FENCE)
 # Warp roles (docs/ir.md): splitting the group sets register budgets, so every thread reaches it together.
 _reg("warp_role", "role", 0, _warp_role, pure=False, attrs=("sizes", "registers"),
      traits=Trait.WHOLE_GROUP | Trait.VARYING_INDEX)

@@ -170,6 +170,20 @@ def copy_tile(dst, dst_index, src, shape, coords, box, bars, i, ld=None, layout=
 
 
 @_builtin("memory")
+def store_tile(src, src_index, dst, shape, coords, box, ld=None, layout="rows"):
+    """Start storing the ``box = (rows, cols)`` shared tile at ``src[src_index ..]`` (in ``layout``, as
+    :func:`copy_tile` writes it) to ``dst`` seen as a ``shape = (rows, cols)`` matrix with ``ld`` elements
+    between rows (default: its cols), at ``coords = (row, col)``; elements outside the matrix are not
+    written.  One thread issues it, after a barrier that orders the tile's writes; the store reads the tile
+    and writes ``dst`` until that thread's :func:`store_tile_wait`, before which the tile must not change."""
+
+
+@_builtin("sync")
+def store_tile_wait():
+    """Wait until this thread's tile stores have read their tiles and written their matrices."""
+
+
+@_builtin("memory")
 def shared(dtype, shape):
     """A threadgroup array of compile-time ``shape`` (an int or a tuple of ints)."""
 

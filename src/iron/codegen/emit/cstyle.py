@@ -92,6 +92,10 @@ class KernelPrinter:
         self.fragments = FragmentPrinter(self)
         #: Whether the kernel multiplies on warpgroups (``mma_wg``): its barriers then fence the async proxy.
         self.uses_warpgroup_mma = any(op.opcode == "mma_wg" for op in kernel.walk())
+        #: Whether tile stores read shared memory through the async proxy: group and role barriers fence it.
+        self.uses_tile_store = any(op.opcode == "tile_store" for op in kernel.walk())
+        #: Whether shared memory is read through the async proxy (``mma_wg``, tile stores): barriers fence it.
+        self.uses_async_proxy = self.uses_warpgroup_mma or self.uses_tile_store
         #: Whether ``mma_wg``'s tiles are written by tile copies only (no proxy fence after their waits on TMA).
         self.warpgroup_tiles_copied = self.uses_warpgroup_mma and warpgroup_tiles_copied_only(kernel)
 
@@ -135,8 +139,8 @@ class KernelPrinter:
             elif op.opcode == "mma_wg":  # swizzled tiles start on 1024-byte atoms of their array
                 for t in (op.operands[0], op.operands[2]):
                     vector_bytes[t] = max(vector_bytes[t], 1024)
-            elif op.opcode == "tile_copy":  # tiles start at their layout's alignment in their array
-                t = op.operands[0]
+            elif op.opcode in ("tile_copy", "tile_store"):  # tiles start at their layout's alignment in their array
+                t = op.operands[0 if op.opcode == "tile_copy" else 6]
                 vector_bytes[t] = max(vector_bytes[t], TILE_LAYOUTS[op.attrs["layout"]].align)
         for op in k.walk():
             if op.opcode == "shared_alloc":
@@ -203,6 +207,13 @@ class KernelPrinter:
             return
         if code == "tile_copy":
             self.d.tile_copy(op, args)
+            return
+        if code == "tile_store":
+            self.d.tile_store(op, args)
+            return
+        if code == "tile_store_wait":
+            for text in self.d.tile_store_wait(op):
+                self.line(text)
             return
         whole = self._whole_lines(op, args)
         if whole is not None:

@@ -502,9 +502,12 @@ class CudaDialect(CxxDialect):
 
     def role_barrier(self, op: Op) -> list[str]:
         """``bar.sync`` on the named barrier of the caller's role (1 + role; 0 is ``__syncthreads``), counting the
-        role's threads (whole warps, which the capability check makes sure of)."""
+        role's threads (whole warps, which the capability check makes sure of); in a kernel with tile stores
+        first a proxy fence, as ``barrier``."""
         ids, count = self.warp_role(op), self.by_role(op, list(op.attrs["sizes"]))
-        return [f'asm volatile("bar.sync %0, %1;" :: "r"(1 + {ids}), "r"({count}) : "memory");']
+        fence = ['asm volatile("fence.proxy.async.shared::cta;" ::: "memory");'] \
+            if self.printer is not None and self.printer.uses_tile_store else []
+        return [*fence, f'asm volatile("bar.sync %0, %1;" :: "r"(1 + {ids}), "r"({count}) : "memory");']
 
     def tile_copy(self, op: Op, args: list[Operand]) -> None:
         """``cp.async.bulk.tensor`` (TMA, sm_90) from the launch's tensor map into the shared tile, completing
@@ -529,6 +532,37 @@ class CudaDialect(CxxDialect):
             f'"r"((int)({row.text})), "r"({bar}) : "memory");',
                 "}"]:
             p.line(line)
+
+    def tile_store(self, op: Op, args: list[Operand]) -> None:
+        """``cp.async.bulk.tensor`` from the shared tile to the launch's tensor map of the destination (TMA, sm_90;
+        the hardware skips elements outside the matrix), committed as a bulk group; the portable loop before
+        sm_90.  The issuing thread first fences its own tile writes to the async proxy; the group's barriers
+        fence everyone's (``barrier``)."""
+        if "tma" not in self.profile.features:
+            super().tile_store(op, args)
+            return
+        p = self.printer
+        _, _, _, _, row, col, src, si = args
+        name = map_name(op, p.kernel, p.abi.maps)
+        align = TILE_LAYOUTS[op.attrs["layout"]].align
+        tile = p.temp("tile")
+        for line in [
+            f"{{  // store_tile: {op.attrs['box_rows']} x {op.attrs['box_cols']} {src.dtype}, {op.attrs['layout']}",
+            f"  const unsigned int {tile} = (unsigned int)__cvta_generic_to_shared(&{src.text}[{self.index_text(si)}]);",
+            f"  if ({tile} & {align - 1}u) __trap();  // a tile off its {align}-byte alignment",
+            '  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
+            '  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"',
+            f'               :: "l"(reinterpret_cast<unsigned long long>(&p.{name})), "r"((int)({col.text})), '
+            f'"r"((int)({row.text})), "r"({tile}) : "memory");',
+            '  asm volatile("cp.async.bulk.commit_group;" ::: "memory");',
+                "}"]:
+            p.line(line)
+
+    def tile_store_wait(self, op: Op) -> list[str]:
+        """Every bulk group of this thread complete: its tiles read, its matrices written."""
+        if "tma" not in self.profile.features:
+            return super().tile_store_wait(op)
+        return ['asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");']
 
     def async_barrier(self, op: Op, args: list[Operand], name: str) -> list[str]:
         """``mbarrier`` objects in shared memory (sm_80+; arrivals with bytes and ``try_wait`` on sm_90).
@@ -576,10 +610,11 @@ class CudaDialect(CxxDialect):
         return [f'asm volatile("wgmma.wait_group.sync.aligned {op.attrs["pending"]};" ::: "memory");']
 
     def barrier(self) -> str:
-        """``__syncthreads``; in a kernel with ``mma_wg`` first a proxy fence, so shared-memory writes made
-        before the barrier (stores, landed ``cp.async`` copies) are visible to ``wgmma``'s reads, which go
-        through the async proxy (PTX ISA, "wgmma.mma_async": accesses across proxies need a fence)."""
-        if self.printer is not None and self.printer.uses_warpgroup_mma:
+        """``__syncthreads``; in a kernel with ``mma_wg`` or tile stores first a proxy fence, so shared-memory
+        writes made before the barrier (stores, landed ``cp.async`` copies) are visible to ``wgmma``'s and
+        the tile stores' reads, which go through the async proxy (PTX ISA: accesses across proxies need a
+        fence)."""
+        if self.printer is not None and self.printer.uses_async_proxy:
             return f"{self.require('iron_async_proxy_barrier', H.ASYNC_PROXY_BARRIER)}()"
         return "__syncthreads()"
 

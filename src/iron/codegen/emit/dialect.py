@@ -53,6 +53,14 @@ def float_bits(value: float, dt: D.DType) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
 
 
+def _tile_offset(layout: Any, item: int, box_c: int) -> str:
+    """The element offset of (iron_r, iron_c) in a tile of ``layout`` (TILE_LAYOUTS; docs/ir.md), as C."""
+    if layout.swizzled:
+        chunk = 16 // item
+        return f"iron_r * {128 // item} + (((iron_c / {chunk}) ^ (iron_r % 8)) * {chunk}) + iron_c % {chunk}"
+    return f"iron_r * {box_c} + iron_c"
+
+
 class Dialect:
     """C spellings; each target subclasses it."""
 
@@ -331,11 +339,7 @@ class Dialect:
                                                   for n, a in enumerate(args[:8]))
         box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
         layout, item, i32 = TILE_LAYOUTS[op.attrs["layout"]], dst.dtype.itemsize, self.type_name(ScalarType(D.i32))
-        if layout.swizzled:
-            chunk = 16 // item
-            offset = f"iron_r * {128 // item} + (((iron_c / {chunk}) ^ (iron_r % 8)) * {chunk}) + iron_c % {chunk}"
-        else:
-            offset = f"iron_r * {box_c} + iron_c"
+        offset = _tile_offset(layout, item, box_c)
         inside = f"iron_gr >= 0 && iron_gr < {rows.atom} && iron_gc >= 0 && iron_gc < {cols.atom}"
         lines = [f"{{  // copy_tile: {box_r} x {box_c} {dst.dtype}, {layout.name}",
                  f"  for ({i32} iron_r = 0; iron_r < {box_r}; ++iron_r) {{",
@@ -347,6 +351,29 @@ class Dialect:
                  "    }", "  }", "}"]
         for line in lines:
             p.line(line)
+
+    def tile_store(self, op: Op, args: list[Operand]) -> None:
+        """Print ``tile_store``.  Here the portable form: the issuing thread stores the box element by element
+        from the tile's layout, skipping elements outside the matrix; the stores are done when it moves on, so
+        ``tile_store_wait`` prints nothing."""
+        p = self.printer
+        dst, rows, cols, ld, row, col, src, si = (a if n in (0, 6) else self._as_i32(a) for n, a in enumerate(args))
+        box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
+        layout, i32 = TILE_LAYOUTS[op.attrs["layout"]], self.type_name(ScalarType(D.i32))
+        offset = _tile_offset(layout, src.dtype.itemsize, box_c)
+        inside = f"iron_gr >= 0 && iron_gr < {rows.atom} && iron_gc >= 0 && iron_gc < {cols.atom}"
+        lines = [f"{{  // store_tile: {box_r} x {box_c} {dst.dtype}, {layout.name}",
+                 f"  for ({i32} iron_r = 0; iron_r < {box_r}; ++iron_r) {{",
+                 f"    for ({i32} iron_c = 0; iron_c < {box_c}; ++iron_c) {{",
+                 f"      {i32} iron_gr = {row.atom} + iron_r;",
+                 f"      {i32} iron_gc = {col.atom} + iron_c;",
+                 f"      if ({inside}) {dst.text}[iron_gr * {ld.atom} + iron_gc] = {src.text}[{si.atom} + {offset}];",
+                 "    }", "  }", "}"]
+        for line in lines:
+            p.line(line)
+
+    def tile_store_wait(self, op: Op) -> list[str]:
+        return []
 
     def _as_i32(self, x: Operand) -> Operand:
         return x if x.dtype == D.i32 else Operand(self.convert(x, x.dtype, D.i32), ScalarType(D.i32))

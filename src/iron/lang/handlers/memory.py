@@ -195,45 +195,89 @@ def copy_tile(lw: Any, a: CallArgs) -> FValue:
         raise lw.type_error(f"copy_tile() from {src.type.dtype.name} into {dst.type.dtype.name}: the dtypes must "
                             "match", a.node)
     check_writable(lw, dst, a.node)
-    layout = a["layout"]
-    if not (isinstance(layout, Py) and layout.value in TILE_LAYOUTS):
-        raise lw.type_error(f"copy_tile()'s layout is one of {', '.join(map(repr, TILE_LAYOUTS))}, got "
-                            f"{describe(layout)}", a.node_of("layout") if a.given("layout") else a.node)
-    tile = TILE_LAYOUTS[layout.value]
-    box = [lw.static_int(v, a.node_of("box"), "a box extent") for v in _pair(lw, a, "box")]
-    rows, cols = box
-    item = dst.type.dtype.itemsize
-    problem = None
-    if not (1 <= rows <= TILE_BOX_MAX and 1 <= cols <= TILE_BOX_MAX):
-        problem = f"the box is 1 to {TILE_BOX_MAX} elements along each axis, got {rows} x {cols}"
-    elif cols * item % 16 or (tile.row_bytes and cols * item != tile.row_bytes):
-        need = f"{tile.row_bytes} bytes ({tile.row_bytes // item} x {dst.type.dtype.name})" if tile.row_bytes else \
-            "a multiple of 16 bytes"
-        problem = f"a {tile.name} tile row spans {need}; the box's {cols} columns are {cols * item} bytes"
-    elif tile.swizzled and rows % 8:
-        problem = f"a {tile.name} tile holds whole 8-row atoms; the box has {rows} rows"
-    if problem:
-        raise lw.type_error(f"copy_tile(): {problem}", a.node_of("box"))
-    di = a["dst_index"]
-    if isinstance(di, Py) and isinstance(di.value, int) and di.value * item % tile.align:
-        raise lw.type_error(f"copy_tile(): a {tile.name} tile starts on a {tile.align}-byte boundary; element "
-                            f"{di.value} of {dst.type.dtype.name} is byte {di.value * item}", a.node_of("dst_index"))
-    shape = [lw.to_index(v, a.node_of("shape"), "matrix extent") for v in _pair(lw, a, "shape")]
-    coords = [lw.to_index(v, a.node_of("coords"), "tile coordinate") for v in _pair(lw, a, "coords")]
-    ld = lw.to_index(a["ld"], a.node_of("ld"), "row stride") if a.given("ld") and not (
-        isinstance(a["ld"], Py) and a["ld"].value is None) else shape[1]
-    operands = [dst.value, lw.to_index(di, a.node_of("dst_index")).value, src.value, shape[0].value,
-                shape[1].value, ld.value, coords[0].value, coords[1].value, *_barrier_at(lw, a)]
+    rows, cols, tile = _tile_box(lw, a, dst, "copy_tile")
+    di = _tile_index(lw, a, "dst_index", dst, tile, "copy_tile")
+    shape, coords, ld = _tile_matrix(lw, a)
+    operands = [dst.value, di.value, src.value, shape[0].value, shape[1].value, ld.value, coords[0].value,
+                coords[1].value, *_barrier_at(lw, a)]
     lw.emit("tile_copy", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name)
     return Py(None)
 
 
-def _pair(lw: Any, a: CallArgs, name: str) -> list:
+@handles("store_tile")
+def store_tile(lw: Any, a: CallArgs) -> FValue:
+    src, dst = _tensor(lw, a, "src"), _tensor(lw, a, "dst")
+    if src.type.space != "shared" or dst.type.space != "global":
+        raise lw.type_error(f"store_tile() stores from a shared array into a tensor argument; got {describe(src)} "
+                            f"and {describe(dst)}", a.node)
+    if dst.type.dtype != src.type.dtype:
+        raise lw.type_error(f"store_tile() from {src.type.dtype.name} into {dst.type.dtype.name}: the dtypes must "
+                            "match", a.node)
+    check_writable(lw, dst, a.node)
+    rows, cols, tile = _tile_box(lw, a, src, "store_tile")
+    si = _tile_index(lw, a, "src_index", src, tile, "store_tile")
+    shape, coords, ld = _tile_matrix(lw, a)
+    operands = [dst.value, shape[0].value, shape[1].value, ld.value, coords[0].value, coords[1].value, src.value,
+                si.value]
+    lw.emit("tile_store", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name)
+    return Py(None)
+
+
+@handles("store_tile_wait")
+def store_tile_wait(lw: Any, a: CallArgs) -> FValue:
+    lw.emit("tile_store_wait", (), a.node)
+    return Py(None)
+
+
+def _tile_box(lw: Any, a: CallArgs, shared_ref: Any, what: str) -> tuple[int, int, Any]:
+    """The box (rows, cols) and layout of a tile copy or store, checked against the tile's rules."""
+    layout = a["layout"]
+    if not (isinstance(layout, Py) and layout.value in TILE_LAYOUTS):
+        raise lw.type_error(f"{what}()'s layout is one of {', '.join(map(repr, TILE_LAYOUTS))}, got "
+                            f"{describe(layout)}", a.node_of("layout") if a.given("layout") else a.node)
+    tile = TILE_LAYOUTS[layout.value]
+    rows, cols = [lw.static_int(v, a.node_of("box"), "a box extent") for v in _pair(lw, a, "box", what)]
+    item = shared_ref.type.dtype.itemsize
+    problem = None
+    if not (1 <= rows <= TILE_BOX_MAX and 1 <= cols <= TILE_BOX_MAX):
+        problem = f"the box is 1 to {TILE_BOX_MAX} elements along each axis, got {rows} x {cols}"
+    elif cols * item % 16 or (tile.row_bytes and cols * item != tile.row_bytes):
+        need = f"{tile.row_bytes} bytes ({tile.row_bytes // item} x {shared_ref.type.dtype.name})" if tile.row_bytes \
+            else "a multiple of 16 bytes"
+        problem = f"a {tile.name} tile row spans {need}; the box's {cols} columns are {cols * item} bytes"
+    elif tile.swizzled and rows % 8:
+        problem = f"a {tile.name} tile holds whole 8-row atoms; the box has {rows} rows"
+    if problem:
+        raise lw.type_error(f"{what}(): {problem}", a.node_of("box"))
+    return rows, cols, tile
+
+
+def _tile_index(lw: Any, a: CallArgs, name: str, shared_ref: Any, tile: Any, what: str) -> Any:
+    """The shared tile's first element, checked against the layout's alignment where it is a constant."""
+    v = a[name]
+    item = shared_ref.type.dtype.itemsize
+    if isinstance(v, Py) and isinstance(v.value, int) and v.value * item % tile.align:
+        raise lw.type_error(f"{what}(): a {tile.name} tile starts on a {tile.align}-byte boundary; element "
+                            f"{v.value} of {shared_ref.type.dtype.name} is byte {v.value * item}", a.node_of(name))
+    return lw.to_index(v, a.node_of(name))
+
+
+def _tile_matrix(lw: Any, a: CallArgs) -> tuple[list[Any], list[Any], Any]:
+    """The global matrix's shape, the box's coordinates in it, and its row stride (default: its cols)."""
+    shape = [lw.to_index(v, a.node_of("shape"), "matrix extent") for v in _pair(lw, a, "shape")]
+    coords = [lw.to_index(v, a.node_of("coords"), "tile coordinate") for v in _pair(lw, a, "coords")]
+    ld = lw.to_index(a["ld"], a.node_of("ld"), "row stride") if a.given("ld") and not (
+        isinstance(a["ld"], Py) and a["ld"].value is None) else shape[1]
+    return shape, coords, ld
+
+
+def _pair(lw: Any, a: CallArgs, name: str, what: str = "") -> list:
     v = a[name]
     items = v.items if isinstance(v, TupleVal) else v.value if isinstance(v, Py) and isinstance(v.value, tuple) \
         else None
     if items is None or len(items) != 2:
-        raise lw.type_error(f"copy_tile()'s {name} is a pair (rows, cols), got {describe(v)}", a.node_of(name))
+        raise lw.type_error(f"{what or a.name}()'s {name} is a pair (rows, cols), got {describe(v)}",
+                            a.node_of(name))
     return [i if isinstance(i, (Py, RV)) else Py(i) for i in items]
 
 

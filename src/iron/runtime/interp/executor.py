@@ -37,6 +37,7 @@ from .fragments import Fragments
 from .mask import Mask
 from .memory import Buffer, Memory
 from .threads import ThreadSpace
+from .tile_stores import TileStores
 
 Env = dict[Value, Any]
 
@@ -75,6 +76,7 @@ class Executor:
         self._may_wait: dict[int, bool] = {}
         self.roles: np.ndarray | None = None
         self.copies = AsyncCopies(self.size)
+        self.stores = TileStores(self.faults)
         self._cache: dict[Any, np.ndarray] = {}
         self._control: dict[str, Callable[[Op, Env, Mask], Mask]] = {
             "if": self._if, "for": self._for, "loop": self._loop, "break": self._break,
@@ -90,7 +92,8 @@ class Executor:
             "frag_fill": self._frag_fill, "frag_load": self._frag_load, "frag_store": self._frag_store,
             "mma": self._mma, "mma_wg": self._mma_wg, "mma_wg_wait": self._mma_wg_wait,
             "abar_alloc": self._abar_alloc, "abar_arrive": self._abar_arrive, "abar_wait": self._abar_wait,
-            "abar_copies": self._abar_copies, "tile_copy": self._tile_copy,
+            "abar_copies": self._abar_copies, "tile_copy": self._tile_copy, "tile_store": self._tile_store,
+            "tile_store_wait": self._tile_store_wait,
             "warp_role": self._warp_role, "role_barrier": self._role_barrier,
         }
 
@@ -392,21 +395,48 @@ class Executor:
         for t in mask.indices:
             t = int(t)
             base = int(di[t])
-            if base * item % layout.align:
-                raise self.faults.general(op, f"a {layout.name} tile starts on a {layout.align}-byte boundary; "
-                                              f"element {base} of '{dst.name}' is byte {base * item} in "
-                                              f"{self.faults.thread(t)}")
-            if int(col[t]) * item % TILE_COL_ALIGN_BYTES:
-                raise self.faults.general(op, f"a tile copy starts on a column that is a multiple of "
-                                              f"{TILE_COL_ALIGN_BYTES // item} ({TILE_COL_ALIGN_BYTES} bytes of "
-                                              f"{dst.dtype}), which tile copy hardware needs; column {int(col[t])} "
-                                              f"in {self.faults.thread(t)}")
+            self._check_tile_start(op, dst, base, int(col[t]), layout, t)
             gr, gc = int(row[t]) + r, int(col[t]) + c
             inside = (gr >= 0) & (gr < int(rows[t])) & (gc >= 0) & (gc < int(cols[t]))
             values = np.zeros(box_r * box_c, dtype=dst.data.dtype)
             values[inside] = self.memory.gather(op, src, t, gr[inside] * int(ld[t]) + gc[inside])
             at = self.memory.elements(op, dst, t, base + offsets)
             bars.bring(op, t, int(bi[t]), _TileLanding(op, dst, at, values), box_r * box_c * item, self.memory)
+
+    def _tile_store(self, op: Op, env: Env, mask: Mask) -> None:
+        """Each issuing thread reads its tile now and writes the matrix's elements inside the box at its
+        store_tile_wait (docs/ir.md, "Tile stores")."""
+        dst, rows, cols, ld, row, col, src, si = (env[v] for v in op.operands)
+        box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
+        layout, item = TILE_LAYOUTS[op.attrs["layout"]], src.dtype.itemsize
+        r, c = (x.reshape(-1) for x in np.meshgrid(np.arange(box_r), np.arange(box_c), indexing="ij"))
+        offsets = layout.index(r, c, box_c, item)
+        for t in mask.indices:
+            t = int(t)
+            self._check_tile_start(op, src, int(si[t]), int(col[t]), layout, t)
+            src_at = self.memory.elements(op, src, t, int(si[t]) + offsets)
+            tile = self.memory.gather(op, src, t, int(si[t]) + offsets).copy()
+            gr, gc = int(row[t]) + r, int(col[t]) + c
+            inside = (gr >= 0) & (gr < int(rows[t])) & (gc >= 0) & (gc < int(cols[t]))
+            dst_at = self.memory.elements(op, dst, t, gr[inside] * int(ld[t]) + gc[inside])
+            self.stores.issue(op, t, src, src_at, tile, dst, dst_at, tile[inside])
+
+    def _tile_store_wait(self, op: Op, env: Env, mask: Mask) -> None:
+        self.stores.wait(op, self.memory, mask)
+
+    def _check_tile_start(self, op: Op, tile: Any, base: int, col: int, layout: Any, t: int) -> None:
+        """A tile starts on its layout's alignment, and the box on a column of whole 16 bytes (what tile copy
+        hardware needs; docs/ir.md)."""
+        item = tile.dtype.itemsize
+        if base * item % layout.align:
+            raise self.faults.general(op, f"a {layout.name} tile starts on a {layout.align}-byte boundary; "
+                                          f"element {base} of '{tile.name}' is byte {base * item} in "
+                                          f"{self.faults.thread(t)}")
+        if col * item % TILE_COL_ALIGN_BYTES:
+            raise self.faults.general(op, f"a tile copy or store starts on a column that is a multiple of "
+                                          f"{TILE_COL_ALIGN_BYTES // item} ({TILE_COL_ALIGN_BYTES} bytes of "
+                                          f"{tile.dtype}), which tile copy hardware needs; column {col} "
+                                          f"in {self.faults.thread(t)}")
 
     def _abar_alloc(self, op: Op, env: Env, mask: Mask) -> AsyncBarriers:
         """Made by the whole group, like a barrier (a thread that returned early is reported)."""
