@@ -3,21 +3,32 @@ against numpy, its errors, its CUDA form (wgmma on sm_90a, compiled by NVRTC her
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 import iron
-from iron import In, Tensor, f16, f32, kernel, variants
+from iron import In, T, Tensor, bf16, f16, f32, kernel, variants
 from iron.codegen.capabilities import check_kernel
 from iron.codegen.emit import emit_kernel
 from iron.codegen.mma import get_strategy
 from iron.codegen.targets import profile
 from iron.codegen.toolchains import nvrtc
 from iron.core import dtypes as D
-from iron.core.errors import UnsupportedOnTarget
+from iron.core.errors import IronCompileError, UnsupportedOnTarget
 from iron.core.types import sw128_index
-from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_tile, frag_acc, frag_store, mma_wg,
-                       mma_wg_wait, select, shared, simd_group_id, sw128, thread_id)
+from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_tile, frag_a, frag_acc, frag_store,
+                       mma_wg, mma_wg_wait, select, shared, simd_group_id, static_range, sw128, thread_id)
+
+
+@iron.func
+def stage_b(b_s, b, n, major):
+    """B (given n-by-k for major "k", else k-by-n) into b_s as swizzled tiles, 64-column blocks 4096 apart."""
+    for i in range(thread_id(0), n * 64, 128):
+        if major == "k":
+            b_s[sw128(i // 64, i % 64)] = b[i]
+        else:
+            b_s[((i % n) // 64) * 4096 + sw128(i // n, (i % n) % 64)] = b[i]
 
 
 @kernel(variants(N=[64, 128, 256], MAJOR=["k", "n"], PENDING=[0, 1], SKEW=[0, 8]))
@@ -31,11 +42,7 @@ def probe(a: In[f16], b: In[f16], c: Tensor[f32]):
     tid = thread_id(0)
     for i in range(tid, 64 * 64, 128):
         a_s[SKEW + sw128(i // 64, i % 64)] = a[i]
-    for i in range(tid, N * 64, 128):
-        if MAJOR == "k":
-            b_s[sw128(i // 64, i % 64)] = b[i]
-        else:
-            b_s[((i % N) // 64) * 4096 + sw128(i // N, (i % N) % 64)] = b[i]
+    stage_b(b_s, b, N, MAJOR)
     barrier()
     acc = mma_wg(a_s, SKEW, b_s, 0, frag_acc(f32, 16, N), k=64, b_major=MAJOR, b_block=4096, pending=PENDING)
     mma_wg_wait(0)
@@ -175,6 +182,85 @@ def test_cuda_emits_wgmma_for_sm90a(require_toolchain):
     assert nvrtc.arch_for_source(src, "sm_90") == "sm_90a" and nvrtc.arch_for_source("int x;", "sm_90") == "sm_90"
     report = nvrtc.compile_cuda(src, arch="sm_90a").report
     assert report["spill_stores"] == 0
+
+
+@kernel(variants(T=[f16, bf16], N=[64, 128], MAJOR=["k", "n"]))
+def register_a(a: In[T], b: In[T], c: Tensor[f32]):
+    """c (64 x N) = a (64 x 64) @ B with A from registers: subgroup s's 16 rows as four 16 x 16 A fragments,
+    each multiplied with the K slice k0 = 16 ks of the swizzled B tile (B stored n-by-k for MAJOR "k")."""
+    b_s = shared(T, N * 64)
+    stage_b(b_s, b, N, MAJOR)
+    barrier()
+    sg = simd_group_id()
+    acc = frag_acc(f32, 16, N)
+    for ks in static_range(4):
+        fa = frag_a(a, sg * 16 * 64 + ks * 16, 64, 16, 16)
+        acc = mma_wg(fa, 0, b_s, 0, acc, k=16, b_major=MAJOR, b_block=4096, k0=ks * 16, pending=1)
+    mma_wg_wait(0)
+    frag_store(c, sg * 16 * N, N, acc)
+
+
+def register_a_case(dtype, n: int, major: str, seed: int = 0):
+    """Inputs, an output full of NaN and the f64 product for :data:`register_a`."""
+    host = np.float16 if dtype == f16 else ml_dtypes.bfloat16
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((64, 64)).astype(host)
+    bt = rng.standard_normal((n, 64)).astype(host)  # B as n-by-k
+    b = bt if major == "k" else np.ascontiguousarray(bt.T)
+    return a, b, np.full((64, n), np.nan, np.float32), a.astype(np.float64) @ bt.astype(np.float64).T
+
+
+@pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("n,major", [(64, "k"), (128, "n")])
+def test_a_from_registers_multiplies_each_subgroups_rows(dtype, n, major):
+    a, b, c, want = register_a_case(dtype, n, major)
+    register_a.variant(T=dtype, N=n, MAJOR=major).launch(a, b, c, grid=(128,), group=(128,), backend="interp")
+    bound = (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64) if major == "n" else
+                                                     b.astype(np.float64).T)) * np.finfo(np.float32).eps * 5
+    assert np.all(np.abs(c - want) <= bound)
+
+
+def test_cuda_takes_a_from_the_fragments_registers(require_toolchain):
+    """wgmma's register-A form, four words of the mma A layout, B's descriptor at the K slice; ptxas keeps
+    it a pipeline, and the SASS multiplies read A from registers (HGMMA's second operand a register)."""
+    src = emit_kernel(register_a.variant(T=bf16, N=128, MAJOR="n").compiled("cuda"), "cuda").source
+    assert "{%64, %65, %66, %67}, %68, p, 1, 1, 1;" in src  # A words, B descriptor, scales, B transposed
+    # K slice k0 = 16 ks of a k-by-n B: two 8-row atoms (2048 bytes) further per slice
+    assert all(f" + {2048 * ks}u, 8192u, 1024u)" in src for ks in range(4))
+    require_toolchain("nvrtc")
+    from iron.codegen.toolchains import sass
+
+    built = nvrtc.build(src, arch="sm_90")
+    assert built.report["wgmma_serialized"] == {}
+    if sass.nvdisasm() is None:
+        pytest.skip(f"nvdisasm is not installed: {sass.INSTALL}")
+    multiplies = [i for i in sass.instructions(sass.disassemble(built.binary)) if i.opcode.startswith("HGMMA")]
+    assert len(multiplies) == 4 and all(i.operands.split(", ")[1].startswith("R") for i in multiplies)
+
+
+@kernel(variants(CASE=["shape", "k", "k0"]))
+def register_a_misuse(a: In[f16], c: Tensor[f32]):
+    b_s = shared(f16, 64 * 64)
+    acc = frag_acc(f32, 16, 64)
+    if CASE == "shape":
+        acc = mma_wg(frag_a(a, 0, 8, 8, 8), 0, b_s, 0, acc, k=16)  # shape
+    elif CASE == "k":
+        acc = mma_wg(frag_a(a, 0, 16, 16, 16), 0, b_s, 0, acc, k=32)  # k
+    else:
+        acc = mma_wg(frag_a(a, 0, 16, 16, 16), 0, b_s, 0, acc, k=16, k0=56)  # k0
+    frag_store(c, 0, 64, acc)
+
+
+@pytest.mark.parametrize("case,message,at", [
+    ("shape", "takes A from registers as frag_a", "frag_a"), ("k", "multiplies one K slice: k=16", "32"),
+    ("k0", "k0 is the tiles. first K column", "56")])
+def test_register_a_misuse_is_located(case, message, at):
+    with pytest.raises(IronCompileError, match=message) as info:
+        register_a_misuse.variant(CASE=case).ir()
+    with open(__file__, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    line = next(i for i, text in enumerate(lines, start=1) if text.endswith(f"# {case}"))
+    assert (info.value.line, info.value.col) == (line, lines[line - 1].index(at))
 
 
 @kernel(variants(STORED=[False, True]))

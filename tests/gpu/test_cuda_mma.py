@@ -99,3 +99,20 @@ def test_fragments_through_shared_memory_in_every_layout(sm80, dtype, a_layout, 
     b64 = b.astype(np.float64).reshape(16, 8)
     bound = (np.abs(a64) @ np.abs(b64)) * np.finfo(np.float32).eps * 17
     assert np.all(np.abs(c.reshape(16, 8) - a64 @ b64) <= bound)
+
+
+@pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("n,major", [(64, "k"), (128, "n")])
+def test_warpgroup_multiply_with_a_from_registers(cuda, dtype, n, major) -> None:
+    """wgmma's register-A form reads the mma A fragment layout (tests/codegen/test_warpgroup_mma.py has the
+    kernel, its interpreter run and its SASS): a wrong word order or lane layout shows here as wrong rows."""
+    from codegen.test_warpgroup_mma import register_a, register_a_case
+
+    if "wgmma" not in cuda.profile.features:
+        pytest.skip(f"warpgroup multiplies need sm_90, this GPU is {cuda.arch}")
+    a, b, c, want = register_a_case(dtype, n, major, seed=9)
+    register_a.variant(T=dtype, N=n, MAJOR=major).launch(a, b, c, grid=(128,), group=(128,), backend="cuda")
+    bound = (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64) if major == "n" else
+                                                     b.astype(np.float64).T)) * np.finfo(np.float32).eps * 5
+    err = np.abs(c - want)
+    assert np.all(err <= bound), f"worst element {np.unravel_index(np.argmax(err - bound), err.shape)}"

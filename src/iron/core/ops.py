@@ -360,12 +360,18 @@ def _abar_copies(ts, attrs):
     return None
 
 
+def _tile_tensors(tile: IRType, matrix: IRType, what: str) -> tuple[TensorType, TensorType]:
+    """A tile copy's or store's shared tile and global matrix: their spaces and one dtype."""
+    t, m = _tensor(tile), _tensor(matrix)
+    if t.space != "shared" or m.space != "global":
+        raise OpTypeError(f"{what} moves a box between a global tensor and a shared array, got {m} and {t}")
+    if t.dtype != m.dtype:
+        raise OpTypeError(f"{what} between {m.dtype} and {t.dtype}: the dtypes must match")
+    return t, m
+
+
 def _tile_copy(ts, attrs):
-    dst, src = _tensor(ts[0]), _tensor(ts[2])
-    if dst.space != "shared" or src.space != "global":
-        raise OpTypeError("copy_tile copies from a global tensor into a shared array")
-    if dst.dtype != src.dtype:
-        raise OpTypeError(f"copy_tile from {src.dtype} into {dst.dtype}: the dtypes must match")
+    dst, src = _tile_tensors(ts[0], ts[2], "copy_tile")
     for t, what in zip(ts[1:2] + ts[3:8], ("destination index", "rows", "cols", "row stride", "row", "col")):
         _int_scalar(t, what)
     _abar_at(ts[8:], "copy_tile")
@@ -374,11 +380,7 @@ def _tile_copy(ts, attrs):
 
 
 def _tile_store(ts, attrs):
-    dst, src = _tensor(ts[0]), _tensor(ts[6])
-    if dst.space != "global" or src.space != "shared":
-        raise OpTypeError("store_tile stores from a shared array into a global tensor")
-    if dst.dtype != src.dtype:
-        raise OpTypeError(f"store_tile from {src.dtype} into {dst.dtype}: the dtypes must match")
+    src, dst = _tile_tensors(ts[6], ts[0], "store_tile")
     if dst.readonly:
         raise OpTypeError("store to a read-only tensor")
     for t, what in zip(ts[1:6] + ts[7:8], ("rows", "cols", "row stride", "row", "col", "source index")):
@@ -619,9 +621,13 @@ def _mma(ts, attrs):
 
 def _mma_wg(ts, attrs):
     a, a_tile, b, b_tile, c = ts
-    for t, what in ((a, "A"), (b, "B")):
+    registers = isinstance(a, FragmentType)
+    if registers and not (a.role == "a" and (a.rows, a.cols) == (16, 16) and attrs.get("k") == 16):
+        raise OpTypeError(f"mma_wg takes A from registers as a 16 x 16 A fragment with k = 16, got {a}")
+    for t, what in ((a, "A"), (b, "B")) if not registers else ((b, "B"),):
         if not (isinstance(t, TensorType) and t.space == "shared"):
             raise OpTypeError(f"mma_wg reads its {what} tile from a shared array, got {t}")
+    for t in (a, b):
         if t.dtype not in (D.f16, D.bf16):
             raise OpTypeError(f"mma_wg multiplies f16 or bf16 tiles, got {t.dtype}")
     if a.dtype != b.dtype:
@@ -634,6 +640,9 @@ def _mma_wg(ts, attrs):
     k, major, block = attrs.get("k"), attrs.get("b_major"), attrs.get("b_block")
     if k not in (16, 32, 48, 64):
         raise OpTypeError(f"mma_wg's k is 16, 32, 48 or 64 (a swizzled row holds 64), got {k!r}")
+    k0 = attrs.get("k0", 0)
+    if not isinstance(k0, int) or isinstance(k0, bool) or k0 % 16 or not 0 <= k0 <= 64 - k:
+        raise OpTypeError(f"mma_wg's k0 (the tiles' first K column) is a multiple of 16 with k0 + k <= 64, got {k0!r}")
     if major not in ("k", "n"):
         raise OpTypeError(f"mma_wg's b_major is 'k' (B stored n-by-k) or 'n' (k-by-n), got {major!r}")
     if not isinstance(block, int) or isinstance(block, bool) or block < 0 or block % 512:
@@ -750,7 +759,7 @@ _reg("frag_load", "fragment", 3, _frag_load, pure=False, attrs=("role", "dtype",
      traits=_FRAG | Trait.READS)
 _reg("frag_store", "fragment", 4, _frag_store, pure=False, attrs=("layout",), traits=_FRAG | Trait.WRITES)
 _reg("mma", "fragment", 3, _mma, pure=False, traits=_FRAG)
-_reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "b_major", "b_block", "pending"),
+_reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "k0", "b_major", "b_block", "pending"),
      traits=_FRAG | Trait.FENCE)
 _reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)
 

@@ -550,11 +550,13 @@ def mma(a, b, acc):
 
 
 @_builtin("fragment")
-def mma_wg(a, a_tile, b, b_tile, acc, k=64, b_major="k", b_block=0, pending=0):
+def mma_wg(a, a_tile, b, b_tile, acc, k=64, b_major="k", b_block=0, pending=0, k0=0):
     """acc + A @ B for a warpgroup (four subgroups) from swizzled shared tiles (docs/ir.md).
 
     A is the 64 x k tile at ``a[a_tile ..]``; B is k x N at ``b[b_tile ..]``, stored n-by-k
-    (``b_major="k"``) or k-by-n in blocks of 64 columns ``b_block`` elements apart (``"n"``).
+    (``b_major="k"``) or k-by-n in blocks of 64 columns ``b_block`` elements apart (``"n"``); both from
+    K column ``k0`` of their 64-wide tiles on.  Or A from registers: ``a`` a 16 x 16 A fragment
+    (``frag_a``), each subgroup's own 16 rows, with ``k=16`` (``a_tile`` unused, 0).
     Subgroup s gets rows 16 (s % 4) .. of the product: ``acc`` is its 16 x N accumulator.
     ``pending``: how many of the warpgroup's multiplies may still run when it returns (0: this one
     is done); one in flight keeps its tiles unwritable and its result unreadable until retired.

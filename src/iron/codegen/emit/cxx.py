@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from ...core import dtypes as D
 from ...core.ir import Op
 from ...core.ops import entry_registers
-from ...core.types import TILE_LAYOUTS, VectorType
+from ...core.types import TILE_LAYOUTS, FragmentType, VectorType
 from ..mma import get_strategy
 from ..tensor_maps import map_name
 from . import cxx_helpers as H
@@ -424,21 +424,38 @@ class CudaDialect(CxxDialect):
         """
         a, a_tile, b, b_tile, c = args
         n, k, major, block = op.result.type.cols, op.attrs["k"], op.attrs["b_major"], op.attrs["b_block"]
-        kind = {D.f16: "f16", D.bf16: "bf16"}[a.dtype]
+        registers = isinstance(a.type, FragmentType)
+        kind = {D.f16: "f16", D.bf16: "bf16"}[a.type.dtype if registers else a.dtype]
         desc = self.require("iron_wgmma_desc", H.WGMMA_DESC)
         p, ind = self.printer, self.indent
         wa, wb, r = p.temp("wg_a"), p.temp("wg_b"), p.temp("r")
         lines = ["#pragma unroll", f"for (int {r} = 0; {r} < {n // 2}; ++{r}) {out}[{r}] = {c.text}[{r}];"]
-        for name, t, at in ((wa, a, a_tile), (wb, b, b_tile)):
+        for name, t, at in ((wa, a, a_tile), (wb, b, b_tile))[1 if registers else 0:]:
             lines.append(f"const unsigned int {name} = "
                          f"(unsigned int)__cvta_generic_to_shared(&{t.text}[{self.index_text(at)}]);")
-        lines += [f"if (({wa} | {wb}) & 1023u) __trap();  // a tile off its 1024-byte swizzle atom",
-                  'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");']
+        lines += [f"if (({wb if registers else f'{wa} | {wb}'}) & 1023u) __trap();  // a tile off its 1024-byte "
+                  "swizzle atom", 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");']
         d = n // 2
         regs = ", ".join(f"%{i}" for i in range(d))
         outs = ", ".join(f'"+f"({out}[{i}])' for i in range(d))
+        first = op.attrs.get("k0", 0) // 16  # the first K slice of 16 in the tiles
+        if registers:  # A in this subgroup's mma A layout: four words of two 16-bit values, no transpose
+            item = b.dtype.itemsize
+            b_desc, trans = (f"{desc}({wb} + {first * 16 * item}u, 16u, 1024u)", 0) if major == "k" else \
+                (f"{desc}({wb} + {first * 16 * 64 * item}u, {block * item}u, 1024u)", 1)
+            lines += ["asm volatile(",
+                      f'{ind}"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{d + 5}, 0;\\n"',
+                      f'{ind}"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} "',
+                      f'{ind}"{{{regs}}}, {{%{d}, %{d + 1}, %{d + 2}, %{d + 3}}}, %{d + 4}, p, 1, 1, {trans};\\n}}"',
+                      f"{ind}: {outs}",
+                      f'{ind}: ' + ", ".join(f'"r"({a.text}[{w}])' for w in range(4)) +
+                      f', "l"({b_desc}), "r"(1) : "memory");',
+                      'asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");', *self.warpgroup_wait(op)]
+            layout = "k-major" if major == "k" else "n-major"
+            return ["{  // mma_wg: " + f"64x{n}x16 {kind}, A from registers, B {layout}",
+                    *(ind + line for line in lines), "}"]
         item = a.dtype.itemsize
-        for ks in range(k // 16):
+        for ks in range(first, first + k // 16):
             a_desc = f"{desc}({wa} + {ks * 16 * item}u, 16u, 1024u)"
             if major == "k":
                 b_desc, trans = f"{desc}({wb} + {ks * 16 * item}u, 16u, 1024u)", 0

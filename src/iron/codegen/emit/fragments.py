@@ -136,8 +136,10 @@ def native_fragment_types(kernel: Kernel, profile: TargetProfile) -> frozenset[F
     strategy = native_strategy(profile)
     if strategy is None:
         return frozenset()
-    # mma_wg's accumulators (16 x N, which no mma takes) are the warpgroup unit's wherever it runs.
-    warpgroup = {v.type for op in kernel.walk() if op.opcode == "mma_wg" for v in (op.result, op.operands[4])}
+    # mma_wg's accumulators (16 x N, which no mma takes) and A fragments (its registers operand, in the layout
+    # of mma's A) are the warpgroup unit's wherever it runs.
+    warpgroup = {v.type for op in kernel.walk() if op.opcode == "mma_wg" for v in (op.result, *op.operands)
+                 if isinstance(v.type, FragmentType)}
     if warpgroup and "wgmma" not in profile.features:
         warpgroup = set()
     combos = native_combos(profile)

@@ -117,7 +117,16 @@ def mma(lw: Any, a: CallArgs) -> FValue:
 @handles("mma_wg")
 def mma_wg(lw: Any, a: CallArgs) -> FValue:
     tiles = []
-    for name, offset in (("a", "a_tile"), ("b", "b_tile")):
+    registers = isinstance(a["a"], RV) and isinstance(a["a"].type, FragmentType)
+    if registers:  # A from registers: a 16 x 16 A fragment, one K slice of 16
+        fa = _fragment(lw, a, "a", "a")
+        if (fa.type.rows, fa.type.cols) != (16, 16) or fa.type.dtype.name not in ("f16", "bf16"):
+            raise lw.type_error(f"mma_wg() takes A from registers as frag_a(t, base, ld, 16, 16) of f16 or bf16, got "
+                                f"{describe(fa)}", a.node_of("a"))
+        if lw.static_int(a["k"], a.node_of("k"), "k") != 16:
+            raise lw.type_error("mma_wg() with A from registers multiplies one K slice: k=16", a.node_of("k"))
+        tiles += [fa, lw.to_index(a["a_tile"], a.node_of("a_tile"), "A tile offset")]
+    for name, offset in (("a", "a_tile"), ("b", "b_tile"))[1 if registers else 0:]:
         t = a[name]
         if not (isinstance(t, TensorRef) and t.type.space == "shared"):
             raise lw.type_error(f"mma_wg() reads its {name.upper()} tile from a shared array, got {describe(t)}",
@@ -145,8 +154,15 @@ def mma_wg(lw: Any, a: CallArgs) -> FValue:
     if major.value == "n" and acc.type.cols > 64 and block == 0:
         raise lw.type_error("B stored k-by-n needs b_block: the elements between its 64-column blocks",
                             a.node_of("b_block"))
+    k0 = lw.static_int(a["k0"], a.node_of("k0"), "k0")
+    if k0 % 16 or not 0 <= k0 <= 64 - k:
+        raise lw.type_error(f"mma_wg()'s k0 is the tiles' first K column: a multiple of 16 with k0 + k <= 64, got "
+                            f"{k0} (k = {k})", a.node_of("k0"))
     at, ao, bt, bo = tiles
-    return lw.value("mma_wg", [at.value, ao.value, bt.value, bo.value, acc.value], a.node, k=k,
+    if registers and at.type.dtype != bt.type.dtype:
+        raise lw.type_error(f"mma_wg()'s A fragment holds {at.type.dtype.name} and its B tile "
+                            f"{bt.type.dtype.name}", a.node_of("b"))
+    return lw.value("mma_wg", [at.value, ao.value, bt.value, bo.value, acc.value], a.node, k=k, k0=k0,
                     b_major=major.value, b_block=block, pending=_pending(lw, a))
 
 

@@ -187,13 +187,7 @@ def copy_async(lw: Any, a: CallArgs) -> FValue:
 
 @handles("copy_tile")
 def copy_tile(lw: Any, a: CallArgs) -> FValue:
-    dst, src = _tensor(lw, a, "dst"), _tensor(lw, a, "src")
-    if dst.type.space != "shared" or src.type.space != "global":
-        raise lw.type_error(f"copy_tile() copies from a tensor argument into a shared array; got {describe(src)} "
-                            f"and {describe(dst)}", a.node)
-    if dst.type.dtype != src.type.dtype:
-        raise lw.type_error(f"copy_tile() from {src.type.dtype.name} into {dst.type.dtype.name}: the dtypes must "
-                            "match", a.node)
+    dst, src = _tile_tensors(lw, a, "dst", "src", "copies from a tensor argument into a shared array")
     check_writable(lw, dst, a.node)
     rows, cols, tile = _tile_box(lw, a, dst, "copy_tile")
     di = _tile_index(lw, a, "dst_index", dst, tile, "copy_tile")
@@ -206,13 +200,7 @@ def copy_tile(lw: Any, a: CallArgs) -> FValue:
 
 @handles("store_tile")
 def store_tile(lw: Any, a: CallArgs) -> FValue:
-    src, dst = _tensor(lw, a, "src"), _tensor(lw, a, "dst")
-    if src.type.space != "shared" or dst.type.space != "global":
-        raise lw.type_error(f"store_tile() stores from a shared array into a tensor argument; got {describe(src)} "
-                            f"and {describe(dst)}", a.node)
-    if dst.type.dtype != src.type.dtype:
-        raise lw.type_error(f"store_tile() from {src.type.dtype.name} into {dst.type.dtype.name}: the dtypes must "
-                            "match", a.node)
+    src, dst = _tile_tensors(lw, a, "src", "dst", "stores from a shared array into a tensor argument")
     check_writable(lw, dst, a.node)
     rows, cols, tile = _tile_box(lw, a, src, "store_tile")
     si = _tile_index(lw, a, "src_index", src, tile, "store_tile")
@@ -227,6 +215,18 @@ def store_tile(lw: Any, a: CallArgs) -> FValue:
 def store_tile_wait(lw: Any, a: CallArgs) -> FValue:
     lw.emit("tile_store_wait", (), a.node)
     return Py(None)
+
+
+def _tile_tensors(lw: Any, a: CallArgs, tile_name: str, matrix_name: str, moves: str) -> tuple[Any, Any]:
+    """The shared tile and the global matrix of a tile copy or store: their spaces, and one dtype."""
+    tile, matrix = _tensor(lw, a, tile_name), _tensor(lw, a, matrix_name)
+    src, dst = (matrix, tile) if tile_name == "dst" else (tile, matrix)
+    if tile.type.space != "shared" or matrix.type.space != "global":
+        raise lw.type_error(f"{a.name}() {moves}; got {describe(src)} and {describe(dst)}", a.node)
+    if tile.type.dtype != matrix.type.dtype:
+        raise lw.type_error(f"{a.name}() from {src.type.dtype.name} into {dst.type.dtype.name}: the dtypes must "
+                            "match", a.node)
+    return tile, matrix
 
 
 def _tile_box(lw: Any, a: CallArgs, shared_ref: Any, what: str) -> tuple[int, int, Any]:

@@ -388,29 +388,24 @@ class Executor:
         """Each issuing thread reads its box now (zeros outside the matrix) and writes the shared tile when
         its barrier's phase completes (docs/ir.md, "Tile copies")."""
         dst, di, src, rows, cols, ld, row, col, bars, bi = (env[v] for v in op.operands)
-        box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
-        layout, item = TILE_LAYOUTS[op.attrs["layout"]], dst.dtype.itemsize
-        r, c = (x.reshape(-1) for x in np.meshgrid(np.arange(box_r), np.arange(box_c), indexing="ij"))
-        offsets = layout.index(r, c, box_c, item)
+        layout, r, c, offsets = _box(op, dst.dtype.itemsize)
+        box_bytes = r.size * dst.dtype.itemsize
         for t in mask.indices:
             t = int(t)
             base = int(di[t])
             self._check_tile_start(op, dst, base, int(col[t]), layout, t)
             gr, gc = int(row[t]) + r, int(col[t]) + c
             inside = (gr >= 0) & (gr < int(rows[t])) & (gc >= 0) & (gc < int(cols[t]))
-            values = np.zeros(box_r * box_c, dtype=dst.data.dtype)
+            values = np.zeros(r.size, dtype=dst.data.dtype)
             values[inside] = self.memory.gather(op, src, t, gr[inside] * int(ld[t]) + gc[inside])
             at = self.memory.elements(op, dst, t, base + offsets)
-            bars.bring(op, t, int(bi[t]), _TileLanding(op, dst, at, values), box_r * box_c * item, self.memory)
+            bars.bring(op, t, int(bi[t]), _TileLanding(op, dst, at, values), box_bytes, self.memory)
 
     def _tile_store(self, op: Op, env: Env, mask: Mask) -> None:
         """Each issuing thread reads its tile now and writes the matrix's elements inside the box at its
         store_tile_wait (docs/ir.md, "Tile stores")."""
         dst, rows, cols, ld, row, col, src, si = (env[v] for v in op.operands)
-        box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
-        layout, item = TILE_LAYOUTS[op.attrs["layout"]], src.dtype.itemsize
-        r, c = (x.reshape(-1) for x in np.meshgrid(np.arange(box_r), np.arange(box_c), indexing="ij"))
-        offsets = layout.index(r, c, box_c, item)
+        layout, r, c, offsets = _box(op, src.dtype.itemsize)
         for t in mask.indices:
             t = int(t)
             self._check_tile_start(op, src, int(si[t]), int(col[t]), layout, t)
@@ -499,6 +494,15 @@ class Executor:
 
     def _mma_wg_wait(self, op: Op, env: Env, mask: Mask) -> None:
         self.fragments.retire(op.attrs["pending"])
+
+
+def _box(op: Op, item: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """A tile copy's or store's layout, its box's (row, col) pairs in row-major order, and their element
+    offsets in the shared tile."""
+    box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
+    layout = TILE_LAYOUTS[op.attrs["layout"]]
+    r, c = (x.reshape(-1) for x in np.meshgrid(np.arange(box_r), np.arange(box_c), indexing="ij"))
+    return layout, r, c, layout.index(r, c, box_c, item)
 
 
 class _TileLanding:

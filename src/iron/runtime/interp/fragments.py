@@ -18,6 +18,7 @@ because without them the op has no meaning.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -199,13 +200,14 @@ class Fragments:
         out[subgroups] = result if self.lanes is None else self.lanes.distribute(op, ct, result)
         return out
 
-    def mma_wg(self, op: Op, a_buf: Buffer, a_tile: Array, b_buf: Buffer, b_tile: Array, c: Array,
+    def mma_wg(self, op: Op, a_buf: Buffer | Array, a_tile: Array, b_buf: Buffer, b_tile: Array, c: Array,
                mask: Mask) -> Array:
         """A warpgroup multiply (docs/ir.md): subgroup s adds rows 16 (s % 4) .. of A @ B to its accumulator.
 
         Exact f64 products and sums, rounded once to f32, as ``mma``.  The four subgroups of a
         warpgroup must all run it with the same tile offsets; the tiles must lie in their arrays and
-        start on a 1024-byte swizzle atom.  The multiply happens when it retires (at once with
+        start on a 1024-byte swizzle atom.  A given as a fragment (16 x 16 per subgroup) is the subgroup's
+        own 16 rows, taken when the multiply is issued.  The multiply happens when it retires (at once with
         ``pending`` 0, else at a later ``mma_wg`` or ``mma_wg_wait``): it reads the tiles then, and its
         result holds NaN until then, so a kernel that overwrites a tile or reads an accumulator still
         in flight computes wrong values here too.
@@ -215,7 +217,10 @@ class Fragments:
         if t.simd_groups_per_group % 4:
             raise self.faults.general(op, f"mma_wg runs on warpgroups of 4 subgroups; a group has "
                                           f"{t.simd_groups_per_group}: make the group a multiple of 4 subgroups")
-        a_at = self.uniform(op, "A tile offset", a_tile, subgroups).astype(np.int64)
+        at_type = op.operands[0].type
+        registers = isinstance(at_type, FragmentType)
+        a_at = np.zeros(len(subgroups), np.int64) if registers else \
+            self.uniform(op, "A tile offset", a_tile, subgroups).astype(np.int64)
         b_at = self.uniform(op, "B tile offset", b_tile, subgroups).astype(np.int64)
         local = subgroups % t.simd_groups_per_group
         first = subgroups - local % 4  # the warpgroup's first subgroup
@@ -239,7 +244,7 @@ class Fragments:
         ct: FragmentType = op.operands[4].type
         k, major, block = op.attrs["k"], op.attrs["b_major"], op.attrs["b_block"]
         rows = (local % 4)[:, None, None] * 16 + np.arange(16)[None, :, None]
-        kk = np.arange(k)
+        kk = op.attrs.get("k0", 0) + np.arange(k)
         a_index = a_at[:, None, None] + sw128_index(rows, kk[None, None, :])
         n = np.arange(ct.cols)[None, :]
         if major == "k":
@@ -247,7 +252,9 @@ class Fragments:
         else:
             b_rel = (n // 64) * block + sw128_index(kk[:, None], n % 64)
         b_index = b_at[:, None, None] + b_rel[None]
-        for buf, at, index, what in ((a_buf, a_at, a_index, "A"), (b_buf, b_at, b_index, "B")):
+        tiles = [(a_buf, a_at, a_index, "A")] if not registers else []
+        tiles.append((b_buf, b_at, b_index, "B"))
+        for buf, at, index, what in tiles:
             misaligned = np.flatnonzero((at * buf.dtype.itemsize) % 1024)
             if misaligned.size:
                 sg = int(subgroups[misaligned[0]])
@@ -264,7 +271,12 @@ class Fragments:
         out = self.empty(op, ct)
         out[...] = np.nan
         self._copies[id(out)], self._root[id(out)] = [], id(out)
-        self.in_flight.append(lambda: self._multiply(op, ct, a_buf, a_index, b_buf, b_index, c, out, subgroups))
+        if registers:
+            a_now = self._matrices(op, at_type, a_buf[subgroups]).astype(np.float64)
+            a_of: Callable[[], Array] = lambda: a_now  # noqa: E731 - the registers as issued
+        else:
+            a_of = lambda: a_buf.data[self._flat(a_buf, subgroups, a_index)].astype(np.float64)  # noqa: E731
+        self.in_flight.append(lambda: self._multiply(op, ct, a_of, b_buf, b_index, c, out, subgroups))
         self.retire(op.attrs["pending"])
         return out
 
@@ -281,9 +293,9 @@ class Fragments:
         while len(self.in_flight) > pending:
             self.in_flight.pop(0)()
 
-    def _multiply(self, op: Op, ct: FragmentType, a_buf: Buffer, a_index: Array, b_buf: Buffer, b_index: Array,
+    def _multiply(self, op: Op, ct: FragmentType, a_of: Callable[[], Array], b_buf: Buffer, b_index: Array,
                   c: Array, out: Array, subgroups: Array) -> None:
-        a = a_buf.data[self._flat(a_buf, subgroups, a_index)].astype(np.float64)
+        a = a_of()
         b = b_buf.data[self._flat(b_buf, subgroups, b_index)].astype(np.float64)
         acc = self._matrices(op, ct, c[subgroups]).astype(np.float64)
         with np.errstate(all="ignore"):
