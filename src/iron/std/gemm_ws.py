@@ -8,8 +8,10 @@ completing on the slot's ``full`` barrier; role 1, two warpgroups at 232 registe
 multiplying its 64 rows by the whole BN columns with one ``mma_wg`` per K step (m64nBNk16 x 4: A is read once)
 and releasing the slot on its ``empty`` barrier once the step's multiplies retired.  No block barrier runs in
 the main loop, and no thread computes a copy's address: the tile copy hardware does, zero-filling the tails.
-The epilogue stages one consumer warpgroup's accumulators at a time through shared memory (bias, activation,
-one rounding, 16-byte stores), meeting at the consumers' role barrier.
+The epilogue stages the consumers' accumulators through shared memory, meeting at their role barrier, and
+stores 16-byte chunks: rounded to T on the way in where there is no bias and no activation, else as f32 sums
+that get bias, activation and one rounding on the way out; a warpgroup at a time where the ring leaves room,
+else two subgroups.
 
 The tile copies need rows of whole 16-byte chunks (``k % 8 == 0``, and ``n % 8 == 0`` for B given (k, n)) and
 16-byte aligned tensors; the host (``gemm.gemm``) runs gemm_wg.py otherwise.  Only CUDA sm_90 runs
