@@ -125,7 +125,7 @@ def test_the_host_picks_warp_roles_for_readable_operands_and_a_tile_by_shape():
     a, b = np.zeros(64, np.float16), np.zeros(64, np.float16)
     assert W.ws_chosen(traits, (4096, 4096, 4096), False, (a, b))  # 512 tiles
     assert W.ws_chosen(traits, (8192, 11008, 4096), True, (a, b))
-    assert W.ws_chosen(traits, (512, 4096, 4096), True, (a, b))  # 128 x 128 tiles there
+    assert W.ws_chosen(traits, (512, 4096, 4096), True, (a, b)) == {"BN": 128, "STAGES": 4}  # 128 x 128 tiles there
     assert W.ws_config(512, 4096) == {"BN": 128, "STAGES": 4}  # 64 wide tiles: too few
     assert W.ws_config(4096, 4096) == W.WS_DEFAULT  # 512
     assert not W.ws_chosen(traits, (4096, 4096, 4100), True, (a, b))  # rows of K not whole 16-byte chunks

@@ -705,11 +705,11 @@ def _launch_gemm(a: Any, b: Any, bias: Any, act: str, out: Any, mnk: tuple[int, 
     cfg = fragment_config(traits, dt, bool(transpose_b)) if dt != f32 else None
     flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}
     from .gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg, runs_warpgroups, wg_shared_bytes
-    from .gemm_ws import gemm_ws, ws_chosen, ws_config, ws_geometry
+    from .gemm_ws import gemm_ws, ws_chosen, ws_geometry
 
-    if cfg is not None and ws_chosen(traits, (m, n, k), transpose_b, (a, b)):
+    ws = ws_chosen(traits, (m, n, k), transpose_b, (a, b)) if cfg is not None else None
+    if ws is not None:
         # Hopper and operands tile copies can read: warp roles (gemm_ws.py).
-        ws = ws_config(m, n)
         grid, group = ws_geometry(m, n, ws["BN"])
         gemm_ws.variant(**flags, **ws).launch(a, b, unread_bias, out, m, n, k, grid=grid, group=group,
                                               backend=backend)

@@ -191,14 +191,18 @@ def ws_shapes_fit(n: int, k: int, transpose_b: bool) -> bool:
     return k % 8 == 0 and (transpose_b or n % 8 == 0)
 
 
-def ws_chosen(traits: Any, mnk: tuple[int, int, int], transpose_b: bool, operands: tuple[Any, ...]) -> bool:
-    """Whether the host runs :data:`gemm_ws` for this call: a device with warp roles, tile copies and wgmma that
-    has the group's shared memory for :func:`ws_config`'s binding, and operands tile copies can read (whole
-    16-byte rows, 16-byte aligned).  On the H200 it led gemm_wg.py's kernel on every shape measured, from
-    512 x 4096 x 4096 (30 us against 81) to 8192^3."""
+def ws_chosen(traits: Any, mnk: tuple[int, int, int], transpose_b: bool,
+              operands: tuple[Any, ...]) -> dict[str, int] | None:
+    """:func:`ws_config`'s binding where the host runs :data:`gemm_ws` for this call (a device with warp roles,
+    tile copies and wgmma that has the group's shared memory for it, and operands tile copies can read: whole
+    16-byte rows, 16-byte aligned), else None.  On the H200 it led gemm_wg.py's kernel on every shape
+    measured, from 512 x 4096 x 4096 (30 us against 81) to 8192^3."""
     m, n, k = mnk
-    return (runs_roles(traits.profile) and ws_shared_bytes(ws_config(m, n)) <= (traits.shared_limit or 0)
-            and ws_shapes_fit(n, k, transpose_b) and all(_host.starts_aligned(x, 16) for x in operands))
+    if not (runs_roles(traits.profile) and ws_shapes_fit(n, k, transpose_b)
+            and all(_host.starts_aligned(x, 16) for x in operands)):
+        return None
+    config = ws_config(m, n)
+    return config if ws_shared_bytes(config) <= (traits.shared_limit or 0) else None
 
 
 __all__ = ["WS_BM", "WS_DEFAULT", "WS_THREADS", "WS_WIDE_TILES", "gemm_ws", "runs_roles", "ws_chosen", "ws_config",
