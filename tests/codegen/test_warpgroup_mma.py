@@ -3,12 +3,14 @@ against numpy, its errors, its CUDA form (wgmma on sm_90a, compiled by NVRTC her
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 import iron
-from iron import In, T, Tensor, bf16, f16, f32, kernel, variants
+from iron import In, T, Tensor, bf16, f8e4m3, f8e5m2, f16, f32, kernel, variants
 from iron.codegen.capabilities import check_kernel
 from iron.codegen.emit import emit_kernel
 from iron.codegen.mma import get_strategy
@@ -16,9 +18,10 @@ from iron.codegen.targets import profile
 from iron.codegen.toolchains import nvrtc
 from iron.core import dtypes as D
 from iron.core.errors import IronCompileError, UnsupportedOnTarget
-from iron.core.types import sw128_index
+from iron.core.types import TILE_LAYOUTS, sw128_index
 from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_tile, frag_a, frag_acc, frag_store,
-                       mma_wg, mma_wg_wait, select, shared, simd_group_id, static_range, sw128, thread_id)
+                       mma_wg, mma_wg_wait, select, shared, simd_group_id, static_range, sw128, sw128_8,
+                       thread_id)
 
 
 @iron.func
@@ -140,7 +143,7 @@ def test_frontend_errors_name_the_call(tmp_path):
     with pytest.raises(iron.KernelTypeError, match="shared array") as e:
         compile_body("mma_wg(g, 0, s, 0, frag_acc(f32, 16, 64))")
     assert "user_kernel.py:6" in str(e.value)
-    with pytest.raises(iron.KernelTypeError, match="16, 32, 48 or 64"):
+    with pytest.raises(iron.KernelTypeError, match="a multiple of 16 up to 64, got 80"):
         compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 64), k=80)")
     with pytest.raises(iron.KernelTypeError, match="b_major"):
         compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 64), b_major='m')")
@@ -356,3 +359,77 @@ def test_a_warpgroup_must_agree(bad, message):
     c = np.zeros((64, 64), np.float32)
     with pytest.raises(iron.IronError, match=message):
         misused.variant(BAD=bad).launch(a, c, grid=(128,), group=(128,), backend="interp")
+
+
+# ---------------------------------------------------------------- 8-bit floats
+
+@kernel(variants(TA=[f8e4m3, f8e5m2], TB=[f8e4m3, f8e5m2], N=[64, 256], PENDING=[0, 1]))
+def probe_f8(a: In[TA], b: In[TB], c: Tensor[f32]):
+    """c (64 x N) = a (64 x 128, m-by-k) @ b.T (b N x 128, n-by-k), in two multiplies of k = 64 (k0 0 and 64)
+    on tiles staged byte by byte at sw128_8 offsets."""
+    a_s = shared(TA, 64 * 128)
+    b_s = shared(TB, N * 128)
+    for i in range(thread_id(0), 64 * 128, 128):
+        a_s[sw128_8(i // 128, i % 128)] = a[i]
+    for i in range(thread_id(0), N * 128, 128):
+        b_s[sw128_8(i // 128, i % 128)] = b[i]
+    barrier()
+    acc = mma_wg(a_s, 0, b_s, 0, frag_acc(f32, 16, N), k=64, pending=PENDING)
+    acc = mma_wg(a_s, 0, b_s, 0, acc, k=64, k0=64, pending=PENDING)
+    mma_wg_wait(0)
+    frag_store(c, simd_group_id() * 16 * N, N, acc)
+
+
+def _f8_inputs(ta, tb, n, rng):
+    a = (rng.standard_normal((64, 128)) * 4).astype(D.numpy_dtype(ta))
+    b = (rng.standard_normal((n, 128)) * 4).astype(D.numpy_dtype(tb))
+    return a, b
+
+
+@pytest.mark.parametrize("ta,tb", [(f8e4m3, f8e4m3), (f8e5m2, f8e5m2), (f8e4m3, f8e5m2)], ids=str)
+@pytest.mark.parametrize("n,pending", [(64, 0), (256, 1)])
+def test_f8_tiles_multiply_each_subgroups_rows(ta, tb, n, pending, seed):
+    a, b = _f8_inputs(ta, tb, n, seed.rng())
+    c = np.full((64, n), np.nan, np.float32)
+    probe_f8.variant(TA=ta, TB=tb, N=n, PENDING=pending).launch(a, b, c, grid=(128,), group=(128,),
+                                                                backend="interp")
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = (a64[:, :64] @ b64[:, :64].T).astype(np.float32).astype(np.float64) + a64[:, 64:] @ b64[:, 64:].T
+    np.testing.assert_array_equal(c, want.astype(np.float32))
+
+
+def test_cuda_emits_fp8_wgmma(require_toolchain):
+    kern = probe_f8.variant(TA=f8e4m3, TB=f8e5m2, N=256, PENDING=1).compiled("cuda")
+    src = emit_kernel(kern, "cuda", profile("cuda", "sm_90")).source
+    assert src.count("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e5m2") == 4  # two slices of 32, twice
+    assert ", p, 1, 1;" in src and ", p, 1, 1, 0," not in src  # no transpose operands for 8-bit tiles
+    # the four K slices of 32 bytes in each 128-byte swizzled row: descriptors 32 bytes apart
+    assert set(re.findall(r"iron_wgmma_desc\(wg_a\w* \+ (\d+)u, 16u, 1024u\)", src)) == {"0", "32", "64", "96"}
+    require_toolchain("nvrtc")
+    report = nvrtc.compile_cuda(src, arch="sm_90a").report
+    assert report["spill_stores"] == 0 and not report.get("wgmma_serialized")
+
+
+@pytest.mark.parametrize("body,message", [
+    ("mma_wg(s8, 0, s8, 0, frag_acc(f32, 16, 64), k=16)", "multiple of 32 up to 128"),
+    ("mma_wg(s8, 0, s8, 0, frag_acc(f32, 16, 64), k=64, k0=96)", "k0 + k <= 128"),
+    ('mma_wg(s8, 0, s8, 0, frag_acc(f32, 16, 64), k=32, b_major="n")', "K-major only"),
+    ("mma_wg(s8, 0, s, 0, frag_acc(f32, 16, 64), k=32)", "A tile holds f8e4m3 and its B tile f16"),
+])
+def test_f8_misuse_is_located(body, message, tmp_path):
+    src = tmp_path / "k8.py"
+    src.write_text("from iron import kernel, f16, f32, f8e4m3, In, Tensor\n"
+                   "from iron.lang import mma_wg, frag_acc, shared\n"
+                   "@kernel\n"
+                   "def k(x: Tensor[f32]):\n"
+                   "    s8 = shared(f8e4m3, 64 * 128)\n"
+                   "    s = shared(f16, 64 * 64)\n"
+                   f"    acc = {body}\n")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("k8", src)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(iron.KernelTypeError, match=re.escape(message)) as info:
+        module.k.ir()
+    assert "k8.py:7" in str(info.value)

@@ -6,7 +6,7 @@ recomputes the result in float64 (or exact integers) from the inputs.
 
 import numpy as np
 
-from iron import In, T, Tensor, bf16, f16, f32, i16, i32, i64, kernel, u8, u32, variants
+from iron import In, T, Tensor, bf16, f8e4m3, f8e5m2, f16, f32, i16, i32, i64, kernel, u8, u32, variants
 from iron.lang import exp, fma, load, log, program_id, select, sqrt, store, tanh
 
 from .case import CorpusCase, Expect, Run, empty, f64, fixed_depth, launch_1d, np_dtype, randint, randn, scalar
@@ -227,6 +227,52 @@ FLOAT_ROUND_TRIP = CorpusCase(
     outputs=(1, 2), launch=launch_1d(), bindings=({"T": f16}, {"T": bf16}), exact=True)
 
 
+# ---------------------------------------------------------------- 8-bit floats
+
+@kernel(variants(T=[f8e4m3, f8e5m2]))
+def f8_round_trip(a: In[f32], b: In[i32], narrow: Tensor[T], error: Tensor[f32], ints: Tensor[T],
+                  product: Tensor[T], widened: Tensor[f16], n: int):
+    i = program_id(0)
+    if i < n:
+        x = a[i]
+        h = T(x)
+        narrow[i] = h
+        error[i] = f32(h) - x
+        ints[i] = T(b[i])
+        product[i] = h * h  # in f32, rounded back once
+        widened[i] = f16(h)
+
+
+def _f8_round_trip_args(run: Run, rng: np.random.Generator) -> list:
+    a = randn(rng, run.size, f32, scale=100.0)
+    # Ties to even, subnormals, the largest value and past it (saturation), infinities.
+    specials = np.array([1.0625, 1.1875, 3 * 2.0**-10, 2.0**-10, 2.0**-17, -3e-3, 448.0, 464.0, 470.0, 57344.0,
+                         61440.0, -1e9, np.inf, -np.inf, 0.1, -0.0], dtype=np.float32)
+    a[: min(run.size, specials.size)] = specials[: run.size]
+    b = randint(rng, run.size, i32, -70000, 70000)
+    return [a, b, empty(run.size, run.T), empty(run.size, f32), empty(run.size, run.T), empty(run.size, run.T),
+            empty(run.size, f16), run.size]
+
+
+def _saturated(x: np.ndarray, dt) -> np.ndarray:
+    """ml_dtypes rounds to nearest even but gives NaN / inf past the largest value: clip first (equivalent)."""
+    top = {"f8e4m3": 448.0, "f8e5m2": 57344.0}[dt.name]
+    return np.clip(x, -top, top).astype(np_dtype(dt))
+
+
+def _f8_round_trip_oracle(args, run: Run):
+    a, b = args[0].astype(np.float32), args[1]
+    narrow = _saturated(a, run.T)
+    wide = narrow.astype(np.float64)
+    return {2: narrow, 3: narrow.astype(np.float32) - a, 4: _saturated(b.astype(np.float32), run.T),
+            5: _saturated(wide * wide, run.T), 6: narrow.astype(np.float16)}
+
+
+F8_ROUND_TRIP = CorpusCase(
+    name="cast_f8_round_trip", kernel=f8_round_trip, make_args=_f8_round_trip_args, oracle=_f8_round_trip_oracle,
+    outputs=(2, 3, 4, 5, 6), launch=launch_1d(), bindings=({"T": f8e4m3}, {"T": f8e5m2}), exact=True)
+
+
 # ---------------------------------------------------------------- casts with integers
 
 @kernel
@@ -295,4 +341,4 @@ INT_BITOPS = CorpusCase(
 
 
 CASES = [IRON_EXP, UNARY_CHAIN, SCALE_SHIFT, SAXPY, SELECT_CLAMP, PIECEWISE, TAIL_RETURN, FLOAT_ROUND_TRIP,
-         INT_CASTS, INT_BITOPS]
+         F8_ROUND_TRIP, INT_CASTS, INT_BITOPS]

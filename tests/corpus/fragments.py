@@ -92,6 +92,42 @@ MMA_NARROW_STORE = CorpusCase(
     bindings=({"T": f16}, {"T": bf16}), depth=lambda run: Depth(steps=33), subgroup=True)
 
 
+# ---------------------------------------------------------------- elementwise arithmetic on accumulators
+
+@kernel(variants(T=[f16, bf16]))
+def frag_arith(a: In[T], b: In[T], s: f32, c: Tensor[f32], tiles_m: int, tiles_n: int):
+    """Two products of one tile, combined element by element: (a0 @ b0) * s + (a1 @ b1) - 1.5, and that times
+    the second product again (a gemm's promotion of partial sums, then its epilogue's scale)."""
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles_m * tiles_n:
+        tm = tile // tiles_n
+        tn = tile % tiles_n
+        ndim = 8 * tiles_n
+        p0 = mma(frag_a(a, tm * 512, 32, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
+        p1 = mma(frag_a(a, tm * 512 + 16, 32, 16, 16), frag_b(b, 16 * ndim + tn * 8, ndim, 16, 8),
+                 frag_acc(f32, 16, 8))
+        mixed = p0 * s + p1 - 1.5
+        frag_store(c, tm * 16 * ndim + tn * 8, ndim, 2.0 * (mixed * p1))
+
+
+def _arith_oracle(args, run: Run):
+    m, n = 16 * run.size, 8 * TILES_N
+    a, b, s = f64(args[0]).reshape(m, 32), f64(args[1]).reshape(32, n), float(args[2])
+    p0, p1 = a[:, :16] @ b[:16], a[:, 16:] @ b[16:]
+    s0, s1 = np.abs(a[:, :16]) @ np.abs(b[:16]), np.abs(a[:, 16:]) @ np.abs(b[16:])
+    mixed = p0 * s + p1 - 1.5
+    scale = (s0 * abs(s) + s1 + 1.5) * np.abs(p1) + np.abs(mixed) * s1
+    return {3: Expect((2.0 * mixed * p1).reshape(-1), 2.0 * scale.reshape(-1))}
+
+
+FRAG_ARITH = CorpusCase(
+    name="frag_arith", kernel=frag_arith,
+    make_args=lambda run, rng: [randn(rng, 16 * run.size * 32, run.T), randn(rng, 32 * 8 * TILES_N, run.T),
+                                np.float32(0.75), empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N],
+    oracle=_arith_oracle, outputs=(3,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
+    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=20), subgroup=True)
+
+
 # ---------------------------------------------------------------- 8x8x8, accumulator in the input dtype, B column-major
 
 @kernel(variants(T=[f16, f32]))
@@ -152,4 +188,4 @@ MMA_16x16x16 = CorpusCase(
     depth=lambda run: Depth(steps=17), subgroup=True, out_dtype=lambda run: run["ACC"])
 
 
-CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_8x8x8, MMA_16x16x16]
+CASES = [MMA_16x8x16, MMA_NARROW_STORE, FRAG_ARITH, MMA_8x8x8, MMA_16x16x16]

@@ -116,3 +116,24 @@ def test_warpgroup_multiply_with_a_from_registers(cuda, dtype, n, major) -> None
                                                      b.astype(np.float64).T)) * np.finfo(np.float32).eps * 5
     err = np.abs(c - want)
     assert np.all(err <= bound), f"worst element {np.unravel_index(np.argmax(err - bound), err.shape)}"
+
+
+@pytest.mark.parametrize("pair", ["e4m3", "e5m2", "mixed"])
+def test_warpgroup_multiply_of_8_bit_floats(cuda, pair) -> None:
+    """wgmma's e4m3 / e5m2 forms read byte-swizzled K-major tiles (tests/codegen/test_warpgroup_mma.py has the
+    kernel and its interpreter run): the products are exact, the hardware's sums keep fewer bits than f32 (about
+    14), so each element stays within 2**-12 of the sum of the products' magnitudes."""
+    from codegen.test_warpgroup_mma import _f8_inputs, probe_f8
+
+    from iron import f8e4m3, f8e5m2
+
+    if "wgmma" not in cuda.profile.features:
+        pytest.skip(f"warpgroup multiplies need sm_90, this GPU is {cuda.arch}")
+    ta, tb = {"e4m3": (f8e4m3, f8e4m3), "e5m2": (f8e5m2, f8e5m2), "mixed": (f8e4m3, f8e5m2)}[pair]
+    a, b = _f8_inputs(ta, tb, 256, np.random.default_rng(3))
+    c = np.full((64, 256), np.nan, np.float32)
+    probe_f8.variant(TA=ta, TB=tb, N=256, PENDING=1).launch(a, b, c, grid=(128,), group=(128,), backend="cuda")
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    bound = np.abs(a64) @ np.abs(b64).T * 2.0 ** -12
+    err = np.abs(c - a64 @ b64.T)
+    assert np.all(err <= bound), f"worst element {np.unravel_index(np.argmax(err - bound), err.shape)}"

@@ -5,9 +5,14 @@ refused combinations located, and what CUDA and Vulkan's cooperative matrices em
 
 from __future__ import annotations
 
+import importlib.util
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
+
+import iron
 from lang_support import assert_located
 
 from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
@@ -78,3 +83,28 @@ def test_a_cooperative_matrix_converts_before_its_store(require_toolchain) -> No
     assert "coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(" in src.source
     if spirv.supports_extension("GL_KHR_cooperative_matrix"):
         assert "CooperativeMatrixKHR" in spirv.compile_glsl(src.source).report["capabilities"]
+
+
+# ---------------------------------------------------------------- elementwise arithmetic on accumulators
+
+@pytest.mark.parametrize("expr,message", [
+    ("acc / 2.0", "'/' cannot take a fragment"),
+    ("acc + frag_acc(f32, 16, 16)", "they must have one type"),
+    ("acc * f64(2.0)", "without loss"),
+    ("fa + 1.0", "takes accumulator fragments"),
+])
+def test_fragment_arithmetic_misuse_is_located(expr, message, tmp_path):
+    src = tmp_path / "arith_user.py"
+    src.write_text("from iron import kernel, f16, f32, f64, In, Tensor\n"
+                   "from iron.lang import frag_a, frag_acc, frag_store\n"
+                   "@kernel\n"
+                   "def k(a: In[f16], c: Tensor[f32]):\n"
+                   "    acc = frag_acc(f32, 16, 8)\n"
+                   "    fa = frag_a(a, 0, 16, 16, 16)\n"
+                   f"    out = {expr}\n")
+    spec = importlib.util.spec_from_file_location("arith_user", src)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(iron.KernelTypeError, match=re.escape(message)) as info:
+        module.k.ir()
+    assert "arith_user.py:7" in str(info.value)

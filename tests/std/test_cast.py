@@ -69,9 +69,9 @@ def test_dtype_spellings_copy_and_out():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: C.cast(np.ones(4, np.float32), "f64"), "dtype must be f32, f16 or bf16, got f64"),
+    (lambda: C.cast(np.ones(4, np.float32), "f64"), "dtype must be f32, f16, bf16, f8e4m3 or f8e5m2, got f64"),
     (lambda: C.cast(np.ones(4, np.float32), "half-float"), "unknown dtype"),
-    (lambda: C.cast(np.ones(4, np.int32), "f16"), "f32, f16 or bf16"),
+    (lambda: C.cast(np.ones(4, np.int32), "f16"), "f32, f16, bf16, f8e4m3 or f8e5m2"),
     (lambda: C.cast(np.ones(4, np.float32), "f16", out=np.empty(4, np.float32)), "cast: out has dtype f32; cast writes f16"),
     (lambda: C.cast(np.ones(4, np.float32), "f16", out=np.empty(5, np.float16)), "cast: out has shape"),
     (lambda: C.copy("not an array"), "expected an array"),

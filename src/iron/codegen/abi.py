@@ -10,7 +10,7 @@
   by-value struct argument in CUDA/HIP, the push-constant block in GLSL and
   a ``constant`` struct at buffer index ``len(tensors)`` in MSL.
 * Fields narrower than 32 bits are widened (8/16-bit ints sign- or
-  zero-extended to 32, f16/bf16 carried as the f32 of the same value), since
+  zero-extended to 32, f16/bf16/f8 carried as the f32 of the same value), since
   16-bit push constants are an optional Vulkan feature and by-value 16-bit
   parameters differ between C ABIs.  Each field is aligned to its size; the
   block's size is a multiple of 8 (never 0, so every target can declare it).
@@ -31,7 +31,8 @@ from ..core.types import ScalarType, TensorType
 from .tensor_maps import MAP_ALIGN, MAP_BYTES, TensorMap, find_tensor_maps
 
 #: The storage type of a scalar of each dtype in the parameter block.
-_WIDENED = {D.i8: D.i32, D.i16: D.i32, D.u8: D.u32, D.u16: D.u32, D.f16: D.f32, D.bf16: D.f32, D.bool_: D.u32}
+_WIDENED = {D.i8: D.i32, D.i16: D.i32, D.u8: D.u32, D.u16: D.u32, D.f16: D.f32, D.bf16: D.f32, D.bool_: D.u32,
+            D.f8e4m3: D.f32, D.f8e5m2: D.f32}
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,8 @@ def _load(path: str) -> Any:
 
 
 #: Legalisation every emitting target runs (``iron.codegen.legalize``), in order.
-_COMMON_LEGALIZE = ("scalarize_vectors", "promote_narrow_floats", "widen_subgroup_values", "lower_lane_shuffles")
+_COMMON_LEGALIZE = ("scalarize_vectors", "promote_narrow_floats", "widen_subgroup_values", "lower_lane_shuffles",
+                    "lower_f8_to_bits")
 
 BACKENDS: tuple[Backend, ...] = (
     Backend("interp", "the numpy interpreter (reference semantics)", fp_contract=False,

@@ -37,7 +37,7 @@ from .targets import TargetProfile
 COLLECTIVE_OPCODES = frozenset({
     "barrier", "simd_sum", "simd_max", "simd_min", "simd_any", "simd_all", "simd_shuffle", "simd_shuffle_xor",
     "simd_shuffle_up", "simd_shuffle_down", "simd_broadcast", "frag_fill", "frag_load", "frag_store", "mma",
-    "mma_wg",
+    "mma_wg", "frag_binary",
 })
 
 _ATOMIC_NAMES = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min", "atomic_xchg": "xchg",

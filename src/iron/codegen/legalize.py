@@ -13,7 +13,7 @@ original kernel):
   vector values (``vload``/``vstore``/``vec_make``/``vec_extract``, slots)
   stay vectors, so no target's vector-operator rules (CUDA has none, GLSL's
   ``min`` on NaN is undefined) leak into the semantics.
-* :func:`promote_narrow_floats` (all): f16/bf16 arithmetic runs in f32 and is
+* :func:`promote_narrow_floats` (all): f16/bf16/f8 arithmetic runs in f32 and is
   rounded back after every op.  For ``+ - * / sqrt`` and the exact ops this
   is bit for bit the interpreter's once-rounded result (f32 carries more than
   twice the precision plus two bits); transcendentals and ``fma`` may differ
@@ -28,6 +28,8 @@ original kernel):
   are converted with integer bit operations (f32 -> bf16 rounds to nearest
   even, NaN stays a quiet NaN of the same sign, as ml_dtypes does), exact
   also from i32/u32/f64 sources (round to odd first, then to bf16).
+* :func:`iron.codegen.f8_bits.lower_f8_to_bits` (all): f8e4m3 / f8e5m2
+  become u8 storage, converted with integer bit operations the same way.
 
 :func:`small_int_powers` (GLSL) is not exact: see its docstring.  Each is
 a registered pass (:data:`LEGALIZE_PASSES`); a backend's record lists the
@@ -52,6 +54,7 @@ from ..core.ir import Kernel, Op, Param, Value
 from ..core.ops import OPS
 from ..core.types import IRType, ScalarType, TensorType, VarType, VectorType, with_dtype
 from .backends import get_target
+from .f8_bits import lower_f8_to_bits
 from .passes import Pass, run_passes
 from .passes._rewrite import KEEP, Emitter, rebuild
 
@@ -139,7 +142,7 @@ def scalarize_vectors(kernel: Kernel) -> Kernel:
 
 # ---------------------------------------------------------------- narrow floats
 
-NARROW_FLOATS = frozenset({D.f16, D.bf16})
+NARROW_FLOATS = frozenset({D.f16, D.bf16, D.f8e4m3, D.f8e5m2})
 _PROMOTED_CATEGORIES = frozenset({"unary", "binary", "compare"})
 _PROMOTED_SUBGROUP = frozenset({"simd_sum", "simd_max", "simd_min", "simd_shuffle", "simd_broadcast",
                                 "simd_shuffle_xor", "simd_shuffle_up", "simd_shuffle_down"})
@@ -480,10 +483,11 @@ LEGALIZE_PASSES: dict[str, Pass] = {p.name: p for p in (
     Pass("lower_bool_tensors", lambda k, c: lower_bool_tensors(k), "bool buffers as u8 with explicit != 0 / 0 or 1"),
     Pass("scalarize_vectors", lambda k, c: scalarize_vectors(k), "vector arithmetic as per-element scalar ops"),
     Pass("promote_narrow_floats", lambda k, c: promote_narrow_floats(k),
-         "f16/bf16 arithmetic in f32, rounded back after every op"),
+         "f16/bf16/f8 arithmetic in f32, rounded back after every op"),
     Pass("widen_subgroup_values", lambda k, c: widen_subgroup_values(k), "subgroup ops on narrow ints in 32 bits"),
     Pass("lower_lane_shuffles", lambda k, c: lower_lane_shuffles(k, c.min_lane_width),
          "relative shuffles as a shuffle from a computed lane"),
+    Pass("lower_f8_to_bits", lambda k, c: lower_f8_to_bits(k, c.target), "f8 as u8 bits, converted exactly"),
     Pass("lower_bf16_to_bits", lambda k, c: lower_bf16_to_bits(k, c.target), "bf16 as u16 bits, converted exactly"),
     Pass("small_int_powers", lambda k, c: small_int_powers(k),
          "pow by 2, 3, 4 as products where the native pow is inexact", exact=False),

@@ -29,7 +29,9 @@ Rounding.  Every float result is rounded once to its type:
   the remaining elements.
 * Every conversion to bf16 goes through f32 with round-to-odd, because
   ml_dtypes converts f64 and 64-bit integers to bf16 via f32 with two
-  roundings to nearest.  64-bit integers reach the float types as an exact
+  roundings to nearest.  The 8-bit floats (f8e4m3, f8e5m2) round the same
+  way and saturate: past the largest finite value (infinities included) a
+  conversion gives that value with the input's sign; NaN stays NaN.  64-bit integers reach the float types as an exact
   (high 32 bits, low 32 bits) pair, so they too are rounded once.
 * ``erf`` is C's ``erf`` (``math.erf``) applied element by element: libm
   accuracy, at about 0.2 s per million elements.
@@ -124,6 +126,27 @@ def _f64_to_bf16(x: Array) -> Array:
     return y.astype(np_dtype(D.bf16))
 
 
+def _to_f8(x: Array, dt: D.DType) -> Array:
+    """f32 or f64 values rounded once to an 8-bit float, saturating (see :data:`iron.core.dtypes.f8e4m3`).
+
+    f64 goes through f32 rounded to odd (24 bits, then to nearest at 4), as bf16 does; ml_dtypes then
+    rounds to nearest even and gives NaN / inf past the largest value, which saturation replaces."""
+    if x.dtype == _F64:
+        y = x.astype(_F32)
+        back = y.astype(_F64)
+        fix = (back != x) & np.isfinite(y) & ((y.view(np.uint32) & 1) == 0)
+        if fix.any():
+            toward = np.where(x > back, np.inf, -np.inf).astype(_F32)
+            y[fix] = np.nextafter(y[fix], toward[fix])
+        x = y
+    npdt = np_dtype(dt)
+    out = x.astype(npdt)
+    over = ~np.isnan(x) & ~np.isfinite(out.astype(_F32))
+    if over.any():
+        out[over] = np.where(x[over] < 0, -D.max_value(dt), D.max_value(dt)).astype(npdt)
+    return out
+
+
 def round_exact(hi: Array, lo: Array | None, dt: D.DType) -> Array:
     """Round the exact value ``hi + lo`` (a TwoSum-normalised f64 pair) once to ``dt``.
 
@@ -134,6 +157,8 @@ def round_exact(hi: Array, lo: Array | None, dt: D.DType) -> Array:
     x = hi if lo is None else _round_to_odd_f64(hi, lo)
     if dt == D.bf16:
         return _f64_to_bf16(x)
+    if dt in D.FP8_DTYPES:
+        return _to_f8(np.asarray(x, dtype=_F64), dt)
     return x.astype(np_dtype(dt))
 
 
@@ -144,6 +169,8 @@ def round_f64(x: Array, dt: D.DType) -> Array:
 
 def _from_work(x: Array, dt: D.DType) -> Array:
     """An f32/f64 working result rounded to ``dt`` (exact ops only; see the module doc)."""
+    if dt in D.FP8_DTYPES:
+        return _to_f8(x, dt)
     return x.astype(np_dtype(dt), copy=False)
 
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import dtypes as D
-from .types import (MMA_SHAPES, TILE_BOX_MAX, TILE_LAYOUTS, WG_ACC_SHAPES, WG_N, BarrierType, FragmentType, IRType, ScalarType, TensorType, TupleType, VarType,
-                    VectorType, is_value_type, with_dtype)
+from .types import (MMA_SHAPES, TILE_BOX_MAX, TILE_LAYOUTS, WG_ACC_SHAPES, WG_DTYPES, WG_N, BarrierType,
+                    FragmentType, IRType, ScalarType, TensorType, TupleType, VarType,
+                    VectorType, is_value_type, wg_k_step, wg_row, with_dtype)
 
 
 class OpTypeError(Exception):
@@ -563,6 +564,25 @@ def _frag_attrs(attrs) -> FragmentType:
     return FragmentType(role, dt, rows, cols)
 
 
+#: The elementwise arithmetic of accumulator fragments (``frag_binary``'s ``fn``).
+FRAG_BINARY_FNS = ("add", "sub", "mul")
+
+
+def _frag_binary(ts, attrs):
+    """``fn`` elementwise over an accumulator fragment and another of its type, or a scalar of its dtype
+    (either side); the result has the fragment's type."""
+    if attrs.get("fn") not in FRAG_BINARY_FNS:
+        raise OpTypeError(f"frag_binary's fn is one of {FRAG_BINARY_FNS}, got {attrs.get('fn')!r}")
+    frags = [t for t in ts if isinstance(t, FragmentType)]
+    if not frags or frags[0].role != "acc":
+        raise OpTypeError(f"frag_binary takes an accumulator fragment, got {ts[0]} and {ts[1]}")
+    ft = frags[0]
+    for t in ts:
+        if t != ft and t != ScalarType(ft.dtype):
+            raise OpTypeError(f"frag_binary's operands are {ft} or {ft.dtype} scalars, got {t}")
+    return ft
+
+
 def _frag_fill(ts, attrs):
     ft = _frag_attrs(attrs)
     if ts[0] != ScalarType(ft.dtype):
@@ -628,9 +648,9 @@ def _mma_wg(ts, attrs):
         if not (isinstance(t, TensorType) and t.space == "shared"):
             raise OpTypeError(f"mma_wg reads its {what} tile from a shared array, got {t}")
     for t in (a, b):
-        if t.dtype not in (D.f16, D.bf16):
-            raise OpTypeError(f"mma_wg multiplies f16 or bf16 tiles, got {t.dtype}")
-    if a.dtype != b.dtype:
+        if t.dtype not in WG_DTYPES:
+            raise OpTypeError(f"mma_wg multiplies f16, bf16, f8e4m3 or f8e5m2 tiles, got {t.dtype}")
+    if a.dtype != b.dtype and not (a.dtype.bits == b.dtype.bits == 8):
         raise OpTypeError(f"mma_wg tiles differ in dtype: {a.dtype} vs {b.dtype}")
     _int_scalar(a_tile, "A tile offset")
     _int_scalar(b_tile, "B tile offset")
@@ -638,13 +658,18 @@ def _mma_wg(ts, attrs):
             and c.cols in WG_N):
         raise OpTypeError(f"mma_wg accumulates into an f32 accumulator of 16 x N, N in {WG_N}; got {c}")
     k, major, block = attrs.get("k"), attrs.get("b_major"), attrs.get("b_block")
-    if k not in (16, 32, 48, 64):
-        raise OpTypeError(f"mma_wg's k is 16, 32, 48 or 64 (a swizzled row holds 64), got {k!r}")
+    step, row = wg_k_step(b.dtype), wg_row(b.dtype)
+    if not isinstance(k, int) or isinstance(k, bool) or k % step or not step <= k <= row:
+        raise OpTypeError(f"mma_wg's k on {b.dtype} tiles is a multiple of {step} up to {row} (a swizzled row holds "
+                          f"{row}), got {k!r}")
     k0 = attrs.get("k0", 0)
-    if not isinstance(k0, int) or isinstance(k0, bool) or k0 % 16 or not 0 <= k0 <= 64 - k:
-        raise OpTypeError(f"mma_wg's k0 (the tiles' first K column) is a multiple of 16 with k0 + k <= 64, got {k0!r}")
+    if not isinstance(k0, int) or isinstance(k0, bool) or k0 % step or not 0 <= k0 <= row - k:
+        raise OpTypeError(f"mma_wg's k0 (the tiles' first K column) is a multiple of {step} with k0 + k <= {row}, "
+                          f"got {k0!r}")
     if major not in ("k", "n"):
         raise OpTypeError(f"mma_wg's b_major is 'k' (B stored n-by-k) or 'n' (k-by-n), got {major!r}")
+    if major == "n" and b.dtype.bits == 8:
+        raise OpTypeError("mma_wg reads 8-bit tiles K-major only: b_major 'k' (B stored n-by-k)")
     if not isinstance(block, int) or isinstance(block, bool) or block < 0 or block % 512:
         raise OpTypeError(f"mma_wg's b_block is a multiple of 512 elements (a 1024-byte atom), got {block!r}")
     _mma_wg_wait([], attrs)
@@ -759,6 +784,8 @@ _reg("frag_load", "fragment", 3, _frag_load, pure=False, attrs=("role", "dtype",
      traits=_FRAG | Trait.READS)
 _reg("frag_store", "fragment", 4, _frag_store, pure=False, attrs=("layout",), traits=_FRAG | Trait.WRITES)
 _reg("mma", "fragment", 3, _mma, pure=False, traits=_FRAG)
+# Not pure: its operand may be a warpgroup multiply's result, which only exists after that multiply's wait.
+_reg("frag_binary", "fragment", 2, _frag_binary, pure=False, attrs=("fn",), traits=_FRAG)
 _reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "k0", "b_major", "b_block", "pending"),
      traits=_FRAG | Trait.FENCE)
 _reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import dtypes as D
 from .dtypes import DType
 
 #: Widths a vector value may have (the DSL's vector loads/stores).
@@ -27,6 +28,18 @@ WG_ACC_SHAPES: tuple[tuple[int, int], ...] = tuple((16, n) for n in WG_N)
 #: Elements in one row of a swizzled tile (128 bytes of 16-bit values), and the rows of one swizzle atom.
 SW128_ROW = 64
 SW128_ATOM_ROWS = 8
+#: The element types warpgroup multiplies read: 16-bit floats, and 8-bit ones (K-major tiles only).
+WG_DTYPES: frozenset[DType] = frozenset({D.f16, D.bf16, D.f8e4m3, D.f8e5m2})
+
+
+def wg_k_step(dt: DType) -> int:
+    """The K columns one warpgroup multiply instruction takes: 32 bytes of a tile row (16 of f16, 32 of f8)."""
+    return 32 // dt.itemsize
+
+
+def wg_row(dt: DType) -> int:
+    """The elements of one swizzled tile row: 128 bytes (64 of f16, 128 of f8), the most K one ``mma_wg`` takes."""
+    return 128 // dt.itemsize
 
 
 def sw128_index(row, col):

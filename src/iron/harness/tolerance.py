@@ -35,7 +35,7 @@ from ..core import dtypes as D
 from ..core.dtypes import DType
 
 #: Relative tolerance of two roundings' worth per float dtype.
-BASE_RTOL: dict[str, float] = {"f32": 1e-6, "f16": 1e-3, "bf16": 8e-3, "f64": 1e-13}
+BASE_RTOL: dict[str, float] = {"f32": 1e-6, "f16": 1e-3, "bf16": 8e-3, "f64": 1e-13, "f8e4m3": 0.125, "f8e5m2": 0.25}
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,8 @@ def log2_ceil(n: int) -> int:
 
 def finfo(dt: DType) -> Any:
     """``np.finfo`` that also knows bf16."""
-    if dt == D.bf16:
-        return ml_dtypes.finfo(ml_dtypes.bfloat16)
-    return np.finfo(D.numpy_dtype(dt))
+    npdt = D.numpy_dtype(dt)
+    return ml_dtypes.finfo(npdt) if npdt.kind != "f" else np.finfo(npdt)
 
 
 def derive_tolerance(dtype: DType, depth: Depth | int = 1) -> Tolerance:
@@ -114,7 +113,7 @@ def derive_tolerance(dtype: DType, depth: Depth | int = 1) -> Tolerance:
 
 def is_float_array(a: Any) -> bool:
     dt = np.asarray(a).dtype
-    return dt.kind == "f" or dt == np.dtype(ml_dtypes.bfloat16)
+    return D.is_float_numpy(dt)
 
 
 def widen(value: Any) -> Any:
@@ -125,7 +124,7 @@ def widen(value: Any) -> Any:
 
 
 def poison_value(dt: np.dtype) -> Any:
-    if dt.kind == "f" or dt == np.dtype(ml_dtypes.bfloat16):
+    if D.is_float_numpy(dt):
         return np.nan
     if dt.kind == "b":
         return True
@@ -224,7 +223,7 @@ def _verdict(got: np.ndarray, want: np.ndarray, bad: np.ndarray, tol: str) -> Ve
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, (np.floating, float)) or getattr(v, "dtype", None) == np.dtype(ml_dtypes.bfloat16):
+    if isinstance(v, (np.floating, float)) or (hasattr(v, "dtype") and D.is_float_numpy(v.dtype)):
         return f"{float(v):.7g}"
     return str(v.item() if hasattr(v, "item") else v)
 

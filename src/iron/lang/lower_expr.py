@@ -21,6 +21,7 @@ from .builtins import Builtin
 from .coerce import Coercion
 from .env import Slot
 from .fold import FoldError, fold_binary, fold_compare, fold_unary
+from .promote import promote
 from .values import (HOST_ARRAY_HINT, RV, ElemRef, FValue, Py, RegArray, TensorRef, TupleVal, describe,
                      is_host_array)
 
@@ -157,6 +158,8 @@ class ExprLowering(Coercion):
         return value
 
     def binary(self, op: str, a: FValue, b: FValue, node: ast.AST) -> FValue:
+        if _is_fragment(a) or _is_fragment(b):
+            return self.fragment_binary(op, a, b, node)
         if isinstance(a, Py) and isinstance(b, Py):
             try:
                 return Py(fold_binary(op, a.value, b.value))
@@ -184,6 +187,37 @@ class ExprLowering(Coercion):
             q = self.value("div", [x.value, y.value], node)
             return self.value("floor", [q.value], node) if x.dtype.is_float else q
         return self.value(_SIMPLE_OPS[op], [x.value, y.value], node)
+
+    def fragment_binary(self, op: str, a: FValue, b: FValue, node: ast.AST) -> FValue:
+        """``acc + x``, ``acc - x``, ``acc * x`` (either side): element by element over an accumulator fragment
+        and another of its type, or a scalar (a number, or a value that converts to the fragment's dtype
+        without loss), the same on every lane of the subgroup (docs/language.md)."""
+        fn = _FRAGMENT_FNS.get(op)
+        frag = a if _is_fragment(a) else b
+        ft = frag.type  # type: ignore[union-attr]
+        if fn is None:
+            raise self.type_error(f"'{op}' cannot take a fragment ({ft})", node,
+                                  hint="fragments add, subtract and multiply element by element (+, -, *)")
+        if ft.role != "acc":
+            raise self.type_error(f"'{op}' takes accumulator fragments (frag_acc), got {ft}", node,
+                                  hint="A and B fragments only go into mma()")
+        operands = []
+        for v in (a, b):
+            if _is_fragment(v):
+                if v.type != ft:  # type: ignore[union-attr]
+                    raise self.type_error(f"'{op}' between fragments of {a.type} and {b.type}: "  # type: ignore
+                                          "they must have one type", node)
+                operands.append(v.value)  # type: ignore[union-attr]
+                continue
+            dt = self.operand_dtype(v, node, op)
+            if dt is None:
+                operands.append(self.materialize(v, node, ft.dtype).value)
+            elif isinstance(v.type, ScalarType) and promote(dt, ft.dtype) == ft.dtype:  # type: ignore[union-attr]
+                operands.append(self.convert(v, ft.dtype, node).value)  # type: ignore[arg-type]
+            else:
+                raise self.type_error(f"'{op}' of a {ft} and {describe(v)}: the scalar must convert to "
+                                      f"{ft.dtype.name} without loss", node, hint=f"cast it: {ft.dtype.name}(x)")
+        return self.value("frag_binary", operands, node, fn=fn)
 
     def power(self, a: FValue, b: FValue, node: ast.AST) -> FValue:
         """``a ** b``: a small constant integer exponent multiplies; otherwise float ``pow``."""
@@ -487,3 +521,11 @@ def _describe_node(node: ast.AST) -> str:
 def _close_attr(obj: Any, attr: str) -> str | None:
     close = difflib.get_close_matches(attr, [a for a in dir(obj) if not a.startswith("_")], n=3, cutoff=0.75)
     return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else None
+
+
+#: Python operators on fragments -> ``frag_binary``'s fn.
+_FRAGMENT_FNS = {"+": "add", "-": "sub", "*": "mul"}
+
+
+def _is_fragment(v: FValue) -> bool:
+    return isinstance(v, RV) and isinstance(v.type, FragmentType)

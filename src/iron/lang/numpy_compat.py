@@ -31,7 +31,7 @@ def is_numpy_integer(x: Any) -> bool:
 #: torch dtype names whose Iron dtype has the same name.
 TORCH_NAMES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8",
                 "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
-                "uint64": "u64", "bool": "bool"}
+                "uint64": "u64", "bool": "bool", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
 _MISSING = object()
 #: How to read the element type of an argument, by the argument's type (None: not an array).  Launches
 #: call this for every argument, so the decision is made once per type.
@@ -125,10 +125,12 @@ def host_array(x: Any) -> Any:
         return x
     t = x.detach()
     try:
-        if t.dtype == torch.bfloat16:
+        name = TORCH_NAMES.get(str(t.dtype).removeprefix("torch."))
+        if name in ("bf16", "f8e4m3", "f8e5m2"):  # numpy has no such dtype: the bits, viewed through ml_dtypes
             from ..core import dtypes as D
 
-            return t.view(torch.int16).numpy().view(D.numpy_dtype(D.bf16))
+            bits = torch.int16 if name == "bf16" else torch.uint8
+            return t.view(bits).numpy().view(D.numpy_dtype(D.by_name(name)))
         return t.numpy()
     except (RuntimeError, TypeError) as e:  # conjugate / negative views, dtypes numpy lacks
         from ..core.errors import LaunchError

@@ -63,6 +63,10 @@ def _torch() -> Any:
     return torch
 
 
+#: ml_dtypes' 8-bit float names -> torch's (the same formats).
+_TORCH_F8 = {"float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
+
+
 def to_torch(value: Any) -> Any:
     """A numpy array as a torch tensor on the GPU (bf16 through its bits); other values unchanged."""
     if not isinstance(value, np.ndarray):
@@ -71,6 +75,8 @@ def to_torch(value: Any) -> Any:
     a = np.ascontiguousarray(value)
     if a.dtype == np.dtype(ml_dtypes.bfloat16):
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to("cuda")
+    if a.dtype.name in _TORCH_F8:
+        return torch.from_numpy(a.view(np.uint8)).view(getattr(torch, _TORCH_F8[a.dtype.name])).to("cuda")
     return torch.from_numpy(a).to("cuda")
 
 
@@ -81,6 +87,9 @@ def to_host(value: Any) -> Any:
         t = value.detach().cpu()
         if t.dtype == torch.bfloat16:
             return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        name = str(t.dtype).removeprefix("torch.")
+        if name in _TORCH_F8.values():
+            return t.view(torch.uint8).numpy().view(getattr(ml_dtypes, name))
         return t.numpy()
     return value
 

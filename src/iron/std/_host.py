@@ -23,6 +23,8 @@ from ._plans import recording
 VECTOR_BYTES = 16
 #: Float dtypes every library kernel is stamped for.
 FLOATS = (D.f32, D.f16, D.bf16)
+#: What cast.py converts between: the floats and the 8-bit floats.
+CAST_FLOATS = (*FLOATS, D.f8e4m3, D.f8e5m2)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -55,10 +57,11 @@ def dtype_of(x: Any, what: str = "input") -> D.DType:
         raise LaunchError(f"{what}: element type {element} is not one Iron handles") from None
 
 
-_DTYPE_ALIASES = {"float32": "f32", "float": "f32", "float16": "f16", "half": "f16", "bfloat16": "bf16"}
+_DTYPE_ALIASES = {"float32": "f32", "float": "f32", "float16": "f16", "half": "f16", "bfloat16": "bf16",
+                  "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
 
 
-def float_dtype(dtype: Any, fn: str) -> D.DType:
+def float_dtype(dtype: Any, fn: str, allowed: tuple[D.DType, ...] = FLOATS) -> D.DType:
     """The float dtype a host function ``fn`` is asked for: an Iron dtype, its name ("bf16"), a numpy dtype or a
     torch dtype (``torch.bfloat16``); a LaunchError names ``fn`` otherwise."""
     if isinstance(dtype, D.DType):
@@ -68,22 +71,27 @@ def float_dtype(dtype: Any, fn: str) -> D.DType:
         try:
             dt = D.by_name(_DTYPE_ALIASES.get(name, name))
         except ValueError:
-            raise LaunchError(f"{fn}: unknown dtype {dtype!r}; use f32, f16 or bf16") from None
+            raise LaunchError(f"{fn}: unknown dtype {dtype!r}; use {_names(allowed)}") from None
     else:
         try:
             dt = D.from_numpy(dtype)
         except (ValueError, TypeError):
-            raise LaunchError(f"{fn}: unknown dtype {dtype!r}; use f32, f16 or bf16") from None
-    if dt not in FLOATS:
-        raise LaunchError(f"{fn}: dtype must be f32, f16 or bf16, got {dt.name}")
+            raise LaunchError(f"{fn}: unknown dtype {dtype!r}; use {_names(allowed)}") from None
+    if dt not in allowed:
+        raise LaunchError(f"{fn}: dtype must be {_names(allowed)}, got {dt.name}")
     return dt
 
 
-def check_float(x: Any, what: str = "input") -> D.DType:
+def check_float(x: Any, what: str = "input", allowed: tuple[D.DType, ...] = FLOATS) -> D.DType:
     dt = dtype_of(x, what)
-    if dt not in FLOATS:
-        raise LaunchError(f"{what}: the library kernel takes f32, f16 or bf16; got {dt.name}")
+    if dt not in allowed:
+        raise LaunchError(f"{what}: the library kernel takes {_names(allowed)}; got {dt.name}")
     return dt
+
+
+def _names(dtypes: tuple[D.DType, ...]) -> str:
+    """"f32, f16 or bf16"."""
+    return ", ".join(d.name for d in dtypes[:-1]) + f" or {dtypes[-1].name}"
 
 
 def shape_of(x: Any) -> tuple[int, ...]:

@@ -1,7 +1,9 @@
-"""Copies and float conversions among f32, f16 and bf16: one vectorized pass, round to nearest even.
+"""Copies and float conversions among f32, f16, bf16 and the 8-bit floats: one vectorized pass, round to
+nearest even (saturating into f8e4m3 / f8e5m2, as a kernel's cast does: docs/language.md).
 
     from iron.std import cast
-    h = cast.cast(x, "bf16")        # x: f32/f16/bf16 array of any shape
+    h = cast.cast(x, "bf16")        # x: f32/f16/bf16/f8 array of any shape
+    q = cast.cast(x, "f8e4m3")      # quantise (scale first: values past 448 saturate)
     y = cast.copy(x)                # same dtype, a new buffer (or out=)
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import iron.lang as il
-from iron import In, T, Tensor, U, bf16, f16, f32, func, kernel, variants
+from iron import In, T, Tensor, U, bf16, f8e4m3, f8e5m2, f16, f32, func, kernel, variants
 from iron.core import dtypes as D
 from iron.core.errors import LaunchError
 from iron.lang import grid_size, program_id
@@ -20,26 +22,32 @@ from .elementwise import GROUP, MAX_ELEMENTS, flat_grid
 from ._plans import planned
 
 _FLOATS = (f32, f16, bf16)
+_F8 = (f8e4m3, f8e5m2)
 
 
 def vector_for(src: D.DType, dst: D.DType) -> int:
-    """Elements per thread: 16 bytes of the wider side (4 with an f32 side, else 8)."""
-    return _host.VECTOR_BYTES // max(src.itemsize, dst.itemsize)
+    """Elements per thread: 16 bytes of the wider side (4 with an f32 side, else 8; 8 between 8-bit floats, the
+    widest vector every target has)."""
+    return min(8, _host.VECTOR_BYTES // max(src.itemsize, dst.itemsize))
 
 
-#: Every (source, destination) pair with its vector width; T == U is the copy.
+#: Every (source, destination) pair of f32/f16/bf16 with its vector width; T == U is the copy.
 PAIRS = tuple({"T": s, "U": d, "VEC": vector_for(s, d)} for s in _FLOATS for d in _FLOATS)
+#: The pairs with an 8-bit float on either side (quantising and dequantising), copies of them included.
+F8_PAIRS = tuple({"T": s, "U": d, "VEC": vector_for(s, d)} for s in _FLOATS + _F8 for d in _FLOATS + _F8
+                 if s in _F8 or d in _F8)
 
 
-@kernel(variants(T=[f32, f16, bf16], U=[f32, f16, bf16], VEC=[4, 8]))
+@kernel(variants(T=[f32, f16, bf16, f8e4m3, f8e5m2], U=[f32, f16, bf16, f8e4m3, f8e5m2], VEC=[4, 8]))
 def cast_kernel(x: In[T], out: Tensor[U], n: int):
     """out[i] = U(x[i]): the exact value of x rounded once to U, to nearest even (a copy when T == U).
 
-    x: n contiguous elements of T; out: n of U (f32/f16/bf16 each).  VEC = 16 bytes of the wider
-    type per thread (one vector load and store), a scalar tail past n // VEC * VEC; grid
-    ceil(n / VEC) threads as ``flat_grid`` rows.  Widening (f16/bf16 -> f32) is exact; f16 <-> bf16
-    rounds once (through f32, exact for both).  Non-finite: NaN stays NaN, +-inf stay +-inf, -0 stays
-    -0, finite values past U's largest round to +-inf as IEEE does (f32 -> f16 from 65520 on).
+    x: n contiguous elements of T; out: n of U (f32/f16/bf16/f8e4m3/f8e5m2 each).  VEC = 16 bytes of the
+    wider type per thread, at most 8 (one vector load and store), a scalar tail past n // VEC * VEC; grid
+    ceil(n / VEC) threads as ``flat_grid`` rows.  Widening (f16/bf16 -> f32, f8 -> anything) is exact;
+    f16 <-> bf16 and every other narrowing rounds once (through f32, exact for all of them).  Non-finite:
+    NaN stays NaN, +-inf stay +-inf, -0 stays -0, finite values past U's largest round to +-inf as IEEE
+    does (f32 -> f16 from 65520 on); into f8 they saturate to its largest (infinities too).
     Subnormal results are kept (interpreter, lavapipe, CUDA); a device that flushes them gives a
     zero of the same sign.
     """
@@ -71,8 +79,8 @@ def cast(x: Any, dtype: Any, out: Any = None, backend: str | None = None) -> Any
 
 
 def _cast(x: Any, dtype: Any, out: Any, backend: str | None, fn: str) -> Any:
-    src = _host.check_float(x, "x")
-    dst = _host.float_dtype(dtype, fn)
+    src = _host.check_float(x, "x", _host.CAST_FLOATS)
+    dst = _host.float_dtype(dtype, fn, _host.CAST_FLOATS)
     n = _host.size_of(x)
     if n > MAX_ELEMENTS:
         raise LaunchError(f"x: {n} elements; the kernel indexes at most {MAX_ELEMENTS}")
@@ -87,7 +95,7 @@ def _cast(x: Any, dtype: Any, out: Any, backend: str | None, fn: str) -> Any:
 @planned
 def copy(x: Any, out: Any = None, backend: str | None = None) -> Any:
     """A copy of ``x`` (f32/f16/bf16), 16 bytes per thread; into ``out`` when given."""
-    return _cast(x, _host.check_float(x, "x"), out, backend, "copy")
+    return _cast(x, _host.check_float(x, "x", _host.CAST_FLOATS), out, backend, "copy")
 
 
-__all__ = ["PAIRS", "cast", "cast_kernel", "copy", "vector_for"]
+__all__ = ["F8_PAIRS", "PAIRS", "cast", "cast_kernel", "copy", "vector_for"]

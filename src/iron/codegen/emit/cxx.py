@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from ...core import dtypes as D
 from ...core.ir import Op
 from ...core.ops import entry_registers
-from ...core.types import TILE_LAYOUTS, FragmentType, VectorType
+from ...core.types import TILE_LAYOUTS, FragmentType, VectorType, wg_k_step
 from ..mma import get_strategy
 from ..tensor_maps import map_name
 from . import cxx_helpers as H
@@ -32,8 +32,12 @@ DYNAMIC_SHARED = "iron_dynamic_shared"
 
 _C_NAMES = {D.f32: "float", D.f64: "double", D.i8: "signed char", D.i16: "short", D.i32: "int",
             D.i64: "long long", D.u8: "unsigned char", D.u16: "unsigned short", D.u32: "unsigned int",
-            D.u64: "unsigned long long", D.bool_: "bool"}
+            D.u64: "unsigned long long", D.bool_: "bool",
+            # 8-bit floats reach the emitter only as the bytes of tiles a warpgroup multiply reads (f8_bits)
+            D.f8e4m3: "unsigned char", D.f8e5m2: "unsigned char"}
 _INT_SUFFIX = {D.i32: "", D.u32: "u", D.i64: "LL", D.u64: "ULL"}
+#: PTX's names of the element types ``wgmma`` reads.
+_WGMMA_KIND = {D.f16: "f16", D.bf16: "bf16", D.f8e4m3: "e4m3", D.f8e5m2: "e5m2"}
 _INT_MIN = {D.i32: "(-2147483647 - 1)", D.i64: "(-9223372036854775807LL - 1LL)"}
 _ATOMIC_KIND = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min", "atomic_xchg": "xchg",
                 "atomic_cas": "cas"}
@@ -142,6 +146,8 @@ class CxxDialect(Dialect):
             return f"{x.atom} != {self.literal(0, src)}"
         if src.is_bool or (src.is_int and dst.is_int):
             return f"({self.scalar_names[dst]}){x.atom}"
+        if self.scalar_names[src] == self.scalar_names[dst]:  # an f8 byte and a u8 (f8_bits): the same type here
+            return x.text
         native = _BITCAST_INTRINSICS.get((src, dst))
         if native:
             return f"{native}({x.text})"
@@ -425,7 +431,8 @@ class CudaDialect(CxxDialect):
         a, a_tile, b, b_tile, c = args
         n, k, major, block = op.result.type.cols, op.attrs["k"], op.attrs["b_major"], op.attrs["b_block"]
         registers = isinstance(a.type, FragmentType)
-        kind = {D.f16: "f16", D.bf16: "bf16"}[a.type.dtype if registers else a.dtype]
+        kind = _WGMMA_KIND[a.type.dtype if registers else a.dtype]
+        b_kind = _WGMMA_KIND[b.dtype]
         desc = self.require("iron_wgmma_desc", H.WGMMA_DESC)
         p, ind = self.printer, self.indent
         wa, wb, r = p.temp("wg_a"), p.temp("wg_b"), p.temp("r")
@@ -455,20 +462,24 @@ class CudaDialect(CxxDialect):
             return ["{  // mma_wg: " + f"64x{n}x16 {kind}, A from registers, B {layout}",
                     *(ind + line for line in lines), "}"]
         item = a.dtype.itemsize
-        for ks in range(first, first + k // 16):
-            a_desc = f"{desc}({wa} + {ks * 16 * item}u, 16u, 1024u)"
+        step = wg_k_step(a.dtype)  # K columns per instruction: 32 bytes of a row
+        # 8-bit tiles take no transpose operands (both K-major); 16-bit ones say whether B is transposed.
+        for ks in range(first * 16 // step, (first * 16 + k) // step):
+            a_desc = f"{desc}({wa} + {ks * 32}u, 16u, 1024u)"
             if major == "k":
-                b_desc, trans = f"{desc}({wb} + {ks * 16 * item}u, 16u, 1024u)", 0
+                b_desc, trans = f"{desc}({wb} + {ks * 32}u, 16u, 1024u)", 0
             else:
                 b_desc, trans = f"{desc}({wb} + {ks * 16 * 64 * item}u, {block * item}u, 1024u)", 1
+            transposes = "" if item == 1 else f", 0, {trans}"
             lines += ["asm volatile(",
                       f'{ind}"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{d + 2}, 0;\\n"',
-                      f'{ind}"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} "',
-                      f'{ind}"{{{regs}}}, %{d}, %{d + 1}, p, 1, 1, 0, {trans};\\n}}"',
+                      f'{ind}"wgmma.mma_async.sync.aligned.m64n{n}k{step}.f32.{kind}.{b_kind} "',
+                      f'{ind}"{{{regs}}}, %{d}, %{d + 1}, p, 1, 1{transposes};\\n}}"',
                       f"{ind}: {outs}",
                       f'{ind}: "l"({a_desc}), "l"({b_desc}), "r"(1) : "memory");']
         lines += ['asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");', *self.warpgroup_wait(op)]
-        return ["{  // mma_wg: " + f"64x{n}x{k} {kind}, B {'k-major' if major == 'k' else 'n-major'}",
+        kinds = kind if kind == b_kind else f"{kind}.{b_kind}"
+        return ["{  // mma_wg: " + f"64x{n}x{k} {kinds}, B {'k-major' if major == 'k' else 'n-major'}",
                 *(ind + line for line in lines), "}"]
 
     @property

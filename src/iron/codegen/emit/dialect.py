@@ -454,6 +454,11 @@ class Dialect:
         matrices cannot convert."""
         raise self.unsupported(op, f"storing a {t.dtype.name} matrix fragment to a {dt.name} tensor")
 
+    def frag_matrix_binary(self, op: Op, t: FragmentType, x: str, y: str) -> str:
+        """``frag_binary`` of two whole-matrix fragments of type ``t`` (a scalar operand already filled into one),
+        element by element; a located capability error where the target's matrices have no such arithmetic."""
+        raise self.unsupported(op, f"elementwise '{op.attrs['fn']}' on whole-matrix {t.dtype.name} fragments")
+
     def frag_narrow(self, text: str, dt: D.DType) -> str:
         """An f32 register rounded once (nearest even) to ``dt`` as a ``dt`` tensor element (``frag_store`` of an f32
         accumulator to f16 / bf16); where bf16 is bits, rounded in f32 first, whose top half is then exact."""

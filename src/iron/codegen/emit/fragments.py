@@ -64,6 +64,8 @@ if TYPE_CHECKING:
 
 
 Combo = tuple[tuple[int, int, int], D.DType, D.DType]
+#: ``frag_binary``'s fn as a C-like operator.
+_FRAG_BINARY_SIGNS = {"add": "+", "sub": "-", "mul": "*"}
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,10 @@ class FragmentPrinter:
         if code == "frag_fill":
             self.p.line(f"{d.frag_matrix_type(t)} {name} = {d.frag_matrix_fill(t, args[0].text)};")
             return
+        if code == "frag_binary":
+            x, y = (a.text if isinstance(a.type, FragmentType) else d.frag_matrix_fill(t, a.text) for a in args)
+            self.p.line(f"{d.frag_matrix_type(t)} {name} = {d.frag_matrix_binary(op, t, x, y)};")
+            return
         self.declare(name, t)
         if code == "frag_load":
             tensor, base, ld = args
@@ -321,6 +327,26 @@ class FragmentPrinter:
         if t in self.packed:
             text = self.d.frag_pack(text, text, t.dtype)
         self._per_register(t, lambda r: [f"{name}[{r}] = {text};"])
+
+    def _frag_binary(self, op: Op, args: list[Operand]) -> None:
+        """Each register of the result from the same register of a fragment operand (one layout) or the scalar,
+        rounded to the fragment's dtype."""
+        t = op.result.type
+        sign = _FRAG_BINARY_SIGNS[op.attrs["fn"]]
+        name = self.p.names.define(op.result)
+        self.declare(name, t)
+
+        def term(a: Operand, r: str) -> str:
+            if isinstance(a.type, FragmentType):
+                return f"{a.text}[{r}]"
+            return self.d.literal(a.const, D.f32) if a.is_const else self.d.frag_to_f32(a.text, t.dtype)
+
+        x, y = args
+
+        def element(r: str) -> list[str]:
+            return [f"{name}[{r}] = {self.d.frag_round(f'{term(x, r)} {sign} {term(y, r)}', t.dtype)};"]
+
+        self._per_register(t, element)
 
     def _frag_load(self, op: Op, args: list[Operand]) -> None:
         t = op.result.type

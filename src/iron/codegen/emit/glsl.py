@@ -35,6 +35,8 @@ from .glsl_loops import LOOP_CHECK, LOOP_CHECK_NAME, check_unguarded, loop_guard
 from .names import field_ident
 
 #: bf16 remains only as the storage of tensors that fragments access (legalize.py).
+#: ``frag_binary``'s fn as a GLSL operator on cooperative matrices.
+_FRAG_SIGNS = {"add": "+", "sub": "-", "mul": "*"}
 _NAMES = {D.bf16: "uint16_t", D.f16: "float16_t", D.f32: "float", D.f64: "double", D.i8: "int8_t",
           D.i16: "int16_t", D.i32: "int", D.i64: "int64_t", D.u8: "uint8_t", D.u16: "uint16_t", D.u32: "uint", D.u64: "uint64_t", D.bool_: "bool"}
 _VEC_PREFIX = {D.f16: "f16vec", D.f32: "vec", D.f64: "dvec", D.i8: "i8vec", D.i16: "i16vec", D.i32: "ivec",
@@ -394,6 +396,10 @@ class GlslDialect(Dialect):
         if dt != D.f16:
             return super().frag_matrix_convert(op, t, dt, value)
         return f"{self.frag_matrix_type(FragmentType(t.role, dt, t.rows, t.cols))}({value})"
+
+    def frag_matrix_binary(self, op: Op, t: FragmentType, x: str, y: str) -> str:
+        """Cooperative matrices of one type add, subtract and multiply component-wise (GLSL_KHR_cooperative_matrix)."""
+        return f"({x}) {_FRAG_SIGNS[op.attrs['fn']]} ({y})"
 
     def frag_matrix_mma(self, out: str, a: str, b: str, c: str) -> str:
         return f"{out} = coopMatMulAdd({a}, {b}, {c})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.ops import stores_accumulator
-from ...core.types import MMA_SHAPES, WG_ACC_SHAPES, WG_N, FragmentType, ScalarType
+from ...core.types import MMA_SHAPES, WG_ACC_SHAPES, WG_DTYPES, WG_N, FragmentType, ScalarType, wg_k_step, wg_row
 from ..lower_call import CallArgs, handles
 from ..values import RV, FValue, Py, TensorRef, describe
 from .memory import check_writable
@@ -131,22 +131,28 @@ def mma_wg(lw: Any, a: CallArgs) -> FValue:
         if not (isinstance(t, TensorRef) and t.type.space == "shared"):
             raise lw.type_error(f"mma_wg() reads its {name.upper()} tile from a shared array, got {describe(t)}",
                                 a.node_of(name), hint="stage the tile in shared(...) with sw128 offsets")
-        if t.type.dtype.name not in ("f16", "bf16"):
-            raise lw.type_error(f"mma_wg() multiplies f16 or bf16 tiles; '{t.name}' holds {t.type.dtype.name}",
-                                a.node_of(name))
+        if t.type.dtype not in WG_DTYPES:
+            raise lw.type_error(f"mma_wg() multiplies f16, bf16, f8e4m3 or f8e5m2 tiles; '{t.name}' holds "
+                                f"{t.type.dtype.name}", a.node_of(name))
         tiles += [t, lw.to_index(a[offset], a.node_of(offset), f"{name.upper()} tile offset")]
     acc = _fragment(lw, a, "acc", "acc")
     if (acc.type.rows, acc.type.dtype.name) != (16, "f32") or acc.type.cols not in WG_N:
         raise lw.type_error(f"mma_wg() accumulates into frag_acc(f32, 16, N) with N in {WG_N}, got {describe(acc)}",
                             a.node_of("acc"))
+    dt = tiles[-2].type.dtype
+    step, row = wg_k_step(dt), wg_row(dt)
     k = lw.static_int(a["k"], a.node_of("k"), "k")
-    if k not in (16, 32, 48, 64):
-        raise lw.type_error(f"mma_wg()'s k is 16, 32, 48 or 64, got {k}", a.node_of("k"),
-                            hint="a swizzled tile row holds 64 elements; step K in tiles of at most 64")
+    if k % step or not step <= k <= row:
+        raise lw.type_error(f"mma_wg()'s k on {dt.name} tiles is a multiple of {step} up to {row}, got {k}",
+                            a.node_of("k"), hint=f"a swizzled tile row holds {row} elements of {dt.name}; step K "
+                                                 f"in tiles of at most {row}")
     major = a["b_major"]
     if not (isinstance(major, Py) and major.value in ("k", "n")):
         raise lw.type_error(f'b_major must be "k" (B stored n-by-k) or "n" (k-by-n), got {describe(major)}',
                             a.node_of("b_major"))
+    if major.value == "n" and dt.bits == 8:
+        raise lw.type_error("mma_wg() reads 8-bit tiles K-major only: B stored n-by-k, b_major=\"k\"",
+                            a.node_of("b_major"), hint="store B transposed (N rows of K), as a linear layer's weight")
     block = lw.static_int(a["b_block"], a.node_of("b_block"), "b_block")
     if block < 0 or block % 512:
         raise lw.type_error(f"b_block is a multiple of 512 elements (one 1024-byte swizzle atom), got {block}",
@@ -155,10 +161,13 @@ def mma_wg(lw: Any, a: CallArgs) -> FValue:
         raise lw.type_error("B stored k-by-n needs b_block: the elements between its 64-column blocks",
                             a.node_of("b_block"))
     k0 = lw.static_int(a["k0"], a.node_of("k0"), "k0")
-    if k0 % 16 or not 0 <= k0 <= 64 - k:
-        raise lw.type_error(f"mma_wg()'s k0 is the tiles' first K column: a multiple of 16 with k0 + k <= 64, got "
-                            f"{k0} (k = {k})", a.node_of("k0"))
+    if k0 % step or not 0 <= k0 <= row - k:
+        raise lw.type_error(f"mma_wg()'s k0 is the tiles' first K column: a multiple of {step} with k0 + k <= {row}, "
+                            f"got {k0} (k = {k})", a.node_of("k0"), hint=f"a swizzled tile row holds {row} elements")
     at, ao, bt, bo = tiles
+    if at.type.dtype != bt.type.dtype and not (registers or at.type.dtype.bits == bt.type.dtype.bits == 8):
+        raise lw.type_error(f"mma_wg()'s A tile holds {at.type.dtype.name} and its B tile {bt.type.dtype.name}",
+                            a.node_of("b"), hint="16-bit tiles have one dtype; 8-bit ones may mix e4m3 and e5m2")
     if registers and at.type.dtype != bt.type.dtype:
         raise lw.type_error(f"mma_wg()'s A fragment holds {at.type.dtype.name} and its B tile "
                             f"{bt.type.dtype.name}", a.node_of("b"))

@@ -134,12 +134,12 @@ def bitcast(lw: Any, a: CallArgs) -> FValue:
 
 
 def widen_value(lw: Any, v: FValue, node: Any, what: str) -> RV:
-    """f16/bf16 -> f32 (f32 unchanged; a literal becomes an f32 constant)."""
+    """f16/bf16/f8 -> f32 (f32 unchanged; a literal becomes an f32 constant)."""
     if isinstance(v, Py) and isinstance(v.value, (int, float)) and not isinstance(v.value, bool):
         return lw.const(float(v.value), D.f32)
-    if isinstance(v, RV) and isinstance(v.type, (ScalarType, VectorType)) and v.dtype in (D.f16, D.bf16, D.f32):
+    if isinstance(v, RV) and isinstance(v.type, (ScalarType, VectorType)) and v.dtype.is_float and v.dtype.bits <= 32:
         return lw.convert(v, D.f32, node)
-    raise lw.type_error(f"{what}() takes f16, bf16 or f32 values, got {describe(v)}", node,
+    raise lw.type_error(f"{what}() takes f16, bf16, f8 or f32 values, got {describe(v)}", node,
                         hint="for other types use an explicit cast such as f32(x)")
 
 

@@ -71,7 +71,7 @@ def torch_dtypes() -> dict[Any, D.DType]:
     torch = sys.modules["torch"]
     names = {"float16": D.f16, "bfloat16": D.bf16, "float32": D.f32, "float64": D.f64, "int8": D.i8,
              "int16": D.i16, "int32": D.i32, "int64": D.i64, "uint8": D.u8, "uint16": D.u16, "uint32": D.u32,
-             "uint64": D.u64, "bool": D.bool_}
+             "uint64": D.u64, "bool": D.bool_, "float8_e4m3fn": D.f8e4m3, "float8_e5m2": D.f8e5m2}
     return {getattr(torch, n): dt for n, dt in names.items() if hasattr(torch, n)}
 
 

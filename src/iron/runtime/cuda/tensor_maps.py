@@ -42,7 +42,7 @@ class TensorMapEncoder:
         u64, u32 = d.cuuint64_t, d.cuuint32_t
         names = {D.f16: "FLOAT16", D.bf16: "BFLOAT16", D.f32: "FLOAT32", D.f64: "FLOAT64", D.i32: "INT32",
                  D.u32: "UINT32", D.i64: "INT64", D.u64: "UINT64", D.u8: "UINT8", D.i8: "UINT8", D.u16: "UINT16",
-                 D.i16: "UINT16"}
+                 D.i16: "UINT16", D.f8e4m3: "UINT8", D.f8e5m2: "UINT8"}
         kind = getattr(d.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{names[enc.dtype]}")
         swizzle = d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if enc.swizzle_128b else \
             d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE

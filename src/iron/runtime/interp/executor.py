@@ -91,6 +91,7 @@ class Executor:
             "call": self._call, "tuple_make": self._tuple_make, "tuple_get": self._tuple_get,
             "frag_fill": self._frag_fill, "frag_load": self._frag_load, "frag_store": self._frag_store,
             "mma": self._mma, "mma_wg": self._mma_wg, "mma_wg_wait": self._mma_wg_wait,
+            "frag_binary": self._frag_binary,
             "abar_alloc": self._abar_alloc, "abar_arrive": self._abar_arrive, "abar_wait": self._abar_wait,
             "abar_copies": self._abar_copies, "tile_copy": self._tile_copy, "tile_store": self._tile_store,
             "tile_store_wait": self._tile_store_wait,
@@ -491,6 +492,10 @@ class Executor:
     def _mma_wg(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
         a, a_tile, b, b_tile, c = (env[v] for v in op.operands)
         return self.fragments.mma_wg(op, a, a_tile, b, b_tile, c, mask)
+
+    def _frag_binary(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        x, y = (env[v] for v in op.operands)
+        return self.fragments.binary(op, x, y, mask)
 
     def _mma_wg_wait(self, op: Op, env: Env, mask: Mask) -> None:
         self.fragments.retire(op.attrs["pending"])

@@ -18,15 +18,15 @@ because without them the op has no meaning.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from ...codegen.mma import MmaLayoutError, MmaStrategy, get_strategy
 from ...core.errors import LaunchError
-from ...core.eval import np_dtype, round_f64
+from ...core.eval import eval_pure, np_dtype, round_f64
 from ...core.ir import Op
-from ...core.types import FragmentType, sw128_index
+from ...core.types import TILE_LAYOUTS, FragmentType, ScalarType, sw128_index
 from .faults import Faults
 from .mask import Mask
 from .memory import Buffer, Memory
@@ -187,6 +187,27 @@ class Fragments:
             values = round_f64(values.astype(np.float64), buf.dtype)
         buf.data[self._flat(buf, subgroups, index)] = values
 
+    def binary(self, op: Op, x: Array, y: Array, mask: Mask) -> Array:
+        """``frag_binary``: ``fn`` element by element (both fragments share a layout, so registers or whole
+        matrices alike), each result rounded once to the fragment's dtype; a scalar operand must be the same on
+        every lane of a subgroup (it applies to the subgroup's whole fragment).  An operand still in flight
+        (a warpgroup multiply not yet waited for) holds NaN, so its misuse shows."""
+        subgroups = self.participants(op, mask)
+        ft: FragmentType = op.result.type
+        out = self.empty(op, ft)
+        shape = out[subgroups].shape
+
+        def operand(v: Array, t: Any) -> Array:
+            if isinstance(t, FragmentType):
+                return v[subgroups]
+            s = self.uniform(op, "scalar operand", v, subgroups)
+            return np.broadcast_to(s.reshape((-1,) + (1,) * (len(shape) - 1)), shape)
+
+        a, b = (operand(v, o.type) for v, o in zip((x, y), op.operands))
+        with np.errstate(all="ignore"):
+            out[subgroups] = eval_pure(op.attrs["fn"], {}, [a, b], ScalarType(ft.dtype))
+        return out
+
     def mma(self, op: Op, a: Array, b: Array, c: Array, mask: Mask) -> Array:
         """``c + a @ b`` with exact f64 products and f64 sums, rounded once to the accumulator type."""
         subgroups = self.participants(op, mask)
@@ -245,10 +266,12 @@ class Fragments:
         k, major, block = op.attrs["k"], op.attrs["b_major"], op.attrs["b_block"]
         rows = (local % 4)[:, None, None] * 16 + np.arange(16)[None, :, None]
         kk = op.attrs.get("k0", 0) + np.arange(k)
-        a_index = a_at[:, None, None] + sw128_index(rows, kk[None, None, :])
+        swizzled = TILE_LAYOUTS["sw128"]
+        item = op.operands[2].type.dtype.itemsize  # 2, or 1 for 8-bit floats (128 to a row)
+        a_index = a_at[:, None, None] + swizzled.index(rows, kk[None, None, :], 0, item)
         n = np.arange(ct.cols)[None, :]
         if major == "k":
-            b_rel = sw128_index(n, kk[:, None])
+            b_rel = swizzled.index(n, kk[:, None], 0, item)
         else:
             b_rel = (n // 64) * block + sw128_index(kk[:, None], n % 64)
         b_index = b_at[:, None, None] + b_rel[None]

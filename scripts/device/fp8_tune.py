@@ -1,0 +1,85 @@
+"""iron.std.gemm_fp8 beside ``torch._scaled_mm`` (cuBLAS) on e4m3 operands: one JSON line per shape and config.
+
+For the GPU machine (the H200).  A (M, K) and B given (N, K) of f8e4m3 (torch's float8_e4m3fn), per-tensor
+scales, bf16 out.  Iron's kernel runs in each listed configuration of :data:`iron.std.gemm_fp8.gemm_fp8`
+(``FOLD``: the sums of each 128-deep K step added to an f32 total, as cuBLAS does by default; else fast
+accumulation) against ``_scaled_mm`` with ``use_fast_accum`` False and True.  Kernel time from the CUDA profiler
+(median of ``--rounds`` interleaved rounds of ``--reps`` calls), call time back to back; Iron's output is
+checked against cuBLAS's promoted one: the largest |difference| over the largest |output| under 2**-7 (both
+round f32 sums to bf16; a wrong tile shows up as O(1)).
+
+Run: ``PYTHONPATH=src python3 scripts/device/fp8_tune.py --shapes 4096x4096x4096 512x11008x4096``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from typing import Any
+
+from cuda_events import call_us, kernel_us
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "FOLD_128_S5": {"BN": 128, "STAGES": 5, "FOLD": True},
+    "FOLD_128_S4": {"BN": 128, "STAGES": 4, "FOLD": True},
+    "FAST_256_S4": {"BN": 256, "STAGES": 4, "FOLD": False},
+    "FAST_128_S5": {"BN": 128, "STAGES": 5, "FOLD": False},
+}
+
+
+def main() -> None:
+    import torch
+
+    from iron import bf16, f8e4m3
+    from iron.std import gemm_fp8 as G
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "8192x8192x8192"])
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    for shape in args.shapes:
+        m, n, k = (int(v) for v in shape.split("x"))
+        a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+        bt = (torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+        sa = torch.tensor([0.375], device="cuda")
+        sb = torch.tensor([1.5], device="cuda")
+        outs = {name: torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for name in args.configs}
+
+        def reference(fast: bool):
+            return lambda: torch._scaled_mm(a, bt.t(), scale_a=sa.view(()), scale_b=sb.view(()),
+                                            out_dtype=torch.bfloat16, use_fast_accum=fast)
+
+        def iron_call(name: str):
+            kern = G.gemm_fp8.variant(T=f8e4m3, U=f8e4m3, OUT=bf16, **CONFIGS[name])
+            grid, group = G.fp8_geometry(m, n, CONFIGS[name]["BN"])
+            out = outs[name]
+            return lambda: kern.launch(a, bt, sa, sb, out, m, n, k, grid=grid, group=group, backend="cuda")
+
+        calls = {"cublas": reference(False), "cublas_fast": reference(True),
+                 **{name: iron_call(name) for name in args.configs}}
+        want = calls["cublas"]().float()
+        top = float(want.abs().max())
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        for _ in range(args.rounds):
+            for name, call in calls.items():
+                times[name].append(kernel_us(torch, call, args.reps))
+        flops = 2.0 * m * n * k
+        ref_us = statistics.median(times["cublas"])
+        for name in calls:
+            us = statistics.median(times[name])
+            row = {"shape": shape, "config": name, "kernel_us": round(us, 1), "tflops": round(flops / us / 1e6, 1),
+                   "ratio_vs_cublas": round(ref_us / us, 3), "rounds": [round(t, 1) for t in times[name]]}
+            if name in outs:
+                torch.cuda.synchronize()
+                err = float((outs[name].float() - want).abs().max()) / top
+                row.update(rel_err=err, ok=err < 2 ** -7)
+                row["call_us"], row["cublas_call_us"] = (round(x, 1) for x in
+                                                         call_us(torch, [calls[name], calls["cublas"]], args.reps, 3))
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
