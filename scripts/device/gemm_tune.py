@@ -62,6 +62,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "WS_256_S2": {"BN": 256, "STAGES": 2},
     "WS_128_S4": {"BN": 128, "STAGES": 4},
     "WS_128_S3": {"BN": 128, "STAGES": 3},
+    "WS_128_S5": {"BN": 128, "STAGES": 5},
+    "WS_128_S6": {"BN": 128, "STAGES": 6},
+    "WS_168_S4": {"BN": 168, "STAGES": 4},
+    "WS_168_S5": {"BN": 168, "STAGES": 5},
     # ... persistent: one group per multiprocessor (GROUPS: set at run time), each looping over tiles.
     "WSP_256_S3": {"BN": 256, "STAGES": 3, "GROUPS": "sms"},
     "WSP_256_S4": {"BN": 256, "STAGES": 4, "GROUPS": "sms"},

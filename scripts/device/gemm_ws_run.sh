@@ -16,6 +16,6 @@ configs="WS_256_S3 WS_256_S4 WS_128_S4 WSP_256_S3"
 cd scripts/device
 export PYTHONPATH=/tmp/site:../../src:.
 timeout 90 python3 gemm_tune.py --sizes 4096 8192 --configs $configs 2>&1 | grep '^{' | tee "$out/tune.jsonl" | cut -c1-250
-timeout 150 python3 gemm_tune.py --sizes 8192 --shapes 8192x11008x4096 512x4096x4096 512x11008x4096 8192x4096x4096 \
-  --bt --configs $configs 2>&1 | grep '^{' | tee -a "$out/tune.jsonl" | cut -c1-250
+timeout 200 python3 gemm_tune.py --sizes 8192 --shapes 8192x11008x4096 512x4096x4096 512x11008x4096 8192x4096x4096 \
+  --bt --configs $configs WS_128_S6 WS_168_S4 WS_168_S5 2>&1 | grep '^{' | tee -a "$out/tune.jsonl" | cut -c1-250
 timeout 120 python3 std_call_table.py --filter gemm --count 50 > "$out/calls.json" 2>/dev/null; grep -E '"op"|_us"' "$out/calls.json"

@@ -34,7 +34,7 @@ def stage_b(b_s, b, n, major):
             b_s[((i % n) // 64) * 4096 + sw128(i // n, (i % n) % 64)] = b[i]
 
 
-@kernel(variants(N=[64, 128, 256], MAJOR=["k", "n"], PENDING=[0, 1], SKEW=[0, 8]))
+@kernel(variants(N=[64, 128, 256, 168, 24], MAJOR=["k", "n"], PENDING=[0, 1], SKEW=[0, 8]))
 def probe(a: In[f16], b: In[f16], c: Tensor[f32]):
     """c (64 x N) = a (64 x 64, m-by-k) @ B; b is N x 64 (n-by-k) for MAJOR "k", 64 x N (k-by-n) for "n".
 
@@ -69,6 +69,14 @@ def test_interp_multiplies_each_subgroups_rows(n, major):
     """Subgroup s of the warpgroup holds rows 16 s .. of the 64 x N product, exact products summed in f64 and
     rounded once to f32 (the four 16-row stores together are the whole product)."""
     got, want = run_probe(n, major)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [168, 24])
+def test_widths_of_any_eight_columns_multiply(n):
+    """N / 8 need not be a power of two (wgmma takes any multiple of 8): the accumulator is N / 8 copies of the
+    16 x 8 layout side by side."""
+    got, want = run_probe(n, "k")
     np.testing.assert_array_equal(got, want.astype(np.float32))
 
 
@@ -152,7 +160,7 @@ def test_frontend_errors_name_the_call(tmp_path):
     with pytest.raises(iron.KernelTypeError, match="0 to 7"):
         compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 64), pending=9)")
     with pytest.raises(iron.KernelTypeError, match="f32, 16, N"):
-        compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 8))")
+        compile_body("mma_wg(s, 0, s, 0, frag_acc(f16, 16, 64))")
 
 
 def test_sw128_matches_the_interpreters_layout():
@@ -163,7 +171,7 @@ def test_sw128_matches_the_interpreters_layout():
     assert np.array_equal(offsets[:, ::8] % 64 // 8, (cols[:, ::8] // 8) ^ (rows[:, ::8] % 8))
 
 
-@pytest.mark.parametrize("n", [64, 128, 256])
+@pytest.mark.parametrize("n", [64, 128, 256, 168, 24])
 def test_the_accumulator_layout_is_the_wgmma_one(n):
     """PTX ISA, wgmma m64nNk16 D: row groupID + 8 (i >> 1 & 1), column 8 (i >> 2) + 2 (lane % 4) + (i & 1)."""
     layout = get_strategy("cuda_mma_sync_m16n8k16").fragment_layout("acc", 16, n, D.f32)
@@ -172,6 +180,19 @@ def test_the_accumulator_layout_is_the_wgmma_one(n):
         for i in (0, 3, n // 2 - 1):
             want = ((lane >> 2) + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * (lane % 4) + (i & 1))
             assert layout.element(lane, i) == want
+
+
+def test_cuda_emits_wgmma_of_168_columns(require_toolchain):
+    kern = probe.variant(N=168, MAJOR="k", PENDING=0, SKEW=0).compiled("cuda")
+    src = emit_kernel(kern, "cuda").source
+    assert "wgmma.mma_async.sync.aligned.m64n168k16.f32.f16.f16" in src
+    require_toolchain("nvrtc")
+    assert nvrtc.compile_cuda(src, arch="sm_90a").report["spill_stores"] == 0
+
+
+def test_b_stored_k_by_n_takes_whole_column_blocks():
+    with pytest.raises(iron.IronError, match="multiple of 64"):
+        probe.variant(N=168, MAJOR="n", PENDING=0, SKEW=0).compiled("cuda")
 
 
 def test_cuda_emits_wgmma_for_sm90a(require_toolchain):

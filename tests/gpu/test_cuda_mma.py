@@ -137,3 +137,21 @@ def test_warpgroup_multiply_of_8_bit_floats(cuda, pair) -> None:
     bound = np.abs(a64) @ np.abs(b64).T * 2.0 ** -12
     err = np.abs(c - a64 @ b64.T)
     assert np.all(err <= bound), f"worst element {np.unravel_index(np.argmax(err - bound), err.shape)}"
+
+
+@pytest.mark.parametrize("n", [168, 24])
+def test_warpgroup_multiply_of_any_eight_columns(cuda, n) -> None:
+    """wgmma m64nNk16 for N / 8 not a power of two: the accumulator registers are N / 8 copies of mma.sync's 16 x 8
+    layout (tests/codegen/test_warpgroup_mma.py has the kernel and its interpreter run)."""
+    from codegen.test_warpgroup_mma import probe
+
+    if "wgmma" not in cuda.profile.features:
+        pytest.skip(f"warpgroup multiplies need sm_90, this GPU is {cuda.arch}")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 64)).astype(np.float16)
+    bt = rng.standard_normal((n, 64)).astype(np.float16)
+    c = np.full((64, n), np.nan, np.float32)
+    probe.variant(N=n, MAJOR="k", PENDING=0, SKEW=0).launch(a, bt, c, grid=(128,), group=(128,), backend="cuda")
+    want = a.astype(np.float64) @ bt.astype(np.float64).T
+    bound = np.abs(a.astype(np.float64)) @ np.abs(bt.astype(np.float64)).T * np.finfo(np.float32).eps * 5
+    assert np.all(np.abs(c - want) <= bound)

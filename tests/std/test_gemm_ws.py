@@ -17,7 +17,8 @@ from iron.std.suite import gemm as GS
 BINDINGS = [{**GS._flags(f16, False, True, "relu"), "BN": 256, "STAGES": 3},
             {**GS._flags(bf16, True, False, "none"), "BN": 128, "STAGES": 4},
             {**GS._flags(bf16, False, False, "none"), "BN": 256, "STAGES": 4},
-            {**GS._flags(bf16, True, True, "none"), "BN": 256, "STAGES": 4}]
+            {**GS._flags(bf16, True, True, "none"), "BN": 256, "STAGES": 4},
+            {**GS._flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5}]
 # Whole 16-byte rows: M and N past a tile with a partial last K step; five K steps through a shorter ring.
 SHAPES = [GS._shape(40, 24, 136), GS._shape(70, 136, 320)]
 
@@ -65,7 +66,7 @@ def test_unmutated_copy_passes(tmp_path, seed):
     assert_rows_pass(mutant_rows("std/gemm/ws", mutant(tmp_path), seed, shapes=SHAPES), seed)
 
 
-@pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128", "nn-256-s4", "bt-256-s4-bias"])
+@pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128", "nn-256-s4", "bt-256-s4-bias", "bt-168-s5"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: every thread starts at 168 registers (the launch bounds), ptxas keeps the roles' budgets
     (no C7507 note: setmaxnreg opens the role branches), the multiplies stay a pipeline (no C7515 note) and

@@ -270,6 +270,37 @@ def _gather_bits(bits: tuple[str, ...], lane, reg):
 
 
 @dataclass(frozen=True)
+class ColumnBlocksLayout(FragmentLayout):
+    """``blocks`` copies of ``base`` side by side: register ``i`` holds ``base``'s element of register
+    ``i % base.registers`` moved right by ``base.cols * (i // base.registers)`` columns.  wgmma's m64nNk16
+    accumulator is N / 8 copies of mma.sync's 16 x 8 one; for N / 8 not a power of two (N = 168, say) no bit
+    field describes it."""
+
+    base: BitFieldLayout
+    blocks: int
+
+    @property
+    def rows(self) -> int:  # type: ignore[override]
+        return self.base.rows
+
+    @property
+    def cols(self) -> int:  # type: ignore[override]
+        return self.base.cols * self.blocks
+
+    @property
+    def lane_width(self) -> int:
+        return self.base.lanes
+
+    @property
+    def registers_per_lane(self) -> int:
+        return self.base.registers * self.blocks
+
+    def to_table(self) -> np.ndarray:
+        base = self.base.to_table()
+        return np.concatenate([base + np.array([0, self.base.cols * j]) for j in range(self.blocks)], axis=1)
+
+
+@dataclass(frozen=True)
 class StripedLayout(FragmentLayout):
     """The portable layout: element (r, c) is number ``e = r*cols + c``, in lane ``e % W``, register ``e // W``.
 
@@ -495,11 +526,15 @@ _PTX_B = BitFieldLayout(16, 8, 32, 4, row_bits=("r0", "l0", "l1", "r1"), col_bit
 _PTX_C = BitFieldLayout(16, 8, 32, 4, row_bits=("l2", "l3", "l4", "r1"), col_bits=("r0", "l0", "l1"))
 
 
-def _wgmma_acc(n: int) -> BitFieldLayout:
+def _wgmma_acc(n: int) -> FragmentLayout:
     """One subgroup's 16 x N share of a ``wgmma`` m64nNk16 f32 accumulator (PTX ISA 9.7.15.5.1.1.1, "WGMMA
     .m64nNk16 register fragment layout for accumulator matrix D"): the m16n8 layout above repeated N/8
-    times along the columns, register d[i] at column 8 (i >> 2) + 2 threadID_in_group + (i & 1)."""
-    extra = tuple(f"r{k}" for k in range(2, 2 + _log2(n // 8, "N / 8")))
+    times along the columns, register d[i] at column 8 (i >> 2) + 2 threadID_in_group + (i & 1).  A bit field
+    where N / 8 is a power of two, else column blocks (the same elements)."""
+    blocks = n // 8
+    if blocks & (blocks - 1):
+        return ColumnBlocksLayout(_PTX_C, blocks)
+    extra = tuple(f"r{k}" for k in range(2, 2 + _log2(blocks, "N / 8")))
     return BitFieldLayout(16, n, 32, n // 2, row_bits=("l2", "l3", "l4", "r1"), col_bits=("r0", "l0", "l1", *extra))
 
 CUDA_MMA_SYNC_M16N8K16 = MmaStrategy(

@@ -656,7 +656,8 @@ def _mma_wg(ts, attrs):
     _int_scalar(b_tile, "B tile offset")
     if not (isinstance(c, FragmentType) and c.role == "acc" and c.dtype == D.f32 and c.rows == 16
             and c.cols in WG_N):
-        raise OpTypeError(f"mma_wg accumulates into an f32 accumulator of 16 x N, N in {WG_N}; got {c}")
+        raise OpTypeError(f"mma_wg accumulates into an f32 accumulator of 16 x N, N a multiple of 8 up to 256; "
+                          f"got {c}")
     k, major, block = attrs.get("k"), attrs.get("b_major"), attrs.get("b_block")
     step, row = wg_k_step(b.dtype), wg_row(b.dtype)
     if not isinstance(k, int) or isinstance(k, bool) or k % step or not step <= k <= row:
@@ -670,6 +671,8 @@ def _mma_wg(ts, attrs):
         raise OpTypeError(f"mma_wg's b_major is 'k' (B stored n-by-k) or 'n' (k-by-n), got {major!r}")
     if major == "n" and b.dtype.bits == 8:
         raise OpTypeError("mma_wg reads 8-bit tiles K-major only: b_major 'k' (B stored n-by-k)")
+    if major == "n" and c.cols % 64:
+        raise OpTypeError(f"mma_wg with B stored k-by-n takes N a multiple of 64 (whole column blocks), got {c.cols}")
     if not isinstance(block, int) or isinstance(block, bool) or block < 0 or block % 512:
         raise OpTypeError(f"mma_wg's b_block is a multiple of 512 elements (a 1024-byte atom), got {block!r}")
     _mma_wg_wait([], attrs)

@@ -23,7 +23,8 @@ MMA_SHAPES: tuple[tuple[int, int, int], ...] = ((8, 8, 8), (16, 8, 16), (16, 16,
 #: multiply a 64-row A tile by a K x N B tile, both in shared memory; subgroup ``s`` holds rows
 #: ``16 (s % 4)`` .. of the product as a 16 x N accumulator fragment.
 WG_ROWS = 64
-WG_N: tuple[int, ...] = (64, 128, 256)
+#: N: any multiple of 8 up to 256 (wgmma's m64nNk16 / k32 shapes); B stored k-by-n takes multiples of 64.
+WG_N: tuple[int, ...] = tuple(range(8, 257, 8))
 WG_ACC_SHAPES: tuple[tuple[int, int], ...] = tuple((16, n) for n in WG_N)
 #: Elements in one row of a swizzled tile (128 bytes of 16-bit values), and the rows of one swizzle atom.
 SW128_ROW = 64

@@ -72,6 +72,12 @@ def ws_fits(v: dict[str, Any]) -> bool:
     return ws_shared_bytes(v) <= WG_SHARED_LIMIT
 
 
+def ws_whole_blocks(v: dict[str, Any]) -> bool:
+    """B given (k, n) is copied in 64-column blocks: BN a multiple of 64 there (168 only for B given (n, k),
+    whose tile is BN rows of K)."""
+    return v["BT"] or v["BN"] % 64 == 0
+
+
 @func
 def tile_at(t, tiles_m, tiles_n):
     """(tile row, tile column) of output tile ``t``: tiles walk SWIZZLE tile rows at a time, column by column
@@ -83,8 +89,8 @@ def tile_at(t, tiles_m, tiles_n):
     return first + within % rows, within // rows
 
 
-@kernel(variants(T=[f16, bf16], BN=[256, 128], STAGES=[3, 4, 2], BT=[False, True], BIAS=[False, True],
-                 ACT=list(ACTIVATIONS), where=[ws_fits]))
+@kernel(variants(T=[f16, bf16], BN=[256, 128, 168], STAGES=[3, 4, 2, 5, 6], BT=[False, True], BIAS=[False, True],
+                 ACT=list(ACTIVATIONS), where=[ws_fits, ws_whole_blocks]))
 def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
     """C = act(A @ B + bias) with a producer and two consumer warpgroups (docs/std/gemm.md, "Warp roles").
 

@@ -51,6 +51,7 @@ from ..ldmatrix import plan as ldmatrix_plan
 from ..mma import (
     PORTABLE,
     BitFieldLayout,
+    ColumnBlocksLayout,
     FragmentLayout,
     MmaStrategy,
     StripedLayout,
@@ -209,6 +210,10 @@ def element_exprs(layout: FragmentLayout, lane: str, reg: str) -> tuple[str, str
         return f"{number} / {layout.cols}", f"{number} % {layout.cols}"
     if isinstance(layout, BitFieldLayout):
         return _gather(layout.row_bits, lane, reg), _gather(layout.col_bits, lane, reg)
+    if isinstance(layout, ColumnBlocksLayout):
+        per = layout.base.registers
+        row, col = element_exprs(layout.base, lane, f"({reg} % {per})")
+        return row, f"({col} + {layout.base.cols} * ({reg} / {per}))"
     raise TypeError(f"no closed form for {type(layout).__name__}")
 
 

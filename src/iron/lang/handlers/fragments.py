@@ -26,7 +26,9 @@ def _dims(lw: Any, a: CallArgs, role: str) -> tuple[int, int]:
     names = _ROLE_DIMS[role]
     rows, cols = (lw.static_int(a[n], a.node_of(n), f"fragment dimension {n}") for n in names)
     if (rows, cols) not in _shapes_for(role):
-        valid = ", ".join(f"{r}x{c}" for r, c in _shapes_for(role))
+        valid = ", ".join(f"{r}x{c}" for r, c in _shapes_for(role) if (r, c) not in WG_ACC_SHAPES)
+        if role == "acc":
+            valid += ", or 16xN with N a multiple of 8 up to 256 (warpgroup multiplies)"
         raise lw.type_error(f"no mma shape has a{'n' if role == 'acc' else ''} {role} fragment of "
                             f"{names[0]}={rows} x {names[1]}={cols}", a.node,
                             hint=f"{role} fragments are {names[0]} x {names[1]} in {valid} "
@@ -137,7 +139,8 @@ def mma_wg(lw: Any, a: CallArgs) -> FValue:
         tiles += [t, lw.to_index(a[offset], a.node_of(offset), f"{name.upper()} tile offset")]
     acc = _fragment(lw, a, "acc", "acc")
     if (acc.type.rows, acc.type.dtype.name) != (16, "f32") or acc.type.cols not in WG_N:
-        raise lw.type_error(f"mma_wg() accumulates into frag_acc(f32, 16, N) with N in {WG_N}, got {describe(acc)}",
+        raise lw.type_error(f"mma_wg() accumulates into frag_acc(f32, 16, N) with N a multiple of 8 up to 256, got "
+                            f"{describe(acc)}",
                             a.node_of("acc"))
     dt = tiles[-2].type.dtype
     step, row = wg_k_step(dt), wg_row(dt)

@@ -244,7 +244,9 @@ WS_BINDINGS = [{**_flags(f16, False, False, "none"), **WS_DEFAULT},
 # one, the sums are staged as T, four subgroups at a time).
 WS_MORE = [{**_flags(f16, True, True, "relu"), "BN": 256, "STAGES": 2},
            {**_flags(bf16, False, False, "silu"), "BN": 128, "STAGES": 2},
-           {**_flags(bf16, True, True, "none"), **WS_DEFAULT}]
+           {**_flags(bf16, True, True, "none"), **WS_DEFAULT},
+           # 168 columns (21 blocks of 8: the width that gives 512 x 11008 two whole waves on 132 multiprocessors)
+           {**_flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5}]
 
 
 @test_kernel(gemm_ws, shapes={"vulkan": [], "*": WS_SHAPES}, bindings=WS_BINDINGS, name="std/gemm/ws")
