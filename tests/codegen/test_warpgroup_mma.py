@@ -454,3 +454,16 @@ def test_f8_misuse_is_located(body, message, tmp_path):
     with pytest.raises(iron.KernelTypeError, match=re.escape(message)) as info:
         module.k.ir()
     assert "k8.py:7" in str(info.value)
+
+
+def test_a_fresh_zero_accumulator_is_not_copied():
+    """mma_wg on frag_acc's zeros starts from its first slice's products (scale-d 0) instead of copying zeros
+    in; an accumulator carried from an earlier multiply is copied and added to (scale-d 1 throughout)."""
+    fresh = emit_kernel(probe.variant(N=64, MAJOR="k", PENDING=0, SKEW=0).compiled("cuda"), "cuda").source
+    assert fresh.count('"r"(0) : "memory"') == 1 and fresh.count('"r"(1) : "memory"') == 3
+    assert "acc[r] = v" not in fresh.split("// mma_wg:")[1].split("wgmma.fence")[0]  # no copy into the result
+    from iron.std import gemm_ws as W
+    from iron.std.suite import gemm as GS
+
+    carried = emit_kernel(W.gemm_ws.variant(**GS.WS_BINDINGS[0]).compiled("cuda"), "cuda").source
+    assert '"r"(0) : "memory"' not in carried

@@ -436,7 +436,11 @@ class CudaDialect(CxxDialect):
         desc = self.require("iron_wgmma_desc", H.WGMMA_DESC)
         p, ind = self.printer, self.indent
         wa, wb, r = p.temp("wg_a"), p.temp("wg_b"), p.temp("r")
-        lines = ["#pragma unroll", f"for (int {r} = 0; {r} < {n // 2}; ++{r}) {out}[{r}] = {c.text}[{r}];"]
+        # A fresh zero accumulator (a gemm folding each K step into a total) is not copied: the first slice
+        # ignores its input (wgmma's scale-d 0), so the registers start as that slice's products.
+        zero = _zero_fill(op.operands[4]) and not isinstance(a.type, FragmentType)
+        lines = [] if zero else \
+            ["#pragma unroll", f"for (int {r} = 0; {r} < {n // 2}; ++{r}) {out}[{r}] = {c.text}[{r}];"]
         for name, t, at in ((wa, a, a_tile), (wb, b, b_tile))[1 if registers else 0:]:
             lines.append(f"const unsigned int {name} = "
                          f"(unsigned int)__cvta_generic_to_shared(&{t.text}[{self.index_text(at)}]);")
@@ -464,7 +468,8 @@ class CudaDialect(CxxDialect):
         item = a.dtype.itemsize
         step = wg_k_step(a.dtype)  # K columns per instruction: 32 bytes of a row
         # 8-bit tiles take no transpose operands (both K-major); 16-bit ones say whether B is transposed.
-        for ks in range(first * 16 // step, (first * 16 + k) // step):
+        slices = range(first * 16 // step, (first * 16 + k) // step)
+        for ks in slices:
             a_desc = f"{desc}({wa} + {ks * 32}u, 16u, 1024u)"
             if major == "k":
                 b_desc, trans = f"{desc}({wb} + {ks * 32}u, 16u, 1024u)", 0
@@ -476,7 +481,7 @@ class CudaDialect(CxxDialect):
                       f'{ind}"wgmma.mma_async.sync.aligned.m64n{n}k{step}.f32.{kind}.{b_kind} "',
                       f'{ind}"{{{regs}}}, %{d}, %{d + 1}, p, 1, 1{transposes};\\n}}"',
                       f"{ind}: {outs}",
-                      f'{ind}: "l"({a_desc}), "l"({b_desc}), "r"(1) : "memory");']
+                      f'{ind}: "l"({a_desc}), "l"({b_desc}), "r"({0 if zero and ks == slices[0] else 1}) : "memory");']
         lines += ['asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");', *self.warpgroup_wait(op)]
         kinds = kind if kind == b_kind else f"{kind}.{b_kind}"
         return ["{  // mma_wg: " + f"64x{n}x{k} {kinds}, B {'k-major' if major == 'k' else 'n-major'}",
@@ -768,3 +773,12 @@ def _wrapped(head: str, items: list[str], tail: str, indent: str, width: int = 1
         line += piece
     lines.append(line + tail)
     return lines
+
+
+def _zero_fill(v: Any) -> bool:
+    """Whether ``v`` is a fragment filled with the constant 0 (``frag_acc``'s default)."""
+    fill = v.owner
+    if fill is None or fill.opcode != "frag_fill":
+        return False
+    value = fill.operands[0].owner
+    return value is not None and value.opcode == "const" and value.attrs["value"] == 0
