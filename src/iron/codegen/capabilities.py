@@ -33,13 +33,6 @@ from .mma import PORTABLE, MmaLayoutError
 from .backends import get_target
 from .targets import TargetProfile
 
-#: Ops whose meaning depends on every thread of a group or subgroup taking part.
-COLLECTIVE_OPCODES = frozenset({
-    "barrier", "simd_sum", "simd_max", "simd_min", "simd_any", "simd_all", "simd_shuffle", "simd_shuffle_xor",
-    "simd_shuffle_up", "simd_shuffle_down", "simd_broadcast", "frag_fill", "frag_load", "frag_store", "mma",
-    "mma_wg", "frag_binary",
-})
-
 _ATOMIC_NAMES = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min", "atomic_xchg": "xchg",
                  "atomic_cas": "cas"}
 _SUBGROUP_64BIT = frozenset({"simd_sum", "simd_max", "simd_min", "simd_shuffle", "simd_shuffle_xor",
