@@ -104,7 +104,7 @@ def _launcher(cfg: dict[str, Any], name: str, dt: Any, bt: bool, operands: tuple
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[4096])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[4096])
     ap.add_argument("--shapes", nargs="+", default=[], help="MxNxK shapes beside the square --sizes")
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
