@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name --format=csv,noheader
 export PYTHONPATH=/tmp/site:src:tests
 export IRON_CACHE_DIR=/tmp/iron-cache
 timeout 120 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_mma.py tests/gpu/test_cuda_corpus.py \
-  -k "warpgroup or frag_arith or f8 or mma_narrow or tile_copies" -rfE 2>&1 | tail -8
+  -k "warpgroup or mma_elementwise or f8 or mma_narrow or tile_copies" -rfE 2>&1 | tail -8
 cd scripts/device
 export PYTHONPATH=/tmp/site:../../src:.
 timeout 150 python3 fp8_tune.py --shapes 4096x4096x4096 8192x11008x4096 512x11008x4096 512x4096x4096 \

@@ -95,7 +95,7 @@ MMA_NARROW_STORE = CorpusCase(
 # ---------------------------------------------------------------- elementwise arithmetic on accumulators
 
 @kernel(variants(T=[f16, bf16]))
-def frag_arith(a: In[T], b: In[T], s: f32, c: Tensor[f32], tiles_m: int, tiles_n: int):
+def mma_elementwise(a: In[T], b: In[T], s: f32, c: Tensor[f32], tiles_m: int, tiles_n: int):
     """Two products of one tile, combined element by element: (a0 @ b0) * s + (a1 @ b1) - 1.5, and that times
     the second product again (a gemm's promotion of partial sums, then its epilogue's scale)."""
     tile = group_id(0) * num_simd_groups() + simd_group_id()
@@ -120,8 +120,8 @@ def _arith_oracle(args, run: Run):
     return {3: Expect((2.0 * mixed * p1).reshape(-1), 2.0 * scale.reshape(-1))}
 
 
-FRAG_ARITH = CorpusCase(
-    name="frag_arith", kernel=frag_arith,
+MMA_ELEMENTWISE = CorpusCase(
+    name="mma_elementwise", kernel=mma_elementwise,
     make_args=lambda run, rng: [randn(rng, 16 * run.size * 32, run.T), randn(rng, 32 * 8 * TILES_N, run.T),
                                 np.float32(0.75), empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N],
     oracle=_arith_oracle, outputs=(3,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
@@ -188,4 +188,4 @@ MMA_16x16x16 = CorpusCase(
     depth=lambda run: Depth(steps=17), subgroup=True, out_dtype=lambda run: run["ACC"])
 
 
-CASES = [MMA_16x8x16, MMA_NARROW_STORE, FRAG_ARITH, MMA_8x8x8, MMA_16x16x16]
+CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_8x8x8, MMA_16x16x16]
