@@ -168,3 +168,20 @@ def require_toolchain():
 def missing_tool():
     """``missing_tool("glslang 13 is missing; install it with: ...")``: a skip, or a failure in CI."""
     return report_missing
+
+
+@pytest.fixture
+def user_module(tmp_path):
+    """``user_module(name, source)``: ``source`` written to ``<tmp>/<name>.py`` and imported, as a user's own
+    file (kernels need a file: Iron reads their source), for tests of located errors."""
+    import importlib.util
+
+    def load(name: str, source: str):
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

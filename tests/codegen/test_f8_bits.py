@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from iron import In, Tensor, bf16, f16, f32, f64, i32, kernel, f8e4m3, f8e5m2
+from iron import In, T, Tensor, bf16, f16, f32, f64, i32, kernel, f8e4m3, f8e5m2, variants
 from iron.codegen import f8_bits
 from iron.codegen import legalize as L
 from iron.codegen.pipeline import PassContext, run_pipeline
@@ -65,36 +65,25 @@ def _f32_cases(dt, rng) -> np.ndarray:
     return np.concatenate([near, specials, noise])
 
 
-@kernel
-def to_e4m3(a: In[f32], out: Tensor[f8e4m3]):
+@kernel(variants(T=[f8e4m3, f8e5m2]))
+def to_f8(a: In[f32], out: Tensor[T]):
     i = program_id(0)
-    out[i] = f8e4m3(a[i])
+    out[i] = T(a[i])
 
 
-@kernel
-def to_e5m2(a: In[f32], out: Tensor[f8e5m2]):
-    i = program_id(0)
-    out[i] = f8e5m2(a[i])
-
-
-@kernel
-def from_e4m3(a: In[f8e4m3], out: Tensor[f32]):
+@kernel(variants(T=[f8e4m3, f8e5m2]))
+def from_f8(a: In[T], out: Tensor[f32]):
     i = program_id(0)
     out[i] = f32(a[i])
 
 
-@kernel
-def from_e5m2(a: In[f8e5m2], out: Tensor[f32]):
-    i = program_id(0)
-    out[i] = f32(a[i])
-
-
-ENCODERS = {f8e4m3: to_e4m3, f8e5m2: to_e5m2}
-DECODERS = {f8e4m3: from_e4m3, f8e5m2: from_e5m2}
+ENCODERS = {dt: to_f8.variant(T=dt) for dt in F8}
+DECODERS = {dt: from_f8.variant(T=dt) for dt in F8}
 
 
 def _legal(k, target="spirv"):
-    ir = run_pipeline(k.ir(), PassContext.for_target(target))
+    """``k`` (one specialisation) through the target's pipeline: (its IR, the legalised IR)."""
+    ir = run_pipeline(k.ir, PassContext.for_target(target))
     return ir, L.legalize(ir, target)
 
 
@@ -148,7 +137,7 @@ def test_a_wrong_encoder_fails_the_same_check(monkeypatch, mutant, seed):
         unclamped = dataclasses.replace(f8_bits.FORMATS[f8e4m3], largest=0xFF)
         monkeypatch.setitem(f8_bits.FORMATS, f8e4m3, unclamped)
     a = _f32_cases(f8e4m3, seed.rng())
-    _, legal = _legal(to_e4m3)
+    _, legal = _legal(ENCODERS[f8e4m3])
     out = _run(legal, [a, np.zeros(a.size, np.uint8)], a.size)[1]
     assert not np.array_equal(out, nearest_f8(a, f8e4m3))
 

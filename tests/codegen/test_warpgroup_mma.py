@@ -437,20 +437,14 @@ def test_cuda_emits_fp8_wgmma(require_toolchain):
     ('mma_wg(s8, 0, s8, 0, frag_acc(f32, 16, 64), k=32, b_major="n")', "K-major only"),
     ("mma_wg(s8, 0, s, 0, frag_acc(f32, 16, 64), k=32)", "A tile holds f8e4m3 and its B tile f16"),
 ])
-def test_f8_misuse_is_located(body, message, tmp_path):
-    src = tmp_path / "k8.py"
-    src.write_text("from iron import kernel, f16, f32, f8e4m3, In, Tensor\n"
-                   "from iron.lang import mma_wg, frag_acc, shared\n"
-                   "@kernel\n"
-                   "def k(x: Tensor[f32]):\n"
-                   "    s8 = shared(f8e4m3, 64 * 128)\n"
-                   "    s = shared(f16, 64 * 64)\n"
-                   f"    acc = {body}\n")
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("k8", src)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_f8_misuse_is_located(body, message, user_module):
+    module = user_module("k8", "from iron import kernel, f16, f32, f8e4m3, In, Tensor\n"
+                               "from iron.lang import mma_wg, frag_acc, shared\n"
+                               "@kernel\n"
+                               "def k(x: Tensor[f32]):\n"
+                               "    s8 = shared(f8e4m3, 64 * 128)\n"
+                               "    s = shared(f16, 64 * 64)\n"
+                               f"    acc = {body}\n")
     with pytest.raises(iron.KernelTypeError, match=re.escape(message)) as info:
         module.k.ir()
     assert "k8.py:7" in str(info.value)

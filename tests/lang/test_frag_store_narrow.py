@@ -5,7 +5,6 @@ refused combinations located, and what CUDA and Vulkan's cooperative matrices em
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import ml_dtypes
@@ -93,18 +92,14 @@ def test_a_cooperative_matrix_converts_before_its_store(require_toolchain) -> No
     ("acc * f64(2.0)", "without loss"),
     ("fa + 1.0", "takes accumulator fragments"),
 ])
-def test_fragment_arithmetic_misuse_is_located(expr, message, tmp_path):
-    src = tmp_path / "arith_user.py"
-    src.write_text("from iron import kernel, f16, f32, f64, In, Tensor\n"
-                   "from iron.lang import frag_a, frag_acc, frag_store\n"
-                   "@kernel\n"
-                   "def k(a: In[f16], c: Tensor[f32]):\n"
-                   "    acc = frag_acc(f32, 16, 8)\n"
-                   "    fa = frag_a(a, 0, 16, 16, 16)\n"
-                   f"    out = {expr}\n")
-    spec = importlib.util.spec_from_file_location("arith_user", src)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_fragment_arithmetic_misuse_is_located(expr, message, user_module):
+    module = user_module("arith_user", "from iron import kernel, f16, f32, f64, In, Tensor\n"
+                                       "from iron.lang import frag_a, frag_acc, frag_store\n"
+                                       "@kernel\n"
+                                       "def k(a: In[f16], c: Tensor[f32]):\n"
+                                       "    acc = frag_acc(f32, 16, 8)\n"
+                                       "    fa = frag_a(a, 0, 16, 16, 16)\n"
+                                       f"    out = {expr}\n")
     with pytest.raises(iron.KernelTypeError, match=re.escape(message)) as info:
         module.k.ir()
     assert "arith_user.py:7" in str(info.value)

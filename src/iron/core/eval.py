@@ -115,15 +115,21 @@ def _round_to_odd_f64(hi: Array, lo: Array) -> Array:
     return hi
 
 
-def _f64_to_bf16(x: Array) -> Array:
-    """Round f64 to bf16 once: round to odd at f32 (24 bits), then to nearest at 8 bits."""
+def _f64_to_f32_odd(x: Array) -> Array:
+    """f64 rounded to odd at f32 (24 bits): a later rounding to nearest at 16 bits or fewer is then the only one
+    that counts (no double rounding)."""
     y = x.astype(_F32)
     back = y.astype(_F64)
     fix = (back != x) & np.isfinite(y) & ((y.view(np.uint32) & 1) == 0)
     if fix.any():
         toward = np.where(x > back, np.inf, -np.inf).astype(_F32)
         y[fix] = np.nextafter(y[fix], toward[fix])
-    return y.astype(np_dtype(D.bf16))
+    return y
+
+
+def _f64_to_bf16(x: Array) -> Array:
+    """Round f64 to bf16 once: round to odd at f32 (24 bits), then to nearest at 8 bits."""
+    return _f64_to_f32_odd(x).astype(np_dtype(D.bf16))
 
 
 def _to_f8(x: Array, dt: D.DType) -> Array:
@@ -132,13 +138,7 @@ def _to_f8(x: Array, dt: D.DType) -> Array:
     f64 goes through f32 rounded to odd (24 bits, then to nearest at 4), as bf16 does; ml_dtypes then
     rounds to nearest even and gives NaN / inf past the largest value, which saturation replaces."""
     if x.dtype == _F64:
-        y = x.astype(_F32)
-        back = y.astype(_F64)
-        fix = (back != x) & np.isfinite(y) & ((y.view(np.uint32) & 1) == 0)
-        if fix.any():
-            toward = np.where(x > back, np.inf, -np.inf).astype(_F32)
-            y[fix] = np.nextafter(y[fix], toward[fix])
-        x = y
+        x = _f64_to_f32_odd(x)
     npdt = np_dtype(dt)
     out = x.astype(npdt)
     over = ~np.isnan(x) & ~np.isfinite(out.astype(_F32))
