@@ -11,6 +11,7 @@ Run: ``PYTHONPATH=src python3 scripts/device/tma_store_probe.py [backend]`` (def
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,7 @@ def main() -> None:
     child.write_text(CHILD.replace('backend="cuda"', f'backend="{backend}"'))
     for cfg in configs:
         done = subprocess.run([sys.executable, str(child), json.dumps(cfg)], capture_output=True, text=True,
-                              timeout=120)
+                              timeout=120, env={**os.environ, "IRON_TMA_STORE": "1"})  # the TMA form, on trial
         lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
         print(lines[-1] if lines else json.dumps({**cfg, "ok": False, "error": done.stderr[-300:]}), flush=True)
 

@@ -157,10 +157,12 @@ def kernel_abi(k: Kernel) -> KernelABI:
     return KernelABI(entry_name(k), tuple(tensors), tuple(fields), size)
 
 
-def with_tensor_maps(abi: KernelABI, kernel: Kernel) -> KernelABI:
-    """``abi`` with the tensor maps of ``kernel``'s tile copies appended to its parameter block (64-byte
-    aligned, the block then a multiple of 64 bytes); ``abi`` itself when it has none."""
-    maps = find_tensor_maps(kernel, abi.params_size)
+def with_tensor_maps(abi: KernelABI, kernel: Kernel,
+                     opcodes: Sequence[str] = ("tile_copy", "tile_store")) -> KernelABI:
+    """``abi`` with the tensor maps of ``kernel``'s tile copies (the ops of ``opcodes`` that the target runs in
+    hardware) appended to its parameter block (64-byte aligned, the block then a multiple of 64 bytes); ``abi``
+    itself when it has none."""
+    maps = find_tensor_maps(kernel, abi.params_size, opcodes)
     if not maps:
         return abi
     end = maps[-1].offset + MAP_BYTES

@@ -11,6 +11,7 @@ tensor, extents, box and layout.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Union
 
 from ..core import dtypes as D
@@ -77,14 +78,15 @@ def map_key(op: Op, kernel: Kernel, defs: dict[Value, Op]) -> tuple[Any, ...]:
     return (params[op.operands[tensor]], *extents, (op.attrs["box_rows"], op.attrs["box_cols"]), op.attrs["layout"])
 
 
-def find_tensor_maps(kernel: Kernel, start: int) -> tuple[TensorMap, ...]:
-    """The maps of ``kernel``'s tile copies and stores, in order of first use, placed from byte ``start`` on."""
+def find_tensor_maps(kernel: Kernel, start: int, opcodes: Sequence[str] = tuple(MAP_OPS)) -> tuple[TensorMap, ...]:
+    """The maps of ``kernel``'s tile copies and stores (those of ``opcodes``), in order of first use, placed from
+    byte ``start`` on."""
     defs = {op.result: op for op in kernel.walk() if op.result is not None}
     dtypes = {p.name: p.type.dtype for p in kernel.params if p.is_tensor}
     found: dict[tuple[Any, ...], TensorMap] = {}
     offset = -(-start // MAP_ALIGN) * MAP_ALIGN
     for op in kernel.walk():
-        if op.opcode not in MAP_OPS:
+        if op.opcode not in MAP_OPS or op.opcode not in opcodes:
             continue
         key = map_key(op, kernel, defs)
         if key not in found:

@@ -201,6 +201,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "A folder: each compile stage Iron runs (optimise, legalise, source, binary) writes its output there, "
            "one file per kernel, target and stage; none: no dump. iron inspect --stage prints one stage.",
            parse=_none_or_text),
+    Option("tma_store", False, "bool",
+           "CUDA sm_90: store_tile as a TMA bulk store (cp.async.bulk.tensor through a tensor map); off (the default "
+           "until the hardware's rules for it are known: the tile_stores corpus case faulted on an H100) stores the "
+           "tile from the issuing thread, as on every other target."),
     Option("fmad", True, "bool",
            "CUDA: let NVRTC fuse a multiply feeding an add into one FFMA (NVRTC's default); off compiles with "
            "--fmad=false. Part of the CUDA module cache key."),

@@ -16,7 +16,10 @@ contract the runtime packs (docs/backends.md).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+from ... import config
 
 from ...core.errors import IronCompileError
 from ...core.ir import Kernel, Op
@@ -109,8 +112,11 @@ def emit_legal(kernel: Kernel, legal: Kernel, target: str, profile: TargetProfil
     backend = get_target(target)
     abi = kernel_abi(kernel)
     if "tma" in profile.features:
+        if config.get("tma_store"):
+            profile = dataclasses.replace(profile, features=profile.features | {"tma_store"})
         try:
-            abi = with_tensor_maps(abi, legal)
+            abi = with_tensor_maps(abi, legal, ("tile_copy", "tile_store") if "tma_store" in profile.features
+                                   else ("tile_copy",))
         except IronCompileError as e:
             raise e.with_kernel(kernel.name) from None
     cls = backend.dialect_class()

@@ -571,7 +571,7 @@ class CudaDialect(CxxDialect):
         the hardware skips elements outside the matrix), committed as a bulk group; the portable loop before
         sm_90.  The issuing thread first fences its own tile writes to the async proxy; the group's barriers
         fence everyone's (``barrier``)."""
-        if "tma" not in self.profile.features:
+        if "tma_store" not in self.profile.features:  # the option tma_store: off until verified on hardware
             super().tile_store(op, args)
             return
         p = self.printer
@@ -593,7 +593,7 @@ class CudaDialect(CxxDialect):
 
     def tile_store_wait(self, op: Op) -> list[str]:
         """Every bulk group of this thread complete: its tiles read, its matrices written."""
-        if "tma" not in self.profile.features:
+        if "tma_store" not in self.profile.features:
             return super().tile_store_wait(op)
         return ['asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");']
 
