@@ -29,7 +29,7 @@ def mutant(tmp_path: Path, *edits: tuple[str, str]):
 
 MUTANTS = {
     # the producer's first lap waits for a release nobody made: the roles hang.
-    "first_lap_waits": [("((step // STAGES) & 1) ^ 1)", "(step // STAGES) & 1)")],
+    "first_lap_waits": [("((step // stages) & 1) ^ 1)", "(step // stages) & 1)")],
     # a consumer releases the slot its multiply still reads: the producer refills it under the multiply.
     "releases_running_slot": [("            if kt > 0 and lane_id() == 0:\n                    barrier_arrive(empty, (step - 1)",
                                "            if kt > 0 and lane_id() == 0:\n                    barrier_arrive(empty, (step)")],

@@ -25,13 +25,13 @@ from typing import Any
 from iron import In, T, Tensor, TypeVar, U, bf16, f8e4m3, f8e5m2, f16, f32, kernel, variants
 from iron.core.errors import LaunchError
 from iron.jit.device import device_traits
-from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, frag_acc, group_id, lane_id, mma_wg,
+from iron.lang import (async_barriers, barrier_arrive, copy_tile, frag_acc, group_id, lane_id, mma_wg,
                        mma_wg_wait, num_groups, program_id, shared, simd_group_id, static_range, thread_id,
                        warp_roles)
 
 from . import _host
 from .gemm_wg import WG_SHARED_LIMIT, store_acc
-from .gemm_ws import RELEASES, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, runs_roles, tile_at
+from .gemm_ws import RELEASES, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, free_slot, full_slot, runs_roles, tile_at
 
 #: The output's dtype (bf16 as torch._scaled_mm's usual out_dtype, or f16).
 OUT = TypeVar("OUT")
@@ -86,8 +86,7 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
             for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
                 tm, tn = tile_at(tile, tiles_m, tiles_n)
                 for kt in range(ktiles):
-                    s = step % STAGES
-                    barrier_wait(empty, s, ((step // STAGES) & 1) ^ 1)  # the first lap finds every slot free
+                    s = free_slot(empty, step, STAGES)
                     copy_tile(a_s, s * a_stage, a, (m, k), (tm * WS_BM, kt * F8_BK), (WS_BM, F8_BK), full, s)
                     copy_tile(b_s, s * b_stage, b, (n, k), (tn * BN, kt * F8_BK), (BN, F8_BK), full, s)
                     barrier_arrive(full, s, bytes=(WS_BM + BN) * F8_BK)
@@ -99,8 +98,7 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
             tm, tn = tile_at(tile, tiles_m, tiles_n)
             acc = frag_acc(f32, 16, BN)
             for kt in range(ktiles):
-                s = step % STAGES
-                barrier_wait(full, s, (step // STAGES) & 1)
+                s = full_slot(full, step, STAGES)
                 if FOLD:
                     # This step's sums on their own, then into the total: the slot is free once they retired.
                     part = mma_wg(a_s, s * a_stage + wg * 64 * F8_BK, b_s, s * b_stage, frag_acc(f32, 16, BN),

@@ -89,6 +89,24 @@ def tile_at(t, tiles_m, tiles_n):
     return first + within % rows, within // rows
 
 
+@func
+def free_slot(empty, step, stages):
+    """The producer's ring slot for K step ``step``, once the consumers released it: its ``empty`` barrier's
+    phase of the previous lap (parity flipped: the first lap finds every slot free)."""
+    s = step % stages
+    barrier_wait(empty, s, ((step // stages) & 1) ^ 1)
+    return s
+
+
+@func
+def full_slot(full, step, stages):
+    """The consumers' ring slot for K step ``step``, once its tiles landed: its ``full`` barrier's phase of this
+    lap."""
+    s = step % stages
+    barrier_wait(full, s, (step // stages) & 1)
+    return s
+
+
 @kernel(variants(T=[f16, bf16], BN=[256, 128, 168], STAGES=[3, 4, 2, 5, 6], BT=[False, True], BIAS=[False, True],
                  ACT=list(ACTIVATIONS), where=[ws_fits, ws_whole_blocks]))
 def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
@@ -127,8 +145,7 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
             for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
                 tm, tn = tile_at(tile, tiles_m, tiles_n)
                 for kt in range(ktiles):
-                    s = step % STAGES
-                    barrier_wait(empty, s, ((step // STAGES) & 1) ^ 1)  # the first lap finds every slot free
+                    s = free_slot(empty, step, STAGES)
                     copy_tile(a_s, s * a_stage, a, (m, k), (tm * WS_BM, kt * WS_BK), (WS_BM, WS_BK), full, s)
                     if BT:
                         copy_tile(b_s, s * b_stage, b, (n, k), (tn * BN, kt * WS_BK), (BN, WS_BK), full, s)
@@ -144,8 +161,7 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
             tm, tn = tile_at(tile, tiles_m, tiles_n)
             acc = frag_acc(f32, 16, BN)
             for kt in range(ktiles):
-                s = step % STAGES
-                barrier_wait(full, s, (step // STAGES) & 1)
+                s = full_slot(full, step, STAGES)
                 acc = mma_wg(a_s, s * a_stage + wg * BLOCK, b_s, s * b_stage, acc, k=WS_BK,
                              b_major="k" if BT else "n", b_block=0 if BT else BLOCK, pending=1)
                 # One step's multiplies run on: the previous step's retired, so its slot goes back to the producer.
@@ -211,5 +227,6 @@ def ws_chosen(traits: Any, mnk: tuple[int, int, int], transpose_b: bool,
     return config if ws_shared_bytes(config) <= (traits.shared_limit or 0) else None
 
 
-__all__ = ["WS_BM", "WS_DEFAULT", "WS_THREADS", "WS_WIDE_TILES", "gemm_ws", "runs_roles", "ws_chosen", "ws_config",
+__all__ = ["WS_BM", "WS_DEFAULT", "WS_THREADS", "WS_WIDE_TILES", "free_slot", "full_slot", "gemm_ws", "runs_roles",
+           "ws_chosen", "ws_config",
            "ws_geometry", "ws_shapes_fit", "ws_shared_bytes", "ws_staged_bytes", "ws_staging_subgroups"]
