@@ -202,3 +202,23 @@ def test_an_f8_atomic_is_a_located_error():
     with pytest.raises(UnsupportedOnTarget) as info:
         L.legalize(run_pipeline(f8_atomic.ir(), PassContext.for_target("cuda")), "cuda")
     assert "f8 values" in str(info.value) and "test_f8_bits.py" in str(info.value)
+
+
+@kernel
+def no_f8(a: In[f32], out: Tensor[f32]):
+    i = program_id(0)
+    out[i] = a[i] * 2.0
+
+
+@kernel
+def f8_in_registers_only(a: In[f32], out: Tensor[f32]):
+    i = program_id(0)
+    out[i] = f32(f8e4m3(a[i]))  # no f8 tensor: only a value in between
+
+
+def test_the_pass_leaves_kernels_without_f8_alone_and_finds_f8_values():
+    ir = run_pipeline(no_f8.ir(), PassContext.for_target("cuda"))
+    assert f8_bits.lower_f8_to_bits(ir, "cuda") is ir  # nothing to rewrite: no copy of the IR
+    ir = run_pipeline(f8_in_registers_only.ir(), PassContext.for_target("cuda"))
+    legal = f8_bits.lower_f8_to_bits(ir, "cuda")
+    assert legal is not ir and not any(f8_bits._f8_type(op.result.type) for op in legal.walk() if op.result)

@@ -78,6 +78,22 @@ def _mentions_f8(t: IRType) -> bool:
     return isinstance(t, (ScalarType, VectorType, TensorType)) and t.dtype in FORMATS
 
 
+def _f8_type(t: Any) -> bool:
+    return isinstance(t, IRType) and (_mentions_f8(t) or (isinstance(t, VarType) and _f8_type(t.elem)))
+
+
+def _uses_f8(kernel: Kernel) -> bool:
+    """Whether any parameter, result or type attribute of ``kernel`` is an 8-bit float."""
+    if any(_mentions_f8(p.type) for p in kernel.params):
+        return True
+    for op in kernel.walk():
+        if op.result is not None and _f8_type(op.result.type):
+            return True
+        if any(op.attrs.get(key) in FORMATS for key in ("dtype", "to")) or _f8_type(op.attrs.get("type")):
+            return True
+    return False
+
+
 def f8_bits(value: float, dt: D.DType) -> int:
     """The byte of an f8 value (given exactly, as the IR stores f8 constants)."""
     import numpy as np
@@ -110,6 +126,8 @@ def matrix_tensors(kernel: Kernel, target: str) -> frozenset[Value]:
 
 def lower_f8_to_bits(kernel: Kernel, target: str) -> Kernel:
     """f8 becomes u8 storage; conversions become integer bit operations (see the module doc)."""
+    if not _uses_f8(kernel):
+        return kernel  # most kernels: nothing to rewrite, so no copy of the IR
     kept = matrix_tensors(kernel, target)
 
     def param_rule(p: Param, e: Emitter) -> tuple[Param, Value] | None:
