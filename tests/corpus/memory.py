@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
+from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.core.types import TILE_LAYOUTS
 from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_async, copy_async_barrier,
                        copy_async_commit, copy_async_wait, copy_tile, group_id, num_groups, program_id, role_barrier,
@@ -474,6 +474,126 @@ TILE_STORES = CorpusCase(
     oracle=lambda args, run: {1: args[0].astype(np.float64)}, outputs=(1,), launch=_tile_launch,
     bindings=_tile_bindings(), sizes=(1, 21, 50), exact=True)
 
+# ---------------------------------------------------------------- tile copies and stores of boxes with outer axes
+
+#: A (n, h, w, c) tensor's h, w and c (n: the run's size), the box over it, and where the boxes start: every
+#: outer axis reaches past both of its edges (negative coordinates too), the channels as the matrix copies'.
+BOX_DIMS, BOX, BOX_START = (5, 6, TILE_COLS), (2, 2, 4), (-1, -1, -2)
+
+
+def _box_counts(run: Run) -> tuple[int, int, int]:
+    """Boxes along n, h and w."""
+    return tuple(-(-(d - s) // b) for d, s, b in zip((run.size, *BOX_DIMS[:2]), BOX_START, BOX))
+
+
+def _box_launch(run: Run):
+    bn, bh, bw = _box_counts(run)
+    return (num_tiles_x(run["BC"]) * 32, bn * bh * bw), (32, 1)
+
+
+@func
+def box_at(g):
+    """The (n, h, w) coordinates of box ``g`` (n slowest)."""
+    per_n = -(-(BOX_DIMS[0] - BOX_START[1]) // BOX[1]) * -(-(BOX_DIMS[1] - BOX_START[2]) // BOX[2])
+    per_h = -(-(BOX_DIMS[1] - BOX_START[2]) // BOX[2])
+    return (BOX_START[0] + (g // per_n) * BOX[0], BOX_START[1] + ((g % per_n) // per_h) * BOX[1],
+            BOX_START[2] + (g % per_h) * BOX[2])
+
+
+@func
+def tile_offset(r, c, bc, layout, item):
+    """Element (r, c) of a tile with bc columns in ``layout`` (docs/ir.md)."""
+    at = r * bc + c
+    if layout == "sw128":
+        chunk = 16 // item
+        at = r * (128 // item) + (((c // chunk) ^ (r % 8)) * chunk) + c % chunk
+    return at
+
+
+@kernel(variants(T=[f32, f16, bf16], LAYOUT=["sw128", "rows"], BC=[8, 32, 64]))
+def tile_boxes(a: In[T], out: Tensor[T], n: int):
+    """Group (x, g) copies box g (BOX x BC at box_at(g), channel BC x + TILE_SHIFT[1]) of the n x BOX_DIMS
+    tensor ``a`` into a shared tile in LAYOUT (its 16 rows the box's (n, h, w) positions in row-major order);
+    every thread reads the tile back into ``out``.  Elements outside the tensor read as zeros."""
+    full = async_barriers(1)
+    rows = BOX[0] * BOX[1] * BOX[2]
+    s = shared(T, rows * BC)
+    t = thread_id(0)
+    bn, bh, bw = box_at(group_id(1))
+    if t == 0:
+        copy_tile(s, 0, a, (n, BOX_DIMS[0], BOX_DIMS[1], BOX_DIMS[2]), (bn, bh, bw, BC * group_id(0) + TILE_SHIFT[1]),
+                  (BOX[0], BOX[1], BOX[2], BC), full, 0, layout=LAYOUT)
+        barrier_arrive(full, 0, rows * BC * T.itemsize)
+    barrier_wait(full, 0, 0)
+    base = (group_id(1) * num_groups(0) + group_id(0)) * rows * BC
+    for e in range(t, rows * BC, 32):
+        out[base + e] = s[tile_offset(e // BC, e % BC, BC, LAYOUT, T.itemsize)]
+
+
+def _box_args(run: Run, rng: np.random.Generator) -> list:
+    (gx, gy), _ = _box_launch(run)
+    size = run.size * BOX_DIMS[0] * BOX_DIMS[1] * BOX_DIMS[2]
+    return [randn(rng, size, run.T), empty(gx // 32 * gy * 16 * run["BC"], run.T), run.size]
+
+
+def _box_oracle(args, run: Run):
+    a, bc = args[0].astype(np.float64).reshape(run.size, *BOX_DIMS), run["BC"]
+    (gx, gy), _ = _box_launch(run)
+    pad = 8
+    padded = np.zeros([d + 2 * pad + 64 for d in a.shape])
+    padded[pad:pad + a.shape[0], pad:pad + a.shape[1], pad:pad + a.shape[2], pad:pad + a.shape[3]] = a
+    bn, bh, bw = _box_counts(run)
+    want = []
+    for g in range(gy):
+        n0 = BOX_START[0] + (g // (bh * bw)) * BOX[0]
+        h0 = BOX_START[1] + ((g % (bh * bw)) // bw) * BOX[1]
+        w0 = BOX_START[2] + (g % bw) * BOX[2]
+        for x in range(gx // 32):
+            c0 = bc * x + TILE_SHIFT[1]
+            box = padded[pad + n0:pad + n0 + BOX[0], pad + h0:pad + h0 + BOX[1], pad + w0:pad + w0 + BOX[2],
+                         pad + c0:pad + c0 + bc]
+            want.append(box.reshape(-1))
+    return {1: np.concatenate(want)}
+
+
+TILE_BOXES = CorpusCase(
+    name="tile_boxes", kernel=tile_boxes, make_args=_box_args, oracle=_box_oracle, outputs=(1,),
+    launch=_box_launch, bindings=_tile_bindings(), sizes=(1, 4), exact=True)
+
+
+@kernel(variants(T=[f32, f16, bf16], LAYOUT=["sw128", "rows"], BC=[8, 32, 64]))
+def tile_box_stores(a: In[T], out: Tensor[T], n: int):
+    """Group (x, g) fills a shared tile in LAYOUT with box g of ``a`` (as :data:`tile_boxes` copies it; -1
+    outside the tensor), and its first thread stores the tile into ``out`` (n x BOX_DIMS) at the same place:
+    the boxes tile the tensor and reach past every edge, so ``out`` equals ``a`` only if the store writes
+    every element inside and none outside."""
+    rows = BOX[0] * BOX[1] * BOX[2]
+    s = shared(T, rows * BC)
+    t = thread_id(0)
+    bn, bh, bw = box_at(group_id(1))
+    c0 = BC * group_id(0) + TILE_SHIFT[1]
+    for e in range(t, rows * BC, 32):
+        r, c = e // BC, e % BC
+        i, j, k, ch = bn + r // (BOX[1] * BOX[2]), bh + (r // BOX[2]) % BOX[1], bw + r % BOX[2], c0 + c
+        inside = i >= 0 and i < n and j >= 0 and j < BOX_DIMS[0] and k >= 0 and k < BOX_DIMS[1] and ch >= 0 and \
+            ch < BOX_DIMS[2]
+        at = ((i * BOX_DIMS[0] + j) * BOX_DIMS[1] + k) * BOX_DIMS[2] + ch
+        v = a[at if inside else 0] if inside else T(-1.0)
+        s[tile_offset(r, c, BC, LAYOUT, T.itemsize)] = v
+    barrier()
+    if t == 0:
+        store_tile(s, 0, out, (n, BOX_DIMS[0], BOX_DIMS[1], BOX_DIMS[2]), (bn, bh, bw, c0),
+                   (BOX[0], BOX[1], BOX[2], BC), layout=LAYOUT)
+        store_tile_wait()
+
+
+TILE_BOX_STORES = CorpusCase(
+    name="tile_box_stores", kernel=tile_box_stores,
+    make_args=lambda run, rng: [randn(rng, run.size * int(np.prod(BOX_DIMS)), run.T),
+                                empty(run.size * int(np.prod(BOX_DIMS)), run.T), run.size],
+    oracle=lambda args, run: {1: args[0].astype(np.float64)}, outputs=(1,), launch=_box_launch,
+    bindings=_tile_bindings(), sizes=(1, 4), exact=True)
+
 # ---------------------------------------------------------------- warp roles
 
 ROLE_SIZES, ROLE_TILE = (128, 256), 256
@@ -529,4 +649,4 @@ ROLE_SPLIT = CorpusCase(
     bindings=({"BUDGETS": False}, {"BUDGETS": True}), sizes=(1, 300, 1000), exact=True)
 
 CASES = [STRIDED, TRANSPOSE, TRANSPOSE_TILED, VEC4, QUAD_SUM, QUAD_SUM_SHIFTED, STENCIL, STAGED_COPY, BARRIER_RING,
-         TILE_COPIES, TILE_STORES, ROLE_SPLIT]
+         TILE_COPIES, TILE_STORES, TILE_BOXES, TILE_BOX_STORES, ROLE_SPLIT]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from lang_support import assert_located
 
-from iron import In, T, Tensor, f32, func, kernel, variants
+from iron import In, T, Tensor, f16, f32, func, kernel, variants
 from iron.codegen.emit import emit_kernel
 from iron.codegen.pipeline import PassContext, run_pipeline
 from iron.codegen.targets import profile
@@ -297,7 +297,7 @@ def test_a_tile_starts_on_a_16_byte_column(dtype, col, ok) -> None:
             launch()
 
 
-@kernel(variants(CASE=list(range(7))))
+@kernel(variants(CASE=list(range(10))))
 def bad_tile(a: In[f32], out: Tensor[f32]):
     bars = async_barriers(1)
     s = shared(f32, 4096)
@@ -313,8 +313,14 @@ def bad_tile(a: In[f32], out: Tensor[f32]):
         copy_tile(s, 0, a, (8, 64), (0, 0), (8, 32), bars, 0, layout="tiled")
     elif CASE == 5:
         copy_tile(s, 8, a, (8, 64), (0, 0), (8, 32), bars, 0)
-    else:
+    elif CASE == 6:
         copy_tile(s, 0, a, 64, (0, 0), (8, 32), bars, 0)
+    elif CASE == 7:
+        copy_tile(s, 0, a, (2, 8, 64), (0, 0), (1, 8, 32), bars, 0)
+    elif CASE == 8:
+        copy_tile(s, 0, a, (2, 3, 8, 64), (0, 0, 0, 0), (2, 3, 2, 32), bars, 0)
+    else:
+        copy_tile(s, 0, a, (1, 1, 1, 1, 8, 64), (0, 0, 0, 0, 0, 0), (1, 1, 1, 1, 8, 32), bars, 0)
 
 
 @pytest.mark.parametrize("case, message", list(enumerate([
@@ -324,7 +330,11 @@ def bad_tile(a: In[f32], out: Tensor[f32]):
     "the box is 1 to 256 elements along each axis, got 512 x 4",
     "layout is one of 'rows', 'sw128', got the string 'tiled'",
     "a sw128 tile starts on a 1024-byte boundary; element 8 of f32 is byte 32",
-    r"copy_tile\(\)'s shape is a pair \(rows, cols\), got the constant 64",
+    r"copy_tile\(\)'s shape is a tuple of 2 to 5 entries, outermost first \(\(rows, cols\) for a matrix\), got the "
+    "constant 64",
+    r"copy_tile\(\)'s coords has one entry per axis of the box \(3\), got 2",
+    "a sw128 tile holds whole 8-row atoms; the box has 12 rows",
+    r"copy_tile\(\)'s box is a tuple of 2 to 5 entries",
 ])))
 def test_copy_tile_misuse_is_a_compile_error(case, message) -> None:
     with pytest.raises(KernelTypeError, match=message) as info:
@@ -408,7 +418,7 @@ def test_a_launch_encodes_what_tma_can_copy() -> None:
 
     m = _cuda(two_maps.ir(ROWS="param"), "sm_90").abi.maps[1]
     enc = encoding(m, 0x10000, {"m": 3, "n": 5}, 5 * 64)
-    assert (enc.dims, enc.row_stride_bytes, enc.box, enc.swizzle_128b) == ((64, 5), 256, (32, 16), True)
+    assert (enc.dims, enc.strides_bytes, enc.box, enc.swizzle_128b) == ((64, 5), (256,), (32, 16), True)
     for address, scalars, elements, message in [
         (0x10004, {"n": 5}, 320, "16-byte aligned"),
         (0x10000, {"n": 6}, 320, "ends past the tensor's 320 elements"),
@@ -416,3 +426,39 @@ def test_a_launch_encodes_what_tma_can_copy() -> None:
     ]:
         with pytest.raises(ValueError, match=message):
             encoding(m, address, scalars, elements)
+
+
+# ---------------------------------------------------------------- boxes with outer axes (a convolution's input taps)
+
+@kernel
+def box_taps(x: In[f16], out: Tensor[f16], n: int, h: int, w: int, c: int, y0: int):
+    """An 8 x 8 pixel box of 64 channels of an (n, h, w, c) image, one pixel up and left of (y0, 0)."""
+    bars = async_barriers(1)
+    s = shared(f16, 64 * 64)
+    if thread_id(0) == 0:
+        copy_tile(s, 0, x, (n, h, w, c), (n - 1, y0 - 1, -1, 64), (1, 8, 8, 64), bars, 0)
+        barrier_arrive(bars, 0, 64 * 64 * 2)
+    barrier_wait(bars, 0, 0)
+    out[thread_id(0)] = s[thread_id(0)]
+
+
+def test_sm90_copies_boxes_with_outer_axes_by_one_instruction() -> None:
+    """A box of rank 4 is one cp.async.bulk.tensor.4d, coordinates innermost first; its map knows the outer
+    extents, and a launch encodes every axis's extent and stride (outer axes dense over the rows)."""
+    from iron.codegen.tensor_maps import encoding
+    from iron.runtime.cuda.manifest import abi_from_json
+
+    emitted = _cuda(box_taps.ir(), "sm_90")
+    (m,) = emitted.abi.maps
+    assert (m.tensor, m.rows, m.cols, m.ld, m.box, m.outer, m.box_outer) == \
+        ("x", "w", "c", "c", (8, 64), ("n", "h"), (1, 8))
+    assert abi_from_json(emitted.abi.to_json()) == emitted.abi
+    src = emitted.source
+    assert "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in src
+    assert '"[%0], [%1, {%2, %3, %4, %5}], [%6];"' in src and "copy_tile: 1 x 8 x 8 x 64 f16" in src
+    scalars = {"n": 2, "h": 6, "w": 5, "c": 128}
+    enc = encoding(m, 0x10000, scalars, 2 * 6 * 5 * 128)
+    assert (enc.dims, enc.strides_bytes, enc.box) == ((128, 5, 6, 2), (256, 1280, 7680), (64, 8, 8, 1))
+    with pytest.raises(ValueError, match="a 2 x 6 x 5 x 128 tensor with rows 128 elements apart: the tensor ends past"):
+        encoding(m, 0x10000, scalars, 2 * 6 * 5 * 128 - 1)
+    assert "cp.async.bulk" not in _cuda(box_taps.ir(), "sm_80").source

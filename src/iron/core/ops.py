@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import dtypes as D
-from .types import (MMA_SHAPES, TILE_BOX_MAX, TILE_LAYOUTS, WG_ACC_SHAPES, WG_DTYPES, WG_N, BarrierType,
-                    FragmentType, IRType, ScalarType, TensorType, TupleType, VarType,
-                    VectorType, is_value_type, wg_k_step, wg_row, with_dtype)
+from .types import (MMA_SHAPES, TILE_BOX_MAX, TILE_LAYOUTS, TILE_RANK_MAX, WG_ACC_SHAPES, WG_DTYPES, WG_N,
+                    BarrierType, FragmentType, IRType, ScalarType, TensorType, TupleType, VarType,
+                    VectorType, is_value_type, tile_rows, wg_k_step, wg_row, with_dtype)
 
 
 class OpTypeError(Exception):
@@ -372,39 +372,56 @@ def _tile_tensors(tile: IRType, matrix: IRType, what: str) -> tuple[TensorType, 
 
 
 def _tile_copy(ts, attrs):
+    outer = _tile_outer(ts, attrs, 10, "copy_tile")
     dst, src = _tile_tensors(ts[0], ts[2], "copy_tile")
     for t, what in zip(ts[1:2] + ts[3:8], ("destination index", "rows", "cols", "row stride", "row", "col")):
         _int_scalar(t, what)
-    _abar_at(ts[8:], "copy_tile")
-    _tile_box(attrs, dst.dtype, "copy_tile")
+    _abar_at(ts[8:10], "copy_tile")
+    _tile_box(attrs, dst.dtype, "copy_tile", outer)
     return None
 
 
 def _tile_store(ts, attrs):
+    outer = _tile_outer(ts, attrs, 8, "store_tile")
     src, dst = _tile_tensors(ts[6], ts[0], "store_tile")
     if dst.readonly:
         raise OpTypeError("store to a read-only tensor")
     for t, what in zip(ts[1:6] + ts[7:8], ("rows", "cols", "row stride", "row", "col", "source index")):
         _int_scalar(t, what)
-    _tile_box(attrs, dst.dtype, "store_tile")
+    _tile_box(attrs, dst.dtype, "store_tile", outer)
     return None
 
 
-def _tile_box(attrs: dict[str, Any], dt: D.DType, what: str) -> None:
+def _tile_outer(ts, attrs, base: int, what: str) -> tuple[int, ...]:
+    """A tile copy's or store's outer box extents (attribute ``box_outer``, outermost first; none for a matrix)
+    and the extent and coordinate operands after the ``base`` ones of a matrix, one of each per outer axis."""
+    outer = attrs.get("box_outer", ())
+    if not isinstance(outer, tuple) or len(outer) > TILE_RANK_MAX - 2:
+        raise OpTypeError(f"{what}'s box has 2 to {TILE_RANK_MAX} axes, got {2 + len(outer)}")
+    if len(ts) != base + 2 * len(outer):
+        raise OpTypeError(f"{what} with {2 + len(outer)} axes takes {base + 2 * len(outer)} operands, got {len(ts)}")
+    for t in ts[base:]:
+        _int_scalar(t, "an outer extent or coordinate")
+    return outer
+
+
+def _tile_box(attrs: dict[str, Any], dt: D.DType, what: str, outer: tuple[int, ...] = ()) -> None:
     """A tile copy's or store's box and layout: TILE_BOX_MAX elements at most per axis, rows of whole 16-byte
-    chunks (the layout's row where it fixes one), whole 8-row atoms when swizzled."""
+    chunks (the layout's row where it fixes one), whole 8-row atoms when swizzled (the tile's rows: every axis
+    but the innermost)."""
     rows, cols, layout = attrs.get("box_rows"), attrs.get("box_cols"), TILE_LAYOUTS.get(attrs.get("layout"))
     if layout is None:
         raise OpTypeError(f"{what}'s layout is one of {sorted(TILE_LAYOUTS)}, got {attrs.get('layout')!r}")
-    for n in (rows, cols):
+    for n in (*outer, rows, cols):
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= TILE_BOX_MAX:
-            raise OpTypeError(f"{what}'s box is 1 to {TILE_BOX_MAX} elements along each axis, got {rows}x{cols}")
+            raise OpTypeError(f"{what}'s box is 1 to {TILE_BOX_MAX} elements along each axis, got "
+                              f"{'x'.join(map(str, (*outer, rows, cols)))}")
     row_bytes = cols * dt.itemsize
     if row_bytes % 16 or (layout.row_bytes and row_bytes != layout.row_bytes):
         need = layout.row_bytes or "a multiple of 16"
         raise OpTypeError(f"a {layout.name} tile row spans {need} bytes; {cols} x {dt} is {row_bytes}")
-    if layout.swizzled and rows % 8:
-        raise OpTypeError(f"a {layout.name} tile has whole 8-row atoms; {rows} rows")
+    if layout.swizzled and tile_rows(attrs) % 8:
+        raise OpTypeError(f"a {layout.name} tile has whole 8-row atoms; {tile_rows(attrs)} rows")
 
 
 def _tensor_size(ts, attrs):
@@ -754,11 +771,11 @@ _reg("abar_arrive", "async_barrier", 2, _abar_arrive, pure=False, attrs=("bytes"
 _reg("abar_wait", "async_barrier", 3, _abar_wait, pure=False, traits=Trait.FENCE)
 _reg("abar_copies", "async_barrier", 2, _abar_copies, pure=False, traits=Trait.FENCE)
 # A tile copy writes its shared tile when the phase of its barrier completes (and reads global memory).
-_reg("tile_copy", "memory", 10, _tile_copy, pure=False, attrs=("box_rows", "box_cols", "layout"),
+_reg("tile_copy", "memory", None, _tile_copy, pure=False, attrs=("box_rows", "box_cols", "layout", "box_outer"),
      traits=Trait.WRITES | Trait.FENCE)
 # A tile store reads its shared tile and writes the global matrix asynchronously, up to its thread's
 # store_tile_wait (operand 0 is the global tensor it writes, as for every writing op).
-_reg("tile_store", "memory", 8, _tile_store, pure=False, attrs=("box_rows", "box_cols", "layout"),
+_reg("tile_store", "memory", None, _tile_store, pure=False, attrs=("box_rows", "box_cols", "layout", "box_outer"),
      traits=Trait.WRITES | Trait.FENCE)
 _reg("tile_store_wait", "sync", 0, _none, pure=False, traits=Trait.FENCE)
 # Warp roles (docs/ir.md): splitting the group sets register budgets, so every thread reaches it together.

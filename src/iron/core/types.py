@@ -83,6 +83,17 @@ TILE_LAYOUTS = {layout.name: layout for layout in (TileLayout("rows", 0, 128, Fa
                                                    TileLayout("sw128", 128, 1024, True))}
 #: The largest extent of a tile copy's box along each axis (TMA's limit).
 TILE_BOX_MAX = 256
+#: The most axes a tile copy's tensor and box have (TMA's limit): a matrix and up to three outer axes.
+TILE_RANK_MAX = 5
+
+
+def tile_rows(attrs: dict) -> int:
+    """The rows of a tile copy's or store's shared tile: its box's extents but the innermost multiplied (the
+    outer axes' ``box_outer``, then ``box_rows``), in row-major order."""
+    n = attrs["box_rows"]
+    for e in attrs.get("box_outer", ()):
+        n *= e
+    return n
 #: A box's first column, in bytes from its row's start, is a multiple of this: TMA's rule (on the H200 a copy
 #: from column 3 or 5 of an f32 matrix raises an illegal instruction; 4, 8 and -4 copy).
 TILE_COL_ALIGN_BYTES = 16

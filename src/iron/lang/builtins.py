@@ -165,7 +165,8 @@ def copy_tile(dst, dst_index, src, shape, coords, box, bars, i, ld=None, layout=
     """Start copying the ``box = (rows, cols)`` tile at ``coords = (row, col)`` of ``src`` seen as a
     ``shape = (rows, cols)`` matrix with ``ld`` elements between rows (default: its cols) into the shared tile
     at ``dst[dst_index ..]`` in ``layout`` ("sw128": what mma_wg reads; "rows": row-major).  Elements outside
-    the matrix read as zeros.  The copy brings its bytes to barrier ``i`` of ``bars``: announce them with
+    the matrix read as zeros.  ``shape``, ``coords`` and ``box`` may have up to three outer axes in front
+    (outermost first, dense over the matrix: an NHWC image's (n, h, w, c)); the tile holds the box row-major.  The copy brings its bytes to barrier ``i`` of ``bars``: announce them with
     :func:`barrier_arrive` after issuing the copies, and read the tile after :func:`barrier_wait`."""
 
 
@@ -174,8 +175,9 @@ def store_tile(src, src_index, dst, shape, coords, box, ld=None, layout="rows"):
     """Start storing the ``box = (rows, cols)`` shared tile at ``src[src_index ..]`` (in ``layout``, as
     :func:`copy_tile` writes it) to ``dst`` seen as a ``shape = (rows, cols)`` matrix with ``ld`` elements
     between rows (default: its cols), at ``coords = (row, col)``; elements outside the matrix are not
-    written.  One thread issues it, after a barrier that orders the tile's writes; the store reads the tile
-    and writes ``dst`` until that thread's :func:`store_tile_wait`, before which the tile must not change."""
+    written (outer axes as :func:`copy_tile` takes them).  One thread issues it, after a barrier that orders the
+    tile's writes; the store reads the tile and writes ``dst`` until that thread's :func:`store_tile_wait`,
+    before which the tile must not change."""
 
 
 @_builtin("sync")

@@ -24,7 +24,7 @@ from ..mma import get_strategy
 from ..tensor_maps import map_name
 from . import cxx_helpers as H
 from .cstyle import ModuleParts, Operand
-from .dialect import Dialect
+from .dialect import Dialect, box_text
 from .fragments import static_scratch_floats
 
 #: The dynamic shared block of a CUDA kernel whose shared arrays pass the static limit.
@@ -550,19 +550,21 @@ class CudaDialect(CxxDialect):
             super().tile_copy(op, args)
             return
         p = self.printer
-        dst, di, _, _, _, _, row, col, bars, bi = args
+        dst, di, _, _, _, _, row, col, bars, bi = args[:10]
+        coords = _tma_coords(op, row, col, args[10:])
         name = map_name(op, p.kernel, p.abi.maps)
         align = TILE_LAYOUTS[op.attrs["layout"]].align
         tile, bar = p.temp("tile"), p.temp("bar")
+        n = len(coords)
         for line in [
-            f"{{  // copy_tile: {op.attrs['box_rows']} x {op.attrs['box_cols']} {dst.dtype}, {op.attrs['layout']}",
+            f"{{  // copy_tile: {box_text(op)} {dst.dtype}, {op.attrs['layout']}",
             f"  const unsigned int {tile} = (unsigned int)__cvta_generic_to_shared(&{dst.text}[{self.index_text(di)}]);",
             f"  const unsigned int {bar} = (unsigned int)__cvta_generic_to_shared(&{bars.text}[{self.index_text(bi)}]);",
             f"  if ({tile} & {align - 1}u) __trap();  // a tile off its {align}-byte alignment",
-            '  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "',
-            '               "[%0], [%1, {%2, %3}], [%4];"',
-            f'               :: "r"({tile}), "l"(reinterpret_cast<unsigned long long>(&p.{name})), "r"((int)({col.text})), '
-            f'"r"((int)({row.text})), "r"({bar}) : "memory");',
+            f'  asm volatile("cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "',
+            f'               "[%0], [%1, {{{", ".join(f"%{2 + j}" for j in range(n))}}}], [%{2 + n}];"',
+            f'               :: "r"({tile}), "l"(reinterpret_cast<unsigned long long>(&p.{name})), '
+            f'{", ".join(coords)}, "r"({bar}) : "memory");',
                 "}"]:
             p.line(line)
 
@@ -575,18 +577,21 @@ class CudaDialect(CxxDialect):
             super().tile_store(op, args)
             return
         p = self.printer
-        _, _, _, _, row, col, src, si = args
+        _, _, _, _, row, col, src, si = args[:8]
+        coords = _tma_coords(op, row, col, args[8:])
         name = map_name(op, p.kernel, p.abi.maps)
         align = TILE_LAYOUTS[op.attrs["layout"]].align
         tile = p.temp("tile")
+        n = len(coords)
         for line in [
-            f"{{  // store_tile: {op.attrs['box_rows']} x {op.attrs['box_cols']} {src.dtype}, {op.attrs['layout']}",
+            f"{{  // store_tile: {box_text(op)} {src.dtype}, {op.attrs['layout']}",
             f"  const unsigned int {tile} = (unsigned int)__cvta_generic_to_shared(&{src.text}[{self.index_text(si)}]);",
             f"  if ({tile} & {align - 1}u) __trap();  // a tile off its {align}-byte alignment",
             '  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
-            '  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"',
-            f'               :: "l"(reinterpret_cast<unsigned long long>(&p.{name})), "r"((int)({col.text})), '
-            f'"r"((int)({row.text})), "r"({tile}) : "memory");',
+            f'  asm volatile("cp.async.bulk.tensor.{n}d.global.shared::cta.bulk_group '
+            f'[%0, {{{", ".join(f"%{1 + j}" for j in range(n))}}}], [%{1 + n}];"',
+            f'               :: "l"(reinterpret_cast<unsigned long long>(&p.{name})), {", ".join(coords)}, '
+            f'"r"({tile}) : "memory");',
             '  asm volatile("cp.async.bulk.commit_group;" ::: "memory");',
                 "}"]:
             p.line(line)
@@ -782,3 +787,11 @@ def _zero_fill(v: Any) -> bool:
         return False
     value = fill.operands[0].owner
     return value is not None and value.opcode == "const" and value.attrs["value"] == 0
+
+
+def _tma_coords(op: Op, row: Operand, col: Operand, outer: list[Operand]) -> list[str]:
+    """A tile copy's or store's coordinates as ``cp.async.bulk.tensor`` operands, innermost axis first (the
+    column, the row, then the outer axes from the innermost out)."""
+    coords = outer[len(op.attrs.get("box_outer", ())):]
+    return [f'"r"((int)({v.text}))' for v in (col, row, *reversed(coords))]
+

@@ -22,7 +22,7 @@ from ...core import dtypes as D
 from ...core.errors import UnsupportedOnTarget
 from ...core.ir import Op
 from ...core.ops import OPS
-from ...core.types import TILE_LAYOUTS, FragmentType, IRType, ScalarType, VectorType
+from ...core.types import TILE_LAYOUTS, FragmentType, IRType, ScalarType, VectorType, tile_rows
 from ..targets import TargetProfile
 from .cstyle import ModuleParts, Operand
 
@@ -59,6 +59,11 @@ def _tile_offset(layout: Any, item: int, box_c: int) -> str:
         chunk = 16 // item
         return f"iron_r * {128 // item} + (((iron_c / {chunk}) ^ (iron_r % 8)) * {chunk}) + iron_c % {chunk}"
     return f"iron_r * {box_c} + iron_c"
+
+
+def box_text(op: Op) -> str:
+    """A tile copy's or store's box as its comment shows it ("64 x 64", "1 x 8 x 8 x 64")."""
+    return " x ".join(map(str, (*op.attrs.get("box_outer", ()), op.attrs["box_rows"], op.attrs["box_cols"])))
 
 
 class Dialect:
@@ -337,37 +342,54 @@ class Dialect:
         p = self.printer
         dst, di, src, rows, cols, ld, row, col = (self._as_i32(a) if n not in (0, 2) else a
                                                   for n, a in enumerate(args[:8]))
-        box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
-        layout, item, i32 = TILE_LAYOUTS[op.attrs["layout"]], dst.dtype.itemsize, self.type_name(ScalarType(D.i32))
-        offset = _tile_offset(layout, item, box_c)
-        inside = f"iron_gr >= 0 && iron_gr < {rows.atom} && iron_gc >= 0 && iron_gc < {cols.atom}"
-        lines = [f"{{  // copy_tile: {box_r} x {box_c} {dst.dtype}, {layout.name}",
-                 f"  for ({i32} iron_r = 0; iron_r < {box_r}; ++iron_r) {{",
-                 f"    for ({i32} iron_c = 0; iron_c < {box_c}; ++iron_c) {{",
-                 f"      {i32} iron_gr = {row.atom} + iron_r;",
-                 f"      {i32} iron_gc = {col.atom} + iron_c;",
-                 f"      {dst.text}[{di.atom} + {offset}] = ({inside}) ? {src.text}[iron_gr * {ld.atom} + iron_gc] : "
+        layout, item = TILE_LAYOUTS[op.attrs["layout"]], dst.dtype.itemsize
+        offset = _tile_offset(layout, item, op.attrs["box_cols"])
+        axes, inside, at = self._box_walk(op, rows, cols, ld, row, col, [self._as_i32(a) for a in args[10:]])
+        lines = [f"{{  // copy_tile: {box_text(op)} {dst.dtype}, {layout.name}", *axes,
+                 f"      {dst.text}[{di.atom} + {offset}] = ({inside}) ? {src.text}[{at}] : "
                  f"{self.literal(0, dst.dtype)};",
                  "    }", "  }", "}"]
         for line in lines:
             p.line(line)
+
+    def _box_walk(self, op: Op, rows: Operand, cols: Operand, ld: Operand, row: Operand, col: Operand,
+                  outer: list[Operand]) -> tuple[list[str], str, str]:
+        """The portable tile loops' heads (tile row ``iron_r``, column ``iron_c``; ``iron_gr``/``iron_gc`` the
+        matrix element, ``iron_g<j>`` outer axis j's), whether the element lies inside the tensor, and its
+        index (outer axes dense over the matrix, outermost first)."""
+        i32 = self.type_name(ScalarType(D.i32))
+        box_r, box_c, box_outer = op.attrs["box_rows"], op.attrs["box_cols"], op.attrs.get("box_outer", ())
+        extents, coords = outer[:len(box_outer)], outer[len(box_outer):]
+        lines = [f"  for ({i32} iron_r = 0; iron_r < {tile_rows(op.attrs)}; ++iron_r) {{",
+                 f"    for ({i32} iron_c = 0; iron_c < {box_c}; ++iron_c) {{",
+                 f"      {i32} iron_gr = {row.atom} + iron_r{f' % {box_r}' if box_outer else ''};",
+                 f"      {i32} iron_gc = {col.atom} + iron_c;"]
+        inside = f"iron_gr >= 0 && iron_gr < {rows.atom} && iron_gc >= 0 && iron_gc < {cols.atom}"
+        at = "iron_gr"
+        below = box_r
+        for j in reversed(range(len(box_outer))):
+            lines.append(f"      {i32} iron_g{j} = {coords[j].atom} + (iron_r / {below}) % {box_outer[j]};")
+            inside += f" && iron_g{j} >= 0 && iron_g{j} < {extents[j].atom}"
+            below *= box_outer[j]
+        if box_outer:
+            linear = "iron_g0"
+            for j in range(1, len(box_outer)):
+                linear = f"({linear} * {extents[j].atom} + iron_g{j})"
+            at = f"({linear} * {rows.atom} + iron_gr)"
+        return lines, inside, f"{at} * {ld.atom} + iron_gc"
 
     def tile_store(self, op: Op, args: list[Operand]) -> None:
         """Print ``tile_store``.  Here the portable form: the issuing thread stores the box element by element
         from the tile's layout, skipping elements outside the matrix; the stores are done when it moves on, so
         ``tile_store_wait`` prints nothing."""
         p = self.printer
-        dst, rows, cols, ld, row, col, src, si = (a if n in (0, 6) else self._as_i32(a) for n, a in enumerate(args))
-        box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
-        layout, i32 = TILE_LAYOUTS[op.attrs["layout"]], self.type_name(ScalarType(D.i32))
-        offset = _tile_offset(layout, src.dtype.itemsize, box_c)
-        inside = f"iron_gr >= 0 && iron_gr < {rows.atom} && iron_gc >= 0 && iron_gc < {cols.atom}"
-        lines = [f"{{  // store_tile: {box_r} x {box_c} {dst.dtype}, {layout.name}",
-                 f"  for ({i32} iron_r = 0; iron_r < {box_r}; ++iron_r) {{",
-                 f"    for ({i32} iron_c = 0; iron_c < {box_c}; ++iron_c) {{",
-                 f"      {i32} iron_gr = {row.atom} + iron_r;",
-                 f"      {i32} iron_gc = {col.atom} + iron_c;",
-                 f"      if ({inside}) {dst.text}[iron_gr * {ld.atom} + iron_gc] = {src.text}[{si.atom} + {offset}];",
+        dst, rows, cols, ld, row, col, src, si = (a if n in (0, 6) else self._as_i32(a) for n, a in
+                                                  enumerate(args[:8]))
+        layout = TILE_LAYOUTS[op.attrs["layout"]]
+        offset = _tile_offset(layout, src.dtype.itemsize, op.attrs["box_cols"])
+        axes, inside, at = self._box_walk(op, rows, cols, ld, row, col, [self._as_i32(a) for a in args[8:]])
+        lines = [f"{{  // store_tile: {box_text(op)} {dst.dtype}, {layout.name}", *axes,
+                 f"      if ({inside}) {dst.text}[{at}] = {src.text}[{si.atom} + {offset}];",
                  "    }", "  }", "}"]
         for line in lines:
             p.line(line)

@@ -9,10 +9,11 @@ a weak literal (docs/language.md), and a store to an ``In[T]`` tensor is a
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 from ...core.errors import ArityError, ReadOnlyStoreError, SharedShapeError, UnsupportedSyntaxError
-from ...core.types import TILE_BOX_MAX, TILE_LAYOUTS, VECTOR_WIDTHS, BarrierType, ScalarType, VectorType
+from ...core.types import TILE_BOX_MAX, TILE_LAYOUTS, TILE_RANK_MAX, VECTOR_WIDTHS, BarrierType, ScalarType, VectorType
 from ..lower_call import CallArgs, handles, handles_method
 from ..values import RV, ElemRef, FValue, Py, TensorRef, TupleVal, describe
 
@@ -189,12 +190,12 @@ def copy_async(lw: Any, a: CallArgs) -> FValue:
 def copy_tile(lw: Any, a: CallArgs) -> FValue:
     dst, src = _tile_tensors(lw, a, "dst", "src", "copies from a tensor argument into a shared array")
     check_writable(lw, dst, a.node)
-    rows, cols, tile = _tile_box(lw, a, dst, "copy_tile")
+    outer, rows, cols, tile = _tile_box(lw, a, dst, "copy_tile")
     di = _tile_index(lw, a, "dst_index", dst, tile, "copy_tile")
-    shape, coords, ld = _tile_matrix(lw, a)
-    operands = [dst.value, di.value, src.value, shape[0].value, shape[1].value, ld.value, coords[0].value,
-                coords[1].value, *_barrier_at(lw, a)]
-    lw.emit("tile_copy", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name)
+    shape, coords, ld = _tile_matrix(lw, a, len(outer))
+    operands = [dst.value, di.value, src.value, shape[-2].value, shape[-1].value, ld.value, coords[-2].value,
+                coords[-1].value, *_barrier_at(lw, a), *_outer_operands(shape, coords)]
+    lw.emit("tile_copy", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name, **_outer_attr(outer))
     return Py(None)
 
 
@@ -202,13 +203,23 @@ def copy_tile(lw: Any, a: CallArgs) -> FValue:
 def store_tile(lw: Any, a: CallArgs) -> FValue:
     src, dst = _tile_tensors(lw, a, "src", "dst", "stores from a shared array into a tensor argument")
     check_writable(lw, dst, a.node)
-    rows, cols, tile = _tile_box(lw, a, src, "store_tile")
+    outer, rows, cols, tile = _tile_box(lw, a, src, "store_tile")
     si = _tile_index(lw, a, "src_index", src, tile, "store_tile")
-    shape, coords, ld = _tile_matrix(lw, a)
-    operands = [dst.value, shape[0].value, shape[1].value, ld.value, coords[0].value, coords[1].value, src.value,
-                si.value]
-    lw.emit("tile_store", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name)
+    shape, coords, ld = _tile_matrix(lw, a, len(outer))
+    operands = [dst.value, shape[-2].value, shape[-1].value, ld.value, coords[-2].value, coords[-1].value, src.value,
+                si.value, *_outer_operands(shape, coords)]
+    lw.emit("tile_store", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name, **_outer_attr(outer))
     return Py(None)
+
+
+def _outer_operands(shape: list[Any], coords: list[Any]) -> list[Any]:
+    """A tile copy's or store's operands past those of a matrix: the outer axes' extents, then coordinates."""
+    return [v.value for v in shape[:-2]] + [v.value for v in coords[:-2]]
+
+
+def _outer_attr(outer: list[int]) -> dict[str, Any]:
+    """The ``box_outer`` attribute of a box with outer axes (a matrix's box has none, so its op is as before)."""
+    return {"box_outer": tuple(outer)} if outer else {}
 
 
 @handles("store_tile_wait")
@@ -229,27 +240,30 @@ def _tile_tensors(lw: Any, a: CallArgs, tile_name: str, matrix_name: str, moves:
     return tile, matrix
 
 
-def _tile_box(lw: Any, a: CallArgs, shared_ref: Any, what: str) -> tuple[int, int, Any]:
-    """The box (rows, cols) and layout of a tile copy or store, checked against the tile's rules."""
+def _tile_box(lw: Any, a: CallArgs, shared_ref: Any, what: str) -> tuple[list[int], int, int, Any]:
+    """The box (outer extents, rows, cols) and layout of a tile copy or store, checked against the tile's
+    rules."""
     layout = a["layout"]
     if not (isinstance(layout, Py) and layout.value in TILE_LAYOUTS):
         raise lw.type_error(f"{what}()'s layout is one of {', '.join(map(repr, TILE_LAYOUTS))}, got "
                             f"{describe(layout)}", a.node_of("layout") if a.given("layout") else a.node)
     tile = TILE_LAYOUTS[layout.value]
-    rows, cols = [lw.static_int(v, a.node_of("box"), "a box extent") for v in _pair(lw, a, "box", what)]
+    *outer, rows, cols = [lw.static_int(v, a.node_of("box"), "a box extent") for v in _axes(lw, a, "box", what)]
     item = shared_ref.type.dtype.itemsize
+    tile_rows = rows * math.prod(outer)
     problem = None
-    if not (1 <= rows <= TILE_BOX_MAX and 1 <= cols <= TILE_BOX_MAX):
-        problem = f"the box is 1 to {TILE_BOX_MAX} elements along each axis, got {rows} x {cols}"
+    if not all(1 <= e <= TILE_BOX_MAX for e in (*outer, rows, cols)):
+        problem = f"the box is 1 to {TILE_BOX_MAX} elements along each axis, got " \
+                  f"{' x '.join(map(str, (*outer, rows, cols)))}"
     elif cols * item % 16 or (tile.row_bytes and cols * item != tile.row_bytes):
         need = f"{tile.row_bytes} bytes ({tile.row_bytes // item} x {shared_ref.type.dtype.name})" if tile.row_bytes \
             else "a multiple of 16 bytes"
         problem = f"a {tile.name} tile row spans {need}; the box's {cols} columns are {cols * item} bytes"
-    elif tile.swizzled and rows % 8:
-        problem = f"a {tile.name} tile holds whole 8-row atoms; the box has {rows} rows"
+    elif tile.swizzled and tile_rows % 8:
+        problem = f"a {tile.name} tile holds whole 8-row atoms; the box has {tile_rows} rows"
     if problem:
         raise lw.type_error(f"{what}(): {problem}", a.node_of("box"))
-    return rows, cols, tile
+    return outer, rows, cols, tile
 
 
 def _tile_index(lw: Any, a: CallArgs, name: str, shared_ref: Any, tile: Any, what: str) -> Any:
@@ -262,22 +276,30 @@ def _tile_index(lw: Any, a: CallArgs, name: str, shared_ref: Any, tile: Any, wha
     return lw.to_index(v, a.node_of(name))
 
 
-def _tile_matrix(lw: Any, a: CallArgs) -> tuple[list[Any], list[Any], Any]:
-    """The global matrix's shape, the box's coordinates in it, and its row stride (default: its cols)."""
-    shape = [lw.to_index(v, a.node_of("shape"), "matrix extent") for v in _pair(lw, a, "shape")]
-    coords = [lw.to_index(v, a.node_of("coords"), "tile coordinate") for v in _pair(lw, a, "coords")]
+def _tile_matrix(lw: Any, a: CallArgs, outer: int) -> tuple[list[Any], list[Any], Any]:
+    """The global tensor's shape, the box's coordinates in it (as many axes as the box: ``outer`` + 2), and its
+    rows' stride (default: its cols; the outer axes are dense over the rows)."""
+    axes = {}
+    for name, what in (("shape", "tensor extent"), ("coords", "tile coordinate")):
+        items = _axes(lw, a, name)
+        if len(items) != outer + 2:
+            raise lw.type_error(f"{a.name}()'s {name} has one entry per axis of the box ({outer + 2}), got "
+                                f"{len(items)}", a.node_of(name))
+        axes[name] = [lw.to_index(v, a.node_of(name), what) for v in items]
+    shape = axes["shape"]
     ld = lw.to_index(a["ld"], a.node_of("ld"), "row stride") if a.given("ld") and not (
-        isinstance(a["ld"], Py) and a["ld"].value is None) else shape[1]
-    return shape, coords, ld
+        isinstance(a["ld"], Py) and a["ld"].value is None) else shape[-1]
+    return shape, axes["coords"], ld
 
 
-def _pair(lw: Any, a: CallArgs, name: str, what: str = "") -> list:
+def _axes(lw: Any, a: CallArgs, name: str, what: str = "") -> list:
+    """A tile copy's or store's ``name`` tuple: 2 to TILE_RANK_MAX entries, outermost first."""
     v = a[name]
     items = v.items if isinstance(v, TupleVal) else v.value if isinstance(v, Py) and isinstance(v.value, tuple) \
         else None
-    if items is None or len(items) != 2:
-        raise lw.type_error(f"{what or a.name}()'s {name} is a pair (rows, cols), got {describe(v)}",
-                            a.node_of(name))
+    if items is None or not 2 <= len(items) <= TILE_RANK_MAX:
+        raise lw.type_error(f"{what or a.name}()'s {name} is a tuple of 2 to {TILE_RANK_MAX} entries, outermost "
+                            f"first ((rows, cols) for a matrix), got {describe(v)}", a.node_of(name))
     return [i if isinstance(i, (Py, RV)) else Py(i) for i in items]
 
 

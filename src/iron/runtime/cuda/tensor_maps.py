@@ -47,8 +47,9 @@ class TensorMapEncoder:
         swizzle = d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if enc.swizzle_128b else \
             d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE
         err, tmap = d.cuTensorMapEncodeTiled(
-            kind, 2, enc.address, [u64(x) for x in enc.dims], [u64(enc.row_stride_bytes)], [u32(x) for x in enc.box],
-            [u32(1), u32(1)], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+            kind, len(enc.dims), enc.address, [u64(x) for x in enc.dims], [u64(x) for x in enc.strides_bytes],
+            [u32(x) for x in enc.box], [u32(1)] * len(enc.dims), d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle,
             d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
         if int(err):

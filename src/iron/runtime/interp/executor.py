@@ -27,7 +27,7 @@ from ...codegen.mma import MmaStrategy
 from ...core.eval import PURE_ELEMENTWISE_OPS, const_array, eval_pure, np_dtype
 from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import REDUCTION_OPS, info
-from ...core.types import TILE_COL_ALIGN_BYTES, TILE_LAYOUTS, FragmentType, VectorType
+from ...core.types import TILE_COL_ALIGN_BYTES, TILE_LAYOUTS, FragmentType, VectorType, tile_rows
 from . import atomics, subgroups
 from .async_barriers import AsyncBarriers
 from .async_copies import AsyncCopies
@@ -388,33 +388,31 @@ class Executor:
     def _tile_copy(self, op: Op, env: Env, mask: Mask) -> None:
         """Each issuing thread reads its box now (zeros outside the matrix) and writes the shared tile when
         its barrier's phase completes (docs/ir.md, "Tile copies")."""
-        dst, di, src, rows, cols, ld, row, col, bars, bi = (env[v] for v in op.operands)
+        dst, di, src, rows, cols, ld, row, col, bars, bi, *outer = (env[v] for v in op.operands)
         layout, r, c, offsets = _box(op, dst.dtype.itemsize)
         box_bytes = r.size * dst.dtype.itemsize
         for t in mask.indices:
             t = int(t)
             base = int(di[t])
             self._check_tile_start(op, dst, base, int(col[t]), layout, t)
-            gr, gc = int(row[t]) + r, int(col[t]) + c
-            inside = (gr >= 0) & (gr < int(rows[t])) & (gc >= 0) & (gc < int(cols[t]))
+            inside, at = _box_elements(op, r, c, rows, cols, ld, row, col, outer, t)
             values = np.zeros(r.size, dtype=dst.data.dtype)
-            values[inside] = self.memory.gather(op, src, t, gr[inside] * int(ld[t]) + gc[inside])
+            values[inside] = self.memory.gather(op, src, t, at[inside])
             at = self.memory.elements(op, dst, t, base + offsets)
             bars.bring(op, t, int(bi[t]), _TileLanding(op, dst, at, values), box_bytes, self.memory)
 
     def _tile_store(self, op: Op, env: Env, mask: Mask) -> None:
         """Each issuing thread reads its tile now and writes the matrix's elements inside the box at its
         store_tile_wait (docs/ir.md, "Tile stores")."""
-        dst, rows, cols, ld, row, col, src, si = (env[v] for v in op.operands)
+        dst, rows, cols, ld, row, col, src, si, *outer = (env[v] for v in op.operands)
         layout, r, c, offsets = _box(op, src.dtype.itemsize)
         for t in mask.indices:
             t = int(t)
             self._check_tile_start(op, src, int(si[t]), int(col[t]), layout, t)
             src_at = self.memory.elements(op, src, t, int(si[t]) + offsets)
             tile = self.memory.gather(op, src, t, int(si[t]) + offsets).copy()
-            gr, gc = int(row[t]) + r, int(col[t]) + c
-            inside = (gr >= 0) & (gr < int(rows[t])) & (gc >= 0) & (gc < int(cols[t]))
-            dst_at = self.memory.elements(op, dst, t, gr[inside] * int(ld[t]) + gc[inside])
+            inside, at = _box_elements(op, r, c, rows, cols, ld, row, col, outer, t)
+            dst_at = self.memory.elements(op, dst, t, at[inside])
             self.stores.issue(op, t, src, src_at, tile, dst, dst_at, tile[inside])
 
     def _tile_store_wait(self, op: Op, env: Env, mask: Mask) -> None:
@@ -502,12 +500,32 @@ class Executor:
 
 
 def _box(op: Op, item: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-    """A tile copy's or store's layout, its box's (row, col) pairs in row-major order, and their element
-    offsets in the shared tile."""
-    box_r, box_c = op.attrs["box_rows"], op.attrs["box_cols"]
+    """A tile copy's or store's layout, its tile's (row, col) pairs in row-major order (a row per box element
+    of every axis but the innermost), and their element offsets in the shared tile."""
+    box_c = op.attrs["box_cols"]
     layout = TILE_LAYOUTS[op.attrs["layout"]]
-    r, c = (x.reshape(-1) for x in np.meshgrid(np.arange(box_r), np.arange(box_c), indexing="ij"))
+    r, c = (x.reshape(-1) for x in np.meshgrid(np.arange(tile_rows(op.attrs)), np.arange(box_c), indexing="ij"))
     return layout, r, c, layout.index(r, c, box_c, item)
+
+
+def _box_elements(op: Op, r: np.ndarray, c: np.ndarray, rows: Any, cols: Any, ld: Any, row: Any, col: Any,
+                  outer: list[Any], t: int) -> tuple[np.ndarray, np.ndarray]:
+    """Thread ``t``'s box elements (tile rows ``r``, columns ``c``) in the global tensor: which lie inside it,
+    and their element indices there.  The box's tile row splits into its outer axes' positions and a matrix row;
+    outer axes are dense over the matrix (``rows`` rows ``ld`` apart), outermost first."""
+    box_r, box_outer = op.attrs["box_rows"], op.attrs.get("box_outer", ())
+    extents, coords = outer[:len(box_outer)], outer[len(box_outer):]
+    gr, gc = int(row[t]) + r % box_r, int(col[t]) + c
+    inside = (gr >= 0) & (gr < int(rows[t])) & (gc >= 0) & (gc < int(cols[t]))
+    at = gr * int(ld[t]) + gc
+    stride, q = int(rows[t]) * int(ld[t]), r // box_r
+    for axis in reversed(range(len(box_outer))):
+        g = int(coords[axis][t]) + q % box_outer[axis]
+        q = q // box_outer[axis]
+        inside &= (g >= 0) & (g < int(extents[axis][t]))
+        at = at + g * stride
+        stride *= int(extents[axis][t])
+    return inside, at
 
 
 class _TileLanding:

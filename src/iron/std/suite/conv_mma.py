@@ -18,6 +18,7 @@ from iron.jit.device import device_traits
 
 from ..conv_mma import conv_config, conv_grid, conv_mma, conv_tiles
 from ..conv_wg import WG_CONV_DEFAULT, conv_wg, conv_wg_grid
+from ..conv_ws import conv_ws, conv_ws_geometry, patch_width
 from ..gemm import portable_small
 from .conv import geometry, grouped
 from .gemm import _act64, gemm_depth
@@ -68,6 +69,21 @@ def _conv_numpy(x, w, bias, res, y, c_in, h, wd, c_out, kw, sh, sw, ph, pw, dh, 
     return (e.value if nchw else e.value.transpose(0, 2, 3, 1)).astype(y.dtype)
 
 
+def _conv_ws_torch(x, w, bias, res, y, n, c_in, h, wd, c_out, kh, kw, ph, pw, dh, dw, h_out, w_out, has_bias,
+                   has_res):
+    import torch.nn.functional as F
+
+    out = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), bias if has_bias else None, 1, (ph, pw), (dh, dw))
+    return out.permute(0, 2, 3, 1)
+
+
+def _conv_ws_numpy(x, w, bias, res, y, n, c_in, h, wd, c_out, kh, kw, ph, pw, dh, dw, h_out, w_out, has_bias,
+                   has_res):
+    e = grouped(x.transpose(0, 3, 1, 2).astype(np.float32), w.transpose(0, 3, 1, 2).astype(np.float32),
+                bias.astype(np.float32) if has_bias else None, (1, 1), (ph, pw), (dh, dw), 1)
+    return e.value.transpose(0, 2, 3, 1).astype(y.dtype)
+
+
 @test_kernel(conv_mma, shapes={"vulkan": VULKAN, "*": SHAPES}, bindings=BINDINGS[:1], name="std/conv_mma/mma")
 @test_kernel(conv_mma, shapes={"vulkan": [], "*": SHAPES}, bindings=BINDINGS[1:] + MORE, name="std/conv_mma/variants")
 @bench(conv_mma, shapes=BENCH, bindings=[{"T": bf16, "ACT": "none"}], name="std/conv_mma/mma",
@@ -87,6 +103,49 @@ WG_BINDINGS = [{"T": f16, "ACT": "none", **WG_CONV_DEFAULT}, {"T": bf16, "ACT": 
        name="std/conv_mma/wg", reference={"cuda": _conv_torch, "*": _conv_numpy})
 def wg_setup(case):
     return _setup(case, None)
+
+
+# Warp roles and tile copies (conv_ws: CUDA sm_90, and the interpreter): stride 1, one group, channels-last.
+# Patches past the image on both axes and channels ending mid-step (40); dilation with asymmetric kernel and
+# padding, a residual; an image one row high (conv1d's patches, 1 x 64) with more channels than a 128-wide
+# tile; 1 x 1 without bias; 8 x 8 patches exactly tiling 16 x 16 (an odd patch count: the last tile's second
+# patch lies past the last image).
+WS_SHAPES = [_shape(2, 40, 9, 10, 72, 3, P=1),
+             _shape(2, 16, 7, 5, 24, 3, KW=2, P=1, PW=2, DW=2, R=1),
+             _shape(2, 24, 1, 70, 136, 1, KW=3, PW=1),
+             _shape(1, 32, 5, 6, 16, 1, R=1, B=0),
+             _shape(1, 16, 24, 24, 24, 3, P=1)]
+WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
+               {"T": bf16, "ACT": "relu", "BN": 256, "STAGES": 3},
+               {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6}]
+
+
+@test_kernel(conv_ws, shapes={"vulkan": [], "*": WS_SHAPES}, bindings=WS_BINDINGS, name="std/conv_mma/ws")
+@bench(conv_ws, shapes={**BENCH, "vulkan": []}, bindings=[{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4}],
+       name="std/conv_mma/ws", reference={"cuda": _conv_ws_torch, "*": _conv_ws_numpy})
+def ws_setup(case):
+    g = geometry(case)
+    s = dict(case.shape)
+    has_res = s.get("R", 0)
+    n, c, co, kh, kw = g["N"], g["C"], g["CO"], g["KH"], g["KW"]
+    ho, wo = g["HO"], g["WO"]
+    pad, dil = (g["PH"], g["PW"]), (g["DH"], g["DW"])
+    binding = {"PW": patch_width(ho, wo)}
+    grid, group = conv_ws_geometry({"BN": case["BN"], **binding}, n, ho, wo, co)
+
+    def oracle(x, w, bias, res, y, *_):
+        e = grouped(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), bias if g["B"] else None, (1, 1), pad, dil, 1)
+        value, scale = e.value.transpose(0, 2, 3, 1), e.scale.transpose(0, 2, 3, 1)
+        if has_res:
+            value, scale = value + res, scale + np.abs(res)
+        return {"y": Expect(_act64(value, case["ACT"]), scale=scale)}
+
+    return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, c), case.randn(co),
+                       case.randn(n, ho, wo, co), case.empty(n, ho, wo, co), n, c, g["H"], g["W"], co, kh, kw, *pad,
+                       *dil, ho, wo, g["B"], has_res],
+                 grid=grid, group=group, binding=binding, oracle=oracle,
+                 depth=gemm_depth(c * kh * kw + has_res, bool(g["B"]), case["ACT"]),
+                 flops=2 * n * ho * wo * co * c * kh * kw, matrix=True)
 
 
 def _setup(case: Any, choose: Any) -> Setup:

@@ -1,0 +1,199 @@
+"""Dense convolution with warp roles on Hopper: the implicit GEMM of conv_mma.py on gemm_ws.py's pipeline.
+
+M = output pixels, N = output channels, K = taps x input channels (tap by channel), as conv_mma.py; the block
+tile is 128 pixels x BN channels, fed by tile copies (TMA) through a ring of STAGES shared buffers: a producer
+warpgroup at 40 registers, two consumer warpgroups at 232 on ``mma_wg``, full / empty barriers, no block
+barrier in the main loop (gemm_ws.py's structure, whose helpers it shares).
+
+The activations need no gather: each consumer's 64 pixels are a *patch* of PH x PW output pixels of one image
+(PH PW = 64), and at stride 1 the input pixels that tap (ky, kx) multiplies with them are the same patch moved
+by (ky dh - ph, kx dw - pw), one box of the (N, H, W, C_in) tensor: a tile copy with outer axes
+(``copy_tile`` of rank 4), whose hardware zero-fills what lies outside the image (the padding) and past the
+channels.  The weight (C_out, KH, KW, C_in) gives each step's BN x 64 panel the same way, zeros past the
+channels (not the next tap's weights).  Patches
+tile every image (those reaching past its edge store only what is inside it); conv1d is the case H = 1, PW
+= 64.  The epilogue stages the accumulators in f32 and adds bias and residual, applies the activation and
+rounds once (conv_mma.py's ``store_nhwc``), in channels-last order.
+
+Only CUDA sm_90 runs ``mma_wg`` and the tile copies in hardware; the interpreter runs it too (its tests run on
+the CPU), and the host (``conv.conv2d``) takes it on Hopper for stride 1, one group and channels-last output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
+from iron.lang import (async_barriers, barrier_arrive, frag_acc, frag_store, group_id, lane_id, mma_wg, mma_wg_wait,
+                       num_groups, role_barrier, shared, simd_group_id, simd_size, static_range, thread_id,
+                       warp_roles, copy_tile)
+
+from . import _host
+from .conv_mma import store_nhwc
+from .gemm import ACTIVATIONS
+from .gemm_wg import WG_SHARED_LIMIT
+from .gemm_ws import (BLOCK, RELEASES, WS_BK, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, free_slot, full_slot,
+                      tile_at)
+
+__all__ = ["PATCH_WIDTHS", "conv_ws", "conv_ws_config", "conv_ws_geometry", "conv_ws_shared_bytes", "patch_width"]
+
+#: A patch's widths in output pixels (its height is 64 / width): 8 x 8 up to 1 x 64 (conv1d's).
+PATCH_WIDTHS = (8, 16, 32, 64)
+
+
+def conv_ws_shared_bytes(binding: dict[str, Any]) -> int:
+    """Shared memory one group of :data:`conv_ws` declares with ``binding``: the ring, the f32 staging rows of
+    :func:`staging_subgroups` subgroups at a time, the barriers."""
+    ring = binding["STAGES"] * (WS_BM + binding["BN"]) * WS_BK * 2
+    return ring + staging_subgroups(binding) * 16 * (binding["BN"] + 4) * 4 + 16 * binding["STAGES"]
+
+
+def staging_subgroups(binding: dict[str, Any]) -> int:
+    """Consumer subgroups that stage their sums at once: a warpgroup's four where the ring leaves room, else
+    two."""
+    ring = binding["STAGES"] * (WS_BM + binding["BN"]) * WS_BK * 2
+    return 4 if ring + 4 * 16 * (binding["BN"] + 4) * 4 + 16 * binding["STAGES"] <= WG_SHARED_LIMIT else 2
+
+
+def ws_conv_fits(v: dict[str, Any]) -> bool:
+    """The group's shared memory fits the devices that run ``mma_wg`` (sm_90's opt-in limit, 227 KiB)"""
+    return conv_ws_shared_bytes(v) <= WG_SHARED_LIMIT
+
+
+@func
+def patch_at(p, down, across, ph_, pw_):
+    """(image, first output row, first output column) of patch ``p``: patches walk each image row by row
+    (``across`` to a row of patches, ``down`` rows of them), images one after another."""
+    per_image = down * across
+    img = p // per_image
+    rest = p - img * per_image
+    return img, (rest // across) * ph_, (rest % across) * pw_
+
+
+@func
+def store_patch(y, bias, res, stage, sbase, ld, width, img, oh0, ow0, r0, col0, n, h_out, w_out, c_out, has_bias,
+                has_res, act, mine, pw_):
+    """Output channels col0 .. col0+width-1 of the patch's rows r0 .. r0+15 (pixel (oh0 + r / PW, ow0 + r % PW)
+    of image ``img``) from one subgroup's staged f32 sums at stage[sbase ..] (rows ``ld`` apart): lanes take 8
+    channels of a pixel, skipping pixels outside the image and channels past c_out (all of it unless ``mine``)."""
+    chunks = width // 8
+    n_pix = n * h_out * w_out
+    for task in range(lane_id(), 16 * chunks, simd_size()):
+        r = r0 + task // chunks
+        oh = oh0 + r // pw_
+        ow = ow0 + r % pw_
+        col = col0 + (task % chunks) * 8
+        if mine and img < n and oh < h_out and ow < w_out:
+            store_nhwc(y, bias, res, stage, sbase + (task // chunks) * ld + (task % chunks) * 8,
+                       (img * h_out + oh) * w_out + ow, col, n_pix, c_out, c_out, 0, has_bias, has_res, act)
+
+
+@kernel(variants(T=[f16, bf16], BN=[128, 256], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), ACT=list(ACTIVATIONS),
+                 where=[ws_conv_fits]))
+def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd: int,
+            c_out: int, kh: int, kw: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int, has_bias: int,
+            has_res: int):
+    """y = act(conv2d(x, w) + bias + res) at stride 1 on warp roles and tile copies (docs/std/conv.md).
+
+    x (n, h, wd, c_in) channels-last; w (c_out, kh, kw, c_in); y and res (n, h_out, w_out, c_out); bias (c_out)
+    read when has_bias != 0, res when has_res != 0 (else one unread element each).  Stride 1, one group,
+    padding (ph, pw) before (after: h_out, w_out say it), dilation (dh, dw).  Needs c_in % 8 == 0 and every
+    array 16-byte aligned (tile copies move rows of whole 16-byte chunks), every size < 2**31.  A group of 384
+    threads (a producer warpgroup, two consumers) computes output tiles of two patches of 64 / PW x PW pixels
+    by BN channels; launch: grid (G 384,) for any G >= 1, group (384,), subgroups of 32 lanes, group g taking
+    tiles g, g + G, ...  Products exact, sums in f32 (per 16-deep K slice a dot product in the unit's order,
+    the slices in order: tap by tap, channels ascending), then + bias + res in f32, the activation, one rounding
+    to T.  Padding contributes exact zeros; NaN/Inf propagate.
+    """
+    PH = 64 // PW
+    a_stage = WS_BM * WS_BK
+    b_stage = BN * WS_BK
+    a_s = shared(T, STAGES * a_stage)
+    b_s = shared(T, STAGES * b_stage)
+    LD = BN + 4
+    PER = 4 if STAGES * (WS_BM + BN) * WS_BK * 2 + 4 * 16 * LD * 4 + 16 * STAGES <= WG_SHARED_LIMIT else 2
+    stage = shared(f32, PER * 16 * LD)
+    full = async_barriers(STAGES, 1)
+    empty = async_barriers(STAGES, RELEASES)
+    role = warp_roles(WS_ROLES, registers=WS_REGISTERS)
+    tid = thread_id(0)
+    across = (w_out + PW - 1) // PW
+    down = (h_out + PH - 1) // PH
+    tiles_m = (n * down * across + 1) // 2
+    tiles_n = (c_out + BN - 1) // BN
+    chunks = (c_in + WS_BK - 1) // WS_BK
+    taps = kh * kw
+    ktiles = taps * chunks
+    step = 0  # K steps through the ring so far, over every tile of this group
+    if role == 0:
+        if tid == 0:
+            for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
+                tm, tn = tile_at(tile, tiles_m, tiles_n)
+                for kt in range(ktiles):
+                    s = free_slot(empty, step, STAGES)
+                    tap = kt // chunks
+                    c0 = (kt - tap * chunks) * WS_BK
+                    ky = tap // kw
+                    kx = tap - ky * kw
+                    for j in static_range(2):
+                        img, oh0, ow0 = patch_at(2 * tm + j, down, across, PH, PW)
+                        copy_tile(a_s, s * a_stage + j * BLOCK, x, (n, h, wd, c_in),
+                                  (img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, c0), (1, PH, PW, WS_BK), full, s)
+                    copy_tile(b_s, s * b_stage, w, (c_out, kh, kw, c_in), (tn * BN, ky, kx, c0), (BN, 1, 1, WS_BK),
+                              full, s)
+                    barrier_arrive(full, s, bytes=(WS_BM + BN) * WS_BK * T.itemsize)
+                    step += 1
+    else:
+        wg = (tid - WS_ROLES[0]) // 128
+        sg = simd_group_id()
+        for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
+            tm, tn = tile_at(tile, tiles_m, tiles_n)
+            acc = frag_acc(f32, 16, BN)
+            for kt in range(ktiles):
+                s = full_slot(full, step, STAGES)
+                acc = mma_wg(a_s, s * a_stage + wg * BLOCK, b_s, s * b_stage, acc, k=WS_BK, b_major="k", b_block=0,
+                             pending=1)
+                # One step's multiplies run on: the previous step's retired, so its slot goes back to the producer.
+                if kt > 0 and lane_id() == 0:
+                    barrier_arrive(empty, (step - 1) % STAGES)
+                step += 1
+            mma_wg_wait(0)
+            if ktiles > 0 and lane_id() == 0:  # the tile's last slot, before the producer needs it again
+                barrier_arrive(empty, (step - 1) % STAGES)
+            img, oh0, ow0 = patch_at(2 * tm + wg, down, across, PH, PW)
+            turn = (sg - WS_ROLES[0] // 32) // PER
+            sbase = (sg % PER) * 16 * LD
+            for t in static_range(8 // PER):
+                if turn == t:
+                    frag_store(stage, sbase, LD, acc)
+                role_barrier()
+                store_patch(y, bias, res, stage, sbase, LD, BN, img, oh0, ow0, (sg % 4) * 16, tn * BN, n, h_out,
+                            w_out, c_out, has_bias, has_res, ACT, turn == t, PW)
+                role_barrier()
+
+
+def patch_width(h_out: int, w_out: int) -> int:
+    """The patch width (:data:`PATCH_WIDTHS`) whose patches cover an h_out x w_out image with the fewest pixels
+    past its edges, the widest of those (longer rows per box); conv1d (h_out = 1) takes 64."""
+    def covered(pw_: int) -> int:
+        return _host.ceil_div(w_out, pw_) * pw_ * _host.ceil_div(h_out, 64 // pw_) * (64 // pw_)
+    return min(reversed(PATCH_WIDTHS), key=covered)
+
+
+#: The H200 default until measured otherwise: 128 x 128 tiles through four stages (conv_wg.py's choice for
+#: issue 19's shapes, most of which have at most a few hundred output channels).
+WS_CONV_DEFAULT = {"BN": 128, "STAGES": 4}
+
+
+def conv_ws_config(h_out: int, w_out: int) -> dict[str, Any]:
+    """The binding the host runs :data:`conv_ws` with: :data:`WS_CONV_DEFAULT` and :func:`patch_width`."""
+    return {**WS_CONV_DEFAULT, "PW": patch_width(h_out, w_out)}
+
+
+def conv_ws_geometry(binding: dict[str, Any], n: int, h_out: int, w_out: int,
+                     c_out: int) -> tuple[tuple[int], tuple[int]]:
+    """(grid, group) of :data:`conv_ws`: one group per output tile (two patches by BN channels)."""
+    pw_ = binding["PW"]
+    patches = n * _host.ceil_div(h_out, 64 // pw_) * _host.ceil_div(w_out, pw_)
+    tiles = _host.ceil_div(patches, 2) * _host.ceil_div(c_out, binding["BN"])
+    return (max(1, tiles) * WS_THREADS,), (WS_THREADS,)

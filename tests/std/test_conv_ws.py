@@ -1,0 +1,128 @@
+"""iron.std.conv_ws (convolution on warp roles, input boxes by tile copies; CUDA sm_90): mutants of its taps,
+padding, patches, ring and epilogue caught by the registered oracle on the interpreter, its compile (NVRTC for
+sm_90a: budgets kept, multiplies a pipeline, nothing spilled; refused elsewhere), the shared-memory model, the
+patch widths, and where conv2d / conv1d take it.  Its registered rows run in test_conv_mma.py."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from std_testing import (assert_mutant_caught, assert_rows_pass, compile_for, edited_module, mutant_rows,
+                         spy_on_kernels)
+
+from iron import bf16, f16
+from iron.codegen.targets import profile
+from iron.core.errors import UnsupportedOnTarget
+from iron.std import conv as C
+from iron.std import conv_ws as W
+from iron.std.suite import conv_mma as CS
+
+BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8},
+            {"T": f16, "ACT": "relu", "BN": 256, "STAGES": 3, "PW": 64},
+            {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "PW": 16}]
+
+MUTANTS = {
+    # the taps' rows and columns exchanged (a transposed kernel)
+    "taps_transposed": [("(img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, c0)",
+                         "(img, oh0 + kx * dh - ph, ow0 + ky * dw - pw, c0)")],
+    # the padding off by one: every window one row lower
+    "padding_off_by_one": [("oh0 + ky * dh - ph,", "oh0 + ky * dh - ph + 1,")],
+    # the channels' last partial K step dropped
+    "drops_channel_tail": [("chunks = (c_in + WS_BK - 1) // WS_BK", "chunks = c_in // WS_BK")],
+    # patch rows taken as 8 pixels wide whatever the patch's width
+    "patch_rows_of_eight": [("oh = oh0 + r // pw_\n        ow = ow0 + r % pw_",
+                             "oh = oh0 + r // 8\n        ow = ow0 + r % 8")],
+    # both consumer warpgroups store the first patch
+    "one_patch_stored": [("patch_at(2 * tm + wg, down, across, PH, PW)", "patch_at(2 * tm, down, across, PH, PW)")],
+    # a consumer releases the slot its multiply still reads
+    "releases_running_slot": [("lane_id() == 0:\n                    barrier_arrive(empty, (step - 1)",
+                               "lane_id() == 0:\n                    barrier_arrive(empty, (step)")],
+    # pixels past the image's right edge stored into the next row
+    "stores_past_the_edge": [("if mine and img < n and oh < h_out and ow < w_out:",
+                              "if mine and img < n and oh < h_out:")],
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_mutant_caught(name, tmp_path: Path, seed):
+    assert_mutant_caught("std/conv_mma/ws", edited_module(W, tmp_path, *MUTANTS[name]).conv_ws, seed)
+
+
+def test_unmutated_copy_passes(tmp_path: Path, seed):
+    """The mutant machinery itself: an unedited copy passes, so a caught mutant is caught by its edit."""
+    assert_rows_pass(mutant_rows("std/conv_mma/ws", edited_module(W, tmp_path).conv_ws, seed), seed)
+
+
+@pytest.mark.parametrize("binding", BINDINGS, ids=["bf16-128-s4-pw8", "f16-256-s3-pw64", "bf16-128-s6-pw16"])
+def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
+    """For sm_90a: 168 registers at the launch bounds, the roles' budgets kept (no C7507), the multiplies a
+    pipeline (no C7515), no stack or spills; each input and weight box is one 4-d tile copy."""
+    from iron.codegen.emit import emit_kernel
+    from iron.codegen.toolchains import nvrtc
+
+    require_toolchain("nvrtc")
+    emitted = emit_kernel(W.conv_ws.variant(**binding).compiled("cuda"), "cuda")
+    report = nvrtc.build(emitted.source, arch="sm_90").report
+    (kernel,) = report["kernels"].values()
+    assert kernel["registers"] == 168 and not report["setmaxnreg_ignored"] and report["wgmma_serialized"] == {}
+    assert kernel["stack_bytes"] == kernel["spill_stores"] == kernel["spill_loads"] == 0
+    assert [(m.tensor, m.outer, m.rows, m.cols, m.box_outer, m.box) for m in emitted.abi.maps] == [
+        ("x", ("n", "h"), "wd", "c_in", (1, 64 // binding["PW"]), (binding["PW"], 64)),
+        ("w", ("c_out", "kh"), "kw", "c_in", (binding["BN"], 1), (1, 64))]
+    assert emitted.source.count("cp.async.bulk.tensor.4d.shared::cluster.global.tile") == 3  # two patches, w
+
+
+@pytest.mark.parametrize("target", ["hip", "spirv", "metal"])
+def test_refused_on_targets_without_wgmma(target):
+    with pytest.raises(UnsupportedOnTarget, match="mma_wg"):
+        compile_for(target, W.conv_ws.variant(**BINDINGS[0]))
+
+
+def test_shared_bytes_model_matches_the_kernel():
+    from iron.codegen.capabilities import shared_bytes
+
+    for binding in BINDINGS:
+        assert shared_bytes(W.conv_ws.variant(**binding).ir) == W.conv_ws_shared_bytes(binding)
+    assert all(W.conv_ws_shared_bytes(v) <= profile("cuda", "sm_90").shared_limit for v in W.conv_ws.variants)
+    # six stages of 128 x 128 tiles leave room for a warpgroup's four staging subgroups; four of 128 x 256 for two
+    assert W.staging_subgroups(BINDINGS[2]) == 4 and W.staging_subgroups({"BN": 256, "STAGES": 4}) == 2
+
+
+@pytest.mark.parametrize("h_out, w_out, width", [(56, 56, 8), (64, 64, 64), (1, 4096, 64), (1, 3000, 64),
+                                                 (14, 14, 16), (7, 7, 8), (28, 28, 32), (9, 10, 16)])
+def test_patch_width_covers_the_image_with_the_fewest_pixels_past_it(h_out, w_out, width):
+    assert W.patch_width(h_out, w_out) == width
+
+
+@pytest.mark.parametrize("shape, stride, groups, nhwc, kernel", [
+    ((2, 16, 7, 9, 72, 3, 3), 1, 1, True, "conv_ws"),
+    ((2, 16, 7, 9, 72, 3, 3), 2, 1, True, "conv_wg"),  # stride 2: the gather
+    ((2, 16, 7, 9, 72, 3, 3), 1, 1, False, "conv_wg"),  # NCHW output: conv_wg's index map
+    ((2, 16, 7, 9, 144, 3, 3), 1, 2, True, "conv_wg"),  # groups
+    ((2, 16, 7, 9, 64, 3, 3), 1, 1, True, "conv_mma"),  # 64 output channels: conv_mma's 128 x 64 tiles
+])
+def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, stride, groups, nhwc, kernel):
+    """conv2d on a device with warp roles, tile copies and wgmma (lent to the interpreter, which runs all three
+    kernels) launches conv_ws at stride 1 with one group and channels-last output, and matches float64."""
+    monkeypatch.setattr(C, "runs_roles", lambda profile: True)
+    monkeypatch.setattr(C, "runs_warpgroups", lambda profile: True)
+    launched = spy_on_kernels(monkeypatch, C, "conv_ws", "conv_wg", "conv_mma")
+    n, c, h, wd, co, kh, kw = shape
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float16)
+    w = rng.standard_normal((co, c // groups, kh, kw)).astype(np.float16)
+    b = rng.standard_normal(co).astype(np.float16)
+    res_shape = (n, (h + 2 - 3) // stride + 1, (wd + 2 - 3) // stride + 1, co)
+    res = rng.standard_normal(res_shape if nhwc else (res_shape[0], co, *res_shape[1:3])).astype(np.float16)
+    if nhwc:
+        y = C.conv2d(x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy(), b, stride, 1, groups=groups,
+                     backend="interp", layout="NHWC", residual=res, activation="relu")
+        got = y.transpose(0, 3, 1, 2)
+        want = CS._act64(CS.grouped(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), (stride,) * 2,
+                                    (1, 1), (1, 1), groups).value + res.transpose(0, 3, 1, 2), "relu")
+    else:
+        got = C.conv2d(x, w, b, stride, 1, groups=groups, backend="interp", residual=res, activation="relu")
+        want = CS._act64(CS.grouped(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), (stride,) * 2,
+                                    (1, 1), (1, 1), groups).value + res, "relu")
+    assert [name for name, _ in launched] == [kernel]
+    assert np.abs(got.astype(np.float64) - want).max() < 2 ** -8 * np.abs(want).max()
