@@ -2,8 +2,8 @@
 
 For the GPU machine (the H200).  Each shape of issue 19 runs through ``torch.nn.functional.conv2d`` (cuDNN) in
 both memory formats, contiguous and channels-last, and through :data:`iron.std.conv_mma.conv_mma` on the
-channels-last tensors in each configuration (and :data:`iron.std.conv_wg.conv_wg`'s, ``WG*``, and at stride 1
-with one group :data:`iron.std.conv_ws.conv_ws`'s, ``WS*``), writing NHWC
+channels-last tensors in each configuration (and :data:`iron.std.conv_wg.conv_wg`'s, ``WG*``, and where it runs
+:data:`iron.std.conv_ws.conv_ws`'s, ``WS*``), writing NHWC
 (and, with ``--nchw``, PyTorch's NCHW by the epilogue's index map).  Kernel times are CUDA-event medians of
 ``--reps`` runs of ``--batch`` calls back to back (the host hides behind the previous
 kernel).  Iron's output is checked against cuDNN's: the largest
@@ -47,8 +47,8 @@ def configs() -> dict[str, dict[str, Any]]:
     # conv_wg (mma_wg, sm_90's wgmma): 128 x BN tiles, STAGES buffers, PENDING multiplies left running.
     for bn, stages, pending in ((128, 4, 1), (256, 4, 1), (128, 3, 1), (128, 4, 0), (256, 3, 1)):
         named[f"WG{bn}_S{stages}_P{pending}"] = {"BN": bn, "STAGES": stages, "PENDING": pending}
-    # conv_ws (warp roles, tile copies of input boxes: stride 1, one group): 128 x BN tiles, STAGES buffers; the
-    # patch width is the host's (patch_width).
+    # conv_ws (warp roles, tile copies of input boxes: one group, stride 1 or 2 along an even W): 128 x BN tiles,
+    # STAGES buffers; the patch width is the host's (patch_width).
     for bn, stages in ((128, 4), (128, 5), (128, 6), (256, 3)):
         named[f"WS{bn}_S{stages}"] = {"BN": bn, "STAGES": stages}
     return named
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from iron import bf16, f16
     from iron.std.conv_mma import conv_grid, conv_mma
     from iron.std.conv_wg import conv_wg, conv_wg_grid
-    from iron.std.conv_ws import conv_ws, conv_ws_geometry, patch_width
+    from iron.std.conv_ws import conv_ws, conv_ws_geometry, conv_ws_runs, patch_width
 
     dt, tdt = (bf16, torch.bfloat16) if args.dtype == "bf16" else (f16, torch.float16)
     torch.backends.cudnn.benchmark = True
@@ -103,9 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.configs:
             cfg = named[name]
             if name.startswith("WS"):
-                if s != 1 or groups != 1:
-                    continue  # conv_ws: stride 1, one group
-                cfg = {**cfg, "PW": patch_width(h_out, w_out)}
+                if not conv_ws_runs((sh, s), groups, wd):
+                    continue  # conv_ws: one group, stride 1 or 2 along an even W
+                cfg = {**cfg, "PW": patch_width(h_out, w_out), "S": s}
             for nchw in ((0, 1) if args.nchw and not name.startswith("WS") else (0,)):
                 y = torch.full((n, co, h_out, w_out) if nchw else (n, h_out, w_out, co), float("nan"), device="cuda",
                                dtype=tdt)
@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                     grid, group = conv_ws_geometry(cfg, n, h_out, w_out, co)
 
                     def run() -> None:
-                        kern.launch(x_nhwc, w_nhwc, unread, unread, y, n, c, h, wd, co, kh, kw, ph, p, 1, 1, h_out,
-                                    w_out, 0, 0, grid=grid, group=group, backend="cuda")
+                        kern.launch(x_nhwc, w_nhwc, unread, unread, y, n, c, h, wd // s, co, kh, kw, sh, ph, p, 1, 1,
+                                    h_out, w_out, 0, 0, grid=grid, group=group, backend="cuda")
                 else:
                     kern = (conv_wg if wg else conv_mma).variant(T=dt, ACT="none", **cfg)
                     grid, group = (conv_wg_grid if wg else conv_grid)(cfg, n_pix, co // groups, groups)

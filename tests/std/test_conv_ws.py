@@ -17,9 +17,9 @@ from iron.std import conv as C
 from iron.std import conv_ws as W
 from iron.std.suite import conv_mma as CS
 
-BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8},
-            {"T": f16, "ACT": "relu", "BN": 256, "STAGES": 3, "PW": 64},
-            {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "PW": 16}]
+BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8, "S": 1},
+            {"T": f16, "ACT": "relu", "BN": 256, "STAGES": 3, "PW": 64, "S": 1},
+            {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "PW": 16, "S": 2}]
 
 MUTANTS = {
     # the taps' rows and columns exchanged (a transposed kernel)
@@ -40,6 +40,10 @@ MUTANTS = {
     # pixels past the image's right edge stored into the next row
     "stores_past_the_edge": [("if mine and img < n and oh < h_out and ow < w_out:",
                               "if mine and img < n and oh < h_out:")],
+    # at stride 2, every patch row's box from the even columns
+    "one_parity": [("ow0 + (off - rx) // 2, rx, c0)", "ow0 + (off - rx) // 2, 0, c0)")],
+    # at stride 2, the rows of a patch one input row apart instead of sh
+    "row_stride_one": [("(oh0 + r) * sh + ky * dh - ph", "(oh0 + r) + ky * dh - ph")],
 }
 
 
@@ -66,10 +70,14 @@ def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     (kernel,) = report["kernels"].values()
     assert kernel["registers"] == 168 and not report["setmaxnreg_ignored"] and report["wgmma_serialized"] == {}
     assert kernel["stack_bytes"] == kernel["spill_stores"] == kernel["spill_loads"] == 0
+    x_map = ("x", ("n", "h"), "wd_s", "c_in", (1, 64 // binding["PW"]), (binding["PW"], 64)) if binding["S"] == 1 \
+        else ("x", ("n", "h", "wd_s"), 2, "c_in", (1, 1, binding["PW"]), (1, 64))  # (n, h, W / 2, 2, c_in)
     assert [(m.tensor, m.outer, m.rows, m.cols, m.box_outer, m.box) for m in emitted.abi.maps] == [
-        ("x", ("n", "h"), "wd", "c_in", (1, 64 // binding["PW"]), (binding["PW"], 64)),
-        ("w", ("c_out", "kh"), "kw", "c_in", (binding["BN"], 1), (1, 64))]
-    assert emitted.source.count("cp.async.bulk.tensor.4d.shared::cluster.global.tile") == 3  # two patches, w
+        x_map, ("w", ("c_out", "kh"), "kw", "c_in", (binding["BN"], 1), (1, 64))]
+    x_boxes = 2 if binding["S"] == 1 else 2 * 64 // binding["PW"]  # one per patch, or per patch row
+    count = emitted.source.count
+    assert count("cp.async.bulk.tensor.4d.shared::cluster.global.tile") == 1 + x_boxes * (binding["S"] == 1)
+    assert count("cp.async.bulk.tensor.5d.shared::cluster.global.tile") == x_boxes * (binding["S"] == 2)
 
 
 @pytest.mark.parametrize("target", ["hip", "spirv", "metal"])
@@ -96,7 +104,8 @@ def test_patch_width_covers_the_image_with_the_fewest_pixels_past_it(h_out, w_ou
 
 @pytest.mark.parametrize("shape, stride, groups, nhwc, kernel", [
     ((2, 16, 7, 9, 72, 3, 3), 1, 1, True, "conv_ws"),
-    ((2, 16, 7, 9, 72, 3, 3), 2, 1, True, "conv_wg"),  # stride 2: the gather
+    ((2, 16, 7, 9, 72, 3, 3), 2, 1, True, "conv_wg"),  # stride 2 over an odd W: the gather
+    ((2, 16, 7, 10, 72, 3, 3), 2, 1, True, "conv_ws"),  # over an even W: a box per patch row
     ((2, 16, 7, 9, 72, 3, 3), 1, 1, False, "conv_wg"),  # NCHW output: conv_wg's index map
     ((2, 16, 7, 9, 144, 3, 3), 1, 2, True, "conv_wg"),  # groups
     ((2, 16, 7, 9, 64, 3, 3), 1, 1, True, "conv_mma"),  # 64 output channels: conv_mma's 128 x 64 tiles

@@ -27,7 +27,7 @@ from . import _host
 from ._plans import planned
 from .conv_mma import conv_config, conv_grid, conv_mma, conv_shared_bytes, conv_tiles
 from .conv_wg import conv_wg, conv_wg_config, conv_wg_grid, conv_wg_shared_bytes
-from .conv_ws import conv_ws, conv_ws_config, conv_ws_geometry, conv_ws_shared_bytes
+from .conv_ws import conv_ws, conv_ws_config, conv_ws_geometry, conv_ws_runs, conv_ws_shared_bytes
 from .elementwise import _launch_binary, _launch_unary
 from .gemm import ACTIVATIONS, _launch_gemm
 from .gemm_wg import runs_warpgroups
@@ -731,14 +731,14 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
                     bias, act, _host.view(out, lambda a: a.reshape(n_pix, c_out)), (n_pix, c_out, c_in), dt,
                     backend, True)
         return True
-    if nhwc and groups == 1 and (sh, sw) == (1, 1) and c_out > 64 and runs_roles(traits.profile):
-        ws = conv_ws_config(h_out, w_out)
+    if nhwc and conv_ws_runs((sh, sw), groups, wd) and c_out > 64 and runs_roles(traits.profile):
+        ws = conv_ws_config(h_out, w_out, sw)
         if conv_ws_shared_bytes(ws) <= (traits.shared_limit or float("inf")):  # Hopper: input boxes by tile copies
             grid, group = conv_ws_geometry(ws, n, h_out, w_out, c_out)
             conv_ws.variant(T=dt, ACT=act, **ws).launch(
-                x, w, w if bias is None else bias, w if residual is None else residual, out, n, c_in, h, wd, c_out,
-                kh, kw, ph, pw, dh, dw, h_out, w_out, int(bias is not None), int(residual is not None), grid=grid,
-                group=group, backend=backend)
+                x, w, w if bias is None else bias, w if residual is None else residual, out, n, c_in, h, wd // sw,
+                c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, int(bias is not None), int(residual is not None),
+                grid=grid, group=group, backend=backend)
             return True
     if geo is None:
         return False

@@ -10,13 +10,15 @@ The activations need no gather: each consumer's 64 pixels are a *patch* of PH x 
 by (ky dh - ph, kx dw - pw), one box of the (N, H, W, C_in) tensor: a tile copy with outer axes
 (``copy_tile`` of rank 4), whose hardware zero-fills what lies outside the image (the padding) and past the
 channels.  The weight (C_out, KH, KW, C_in) gives each step's BN x 64 panel the same way, zeros past the
-channels (not the next tap's weights).  Patches
-tile every image (those reaching past its edge store only what is inside it); conv1d is the case H = 1, PW
-= 64.  The epilogue stages the accumulators in f32 and adds bias and residual, applies the activation and
-rounds once (conv_mma.py's ``store_nhwc``), in channels-last order.
+channels (not the next tap's weights).  Patches tile every image (those reaching past its edge store only what
+is inside it); conv1d is the case H = 1, PW = 64.  At stride 2 along W the input is seen as (N, H, W / 2, 2,
+C_in): a patch row's input pixels for one tap are every other column from one parity, a box of rank 5, one per
+patch row (any stride along H).  The epilogue stages the accumulators in f32 and adds bias and residual,
+applies the activation and rounds once (conv_mma.py's ``store_nhwc``), in channels-last order.
 
 Only CUDA sm_90 runs ``mma_wg`` and the tile copies in hardware; the interpreter runs it too (its tests run on
-the CPU), and the host (``conv.conv2d``) takes it on Hopper for stride 1, one group and channels-last output.
+the CPU), and the host (``conv.conv2d``) takes it on Hopper for one group and channels-last output at stride 1,
+or 2 along an even W.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from .gemm_wg import WG_SHARED_LIMIT
 from .gemm_ws import (BLOCK, RELEASES, WS_BK, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, free_slot, full_slot,
                       tile_at)
 
-__all__ = ["PATCH_WIDTHS", "conv_ws", "conv_ws_config", "conv_ws_geometry", "conv_ws_shared_bytes", "patch_width"]
+__all__ = ["PATCH_WIDTHS", "conv_ws", "conv_ws_config", "conv_ws_geometry", "conv_ws_runs", "conv_ws_shared_bytes",
+           "patch_width"]
 
 #: A patch's widths in output pixels (its height is 64 / width): 8 x 8 up to 1 x 64 (conv1d's).
 PATCH_WIDTHS = (8, 16, 32, 64)
@@ -88,16 +91,18 @@ def store_patch(y, bias, res, stage, sbase, ld, width, img, oh0, ow0, r0, col0, 
                        (img * h_out + oh) * w_out + ow, col, n_pix, c_out, c_out, 0, has_bias, has_res, act)
 
 
-@kernel(variants(T=[f16, bf16], BN=[128, 256], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), ACT=list(ACTIVATIONS),
-                 where=[ws_conv_fits]))
-def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd: int,
-            c_out: int, kh: int, kw: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int, has_bias: int,
-            has_res: int):
-    """y = act(conv2d(x, w) + bias + res) at stride 1 on warp roles and tile copies (docs/std/conv.md).
+@kernel(variants(T=[f16, bf16], BN=[128, 256], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
+                 ACT=list(ACTIVATIONS), where=[ws_conv_fits]))
+def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd_s: int,
+            c_out: int, kh: int, kw: int, sh: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
+            has_bias: int, has_res: int):
+    """y = act(conv2d(x, w) + bias + res) on warp roles and tile copies (docs/std/conv.md).
 
-    x (n, h, wd, c_in) channels-last; w (c_out, kh, kw, c_in); y and res (n, h_out, w_out, c_out); bias (c_out)
-    read when has_bias != 0, res when has_res != 0 (else one unread element each).  Stride 1, one group,
-    padding (ph, pw) before (after: h_out, w_out say it), dilation (dh, dw).  Needs c_in % 8 == 0 and every
+    x (n, h, wd_s S, c_in) channels-last; w (c_out, kh, kw, c_in); y and res (n, h_out, w_out, c_out); bias
+    (c_out) read when has_bias != 0, res when has_res != 0 (else one unread element each).  One group; strides
+    (1, 1) when S == 1, (sh, 2) when S == 2 (x's width then even: wd_s = W / 2, x seen as (n, h, wd_s, 2, c_in),
+    one box per patch row); padding (ph, pw) before (after: h_out, w_out say it), dilation (dh, dw).  Needs
+    c_in % 8 == 0 and every
     array 16-byte aligned (tile copies move rows of whole 16-byte chunks), every size < 2**31.  A group of 384
     threads (a producer warpgroup, two consumers) computes output tiles of two patches of 64 / PW x PW pixels
     by BN channels; launch: grid (G 384,) for any G >= 1, group (384,), subgroups of 32 lanes, group g taking
@@ -137,8 +142,16 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
                     kx = tap - ky * kw
                     for j in static_range(2):
                         img, oh0, ow0 = patch_at(2 * tm + j, down, across, PH, PW)
-                        copy_tile(a_s, s * a_stage + j * BLOCK, x, (n, h, wd, c_in),
-                                  (img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, c0), (1, PH, PW, WS_BK), full, s)
+                        if S == 1:  # the patch moved by the tap: one box
+                            copy_tile(a_s, s * a_stage + j * BLOCK, x, (n, h, wd_s, c_in),
+                                      (img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, c0), (1, PH, PW, WS_BK), full, s)
+                        else:  # a box per patch row: input column 2 (ow0 + fx) + rx, parity rx
+                            off = kx * dw - pw
+                            rx = off & 1
+                            for r in static_range(PH):
+                                copy_tile(a_s, s * a_stage + j * BLOCK + r * PW * WS_BK, x, (n, h, wd_s, 2, c_in),
+                                          (img, (oh0 + r) * sh + ky * dh - ph, ow0 + (off - rx) // 2, rx, c0),
+                                          (1, 1, PW, 1, WS_BK), full, s)
                     copy_tile(b_s, s * b_stage, w, (c_out, kh, kw, c_in), (tn * BN, ky, kx, c0), (BN, 1, 1, WS_BK),
                               full, s)
                     barrier_arrive(full, s, bytes=(WS_BM + BN) * WS_BK * T.itemsize)
@@ -185,9 +198,16 @@ def patch_width(h_out: int, w_out: int) -> int:
 WS_CONV_DEFAULT = {"BN": 128, "STAGES": 4}
 
 
-def conv_ws_config(h_out: int, w_out: int) -> dict[str, Any]:
-    """The binding the host runs :data:`conv_ws` with: :data:`WS_CONV_DEFAULT` and :func:`patch_width`."""
-    return {**WS_CONV_DEFAULT, "PW": patch_width(h_out, w_out)}
+def conv_ws_config(h_out: int, w_out: int, stride_w: int = 1) -> dict[str, Any]:
+    """The binding the host runs :data:`conv_ws` with: :data:`WS_CONV_DEFAULT`, :func:`patch_width` and the
+    stride along W."""
+    return {**WS_CONV_DEFAULT, "PW": patch_width(h_out, w_out), "S": stride_w}
+
+
+def conv_ws_runs(stride: tuple[int, int], groups: int, width: int) -> bool:
+    """Whether :data:`conv_ws` computes a convolution of one group with these (sh, sw) strides over an input
+    ``width`` wide: stride 1, or 2 along an even W (and any along H)."""
+    return groups == 1 and (stride == (1, 1) or (stride[1] == 2 and width % 2 == 0))
 
 
 def conv_ws_geometry(binding: dict[str, Any], n: int, h_out: int, w_out: int,

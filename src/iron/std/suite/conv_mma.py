@@ -69,18 +69,24 @@ def _conv_numpy(x, w, bias, res, y, c_in, h, wd, c_out, kw, sh, sw, ph, pw, dh, 
     return (e.value if nchw else e.value.transpose(0, 2, 3, 1)).astype(y.dtype)
 
 
-def _conv_ws_torch(x, w, bias, res, y, n, c_in, h, wd, c_out, kh, kw, ph, pw, dh, dw, h_out, w_out, has_bias,
+def _ws_stride(x, wd_s, sh) -> tuple[int, int]:
+    """conv_ws's strides from its arguments: W / wd_s along W."""
+    return sh, x.shape[2] // wd_s
+
+
+def _conv_ws_torch(x, w, bias, res, y, n, c_in, h, wd_s, c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, has_bias,
                    has_res):
     import torch.nn.functional as F
 
-    out = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), bias if has_bias else None, 1, (ph, pw), (dh, dw))
+    out = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), bias if has_bias else None, _ws_stride(x, wd_s, sh),
+                   (ph, pw), (dh, dw))
     return out.permute(0, 2, 3, 1)
 
 
-def _conv_ws_numpy(x, w, bias, res, y, n, c_in, h, wd, c_out, kh, kw, ph, pw, dh, dw, h_out, w_out, has_bias,
+def _conv_ws_numpy(x, w, bias, res, y, n, c_in, h, wd_s, c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, has_bias,
                    has_res):
     e = grouped(x.transpose(0, 3, 1, 2).astype(np.float32), w.transpose(0, 3, 1, 2).astype(np.float32),
-                bias.astype(np.float32) if has_bias else None, (1, 1), (ph, pw), (dh, dw), 1)
+                bias.astype(np.float32) if has_bias else None, _ws_stride(x, wd_s, sh), (ph, pw), (dh, dw), 1)
     return e.value.transpose(0, 2, 3, 1).astype(y.dtype)
 
 
@@ -105,16 +111,19 @@ def wg_setup(case):
     return _setup(case, None)
 
 
-# Warp roles and tile copies (conv_ws: CUDA sm_90, and the interpreter): stride 1, one group, channels-last.
-# Patches past the image on both axes and channels ending mid-step (40); dilation with asymmetric kernel and
-# padding, a residual; an image one row high (conv1d's patches, 1 x 64) with more channels than a 128-wide
-# tile; 1 x 1 without bias; 8 x 8 patches exactly tiling 16 x 16 (an odd patch count: the last tile's second
-# patch lies past the last image).
+# Warp roles and tile copies (conv_ws: CUDA sm_90, and the interpreter): one group, channels-last, stride 1 or 2
+# along an even W.  Patches past the image on both axes and channels ending mid-step (40); dilation with
+# asymmetric kernel and padding, a residual; an image one row high (conv1d's patches, 1 x 64) with more channels
+# than a 128-wide tile; 1 x 1 without bias; 8 x 8 patches exactly tiling 16 x 16 (an odd patch count: the last
+# tile's second patch lies past the last image); stride 2 (a box per patch row from one column parity) with
+# padding on both sides, and conv1d at stride 2 with dilation.
 WS_SHAPES = [_shape(2, 40, 9, 10, 72, 3, P=1),
              _shape(2, 16, 7, 5, 24, 3, KW=2, P=1, PW=2, DW=2, R=1),
              _shape(2, 24, 1, 70, 136, 1, KW=3, PW=1),
              _shape(1, 32, 5, 6, 16, 1, R=1, B=0),
-             _shape(1, 16, 24, 24, 24, 3, P=1)]
+             _shape(1, 16, 24, 24, 24, 3, P=1),
+             _shape(2, 24, 9, 12, 40, 3, S=2, P=1, R=1),
+             _shape(1, 16, 1, 40, 24, 1, KW=3, S=1, SW=2, PW=2, DW=2)]
 WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
                {"T": bf16, "ACT": "relu", "BN": 256, "STAGES": 3},
                {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6}]
@@ -129,20 +138,20 @@ def ws_setup(case):
     has_res = s.get("R", 0)
     n, c, co, kh, kw = g["N"], g["C"], g["CO"], g["KH"], g["KW"]
     ho, wo = g["HO"], g["WO"]
-    pad, dil = (g["PH"], g["PW"]), (g["DH"], g["DW"])
-    binding = {"PW": patch_width(ho, wo)}
+    stride, pad, dil = (g["SH"], g["SW"]), (g["PH"], g["PW"]), (g["DH"], g["DW"])
+    binding = {"PW": patch_width(ho, wo), "S": g["SW"]}
     grid, group = conv_ws_geometry({"BN": case["BN"], **binding}, n, ho, wo, co)
 
     def oracle(x, w, bias, res, y, *_):
-        e = grouped(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), bias if g["B"] else None, (1, 1), pad, dil, 1)
+        e = grouped(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), bias if g["B"] else None, stride, pad, dil, 1)
         value, scale = e.value.transpose(0, 2, 3, 1), e.scale.transpose(0, 2, 3, 1)
         if has_res:
             value, scale = value + res, scale + np.abs(res)
         return {"y": Expect(_act64(value, case["ACT"]), scale=scale)}
 
     return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, c), case.randn(co),
-                       case.randn(n, ho, wo, co), case.empty(n, ho, wo, co), n, c, g["H"], g["W"], co, kh, kw, *pad,
-                       *dil, ho, wo, g["B"], has_res],
+                       case.randn(n, ho, wo, co), case.empty(n, ho, wo, co), n, c, g["H"], g["W"] // g["SW"], co, kh,
+                       kw, g["SH"], *pad, *dil, ho, wo, g["B"], has_res],
                  grid=grid, group=group, binding=binding, oracle=oracle,
                  depth=gemm_depth(c * kh * kw + has_res, bool(g["B"]), case["ACT"]),
                  flops=2 * n * ho * wo * co * c * kh * kw, matrix=True)
