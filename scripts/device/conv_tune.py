@@ -49,8 +49,9 @@ def configs() -> dict[str, dict[str, Any]]:
         named[f"WG{bn}_S{stages}_P{pending}"] = {"BN": bn, "STAGES": stages, "PENDING": pending}
     # conv_ws (warp roles, tile copies of input boxes: one group, stride 1 or 2 along an even W): 128 x BN tiles,
     # STAGES buffers; the patch width is the host's (patch_width).
-    for bn, stages in ((128, 4), (128, 5), (128, 6), (256, 3)):
+    for bn, stages in ((128, 4), (128, 5), (128, 6), (256, 3), (64, 4), (64, 6)):
         named[f"WS{bn}_S{stages}"] = {"BN": bn, "STAGES": stages}
+        named[f"WS{bn}_S{stages}_P"] = {"BN": bn, "STAGES": stages, "persistent": True}  # a group per SM
     return named
 
 
@@ -106,13 +107,15 @@ def main(argv: list[str] | None = None) -> int:
                 if not conv_ws_runs((sh, s), groups, wd):
                     continue  # conv_ws: one group, stride 1 or 2 along an even W
                 cfg = {**cfg, "PW": patch_width(h_out, w_out), "S": s}
+                sms = torch.cuda.get_device_properties(0).multi_processor_count if cfg.pop("persistent", False) \
+                    else None
             for nchw in ((0, 1) if args.nchw and not name.startswith("WS") else (0,)):
                 y = torch.full((n, co, h_out, w_out) if nchw else (n, h_out, w_out, co), float("nan"), device="cuda",
                                dtype=tdt)
                 wg = name.startswith("WG")
                 if name.startswith("WS"):
                     kern = conv_ws.variant(T=dt, ACT="none", **cfg)
-                    grid, group = conv_ws_geometry(cfg, n, h_out, w_out, co)
+                    grid, group = conv_ws_geometry(cfg, n, h_out, w_out, co, sms)
 
                     def run() -> None:
                         kern.launch(x_nhwc, w_nhwc, unread, unread, y, n, c, h, wd // s, co, kh, kw, sh, ph, p, 1, 1,

@@ -19,7 +19,8 @@ from iron.std.suite import conv_mma as CS
 
 BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8, "S": 1},
             {"T": f16, "ACT": "relu", "BN": 256, "STAGES": 3, "PW": 64, "S": 1},
-            {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "PW": 16, "S": 2}]
+            {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "PW": 16, "S": 2},
+            {"T": f16, "ACT": "none", "BN": 64, "STAGES": 6, "PW": 32, "S": 1}]
 
 MUTANTS = {
     # the taps' rows and columns exchanged (a transposed kernel)
@@ -57,7 +58,8 @@ def test_unmutated_copy_passes(tmp_path: Path, seed):
     assert_rows_pass(mutant_rows("std/conv_mma/ws", edited_module(W, tmp_path).conv_ws, seed), seed)
 
 
-@pytest.mark.parametrize("binding", BINDINGS, ids=["bf16-128-s4-pw8", "f16-256-s3-pw64", "bf16-128-s6-pw16"])
+@pytest.mark.parametrize("binding", BINDINGS, ids=["bf16-128-s4-pw8", "f16-256-s3-pw64", "bf16-128-s6-pw16-stride2",
+                                               "f16-64-s6-pw32"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: 168 registers at the launch bounds, the roles' budgets kept (no C7507), the multiplies a
     pipeline (no C7515), no stack or spills; each input and weight box is one 4-d tile copy."""
@@ -108,7 +110,8 @@ def test_patch_width_covers_the_image_with_the_fewest_pixels_past_it(h_out, w_ou
     ((2, 16, 7, 10, 72, 3, 3), 2, 1, True, "conv_ws"),  # over an even W: a box per patch row
     ((2, 16, 7, 9, 72, 3, 3), 1, 1, False, "conv_wg"),  # NCHW output: conv_wg's index map
     ((2, 16, 7, 9, 144, 3, 3), 1, 2, True, "conv_wg"),  # groups
-    ((2, 16, 7, 9, 64, 3, 3), 1, 1, True, "conv_mma"),  # 64 output channels: conv_mma's 128 x 64 tiles
+    ((2, 16, 7, 9, 64, 3, 3), 1, 1, True, "conv_ws"),  # 64 output channels: 128 x 64 tiles
+    ((2, 16, 7, 9, 64, 3, 3), 1, 1, False, "conv_mma"),  # NCHW output, 64 channels: conv_mma's 128 x 64 tiles
 ])
 def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, stride, groups, nhwc, kernel):
     """conv2d on a device with warp roles, tile copies and wgmma (lent to the interpreter, which runs all three
@@ -134,4 +137,6 @@ def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, 
         want = CS._act64(CS.grouped(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), (stride,) * 2,
                                     (1, 1), (1, 1), groups).value + res, "relu")
     assert [name for name, _ in launched] == [kernel]
+    if kernel == "conv_ws":
+        assert launched[0][1]["BN"] == (64 if co <= 64 else 128) and launched[0][1]["S"] == stride
     assert np.abs(got.astype(np.float64) - want).max() < 2 ** -8 * np.abs(want).max()

@@ -731,8 +731,8 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
                     bias, act, _host.view(out, lambda a: a.reshape(n_pix, c_out)), (n_pix, c_out, c_in), dt,
                     backend, True)
         return True
-    if nhwc and conv_ws_runs((sh, sw), groups, wd) and c_out > 64 and runs_roles(traits.profile):
-        ws = conv_ws_config(h_out, w_out, sw)
+    if nhwc and conv_ws_runs((sh, sw), groups, wd) and runs_roles(traits.profile):
+        ws = conv_ws_config(h_out, w_out, c_out, sw)
         if conv_ws_shared_bytes(ws) <= (traits.shared_limit or float("inf")):  # Hopper: input boxes by tile copies
             grid, group = conv_ws_geometry(ws, n, h_out, w_out, c_out)
             conv_ws.variant(T=dt, ACT=act, **ws).launch(

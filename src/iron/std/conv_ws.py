@@ -91,7 +91,7 @@ def store_patch(y, bias, res, stage, sbase, ld, width, img, oh0, ow0, r0, col0, 
                        (img * h_out + oh) * w_out + ow, col, n_pix, c_out, c_out, 0, has_bias, has_res, act)
 
 
-@kernel(variants(T=[f16, bf16], BN=[128, 256], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
+@kernel(variants(T=[f16, bf16], BN=[128, 256, 64], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
                  ACT=list(ACTIVATIONS), where=[ws_conv_fits]))
 def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd_s: int,
             c_out: int, kh: int, kw: int, sh: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
@@ -198,10 +198,10 @@ def patch_width(h_out: int, w_out: int) -> int:
 WS_CONV_DEFAULT = {"BN": 128, "STAGES": 4}
 
 
-def conv_ws_config(h_out: int, w_out: int, stride_w: int = 1) -> dict[str, Any]:
-    """The binding the host runs :data:`conv_ws` with: :data:`WS_CONV_DEFAULT`, :func:`patch_width` and the
-    stride along W."""
-    return {**WS_CONV_DEFAULT, "PW": patch_width(h_out, w_out), "S": stride_w}
+def conv_ws_config(h_out: int, w_out: int, c_out: int, stride_w: int = 1) -> dict[str, Any]:
+    """The binding the host runs :data:`conv_ws` with: :data:`WS_CONV_DEFAULT` (64-wide tiles for at most 64
+    output channels), :func:`patch_width` and the stride along W."""
+    return {**WS_CONV_DEFAULT, "PW": patch_width(h_out, w_out), "S": stride_w, **({"BN": 64} if c_out <= 64 else {})}
 
 
 def conv_ws_runs(stride: tuple[int, int], groups: int, width: int) -> bool:
@@ -210,10 +210,11 @@ def conv_ws_runs(stride: tuple[int, int], groups: int, width: int) -> bool:
     return groups == 1 and (stride == (1, 1) or (stride[1] == 2 and width % 2 == 0))
 
 
-def conv_ws_geometry(binding: dict[str, Any], n: int, h_out: int, w_out: int,
-                     c_out: int) -> tuple[tuple[int], tuple[int]]:
-    """(grid, group) of :data:`conv_ws`: one group per output tile (two patches by BN channels)."""
+def conv_ws_geometry(binding: dict[str, Any], n: int, h_out: int, w_out: int, c_out: int,
+                     groups: int | None = None) -> tuple[tuple[int], tuple[int]]:
+    """(grid, group) of :data:`conv_ws`: one group per output tile (two patches by BN channels), or ``groups``
+    groups (at most one per tile) that each loop over every ``groups``-th tile."""
     pw_ = binding["PW"]
     patches = n * _host.ceil_div(h_out, 64 // pw_) * _host.ceil_div(w_out, pw_)
     tiles = _host.ceil_div(patches, 2) * _host.ceil_div(c_out, binding["BN"])
-    return (max(1, tiles) * WS_THREADS,), (WS_THREADS,)
+    return (max(1, tiles if groups is None else min(tiles, groups)) * WS_THREADS,), (WS_THREADS,)
