@@ -16,5 +16,5 @@ cd scripts/device
 export PYTHONPATH=/tmp/site:../../src:.
 timeout 240 python3 conv_tune.py --reps 5 --shapes resnet_64_56 resnet_128_s2 resnet_256_14 resnet_512_7 \
   unet_320_64 conv1d_512_4096 whisper_80_384 whisper_384_s2 resnet_1x1_256_1024 \
-  --configs WS128_S4 WS256_S3 WS128_S6 WG128_S4_P1 WG256_S4_P1 2>&1 \
+  --configs WS128_S4 WS128_S4_P WS256_S3 WS64_S4 WG128_S4_P1 WG256_S4_P1 2>&1 \
   | tee "$out/conv_ws.jsonl" | cut -c1-250
