@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 cfg = {**cfg, "PW": patch_width(h_out, w_out), "S": s}
                 sms = torch.cuda.get_device_properties(0).multi_processor_count if cfg.pop("persistent", False) \
                     else None
-            for nchw in ((0, 1) if args.nchw and not name.startswith("WS") else (0,)):
+            for nchw in ((0, 1) if args.nchw else (0,)):
                 y = torch.full((n, co, h_out, w_out) if nchw else (n, h_out, w_out, co), float("nan"), device="cuda",
                                dtype=tdt)
                 wg = name.startswith("WG")
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
                     def run() -> None:
                         kern.launch(x_nhwc, w_nhwc, unread, unread, y, n, c, h, wd // s, co, kh, kw, sh, ph, p, 1, 1,
-                                    h_out, w_out, 0, 0, grid=grid, group=group, backend="cuda")
+                                    h_out, w_out, nchw, 0, 0, grid=grid, group=group, backend="cuda")
                 else:
                     kern = (conv_wg if wg else conv_mma).variant(T=dt, ACT="none", **cfg)
                     grid, group = (conv_wg_grid if wg else conv_grid)(cfg, n_pix, co // groups, groups)

@@ -31,13 +31,15 @@ MUTANTS = {
     # the channels' last partial K step dropped
     "drops_channel_tail": [("chunks = (c_in + WS_BK - 1) // WS_BK", "chunks = c_in // WS_BK")],
     # patch rows taken as 8 pixels wide whatever the patch's width
-    "patch_rows_of_eight": [("oh = oh0 + r // pw_\n        ow = ow0 + r % pw_",
-                             "oh = oh0 + r // 8\n        ow = ow0 + r % 8")],
+    "patch_rows_of_eight": [("oh = oh0 + r // pw_\n            ow = ow0 + r % pw_",
+                             "oh = oh0 + r // 8\n            ow = ow0 + r % 8")],
     # both consumer warpgroups store the first patch
     "one_patch_stored": [("patch_at(2 * tm + wg, down, across, PH, PW)", "patch_at(2 * tm, down, across, PH, PW)")],
     # a consumer releases the slot its multiply still reads
     "releases_running_slot": [("lane_id() == 0:\n                    barrier_arrive(empty, (step - 1)",
                                "lane_id() == 0:\n                    barrier_arrive(empty, (step)")],
+    # NCHW: the 8 pixels always stored as one vector, even past the row's end
+    "nchw_runs_whole": [("if ow + 8 <= w_out and at_y % 8 == 0:", "if at_y % 8 == 0:")],
     # pixels past the image's right edge stored into the next row
     "stores_past_the_edge": [("if mine and img < n and oh < h_out and ow < w_out:",
                               "if mine and img < n and oh < h_out:")],
@@ -108,14 +110,15 @@ def test_patch_width_covers_the_image_with_the_fewest_pixels_past_it(h_out, w_ou
     ((2, 16, 7, 9, 72, 3, 3), 1, 1, True, "conv_ws"),
     ((2, 16, 7, 9, 72, 3, 3), 2, 1, True, "conv_wg"),  # stride 2 over an odd W: the gather
     ((2, 16, 7, 10, 72, 3, 3), 2, 1, True, "conv_ws"),  # over an even W: a box per patch row
-    ((2, 16, 7, 9, 72, 3, 3), 1, 1, False, "conv_wg"),  # NCHW output: conv_wg's index map
+    ((2, 16, 7, 9, 72, 3, 3), 1, 1, False, "conv_ws"),  # NCHW: x to channels-last, NCHW stores
     ((2, 16, 7, 9, 144, 3, 3), 1, 2, True, "conv_wg"),  # groups
     ((2, 16, 7, 9, 64, 3, 3), 1, 1, True, "conv_ws"),  # 64 output channels: 128 x 64 tiles
-    ((2, 16, 7, 9, 64, 3, 3), 1, 1, False, "conv_mma"),  # NCHW output, 64 channels: conv_mma's 128 x 64 tiles
+    ((2, 16, 7, 9, 64, 3, 3), 2, 1, False, "conv_mma"),  # stride 2 over an odd W, 64 channels: 128 x 64 tiles
 ])
 def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, stride, groups, nhwc, kernel):
     """conv2d on a device with warp roles, tile copies and wgmma (lent to the interpreter, which runs all three
-    kernels) launches conv_ws at stride 1 with one group and channels-last output, and matches float64."""
+    kernels) launches conv_ws with one group at stride 1 (or 2 along an even W), either layout, and matches
+    float64."""
     monkeypatch.setattr(C, "runs_roles", lambda profile: True)
     monkeypatch.setattr(C, "runs_warpgroups", lambda profile: True)
     launched = spy_on_kernels(monkeypatch, C, "conv_ws", "conv_wg", "conv_mma")

@@ -702,9 +702,9 @@ def _passes_after(out: Any, residual: Any, act: str, backend: str | None) -> Any
 
 def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: bool, geometry: tuple[int, ...],
             groups: int, act: str, backend: str | None) -> bool:
-    """Run the convolution as an implicit GEMM (conv_ws.py on Hopper at stride 1 with one group and channels-last
-    output, conv_wg.py on Hopper otherwise, conv_mma.py elsewhere) when the dtype, the channels, the device and
-    the alignment allow; False (nothing launched) otherwise.  A group of at most 64
+    """Run the convolution as an implicit GEMM (conv_ws.py on Hopper with one group at stride 1 or 2 along an even
+    W, conv_wg.py on Hopper otherwise, conv_mma.py elsewhere) when the dtype, the channels, the device and the
+    alignment allow; False (nothing launched) otherwise.  A group of at most 64
     output channels stays on conv_mma's 128 x 64 tiles on Hopper too (conv_wg's are 128 channels wide).  NCHW
     input goes to channels-last through batched transposes (x and, past 1 x 1, w); the kernel writes NCHW
     output by its index map.  A channels-last 1 x 1 convolution at stride 1 without padding, groups or
@@ -731,16 +731,11 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
                     bias, act, _host.view(out, lambda a: a.reshape(n_pix, c_out)), (n_pix, c_out, c_in), dt,
                     backend, True)
         return True
-    if nhwc and conv_ws_runs((sh, sw), groups, wd) and runs_roles(traits.profile):
-        ws = conv_ws_config(h_out, w_out, c_out, sw)
-        if conv_ws_shared_bytes(ws) <= (traits.shared_limit or float("inf")):  # Hopper: input boxes by tile copies
-            grid, group = conv_ws_geometry(ws, n, h_out, w_out, c_out)
-            conv_ws.variant(T=dt, ACT=act, **ws).launch(
-                x, w, w if bias is None else bias, w if residual is None else residual, out, n, c_in, h, wd // sw,
-                c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, int(bias is not None), int(residual is not None),
-                grid=grid, group=group, backend=backend)
-            return True
-    if geo is None:
+    ws = conv_ws_config(h_out, w_out, c_out, sw) if conv_ws_runs((sh, sw), groups, wd) and \
+        runs_roles(traits.profile) else None
+    if ws is not None and conv_ws_shared_bytes(ws) > (traits.shared_limit or float("inf")):
+        ws = None
+    if geo is None and ws is None:
         return False
     if not nhwc:
         if c_in > 1 and h * wd > 1:
@@ -751,6 +746,13 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
             w_t = _host.empty_like(w, (c_out, kh, kw, cin_g))
             _launch_transpose(w, w_t, c_out, cin_g, kh * kw, backend)
             w = w_t
+    if ws is not None:  # Hopper: the input's taps as boxes by tile copies, warp roles
+        grid, group = conv_ws_geometry(ws, n, h_out, w_out, c_out)
+        conv_ws.variant(T=dt, ACT=act, **ws).launch(
+            x, w, w if bias is None else bias, w if residual is None else residual, out, n, c_in, h, wd // sw, c_out,
+            kh, kw, sh, ph, pw, dh, dw, h_out, w_out, int(not nhwc), int(bias is not None), int(residual is not None),
+            grid=grid, group=group, backend=backend)
+        return True
     kern.variant(T=dt, ACT=act, **cfg).launch(
         x, w, w if bias is None else bias, w if residual is None else residual, out, c_in, h, wd, c_out, kw, sh,
         sw, ph, pw, dh, dw, h_out, w_out, n_pix, kh * kw, cin_g, cout_g, int(not nhwc), int(bias is not None),

@@ -14,11 +14,11 @@ channels (not the next tap's weights).  Patches tile every image (those reaching
 is inside it); conv1d is the case H = 1, PW = 64.  At stride 2 along W the input is seen as (N, H, W / 2, 2,
 C_in): a patch row's input pixels for one tap are every other column from one parity, a box of rank 5, one per
 patch row (any stride along H).  The epilogue stages the accumulators in f32 and adds bias and residual,
-applies the activation and rounds once (conv_mma.py's ``store_nhwc``), in channels-last order.
+applies the activation and rounds once (conv_mma.py's ``store_nhwc``), in channels-last order, or NCHW's (8
+pixels of a patch row per lane).
 
 Only CUDA sm_90 runs ``mma_wg`` and the tile copies in hardware; the interpreter runs it too (its tests run on
-the CPU), and the host (``conv.conv2d``) takes it on Hopper for one group and channels-last output at stride 1,
-or 2 along an even W.
+the CPU), and the host (``conv.conv2d``) takes it on Hopper for one group at stride 1, or 2 along an even W.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
-from iron.lang import (async_barriers, barrier_arrive, frag_acc, frag_store, group_id, lane_id, mma_wg, mma_wg_wait,
-                       num_groups, role_barrier, shared, simd_group_id, simd_size, static_range, thread_id,
-                       warp_roles, copy_tile)
+from iron.lang import (async_barriers, barrier_arrive, cast, copy_tile, frag_acc, frag_store, group_id, lane_id, local,
+                       mma_wg, mma_wg_wait, num_groups, role_barrier, shared, simd_group_id, simd_size, static_range,
+                       thread_id, vec, warp_roles)
 
 from . import _host
 from .conv_mma import store_nhwc
-from .gemm import ACTIVATIONS
+from .gemm import ACTIVATIONS, activate
 from .gemm_wg import WG_SHARED_LIMIT
 from .gemm_ws import (BLOCK, RELEASES, WS_BK, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, free_slot, full_slot,
                       tile_at)
@@ -74,31 +74,68 @@ def patch_at(p, down, across, ph_, pw_):
 
 
 @func
-def store_patch(y, bias, res, stage, sbase, ld, width, img, oh0, ow0, r0, col0, n, h_out, w_out, c_out, has_bias,
-                has_res, act, mine, pw_):
+def store_patch(y, bias, res, stage, sbase, ld, width, img, oh0, ow0, r0, col0, n, h_out, w_out, c_out, nchw,
+                has_bias, has_res, act, mine, pw_):
     """Output channels col0 .. col0+width-1 of the patch's rows r0 .. r0+15 (pixel (oh0 + r / PW, ow0 + r % PW)
-    of image ``img``) from one subgroup's staged f32 sums at stage[sbase ..] (rows ``ld`` apart): lanes take 8
-    channels of a pixel, skipping pixels outside the image and channels past c_out (all of it unless ``mine``)."""
-    chunks = width // 8
+    of image ``img``) from one subgroup's staged f32 sums at stage[sbase ..] (rows ``ld`` apart), skipping pixels
+    outside the image and channels past c_out (all of it unless ``mine``).  Channels-last: lanes take 8 channels
+    of a pixel; NCHW (``nchw`` != 0): 8 pixels of a channel, consecutive in a patch row (PW >= 8)."""
     n_pix = n * h_out * w_out
-    for task in range(lane_id(), 16 * chunks, simd_size()):
-        r = r0 + task // chunks
-        oh = oh0 + r // pw_
-        ow = ow0 + r % pw_
-        col = col0 + (task % chunks) * 8
-        if mine and img < n and oh < h_out and ow < w_out:
-            store_nhwc(y, bias, res, stage, sbase + (task // chunks) * ld + (task % chunks) * 8,
-                       (img * h_out + oh) * w_out + ow, col, n_pix, c_out, c_out, 0, has_bias, has_res, act)
+    if nchw != 0:
+        for task in range(lane_id(), width * 2, simd_size()):
+            c = task % width
+            rb = (task // width) * 8
+            r = r0 + rb
+            if mine and img < n and oh0 + r // pw_ < h_out and col0 + c < c_out:
+                store_row_nchw(y, bias, res, stage, sbase + rb * ld + c, ld, img, oh0 + r // pw_, ow0 + r % pw_,
+                               col0 + c, h_out, w_out, c_out, has_bias, has_res, act)
+    else:
+        chunks = width // 8
+        for task in range(lane_id(), 16 * chunks, simd_size()):
+            r = r0 + task // chunks
+            oh = oh0 + r // pw_
+            ow = ow0 + r % pw_
+            col = col0 + (task % chunks) * 8
+            if mine and img < n and oh < h_out and ow < w_out:
+                store_nhwc(y, bias, res, stage, sbase + (task // chunks) * ld + (task % chunks) * 8,
+                           (img * h_out + oh) * w_out + ow, col, n_pix, c_out, c_out, 0, has_bias, has_res, act)
+
+
+@func
+def store_row_nchw(y, bias, res, stage, at, ld, img, oh, ow, co, h_out, w_out, c_out, has_bias, has_res, act):
+    """Pixels (oh, ow .. ow+7) of channel co of image img from staged f32 sums (``ld`` apart): + bias +
+    residual, activation, one rounding; one 16-byte store when all 8 lie inside the row and start 16-byte
+    aligned, else element by element up to the row's end."""
+    b = 0.0
+    if has_bias != 0:
+        b = f32(bias[co])
+    part = local(f32, 8)
+    for e in static_range(8):
+        part[e] = stage[at + e * ld] + b
+    at_y = ((img * c_out + co) * h_out + oh) * w_out + ow
+    if ow + 8 <= w_out and at_y % 8 == 0:
+        v = vec(part[0], part[1], part[2], part[3], part[4], part[5], part[6], part[7])
+        if has_res != 0:
+            v = v + f32(res.load(at_y, width=8))
+        y.store(at_y, cast(activate(v, act), y.dtype))
+    else:
+        for e in static_range(8):
+            if ow + e < w_out:
+                t = part[e]
+                if has_res != 0:
+                    t = t + f32(res[at_y + e])
+                y[at_y + e] = cast(activate(t, act), y.dtype)
 
 
 @kernel(variants(T=[f16, bf16], BN=[128, 256, 64], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
                  ACT=list(ACTIVATIONS), where=[ws_conv_fits]))
 def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd_s: int,
             c_out: int, kh: int, kw: int, sh: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
-            has_bias: int, has_res: int):
+            nchw: int, has_bias: int, has_res: int):
     """y = act(conv2d(x, w) + bias + res) on warp roles and tile copies (docs/std/conv.md).
 
-    x (n, h, wd_s S, c_in) channels-last; w (c_out, kh, kw, c_in); y and res (n, h_out, w_out, c_out); bias
+    x (n, h, wd_s S, c_in) channels-last; w (c_out, kh, kw, c_in); y and res (n, h_out, w_out, c_out), or
+    (n, c_out, h_out, w_out) when nchw != 0 (then PW >= 8); bias
     (c_out) read when has_bias != 0, res when has_res != 0 (else one unread element each).  One group; strides
     (1, 1) when S == 1, (sh, 2) when S == 2 (x's width then even: wd_s = W / 2, x seen as (n, h, wd_s, 2, c_in),
     one box per patch row); padding (ph, pw) before (after: h_out, w_out say it), dilation (dh, dw).  Needs
@@ -181,7 +218,7 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
                     frag_store(stage, sbase, LD, acc)
                 role_barrier()
                 store_patch(y, bias, res, stage, sbase, LD, BN, img, oh0, ow0, (sg % 4) * 16, tn * BN, n, h_out,
-                            w_out, c_out, has_bias, has_res, ACT, turn == t, PW)
+                            w_out, c_out, nchw, has_bias, has_res, ACT, turn == t, PW)
                 role_barrier()
 
 

@@ -74,20 +74,20 @@ def _ws_stride(x, wd_s, sh) -> tuple[int, int]:
     return sh, x.shape[2] // wd_s
 
 
-def _conv_ws_torch(x, w, bias, res, y, n, c_in, h, wd_s, c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, has_bias,
-                   has_res):
+def _conv_ws_torch(x, w, bias, res, y, n, c_in, h, wd_s, c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, nchw,
+                   has_bias, has_res):
     import torch.nn.functional as F
 
     out = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), bias if has_bias else None, _ws_stride(x, wd_s, sh),
                    (ph, pw), (dh, dw))
-    return out.permute(0, 2, 3, 1)
+    return out if nchw else out.permute(0, 2, 3, 1)
 
 
-def _conv_ws_numpy(x, w, bias, res, y, n, c_in, h, wd_s, c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, has_bias,
-                   has_res):
+def _conv_ws_numpy(x, w, bias, res, y, n, c_in, h, wd_s, c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, nchw,
+                   has_bias, has_res):
     e = grouped(x.transpose(0, 3, 1, 2).astype(np.float32), w.transpose(0, 3, 1, 2).astype(np.float32),
                 bias.astype(np.float32) if has_bias else None, _ws_stride(x, wd_s, sh), (ph, pw), (dh, dw), 1)
-    return e.value.transpose(0, 2, 3, 1).astype(y.dtype)
+    return (e.value if nchw else e.value.transpose(0, 2, 3, 1)).astype(y.dtype)
 
 
 @test_kernel(conv_mma, shapes={"vulkan": VULKAN, "*": SHAPES}, bindings=BINDINGS[:1], name="std/conv_mma/mma")
@@ -116,14 +116,17 @@ def wg_setup(case):
 # asymmetric kernel and padding, a residual; an image one row high (conv1d's patches, 1 x 64) with more channels
 # than a 128-wide tile; 1 x 1 without bias; 8 x 8 patches exactly tiling 16 x 16 (an odd patch count: the last
 # tile's second patch lies past the last image); stride 2 (a box per patch row from one column parity) with
-# padding on both sides, and conv1d at stride 2 with dilation.
+# padding on both sides, and conv1d at stride 2 with dilation; NCHW output with rows of 13 (8-pixel runs cut
+# by the row's end, unaligned) and a residual, and with rows of 16 (whole aligned runs) past a 128-wide tile.
 WS_SHAPES = [_shape(2, 40, 9, 10, 72, 3, P=1),
              _shape(2, 16, 7, 5, 24, 3, KW=2, P=1, PW=2, DW=2, R=1),
              _shape(2, 24, 1, 70, 136, 1, KW=3, PW=1),
              _shape(1, 32, 5, 6, 16, 1, R=1, B=0),
              _shape(1, 16, 24, 24, 24, 3, P=1),
              _shape(2, 24, 9, 12, 40, 3, S=2, P=1, R=1),
-             _shape(1, 16, 1, 40, 24, 1, KW=3, S=1, SW=2, PW=2, DW=2)]
+             _shape(1, 16, 1, 40, 24, 1, KW=3, S=1, SW=2, PW=2, DW=2),
+             _shape(2, 16, 7, 13, 24, 3, P=1, O=1, R=1),
+             _shape(1, 16, 8, 16, 136, 3, P=1, O=1)]
 WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
                {"T": bf16, "ACT": "relu", "BN": 256, "STAGES": 3},
                {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6},
@@ -136,23 +139,26 @@ WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
 def ws_setup(case):
     g = geometry(case)
     s = dict(case.shape)
-    has_res = s.get("R", 0)
+    has_res, nchw = s.get("R", 0), s.get("O", 0)
     n, c, co, kh, kw = g["N"], g["C"], g["CO"], g["KH"], g["KW"]
     ho, wo = g["HO"], g["WO"]
+    out_shape = (n, co, ho, wo) if nchw else (n, ho, wo, co)
     stride, pad, dil = (g["SH"], g["SW"]), (g["PH"], g["PW"]), (g["DH"], g["DW"])
     binding = {"PW": patch_width(ho, wo), "S": g["SW"]}
     grid, group = conv_ws_geometry({"BN": case["BN"], **binding}, n, ho, wo, co)
 
     def oracle(x, w, bias, res, y, *_):
         e = grouped(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), bias if g["B"] else None, stride, pad, dil, 1)
-        value, scale = e.value.transpose(0, 2, 3, 1), e.scale.transpose(0, 2, 3, 1)
+        value, scale = e.value, e.scale
+        if not nchw:
+            value, scale = value.transpose(0, 2, 3, 1), scale.transpose(0, 2, 3, 1)
         if has_res:
             value, scale = value + res, scale + np.abs(res)
         return {"y": Expect(_act64(value, case["ACT"]), scale=scale)}
 
     return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, c), case.randn(co),
-                       case.randn(n, ho, wo, co), case.empty(n, ho, wo, co), n, c, g["H"], g["W"] // g["SW"], co, kh,
-                       kw, g["SH"], *pad, *dil, ho, wo, g["B"], has_res],
+                       case.randn(*out_shape), case.empty(*out_shape), n, c, g["H"], g["W"] // g["SW"], co, kh, kw,
+                       g["SH"], *pad, *dil, ho, wo, nchw, g["B"], has_res],
                  grid=grid, group=group, binding=binding, oracle=oracle,
                  depth=gemm_depth(c * kh * kw + has_res, bool(g["B"]), case["ACT"]),
                  flops=2 * n * ho * wo * co * c * kh * kw, matrix=True)
