@@ -10,7 +10,7 @@ import pytest
 from std_testing import (assert_mutant_caught, assert_rows_pass, compile_for, edited_module, mutant_rows,
                          spy_on_kernels)
 
-from iron import bf16, f16
+from iron import bf16, config, f16
 from iron.codegen.targets import profile
 from iron.core.errors import UnsupportedOnTarget
 from iron.std import conv as C
@@ -106,6 +106,16 @@ def test_patch_width_covers_the_image_with_the_fewest_pixels_past_it(h_out, w_ou
     assert W.patch_width(h_out, w_out) == width
 
 
+def test_conv2d_keeps_the_gather_unless_the_option_is_on(monkeypatch):
+    """conv_ws runs only with the option conv_ws on (off until timed on the GPU): conv_wg otherwise."""
+    monkeypatch.setattr(C, "runs_roles", lambda profile: True)
+    monkeypatch.setattr(C, "runs_warpgroups", lambda profile: True)
+    launched = spy_on_kernels(monkeypatch, C, "conv_ws", "conv_wg", "conv_mma")
+    x = np.ones((1, 6, 6, 16), np.float16)
+    C.conv2d(x, np.ones((72, 3, 3, 16), np.float16), None, 1, 1, backend="interp", layout="NHWC")
+    assert [name for name, _ in launched] == ["conv_wg"]
+
+
 @pytest.mark.parametrize("shape, stride, groups, nhwc, kernel", [
     ((2, 16, 7, 9, 72, 3, 3), 1, 1, True, "conv_ws"),
     ((2, 16, 7, 9, 72, 3, 3), 2, 1, True, "conv_wg"),  # stride 2 over an odd W: the gather
@@ -118,7 +128,8 @@ def test_patch_width_covers_the_image_with_the_fewest_pixels_past_it(h_out, w_ou
 def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, stride, groups, nhwc, kernel):
     """conv2d on a device with warp roles, tile copies and wgmma (lent to the interpreter, which runs all three
     kernels) launches conv_ws with one group at stride 1 (or 2 along an even W), either layout, and matches
-    float64."""
+    float64 (with the option conv_ws on: off until the GPU has timed it)."""
+    config.set_option("conv_ws", True)
     monkeypatch.setattr(C, "runs_roles", lambda profile: True)
     monkeypatch.setattr(C, "runs_warpgroups", lambda profile: True)
     launched = spy_on_kernels(monkeypatch, C, "conv_ws", "conv_wg", "conv_mma")

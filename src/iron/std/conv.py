@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, i32, kernel, u32, variants
+from iron import In, LaunchError, T, Tensor, bf16, config, f16, f32, func, i32, kernel, u32, variants
 from iron.lang import (barrier, group_id, group_size, isfinite, local, num_groups, shared, static_range,
                        thread_id, vec)
 
@@ -731,8 +731,8 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
                     bias, act, _host.view(out, lambda a: a.reshape(n_pix, c_out)), (n_pix, c_out, c_in), dt,
                     backend, True)
         return True
-    ws = conv_ws_config(h_out, w_out, c_out, sw) if conv_ws_runs((sh, sw), groups, wd) and \
-        runs_roles(traits.profile) else None
+    ws = conv_ws_config(h_out, w_out, c_out, sw) if config.get("conv_ws") and conv_ws_runs((sh, sw), groups, wd) \
+        and runs_roles(traits.profile) else None
     if ws is not None and conv_ws_shared_bytes(ws) > (traits.shared_limit or float("inf")):
         ws = None
     if geo is None and ws is None:

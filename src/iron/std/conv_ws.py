@@ -18,7 +18,8 @@ applies the activation and rounds once (conv_mma.py's ``store_nhwc``), in channe
 pixels of a patch row per lane).
 
 Only CUDA sm_90 runs ``mma_wg`` and the tile copies in hardware; the interpreter runs it too (its tests run on
-the CPU), and the host (``conv.conv2d``) takes it on Hopper for one group at stride 1, or 2 along an even W.
+the CPU), and the host (``conv.conv2d``) takes it on Hopper for one group at stride 1, or 2 along an even W,
+with the option ``conv_ws`` on (``IRON_CONV_WS=1``; off until the GPU has checked and timed it).
 """
 
 from __future__ import annotations
