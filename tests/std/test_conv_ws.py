@@ -50,14 +50,22 @@ MUTANTS = {
 }
 
 
+#: The registered shape each mutant runs on: 9 x 10 outputs in 16 x 4 patches (past both edges, channels ending
+#: mid-step); stride 2; NCHW rows of 13.
+MUTANT_SHAPE = {"one_parity": 5, "row_stride_one": 5, "nchw_runs_whole": 7}
+
+
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_mutant_caught(name, tmp_path: Path, seed):
-    assert_mutant_caught("std/conv_mma/ws", edited_module(W, tmp_path, *MUTANTS[name]).conv_ws, seed)
+    assert_mutant_caught("std/conv_mma/ws", edited_module(W, tmp_path, *MUTANTS[name]).conv_ws, seed,
+                         shapes=[CS.WS_SHAPES[MUTANT_SHAPE.get(name, 0)]])
 
 
 def test_unmutated_copy_passes(tmp_path: Path, seed):
     """The mutant machinery itself: an unedited copy passes, so a caught mutant is caught by its edit."""
-    assert_rows_pass(mutant_rows("std/conv_mma/ws", edited_module(W, tmp_path).conv_ws, seed), seed)
+    rows = mutant_rows("std/conv_mma/ws", edited_module(W, tmp_path).conv_ws, seed,
+                       shapes=[CS.WS_SHAPES[i] for i in sorted(set(MUTANT_SHAPE.values()) | {0})])
+    assert_rows_pass(rows, seed)
 
 
 @pytest.mark.parametrize("binding", BINDINGS, ids=["bf16-128-s4-pw8", "f16-256-s3-pw64", "bf16-128-s6-pw16-stride2",
