@@ -6,7 +6,8 @@ channels-last tensors in each configuration (and :data:`iron.std.conv_wg.conv_wg
 :data:`iron.std.conv_ws.conv_ws`'s, ``WS*``), writing NHWC
 (and, with ``--nchw``, PyTorch's NCHW by the epilogue's index map).  Kernel times are CUDA-event medians of
 ``--reps`` runs of ``--batch`` calls back to back (the host hides behind the previous
-kernel).  Iron's output is checked against cuDNN's: the largest
+kernel, unless its launch takes longer), and Iron's kernel time alone from the CUDA profiler (``iron_kernel_us``).
+Iron's output is checked against cuDNN's: the largest
 |difference| over the largest |cuDNN output| must stay under 2**-7 (both round f32 sums of the same products
 once to 16 bits; a wrong tap shows up as O(1)).
 
@@ -20,7 +21,7 @@ import json
 import sys
 from typing import Any
 
-from cuda_events import median_ms
+from cuda_events import kernel_us, median_ms
 
 #: name -> (N, C_in, H, W, C_out, KH, KW, stride, padding, groups): conv1d rows have H = KH = 1.
 SHAPES: dict[str, tuple[int, ...]] = {
@@ -52,6 +53,8 @@ def configs() -> dict[str, dict[str, Any]]:
     for bn, stages in ((128, 4), (128, 5), (128, 6), (256, 3), (64, 4), (64, 6)):
         named[f"WS{bn}_S{stages}"] = {"BN": bn, "STAGES": stages}
         named[f"WS{bn}_S{stages}_P"] = {"BN": bn, "STAGES": stages, "persistent": True}  # a group per SM
+        for width in (8, 16, 32, 64):  # the patch width given, not the host's
+            named[f"WS{bn}_S{stages}_PW{width}"] = {"BN": bn, "STAGES": stages, "PW": width}
     return named
 
 
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             if name.startswith("WS"):
                 if not conv_ws_runs((sh, s), groups, wd):
                     continue  # conv_ws: one group, stride 1 or 2 along an even W
-                cfg = {**cfg, "PW": patch_width(h_out, w_out), "S": s}
+                cfg = {"PW": patch_width(h_out, w_out), **cfg, "S": s}
                 sms = torch.cuda.get_device_properties(0).multi_processor_count if cfg.pop("persistent", False) \
                     else None
             for nchw in ((0, 1) if args.nchw else (0,)):
@@ -134,10 +137,12 @@ def main(argv: list[str] | None = None) -> int:
                 got = (y if nchw else y.permute(0, 3, 1, 2)).float()
                 err = ((got - want).abs().max() / want.abs().max()).item()
                 ms = median_ms(torch, run, args.reps, batch=args.batch)
+                profiled = kernel_us(torch, run, 20)  # the GPU's time alone: a launch slower than its kernel shows
                 ok = err < 2.0 ** -7
                 status |= 0 if ok else 1
                 print(json.dumps({"shape": shape, "config": name, "out": "NCHW" if nchw else "NHWC",
                                   "dtype": args.dtype, "iron_us": round(ms * 1e3, 2),
+                                  "iron_kernel_us": round(profiled, 2),
                                   "cudnn_us": {k: round(v * 1e3, 2) for k, v in ref.items()},
                                   "iron_tflops": round(flops / ms / 1e9, 1),
                                   "cudnn_tflops": round(flops / best / 1e9, 1), "ratio": round(best / ms, 3),
