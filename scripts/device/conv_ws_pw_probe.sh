@@ -1,5 +1,9 @@
+#!/usr/bin/env bash
+# conv_ws at each patch width (8, 16, 32) and with 64-wide tiles beside conv_wg on four ResNet shapes (stride 1
+# and 2): whether the patch's shape sets conv_ws's time.  JSON under $OUT (pw.jsonl).  About 30 seconds warm.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null
-cd scripts/device && export PYTHONPATH=/tmp/site:../../src:. IRON_CACHE_DIR=/tmp/iron-cache
+source scripts/device/device_env.sh
+cd scripts/device
+export PYTHONPATH=/tmp/site:../../src:.
 timeout 150 python3 conv_tune.py --reps 5 --shapes resnet_256_14 resnet_128_s2 resnet_64_56 resnet_512_7 \
-  --configs WS128_S4_PW8 WS128_S4_PW16 WS128_S4_PW32 WS64_S4_PW8 WG128_S4_P1 2>&1 | tee $OUT/pw.jsonl | cut -c1-130
+  --configs WS128_S4_PW8 WS128_S4_PW16 WS128_S4_PW32 WS64_S4_PW8 WG128_S4_P1 2>&1 | tee "$out/pw.jsonl" | cut -c1-130

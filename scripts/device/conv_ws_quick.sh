@@ -3,12 +3,7 @@
 # tile copy corpus cases on the GPU, then four shapes of issue 19 (stride 1 and 2, 1-D and 2-D) with conv_ws beside
 # conv_wg and cuDNN.  JSON under $OUT (conv_ws.jsonl).
 set -uo pipefail
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null; fi
-nvidia-smi --query-gpu=name --format=csv,noheader
-export PYTHONPATH=/tmp/site:src:tests
-export IRON_CACHE_DIR=/tmp/iron-cache
+source scripts/device/device_env.sh
 timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_cuda.py tests/gpu/test_cuda_corpus.py \
   -k "conv_mma/ws or tile_box" -rfE 2>&1 | tail -6
 cd scripts/device

@@ -4,12 +4,7 @@
 # shapes of issue 19 with conv_ws beside conv_wg and cuDNN (kernel times, outputs checked).
 # JSON under $OUT (conv_ws.jsonl).  About 3 minutes.
 set -uo pipefail
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null; fi
-nvidia-smi --query-gpu=name --format=csv,noheader
-export PYTHONPATH=/tmp/site:src:tests
-export IRON_CACHE_DIR=/tmp/iron-cache
+source scripts/device/device_env.sh
 timeout 120 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_cuda.py tests/gpu/test_cuda_corpus.py \
   -k "conv_mma/ws or tile_box" -rfE 2>&1 | tail -8
 cd scripts/device

@@ -5,12 +5,7 @@
 # on the 512-row linear shapes (gemm_tune.py); which TMA stores the GPU takes (tma_store_probe.py).
 # JSON under $OUT (fp8.jsonl, ws512.jsonl, tma_store.jsonl).  About 5 minutes.
 set -uo pipefail
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null; fi
-nvidia-smi --query-gpu=name --format=csv,noheader
-export PYTHONPATH=/tmp/site:src:tests
-export IRON_CACHE_DIR=/tmp/iron-cache
+source scripts/device/device_env.sh
 timeout 90 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_mma.py tests/gpu/test_cuda_corpus.py \
   -k "warpgroup or mma_elementwise or f8 or mma_narrow or tile_copies" -rfE 2>&1 | tail -8
 cd scripts/device

@@ -147,21 +147,27 @@ def ws_setup(case):
     binding = {"PW": patch_width(ho, wo), "S": g["SW"]}
     grid, group = conv_ws_geometry({"BN": case["BN"], **binding}, n, ho, wo, co)
 
+    return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, c), case.randn(co),
+                       case.randn(*out_shape), case.empty(*out_shape), n, c, g["H"], g["W"] // g["SW"], co, kh, kw,
+                       g["SH"], *pad, *dil, ho, wo, nchw, g["B"], has_res],
+                 grid=grid, group=group, binding=binding,
+                 oracle=_oracle(case, g, (stride, pad, dil), 1, nchw, has_res),
+                 depth=gemm_depth(c * kh * kw + has_res, bool(g["B"]), case["ACT"]),
+                 flops=2 * n * ho * wo * co * c * kh * kw, matrix=True)
+
+
+def _oracle(case: Any, g: dict[str, int], window: tuple[Any, Any, Any], groups: int, nchw: int, has_res: int) -> Any:
+    """The float64 oracle of a convolution row: ``window`` = (stride, padding, dilation) pairs; y in NCHW or NHWC,
+    plus the residual, then the activation."""
     def oracle(x, w, bias, res, y, *_):
-        e = grouped(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), bias if g["B"] else None, stride, pad, dil, 1)
+        e = grouped(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), bias if g["B"] else None, *window, groups)
         value, scale = e.value, e.scale
         if not nchw:
             value, scale = value.transpose(0, 2, 3, 1), scale.transpose(0, 2, 3, 1)
         if has_res:
             value, scale = value + res, scale + np.abs(res)
         return {"y": Expect(_act64(value, case["ACT"]), scale=scale)}
-
-    return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, c), case.randn(co),
-                       case.randn(*out_shape), case.empty(*out_shape), n, c, g["H"], g["W"] // g["SW"], co, kh, kw,
-                       g["SH"], *pad, *dil, ho, wo, nchw, g["B"], has_res],
-                 grid=grid, group=group, binding=binding, oracle=oracle,
-                 depth=gemm_depth(c * kh * kw + has_res, bool(g["B"]), case["ACT"]),
-                 flops=2 * n * ho * wo * co * c * kh * kw, matrix=True)
+    return oracle
 
 
 def _setup(case: Any, choose: Any) -> Setup:
@@ -182,19 +188,10 @@ def _setup(case: Any, choose: Any) -> Setup:
         binding = choose(case, cout_g, conv_tiles(n_pix, cout_g, groups))
         grid, group = conv_grid(binding, n_pix, cout_g, groups)
 
-    def oracle(x, w, bias, res, y, *_):
-        e = grouped(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), bias if g["B"] else None, stride, pad, dil,
-                    groups)
-        value, scale = e.value, e.scale
-        if not nchw:
-            value, scale = value.transpose(0, 2, 3, 1), scale.transpose(0, 2, 3, 1)
-        if has_res:
-            value, scale = value + res, scale + np.abs(res)
-        return {"y": Expect(_act64(value, case["ACT"]), scale=scale)}
-
     return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, cin_g), case.randn(co),
                        case.randn(*out_shape), case.empty(*out_shape), c, g["H"], g["W"], co, kw, *stride, *pad,
                        *dil, ho, wo, n_pix, kh * kw, cin_g, cout_g, nchw, g["B"], has_res],
-                 grid=grid, group=group, binding=binding, oracle=oracle,
+                 grid=grid, group=group, binding=binding,
+                 oracle=_oracle(case, g, (stride, pad, dil), groups, nchw, has_res),
                  depth=gemm_depth(cin_g * kh * kw + has_res, bool(g["B"]), case["ACT"]),
                  flops=2 * n_pix * co * cin_g * kh * kw, matrix=True)

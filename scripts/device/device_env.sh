@@ -1,0 +1,9 @@
+# Sourced (from the repository root) by the device scripts that run tests and tuners in one call: $out for their
+# JSON ($OUT, which the device tool brings back), the local wheels (.whl, carried) installed into /tmp/site, the
+# GPU's name, and the source tree, the tests and a module cache on the path.
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null; fi
+nvidia-smi --query-gpu=name --format=csv,noheader
+export PYTHONPATH=/tmp/site:src:tests
+export IRON_CACHE_DIR=/tmp/iron-cache
