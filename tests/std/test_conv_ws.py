@@ -35,9 +35,6 @@ MUTANTS = {
                              "oh = oh0 + r // 8\n            ow = ow0 + r % 8")],
     # both consumer warpgroups store the first patch
     "one_patch_stored": [("patch_at(2 * tm + wg, down, across, PH, PW)", "patch_at(2 * tm, down, across, PH, PW)")],
-    # a consumer releases the slot its multiply still reads
-    "releases_running_slot": [("lane_id() == 0:\n                    barrier_arrive(empty, (step - 1)",
-                               "lane_id() == 0:\n                    barrier_arrive(empty, (step)")],
     # NCHW: the 8 pixels always stored as one vector, even past the row's end
     "nchw_runs_whole": [("if ow + 8 <= w_out and at_y % 8 == 0:", "if at_y % 8 == 0:")],
     # pixels past the image's right edge stored into the next row

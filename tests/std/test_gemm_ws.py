@@ -31,8 +31,8 @@ MUTANTS = {
     # the producer's first lap waits for a release nobody made: the roles hang.
     "first_lap_waits": [("((step // stages) & 1) ^ 1)", "(step // stages) & 1)")],
     # a consumer releases the slot its multiply still reads: the producer refills it under the multiply.
-    "releases_running_slot": [("            if kt > 0 and lane_id() == 0:\n                    barrier_arrive(empty, (step - 1)",
-                               "            if kt > 0 and lane_id() == 0:\n                    barrier_arrive(empty, (step)")],
+    "releases_running_slot": [("    if kt > 0 and lane_id() == 0:\n        barrier_arrive(empty, (step - 1)",
+                               "    if kt > 0 and lane_id() == 0:\n        barrier_arrive(empty, (step)")],
     # the consumers keep a tile's last slot: a persistent group's producer waits for it forever.
     "keeps_last_slot": [("if ktiles > 0 and lane_id() == 0:", "if ktiles < 0 and lane_id() == 0:")],
     # the partial last K step is dropped.

@@ -36,7 +36,7 @@ from .conv_mma import store_nhwc
 from .gemm import ACTIVATIONS, activate
 from .gemm_wg import WG_SHARED_LIMIT
 from .gemm_ws import (BLOCK, RELEASES, WS_BK, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, free_slot, full_slot,
-                      tile_at)
+                      release_behind, release_last, tile_at)
 
 __all__ = ["PATCH_WIDTHS", "conv_ws", "conv_ws_config", "conv_ws_geometry", "conv_ws_runs", "conv_ws_shared_bytes",
            "patch_width"]
@@ -204,13 +204,10 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
                 s = full_slot(full, step, STAGES)
                 acc = mma_wg(a_s, s * a_stage + wg * BLOCK, b_s, s * b_stage, acc, k=WS_BK, b_major="k", b_block=0,
                              pending=1)
-                # One step's multiplies run on: the previous step's retired, so its slot goes back to the producer.
-                if kt > 0 and lane_id() == 0:
-                    barrier_arrive(empty, (step - 1) % STAGES)
+                release_behind(empty, kt, step, STAGES)
                 step += 1
             mma_wg_wait(0)
-            if ktiles > 0 and lane_id() == 0:  # the tile's last slot, before the producer needs it again
-                barrier_arrive(empty, (step - 1) % STAGES)
+            release_last(empty, ktiles, step, STAGES)
             img, oh0, ow0 = patch_at(2 * tm + wg, down, across, PH, PW)
             turn = (sg - WS_ROLES[0] // 32) // PER
             sbase = (sg % PER) * 16 * LD

@@ -31,7 +31,8 @@ from iron.lang import (async_barriers, barrier_arrive, copy_tile, frag_acc, grou
 
 from . import _host
 from .gemm_wg import WG_SHARED_LIMIT, store_acc
-from .gemm_ws import RELEASES, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, free_slot, full_slot, runs_roles, tile_at
+from .gemm_ws import (RELEASES, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, free_slot, full_slot, release_behind,
+                      release_last, runs_roles, tile_at)
 
 #: The output's dtype (bf16 as torch._scaled_mm's usual out_dtype, or f16).
 OUT = TypeVar("OUT")
@@ -108,14 +109,11 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
                     acc = acc + part
                 else:
                     acc = mma_wg(a_s, s * a_stage + wg * 64 * F8_BK, b_s, s * b_stage, acc, k=F8_BK, pending=1)
-                    # One step's multiplies run on: the previous step's retired, so its slot goes back.
-                    if kt > 0 and lane_id() == 0:
-                        barrier_arrive(empty, (step - 1) % STAGES)
+                    release_behind(empty, kt, step, STAGES)
                 step += 1
             if not FOLD:
                 mma_wg_wait(0)
-                if ktiles > 0 and lane_id() == 0:  # the tile's last slot, before the producer needs it again
-                    barrier_arrive(empty, (step - 1) % STAGES)
+                release_last(empty, ktiles, step, STAGES)
             acc = acc * scale
             row0 = tm * WS_BM + wg * 64 + (simd_group_id() % 4) * 16
             turn = (simd_group_id() - WS_ROLES[0] // 32) // F8_STAGED

@@ -107,6 +107,23 @@ def full_slot(full, step, stages):
     return s
 
 
+@func
+def release_behind(empty, kt, step, stages):
+    """A consumer subgroup's release after issuing K step ``kt`` (``step`` over the ring) with one step's
+    multiplies left running: the previous step's retired, so its slot goes back to the producer (one lane
+    arrives)."""
+    if kt > 0 and lane_id() == 0:
+        barrier_arrive(empty, (step - 1) % stages)
+
+
+@func
+def release_last(empty, ktiles, step, stages):
+    """After a tile's final wait (``step`` past its last K step): its last slot goes back to the producer (one
+    lane), before the producer needs it again."""
+    if ktiles > 0 and lane_id() == 0:
+        barrier_arrive(empty, (step - 1) % stages)
+
+
 @kernel(variants(T=[f16, bf16], BN=[256, 128, 168], STAGES=[3, 4, 2, 5, 6], BT=[False, True], BIAS=[False, True],
                  ACT=list(ACTIVATIONS), where=[ws_fits, ws_whole_blocks]))
 def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
@@ -164,13 +181,10 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
                 s = full_slot(full, step, STAGES)
                 acc = mma_wg(a_s, s * a_stage + wg * BLOCK, b_s, s * b_stage, acc, k=WS_BK,
                              b_major="k" if BT else "n", b_block=0 if BT else BLOCK, pending=1)
-                # One step's multiplies run on: the previous step's retired, so its slot goes back to the producer.
-                if kt > 0 and lane_id() == 0:
-                    barrier_arrive(empty, (step - 1) % STAGES)
+                release_behind(empty, kt, step, STAGES)
                 step += 1
             mma_wg_wait(0)
-            if ktiles > 0 and lane_id() == 0:  # the tile's last slot, before the producer needs it again
-                barrier_arrive(empty, (step - 1) % STAGES)
+            release_last(empty, ktiles, step, STAGES)
             row0 = tm * WS_BM + wg * 64 + (simd_group_id() % 4) * 16
             turn = (simd_group_id() - WS_ROLES[0] // 32) // PER
             slot = simd_group_id() % PER
@@ -227,6 +241,7 @@ def ws_chosen(traits: Any, mnk: tuple[int, int, int], transpose_b: bool,
     return config if ws_shared_bytes(config) <= (traits.shared_limit or 0) else None
 
 
-__all__ = ["WS_BM", "WS_DEFAULT", "WS_THREADS", "WS_WIDE_TILES", "free_slot", "full_slot", "gemm_ws", "runs_roles",
+__all__ = ["WS_BM", "WS_DEFAULT", "WS_THREADS", "WS_WIDE_TILES", "free_slot", "full_slot", "gemm_ws", "release_behind",
+           "release_last", "runs_roles",
            "ws_chosen", "ws_config",
            "ws_geometry", "ws_shapes_fit", "ws_shared_bytes", "ws_staged_bytes", "ws_staging_subgroups"]
