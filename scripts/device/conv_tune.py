@@ -53,8 +53,10 @@ def configs() -> dict[str, dict[str, Any]]:
     for bn, stages in ((128, 4), (128, 5), (128, 6), (256, 3), (64, 4), (64, 6)):
         named[f"WS{bn}_S{stages}"] = {"BN": bn, "STAGES": stages}
         named[f"WS{bn}_S{stages}_P"] = {"BN": bn, "STAGES": stages, "persistent": True}  # a group per SM
+        named[f"WS{bn}_S{stages}_R"] = {"BN": bn, "STAGES": stages, "BOX": "rows"}  # a box per patch row
         for width in (8, 16, 32, 64):  # the patch width given, not the host's
             named[f"WS{bn}_S{stages}_PW{width}"] = {"BN": bn, "STAGES": stages, "PW": width}
+            named[f"WS{bn}_S{stages}_PW{width}_R"] = {"BN": bn, "STAGES": stages, "PW": width, "BOX": "rows"}
     return named
 
 
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             if name.startswith("WS"):
                 if not conv_ws_runs((sh, s), groups, wd):
                     continue  # conv_ws: one group, stride 1 or 2 along an even W
-                cfg = {"PW": patch_width(h_out, w_out), **cfg, "S": s}
+                cfg = {"PW": patch_width(h_out, w_out), "BOX": "patch" if s == 1 else "rows", **cfg, "S": s}
                 sms = torch.cuda.get_device_properties(0).multi_processor_count if cfg.pop("persistent", False) \
                     else None
             for nchw in ((0, 1) if args.nchw else (0,)):

@@ -17,10 +17,10 @@ from iron.std import conv as C
 from iron.std import conv_ws as W
 from iron.std.suite import conv_mma as CS
 
-BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8, "S": 1},
-            {"T": f16, "ACT": "relu", "BN": 256, "STAGES": 3, "PW": 64, "S": 1},
-            {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "PW": 16, "S": 2},
-            {"T": f16, "ACT": "none", "BN": 64, "STAGES": 6, "PW": 32, "S": 1}]
+BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8, "S": 1, "BOX": "patch"},
+            {"T": f16, "ACT": "relu", "BN": 256, "STAGES": 3, "PW": 64, "S": 1, "BOX": "patch"},
+            {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "PW": 16, "S": 2, "BOX": "rows"},
+            {"T": f16, "ACT": "none", "BN": 64, "STAGES": 6, "PW": 32, "S": 1, "BOX": "rows"}]
 
 MUTANTS = {
     # the taps' rows and columns exchanged (a transposed kernel)
@@ -43,7 +43,9 @@ MUTANTS = {
     # at stride 2, every patch row's box from the even columns
     "one_parity": [("ow0 + (off - rx) // 2, rx, c0)", "ow0 + (off - rx) // 2, 0, c0)")],
     # at stride 2, the rows of a patch one input row apart instead of sh
-    "row_stride_one": [("(oh0 + r) * sh + ky * dh - ph", "(oh0 + r) + ky * dh - ph")],
+    "row_stride_one": [("(oh0 + r) * sh + ky * dh - ph, ow0 + (off", "(oh0 + r) + ky * dh - ph, ow0 + (off")],
+    # a box per patch row at stride 1: every row's box from the patch's first row
+    "rows_all_first": [("(img, (oh0 + r) * sh + ky * dh - ph, ow0 + kx", "(img, oh0 * sh + ky * dh - ph, ow0 + kx")],
 }
 
 
@@ -79,11 +81,12 @@ def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     (kernel,) = report["kernels"].values()
     assert kernel["registers"] == 168 and not report["setmaxnreg_ignored"] and report["wgmma_serialized"] == {}
     assert kernel["stack_bytes"] == kernel["spill_stores"] == kernel["spill_loads"] == 0
-    x_map = ("x", ("n", "h"), "wd_s", "c_in", (1, 64 // binding["PW"]), (binding["PW"], 64)) if binding["S"] == 1 \
+    rows = 64 // binding["PW"] if binding["BOX"] == "patch" else 1
+    x_map = ("x", ("n", "h"), "wd_s", "c_in", (1, rows), (binding["PW"], 64)) if binding["S"] == 1 \
         else ("x", ("n", "h", "wd_s"), 2, "c_in", (1, 1, binding["PW"]), (1, 64))  # (n, h, W / 2, 2, c_in)
     assert [(m.tensor, m.outer, m.rows, m.cols, m.box_outer, m.box) for m in emitted.abi.maps] == [
         x_map, ("w", ("c_out", "kh"), "kw", "c_in", (binding["BN"], 1), (1, 64))]
-    x_boxes = 2 if binding["S"] == 1 else 2 * 64 // binding["PW"]  # one per patch, or per patch row
+    x_boxes = 2 if binding["BOX"] == "patch" else 2 * 64 // binding["PW"]  # one per patch, or per patch row
     count = emitted.source.count
     assert count("cp.async.bulk.tensor.4d.shared::cluster.global.tile") == 1 + x_boxes * (binding["S"] == 1)
     assert count("cp.async.bulk.tensor.5d.shared::cluster.global.tile") == x_boxes * (binding["S"] == 2)

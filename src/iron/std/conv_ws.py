@@ -13,9 +13,9 @@ channels.  The weight (C_out, KH, KW, C_in) gives each step's BN x 64 panel the 
 channels (not the next tap's weights).  Patches tile every image (those reaching past its edge store only what
 is inside it); conv1d is the case H = 1, PW = 64.  At stride 2 along W the input is seen as (N, H, W / 2, 2,
 C_in): a patch row's input pixels for one tap are every other column from one parity, a box of rank 5, one per
-patch row (any stride along H).  The epilogue stages the accumulators in f32 and adds bias and residual,
-applies the activation and rounds once (conv_mma.py's ``store_nhwc``), in channels-last order, or NCHW's (8
-pixels of a patch row per lane).
+patch row (any stride along H); BOX = "rows" copies a box per patch row at stride 1 too.  The epilogue stages
+the accumulators in f32 and adds bias and residual, applies the activation and rounds once (conv_mma.py's
+``store_nhwc``), in channels-last order, or NCHW's (8 pixels of a patch row per lane).
 
 Only CUDA sm_90 runs ``mma_wg`` and the tile copies in hardware; the interpreter runs it too (its tests run on
 the CPU), and the host (``conv.conv2d``) takes it on Hopper for one group at stride 1, or 2 along an even W,
@@ -62,6 +62,11 @@ def staging_subgroups(binding: dict[str, Any]) -> int:
 def ws_conv_fits(v: dict[str, Any]) -> bool:
     """The group's shared memory fits the devices that run ``mma_wg`` (sm_90's opt-in limit, 227 KiB)"""
     return conv_ws_shared_bytes(v) <= WG_SHARED_LIMIT
+
+
+def ws_patch_box_at_stride_one(v: dict[str, Any]) -> bool:
+    """one box per patch only at stride 1 (at stride 2 along W, a box per patch row)"""
+    return v["BOX"] == "rows" or v["S"] == 1
 
 
 @func
@@ -129,14 +134,15 @@ def store_row_nchw(y, bias, res, stage, at, ld, img, oh, ow, co, h_out, w_out, c
 
 
 @kernel(variants(T=[f16, bf16], BN=[128, 256, 64], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
-                 ACT=list(ACTIVATIONS), where=[ws_conv_fits]))
+                 BOX=["patch", "rows"], ACT=list(ACTIVATIONS), where=[ws_conv_fits, ws_patch_box_at_stride_one]))
 def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd_s: int,
             c_out: int, kh: int, kw: int, sh: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
             nchw: int, has_bias: int, has_res: int):
     """y = act(conv2d(x, w) + bias + res) on warp roles and tile copies (docs/std/conv.md).
 
     x (n, h, wd_s S, c_in) channels-last; w (c_out, kh, kw, c_in); y and res (n, h_out, w_out, c_out), or
-    (n, c_out, h_out, w_out) when nchw != 0 (then PW >= 8); bias
+    (n, c_out, h_out, w_out) when nchw != 0 (then PW >= 8); BOX "patch" copies a patch's input as one box
+    (stride 1 only: sh is not read), "rows" as one box per patch row (input rows sh apart); bias
     (c_out) read when has_bias != 0, res when has_res != 0 (else one unread element each).  One group; strides
     (1, 1) when S == 1, (sh, 2) when S == 2 (x's width then even: wd_s = W / 2, x seen as (n, h, wd_s, 2, c_in),
     one box per patch row); padding (ph, pw) before (after: h_out, w_out say it), dilation (dh, dw).  Needs
@@ -180,9 +186,14 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
                     kx = tap - ky * kw
                     for j in static_range(2):
                         img, oh0, ow0 = patch_at(2 * tm + j, down, across, PH, PW)
-                        if S == 1:  # the patch moved by the tap: one box
+                        if BOX == "patch":  # the patch moved by the tap: one box (stride 1)
                             copy_tile(a_s, s * a_stage + j * BLOCK, x, (n, h, wd_s, c_in),
                                       (img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, c0), (1, PH, PW, WS_BK), full, s)
+                        elif S == 1:  # a box per patch row, input rows sh apart
+                            for r in static_range(PH):
+                                copy_tile(a_s, s * a_stage + j * BLOCK + r * PW * WS_BK, x, (n, h, wd_s, c_in),
+                                          (img, (oh0 + r) * sh + ky * dh - ph, ow0 + kx * dw - pw, c0),
+                                          (1, 1, PW, WS_BK), full, s)
                         else:  # a box per patch row: input column 2 (ow0 + fx) + rx, parity rx
                             off = kx * dw - pw
                             rx = off & 1
@@ -235,8 +246,10 @@ WS_CONV_DEFAULT = {"BN": 128, "STAGES": 4}
 
 def conv_ws_config(h_out: int, w_out: int, c_out: int, stride_w: int = 1) -> dict[str, Any]:
     """The binding the host runs :data:`conv_ws` with: :data:`WS_CONV_DEFAULT` (64-wide tiles for at most 64
-    output channels), :func:`patch_width` and the stride along W."""
-    return {**WS_CONV_DEFAULT, "PW": patch_width(h_out, w_out), "S": stride_w, **({"BN": 64} if c_out <= 64 else {})}
+    output channels), :func:`patch_width`, the stride along W, and a box per patch at stride 1 (per patch row
+    at stride 2)."""
+    return {**WS_CONV_DEFAULT, "PW": patch_width(h_out, w_out), "S": stride_w,
+            "BOX": "patch" if stride_w == 1 else "rows", **({"BN": 64} if c_out <= 64 else {})}
 
 
 def conv_ws_runs(stride: tuple[int, int], groups: int, width: int) -> bool:

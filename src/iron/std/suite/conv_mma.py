@@ -129,7 +129,7 @@ WS_SHAPES = [_shape(2, 40, 9, 10, 72, 3, P=1),
              _shape(1, 16, 8, 16, 136, 3, P=1, O=1)]
 WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
                {"T": bf16, "ACT": "relu", "BN": 256, "STAGES": 3},
-               {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6},
+               {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "BOX": "rows"},
                {"T": f16, "ACT": "gelu_tanh", "BN": 64, "STAGES": 4}]
 
 
@@ -144,7 +144,7 @@ def ws_setup(case):
     ho, wo = g["HO"], g["WO"]
     out_shape = (n, co, ho, wo) if nchw else (n, ho, wo, co)
     stride, pad, dil = (g["SH"], g["SW"]), (g["PH"], g["PW"]), (g["DH"], g["DW"])
-    binding = {"PW": patch_width(ho, wo), "S": g["SW"]}
+    binding = {"PW": patch_width(ho, wo), "S": g["SW"], **({"BOX": "rows"} if g["SW"] == 2 else {})}
     grid, group = conv_ws_geometry({"BN": case["BN"], **binding}, n, ho, wo, co)
 
     return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, c), case.randn(co),
