@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # conv_ws at each patch width (8, 16, 32), with a box per patch row (_R) and 64-wide tiles beside conv_wg on
-# four ResNet shapes (stride 1 and 2): whether the patch's shape sets conv_ws's time.  JSON under $OUT (pw.jsonl).  About 30 seconds warm.
+# four ResNet shapes (stride 1 and 2): whether the patch's shape sets conv_ws's time.  JSON under $OUT (pw.jsonl).
+# About 30 seconds warm.
 set -uo pipefail
 source scripts/device/device_env.sh
 cd scripts/device
