@@ -6,7 +6,8 @@ channels-last tensors in each configuration (and :data:`iron.std.conv_wg.conv_wg
 :data:`iron.std.conv_ws.conv_ws`'s, ``WS*``), writing NHWC
 (and, with ``--nchw``, PyTorch's NCHW by the epilogue's index map).  Kernel times are CUDA-event medians of
 ``--reps`` runs of ``--batch`` calls back to back (the host hides behind the previous
-kernel, unless its launch takes longer), and Iron's kernel time alone from the CUDA profiler (``iron_kernel_us``).
+kernel, unless its launch takes longer), and each side's kernel time alone from the CUDA profiler (``iron_kernel_us``,
+``cudnn_kernel_us`` of cuDNN's faster memory format, and their ``kernel_ratio``).
 Iron's output is checked against cuDNN's: the largest
 |difference| over the largest |cuDNN output| must stay under 2**-7 (both round f32 sums of the same products
 once to 16 bits; a wrong tap shows up as O(1)).
@@ -101,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         ref = {"contiguous": median_ms(torch, lambda: cudnn(x, w), args.reps, batch=args.batch),
                "channels_last": median_ms(torch, lambda: cudnn(xl, wl), args.reps, batch=args.batch)}
         best = min(ref.values())
+        best_format = min(ref, key=ref.get)  # type: ignore[arg-type]
+        cudnn_kernel = kernel_us(torch, (lambda: cudnn(x, w)) if best_format == "contiguous" else
+                                 (lambda: cudnn(xl, wl)), 20)
         flops = 2.0 * n_pix * co * (c // groups) * kh * kw
         x_nhwc = xl.permute(0, 2, 3, 1)  # channels-last storage: these views are contiguous NHWC
         w_nhwc = wl.permute(0, 2, 3, 1)
@@ -146,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                                   "dtype": args.dtype, "iron_us": round(ms * 1e3, 2),
                                   "iron_kernel_us": round(profiled, 2),
                                   "cudnn_us": {k: round(v * 1e3, 2) for k, v in ref.items()},
+                                  "cudnn_kernel_us": round(cudnn_kernel, 2),
+                                  "kernel_ratio": round(cudnn_kernel / profiled, 3),
                                   "iron_tflops": round(flops / ms / 1e9, 1),
                                   "cudnn_tflops": round(flops / best / 1e9, 1), "ratio": round(best / ms, 3),
                                   "rel_err": err, "ok": ok}), flush=True)

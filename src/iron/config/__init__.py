@@ -202,9 +202,9 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "one file per kernel, target and stage; none: no dump. iron inspect --stage prints one stage.",
            parse=_none_or_text),
     Option("tma_store", False, "bool",
-           "CUDA sm_90: store_tile as a TMA bulk store (cp.async.bulk.tensor through a tensor map); off (the default "
-           "until the hardware's rules for it are known: the tile_stores corpus case faulted on an H100) stores the "
-           "tile from the issuing thread, as on every other target."),
+           "CUDA sm_90: store_tile as a TMA bulk store (cp.async.bulk.tensor through a tensor map; a box that starts "
+           "at a negative coordinate, which TMA refuses, takes the element loop at run time); off (the default "
+           "until it is timed) stores the tile from the issuing thread, as on every other target."),
     Option("conv_ws", False, "bool",
            "iron.std.conv on Hopper: run convolutions of one group at stride 1 (or 2 along an even W) on conv_ws, "
            "warp roles fed by tile copies of the input's taps; off (the default until it is checked and timed on "

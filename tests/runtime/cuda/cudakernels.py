@@ -7,7 +7,8 @@ from typing import Any
 from iron import In, Tensor, f16, f32, i32, kernel
 from iron.codegen.pipeline import PassContext, run_pipeline
 from iron.core.ir import Kernel
-from iron.lang import barrier, group_id, program_id, shared, thread_id
+from iron.lang import (async_barriers, barrier, barrier_arrive, barrier_wait, copy_tile, group_id,
+                       program_id, shared, thread_id)
 
 
 @kernel
@@ -61,6 +62,21 @@ def reverse_far_apart(x: Tensor[f32]):
     tile[t * 256] = x[base + t]
     barrier()
     x[base + t] = tile[(63 - t) * 256]
+
+
+@kernel
+def tile_rows(a: In[f16], out: Tensor[f16], m: int, r0: int):
+    """One group copies the 16 x 64 tile at row r0 of the m x 64 matrix ``a`` into ``out`` through shared memory
+    (a tile copy: TMA with a tensor map on sm_90); rows past m read as zeros."""
+    full = async_barriers(1)
+    s = shared(f16, 16 * 64)
+    t = thread_id(0)
+    if t == 0:
+        copy_tile(s, 0, a, (m, 64), (r0, 0), (16, 64), full, 0, layout="rows")
+        barrier_arrive(full, 0, 16 * 64 * 2)
+    barrier_wait(full, 0, 0)
+    for e in range(t, 16 * 64, 32):
+        out[e] = s[e]
 
 
 def ir(k: Any, **overrides: Any) -> Kernel:

@@ -112,6 +112,11 @@ class FakeDriver:
         self.CUpointer_attribute = _Names(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL=9)
         self.CUstreamCaptureMode = _Names(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL=1)
         self.CUstreamCaptureStatus = _Names(CU_STREAM_CAPTURE_STATUS_NONE=0, CU_STREAM_CAPTURE_STATUS_ACTIVE=1)
+        self.CUtensorMapDataType = self.CUtensorMapSwizzle = self.CUtensorMapInterleave = _Names()
+        self.CUtensorMapL2promotion = self.CUtensorMapFloatOOBfill = _Names()
+        self.cuuint64_t = self.cuuint32_t = int
+        #: (address, extents, box) of each cuTensorMapEncodeTiled; the n-th map's bytes are sixteen words n.
+        self.encoded: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = []
 
     # ------------------------------------------------------------ helpers for tests
     def handle(self) -> Handle:
@@ -245,6 +250,11 @@ class FakeDriver:
             if entry in self.kernels:
                 self.kernels[entry](self, launch)
         return self._ok("cuLaunchKernel")
+
+    def cuTensorMapEncodeTiled(self, kind: int, rank: int, address: int, dims: list, strides: list, box: list,
+                               *rest: Any) -> tuple:
+        self.encoded.append((int(address), tuple(dims), tuple(box)))
+        return self._ok("cuTensorMapEncodeTiled", SimpleNamespace(opaque=[len(self.encoded)] * 16))
 
     def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, function: int, threads: int, shared: int) -> tuple:
         return self._ok("cuOccupancyMaxActiveBlocksPerMultiprocessor", 4 if shared <= 48 * 1024 else 2)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cudakernels import add, axpy, half_scale, ir, reverse_far_apart, reverse_in_groups, scale_into
+from cudakernels import add, axpy, half_scale, ir, reverse_far_apart, reverse_in_groups, scale_into, tile_rows
 from fakecuda import CUresult, FakeDriver, interpreted, pointer
 
 from iron import In, T, Tensor, config, f16, f32, kernel
@@ -183,6 +183,47 @@ def test_device_arrays_take_the_fast_path(device, fake):
         device.launch(add_ir, [x, y, alias], (4,), (4,))
     assert len(fake.launches) == launched, "refused before anything was launched"
     alias.ptr = 0  # not a block of the pool: nothing to free
+
+
+def test_tile_copy_kernels_take_the_fast_path_and_encode_a_map_once_per_address(device, fake):
+    kir = setup(device, fake, tile_rows, {"a": 40 * 64, "out": 16 * 64})
+    host = (np.arange(40 * 64) % 251).astype(np.float16)
+    a, b = device.to_device(host), device.to_device(host[::-1].copy())
+    out = device.empty(16 * 64, f16)
+    device.launch(kir, [a, out, 40, 8], (32,), (32,))  # the general path: encodes the map, makes the launcher
+    plan = device._plans[id(kir)]
+    assert plan.abi.maps and plan.fast is not None
+
+    def map_of(launch):
+        return int.from_bytes(launch.params[-1][-128:-120], "little")  # the block ends in the map: its encoding
+
+    def relaunch(*args):
+        general = fake.calls.count("cuCtxSetCurrent")
+        device.launch(kir, list(args), (32,), (32,))
+        assert fake.calls.count("cuCtxSetCurrent") == general, "the relaunch took the generated launcher"
+
+    for r0 in (30, 8):  # the row is no extent of the map: the same bytes
+        relaunch(a, out, 40, r0)
+        want = np.zeros(16 * 64, np.float16)
+        rows = host.reshape(40, 64)[r0:r0 + 16].ravel()
+        want[:rows.size] = rows
+        np.testing.assert_array_equal(out.numpy(), want)
+    assert len(fake.encoded) == 1 and map_of(fake.launches[-1]) == 1
+    relaunch(b, out, 40, 0)  # another address: encoded in the launcher
+    relaunch(a, out, 39, 0)  # another extent
+    relaunch(b, out, 40, 0)  # seen before
+    assert [e[0] for e in fake.encoded] == [a.ptr, b.ptr, a.ptr] and [e[1] for e in fake.encoded] == \
+        [(64, 40), (64, 40), (64, 39)]
+    assert [map_of(x) for x in fake.launches[-3:]] == [2, 3, 2]
+    np.testing.assert_array_equal(out.numpy(), host[::-1].reshape(40, 64)[:16].ravel())
+    launched = len(fake.launches)
+    from iron.runtime.cuda.array import CudaArray
+
+    shifted = CudaArray(device, a.ptr + 4, (64,), f16, 128)  # a view 4 bytes in: TMA needs 16-byte addresses
+    with pytest.raises(LaunchError, match="kernel 'tile_rows'.*16-byte aligned"):
+        device.launch(kir, [shifted, out, 1, 0], (32,), (32,))
+    assert len(fake.launches) == launched, "refused before anything was launched"
+    shifted.ptr = 0  # not a block of the pool: nothing to free
 
 
 def test_a_launch_into_a_stream_another_library_captures_adds_no_wait_on_outside_work(device, fake, torch):

@@ -570,21 +570,25 @@ class CudaDialect(CxxDialect):
 
     def tile_store(self, op: Op, args: list[Operand]) -> None:
         """``cp.async.bulk.tensor`` from the shared tile to the launch's tensor map of the destination (TMA, sm_90;
-        the hardware skips elements outside the matrix), committed as a bulk group; the portable loop before
-        sm_90.  The issuing thread first fences its own tile writes to the async proxy; the group's barriers
-        fence everyone's (``barrier``)."""
-        if "tma_store" not in self.profile.features:  # the option tma_store: off until verified on hardware
+        the hardware skips elements past the matrix's far edges), committed as a bulk group; the portable loop
+        before sm_90.  A box that starts at a negative coordinate faults in TMA (an illegal instruction, probed on
+        an H100: scripts/device/tma_store_probe.py), so such a store takes the portable loop at run time.  The
+        issuing thread first fences its own tile writes to the async proxy; the group's barriers fence
+        everyone's (``barrier``)."""
+        if "tma_store" not in self.profile.features:  # the option tma_store
             super().tile_store(op, args)
             return
         p = self.printer
         _, _, _, _, row, col, src, si = args[:8]
+        outer = args[8:][len(op.attrs.get("box_outer", ())):]
         coords = _tma_coords(op, row, col, args[8:])
         name = map_name(op, p.kernel, p.abi.maps)
         align = TILE_LAYOUTS[op.attrs["layout"]].align
         tile = p.temp("tile")
         n = len(coords)
+        starts = " && ".join(f"(int)({v.text}) >= 0" for v in (row, col, *outer))
         for line in [
-            f"{{  // store_tile: {box_text(op)} {src.dtype}, {op.attrs['layout']}",
+            f"if ({starts}) {{  // store_tile: {box_text(op)} {src.dtype}, {op.attrs['layout']}",
             f"  const unsigned int {tile} = (unsigned int)__cvta_generic_to_shared(&{src.text}[{self.index_text(si)}]);",
             f"  if ({tile} & {align - 1}u) __trap();  // a tile off its {align}-byte alignment",
             '  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
@@ -593,8 +597,9 @@ class CudaDialect(CxxDialect):
             f'               :: "l"(reinterpret_cast<unsigned long long>(&p.{name})), {", ".join(coords)}, '
             f'"r"({tile}) : "memory");',
             '  asm volatile("cp.async.bulk.commit_group;" ::: "memory");',
-                "}"]:
+                "} else"]:
             p.line(line)
+        super().tile_store(op, args)
 
     def tile_store_wait(self, op: Op) -> list[str]:
         """Every bulk group of this thread complete: its tiles read, its matrices written."""

@@ -85,8 +85,8 @@ class Dispatcher:
         return elapsed
 
     def _remember_fast(self, plan: KernelPlan, kinds: tuple[str, ...]) -> None:
-        if (plan.fast is not None and plan.fast_kinds == kinds) or not fastpath.eligible(kinds) or plan.abi.maps:
-            return  # tensor maps are encoded per launch from the addresses: the general path does it
+        if (plan.fast is not None and plan.fast_kinds == kinds) or not fastpath.eligible(kinds):
+            return
         fast = plan.fast_by_kinds.get(kinds)
         if fast is None:
             native = self.native.launch if self.native is not None else None
@@ -99,8 +99,6 @@ class Dispatcher:
              names: dict[str, Any]) -> Any:
         """A launcher of ``plan`` at this geometry with every argument of ``args`` but the addresses fixed
         (:func:`.fastpath.build_bound`), or None."""
-        if plan.abi.maps:
-            return None
         native = self.native.launch if self.native is not None else None
         return fastpath.build_bound(plan, args, grid, group, self.ctx.ordinal, self.drv.cuLaunchKernel, self.order,
                                     functools.partial(self._failed, plan), native, self, lock, still, names)

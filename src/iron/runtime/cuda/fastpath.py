@@ -70,7 +70,9 @@ def build(plan: KernelPlan, kinds: tuple[str, ...], ordinal: int, launch: Callab
         body += [f"if {' or '.join(f'{n} > MAXN' for n in count.values())}:", "    return False"]
     body += _overlap_checks(sig, pointer, count, sizes)
     names_of = [p.name for p in sig.params]
-    values = _values(plan, pointer, {n: f"s{names_of.index(n)}" for n in names_of}, count, "g[{}]")
+    scalar = {n: f"s{names_of.index(n)}" for n in names_of}
+    body += _map_lines(plan, env, pointer, scalar, count)
+    values = _values(plan, pointer, scalar, count, "g[{}]")
     body += ["g = geo.grid", "b = geo.blocks", "t = geo.threads", "try:",
              f"    PACK(BUF, 0, {', '.join(values)})", "except PACK_ERRORS:", "    return False"]
     body += _stream_choice(producer, env, native is not None)
@@ -115,8 +117,9 @@ def build_bound(plan: KernelPlan, args: Any, grid: Any, group: Any, ordinal: int
         producer = producer or (kind if kind in ("torch", "cupy") else None)
     overlap = _overlap_checks(sig, pointer, count, sizes)
     values = _values(plan, pointer, scalars, count, lambda axis: str(geo.grid[axis]))
+    maps = ["    " + line for line in _map_lines(plan, env, pointer, scalars, count)]
     body = [f"if not ({still}) or {' or '.join(guards) or 'False'}:", "    return False", *overlap,
-            "with LOCK:", f"    PACK(BUF, 0, {', '.join(values)})", "    forced = DISPATCH.forced"]
+            "with LOCK:", *maps, f"    PACK(BUF, 0, {', '.join(values)})", "    forced = DISPATCH.forced"]
     body += ["    " + line for line in _stream_choice(producer, env, native is not None)]
     blocks, threads = geo.blocks, geo.threads
     launch = _launch_lines(plan, env, native, lambda a: str(blocks[a]), lambda a: str(threads[a]))
@@ -158,8 +161,12 @@ def _values(plan: KernelPlan, pointer: dict[str, str], scalar: dict[str, str], c
             grid: Any) -> list[str]:
     """The source of each value of the argument buffer, in its order (:meth:`ArgBuffer.order`)."""
     values = []
+    maps = 0
     for kind, what in plan.args.order():
-        if kind == "pointer":
+        if kind == "tensormap":
+            values.append(f"t{maps}")  # :func:`_map_lines`
+            maps += 1
+        elif kind == "pointer":
             values.append(pointer[what])
         elif kind == "param":
             values.append(scalar[what])
@@ -168,6 +175,24 @@ def _values(plan: KernelPlan, pointer: dict[str, str], scalar: dict[str, str], c
         else:
             values.append(count[what])
     return values
+
+
+def _map_lines(plan: KernelPlan, env: dict[str, Any], pointer: dict[str, str], scalar: dict[str, str],
+               count: dict[str, str]) -> list[str]:
+    """Each tensor map's bytes in ``t<k>``: the encoder's for this launch's address, size and scalars (a
+    dictionary lookup), else encoded there (checked: a LaunchError for an address or extent TMA refuses)."""
+    if not plan.abi.maps:
+        return []
+    enc = plan.maps
+    env["MAPS"], env["ENCODE_MAP"], env["KNAME"] = enc.launches, enc.encode_key, plan.signature.kernel  # type: ignore
+    lines = []
+    for k, m in enumerate(plan.abi.maps):
+        env[f"M{k}"] = m
+        names = enc.key_names(m)  # type: ignore[union-attr]
+        key = ", ".join([str(id(m)), pointer[m.tensor], count[m.tensor], *(scalar[n] for n in names)])
+        lines += [f"k{k} = ({key})", f"t{k} = MAPS.get(k{k})", f"if t{k} is None:",
+                  f"    t{k} = ENCODE_MAP(KNAME, M{k}, k{k})"]
+    return lines
 
 
 def _launch_lines(plan: KernelPlan, env: dict[str, Any], native: Callable[..., int] | None, block: Any,

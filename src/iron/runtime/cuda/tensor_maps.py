@@ -26,20 +26,30 @@ class TensorMapEncoder:
     def __init__(self, drv: Any) -> None:
         self.drv = drv
         self._cache: dict[Encoding, bytes] = {}
-        self._launches: dict[tuple[Any, ...], bytes] = {}
+        #: A launch's key (:meth:`key_names`) -> the map's bytes: what the generated fast launchers look up.
+        self.launches: dict[tuple[Any, ...], bytes] = {}
         #: Per map (by id, the map kept alive here so the id stays its own): the scalars its extents name.
         self._names: dict[int, tuple[TensorMap, tuple[str, ...]]] = {}
 
-    def encode(self, kernel: str, m: TensorMap, address: int, scalars: dict[str, Any], elements: int) -> bytes:
+    def key_names(self, m: TensorMap) -> tuple[str, ...]:
+        """The scalar parameters ``m``'s extents name: a launch's key is ``(id(m), address, elements, *their
+        values)``."""
         known = self._names.get(id(m))
         if known is None:
             known = self._names[id(m)] = (m, tuple(e for e in (m.rows, m.cols, m.ld, *m.outer) if isinstance(e, str)))
-        key = (id(m), address, elements, *(scalars[name] for name in known[1]))
-        found = self._launches.get(key)
-        if found is not None:
-            return found
+        return known[1]
+
+    def encode(self, kernel: str, m: TensorMap, address: int, scalars: dict[str, Any], elements: int) -> bytes:
+        key = (id(m), address, elements, *(scalars[name] for name in self.key_names(m)))
+        found = self.launches.get(key)
+        return found if found is not None else self.encode_key(kernel, m, key)
+
+    def encode_key(self, kernel: str, m: TensorMap, key: tuple[Any, ...]) -> bytes:
+        """``m``'s bytes for the launch ``key`` (:meth:`key_names`), checked and encoded (or found among the
+        encodings made for other launches), and remembered under ``key``."""
+        scalars = dict(zip(self.key_names(m), key[3:]))
         try:
-            enc = encoding(m, address, scalars, elements)
+            enc = encoding(m, key[1], scalars, key[2])
         except ValueError as e:
             raise LaunchError(f"kernel '{kernel}': {e}") from None
         found = self._cache.get(enc)
@@ -47,9 +57,9 @@ class TensorMapEncoder:
             if len(self._cache) >= _MAX_CACHED:
                 self._cache.clear()
             found = self._cache[enc] = self._encode(kernel, enc)
-        if len(self._launches) >= _MAX_CACHED:
-            self._launches.clear()
-        self._launches[key] = found
+        if len(self.launches) >= _MAX_CACHED:
+            self.launches.clear()
+        self.launches[key] = found
         return found
 
     def _encode(self, kernel: str, enc: Encoding) -> bytes:
