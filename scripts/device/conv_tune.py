@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nchw", action="store_true", help="also time the NCHW-writing epilogue")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--check-only", action="store_true",
+                    help="one launch per configuration, checked, no timing (for Nsight Compute)")
     args = ap.parse_args(argv)
 
     import torch
@@ -99,11 +101,11 @@ def main(argv: list[str] | None = None) -> int:
             return F.conv2d(xx, ww, None, (sh, s), (ph, p), 1, groups)
 
         want = cudnn(x, w).float()
-        ref = {"contiguous": median_ms(torch, lambda: cudnn(x, w), args.reps, batch=args.batch),
+        ref = {"contiguous": 1.0, "channels_last": 1.0} if args.check_only else {"contiguous": median_ms(torch, lambda: cudnn(x, w), args.reps, batch=args.batch),
                "channels_last": median_ms(torch, lambda: cudnn(xl, wl), args.reps, batch=args.batch)}
         best = min(ref.values())
         best_format = min(ref, key=ref.get)  # type: ignore[arg-type]
-        cudnn_kernel = kernel_us(torch, (lambda: cudnn(x, w)) if best_format == "contiguous" else
+        cudnn_kernel = 1.0 if args.check_only else kernel_us(torch, (lambda: cudnn(x, w)) if best_format == "contiguous" else
                                  (lambda: cudnn(xl, wl)), 20)
         flops = 2.0 * n_pix * co * (c // groups) * kh * kw
         x_nhwc = xl.permute(0, 2, 3, 1)  # channels-last storage: these views are contiguous NHWC
@@ -142,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.synchronize()
                 got = (y if nchw else y.permute(0, 3, 1, 2)).float()
                 err = ((got - want).abs().max() / want.abs().max()).item()
+                if args.check_only:
+                    print(json.dumps({"shape": shape, "config": name, "rel_err": err, "ok": err < 2.0 ** -7}))
+                    status |= 0 if err < 2.0 ** -7 else 1
+                    continue
                 ms = median_ms(torch, run, args.reps, batch=args.batch)
                 profiled = kernel_us(torch, run, 20)  # the GPU's time alone: a launch slower than its kernel shows
                 ok = err < 2.0 ** -7
