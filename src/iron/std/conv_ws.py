@@ -178,14 +178,19 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
         if tid == 0:
             for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
                 tm, tn = tile_at(tile, tiles_m, tiles_n)
+                # The patches' places and the tap's counters are carried, not divided out per K step: this one
+                # thread's instructions between copies bound the ring's refill rate (Nsight Compute: the
+                # consumers waited on full slots half the time while the producer never waited on an empty one).
+                img_a, oh_a, ow_a = patch_at(2 * tm, down, across, PH, PW)
+                img_b, oh_b, ow_b = patch_at(2 * tm + 1, down, across, PH, PW)
+                imgs, ohs, ows = [img_a, img_b], [oh_a, oh_b], [ow_a, ow_b]
+                c0 = 0
+                ky = 0
+                kx = 0
                 for kt in range(ktiles):
                     s = free_slot(empty, step, STAGES)
-                    tap = kt // chunks
-                    c0 = (kt - tap * chunks) * WS_BK
-                    ky = tap // kw
-                    kx = tap - ky * kw
                     for j in static_range(2):
-                        img, oh0, ow0 = patch_at(2 * tm + j, down, across, PH, PW)
+                        img, oh0, ow0 = imgs[j], ohs[j], ows[j]
                         if BOX == "patch":  # the patch moved by the tap: one box (stride 1)
                             copy_tile(a_s, s * a_stage + j * BLOCK, x, (n, h, wd_s, c_in),
                                       (img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, c0), (1, PH, PW, WS_BK), full, s)
@@ -205,6 +210,13 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
                               full, s)
                     barrier_arrive(full, s, bytes=(WS_BM + BN) * WS_BK * T.itemsize)
                     step += 1
+                    c0 += WS_BK  # K runs tap by tap, channels ascending: the next chunk, else the next tap
+                    if c0 >= c_in:
+                        c0 = 0
+                        kx += 1
+                        if kx == kw:
+                            kx = 0
+                            ky += 1
     else:
         wg = (tid - WS_ROLES[0]) // 128
         sg = simd_group_id()
