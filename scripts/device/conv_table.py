@@ -4,9 +4,10 @@ For the GPU machine (the H200).  Per shape (conv_tune.SHAPES): ``torch.nn.functi
 and channels-last (conv1d rows: ``F.conv1d`` and a channels-last (N, C, 1, L) conv2d), against
 ``iron.std.conv.conv2d`` on channels-last tensors (layout NHWC) and on PyTorch's layout (NCHW, or ``conv1d``).
 Kernel time: CUDA-event median of ``--reps`` runs of ``--batch`` calls back to back (everything the call
-launches: the NCHW path's transposes too).  Call time: host wall time per call over ``--count`` calls back to
-back, one synchronize at the end.  Iron's outputs are checked against cuDNN's (largest |difference| over the
-largest |output| under 2**-7).  One JSON line per shape.
+launches: the NCHW path's transposes too; a launch slower than its kernels shows here), and the GPU's time alone
+from the CUDA profiler (``*_gpu_us``: every kernel the call launches, per call; ``gpu_ratio_*``).  Call time:
+host wall time per call over ``--count`` calls back to back, one synchronize at the end.  Iron's outputs are
+checked against cuDNN's (largest |difference| over the largest |output| under 2**-7).  One JSON line per shape.
 
 Run: ``PYTHONPATH=src python3 scripts/device/conv_table.py [--shapes ...]``.
 """
@@ -20,7 +21,7 @@ import time
 from typing import Any, Callable
 
 from conv_tune import SHAPES
-from cuda_events import median_ms
+from cuda_events import kernel_us, median_ms
 
 
 def call_us(torch: Any, fn: Callable[[], Any], count: int) -> float:
@@ -82,10 +83,13 @@ def main(argv: list[str] | None = None) -> int:
                     status |= 0 if err < 2.0 ** -7 else 1
                 row[f"{side}_{name}_kernel_us"] = round(median_ms(torch, fn, args.reps, batch=args.batch) * 1e3, 2)
                 row[f"{side}_{name}_call_us"] = round(call_us(torch, fn, args.count), 2)
+                row[f"{side}_{name}_gpu_us"] = round(kernel_us(torch, fn, 20), 2)
         best_torch = min(v for k, v in row.items() if k.startswith("torch_") and k.endswith("_kernel_us"))
         flops = 2.0 * want.numel() * (c // groups) * kh * kw
+        best_gpu = min(v for k, v in row.items() if k.startswith("torch_") and k.endswith("_gpu_us"))
         for name in iron_calls:
             row[f"ratio_{name}"] = round(best_torch / row[f"iron_{name}_kernel_us"], 3)
+            row[f"gpu_ratio_{name}"] = round(best_gpu / row[f"iron_{name}_gpu_us"], 3)
         row["torch_best_tflops"] = round(flops / best_torch / 1e6, 1)
         row["iron_best_tflops"] = round(flops / min(row[f"iron_{k}_kernel_us"] for k in iron_calls) / 1e6, 1)
         print(json.dumps(row), flush=True)

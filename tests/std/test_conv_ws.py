@@ -114,8 +114,28 @@ def test_patch_width_covers_the_image_with_the_fewest_pixels_past_it(h_out, w_ou
     assert W.patch_width(h_out, w_out) == width
 
 
-def test_conv2d_keeps_the_gather_unless_the_option_is_on(monkeypatch):
-    """conv_ws runs only with the option conv_ws on (off until timed on the GPU): conv_wg otherwise."""
+@pytest.mark.parametrize("shape, stride, bn", [
+    ((32, 56, 56, 64), 1, 64),  # at most 64 channels
+    ((32, 28, 28, 128), 1, 128),  # ResNet's stride-2 entry (its output)
+    ((32, 14, 14, 256), 1, 128),  # 256 wide would make 64 tiles: under a wave
+    ((32, 7, 7, 512), 1, 64),  # 128 wide would make 64 tiles: half a wave, so narrower ones
+    ((8, 64, 64, 320), 1, 128),  # UNet: 320 is no multiple of 256
+    ((8, 1, 4096, 512), 1, 256),  # conv1d: 512 tiles 256 wide
+    ((32, 14, 14, 1024), 1, 256),
+    ((8, 1, 1500, 384), 2, 128),
+])
+def test_host_tile_width_follows_the_tile_count(shape, stride, bn):
+    """The host's conv_ws binding for issue 19's shapes: the widths that were fastest on an H100 (2026-12-06)."""
+    n, h_out, w_out, c_out = shape
+    got = W.conv_ws_config(n, h_out, w_out, c_out, stride)
+    assert (got["BN"], got["STAGES"]) == (bn, 3 if bn == 256 else 4)
+    assert got["PW"] == W.patch_width(h_out, w_out) and got["BOX"] == ("patch" if stride == 1 else "rows")
+    assert W.ws_conv_fits(got)
+
+
+def test_conv2d_keeps_the_gather_with_the_option_off(monkeypatch):
+    """With the option conv_ws off (on by default) conv2d takes conv_wg's gather."""
+    config.set_option("conv_ws", False)
     monkeypatch.setattr(C, "runs_roles", lambda profile: True)
     monkeypatch.setattr(C, "runs_warpgroups", lambda profile: True)
     launched = spy_on_kernels(monkeypatch, C, "conv_ws", "conv_wg", "conv_mma")
@@ -136,8 +156,7 @@ def test_conv2d_keeps_the_gather_unless_the_option_is_on(monkeypatch):
 def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, stride, groups, nhwc, kernel):
     """conv2d on a device with warp roles, tile copies and wgmma (lent to the interpreter, which runs all three
     kernels) launches conv_ws with one group at stride 1 (or 2 along an even W), either layout, and matches
-    float64 (with the option conv_ws on: off until the GPU has timed it)."""
-    config.set_option("conv_ws", True)
+    float64 (the option conv_ws on, its default)."""
     monkeypatch.setattr(C, "runs_roles", lambda profile: True)
     monkeypatch.setattr(C, "runs_warpgroups", lambda profile: True)
     launched = spy_on_kernels(monkeypatch, C, "conv_ws", "conv_wg", "conv_mma")
@@ -160,5 +179,5 @@ def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, 
                                     (1, 1), (1, 1), groups).value + res, "relu")
     assert [name for name, _ in launched] == [kernel]
     if kernel == "conv_ws":
-        assert launched[0][1]["BN"] == (64 if co <= 64 else 128) and launched[0][1]["S"] == stride
+        assert launched[0][1] == {"T": f16, "ACT": "relu", **W.conv_ws_config(n, res_shape[1], res_shape[2], co, stride)}
     assert np.abs(got.astype(np.float64) - want).max() < 2 ** -8 * np.abs(want).max()

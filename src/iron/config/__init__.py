@@ -205,10 +205,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "CUDA sm_90: store_tile as a TMA bulk store (cp.async.bulk.tensor through a tensor map; a box that starts "
            "at a negative coordinate, which TMA refuses, takes the element loop at run time); off (the default "
            "until it is timed) stores the tile from the issuing thread, as on every other target."),
-    Option("conv_ws", False, "bool",
+    Option("conv_ws", True, "bool",
            "iron.std.conv on Hopper: run convolutions of one group at stride 1 (or 2 along an even W) on conv_ws, "
-           "warp roles fed by tile copies of the input's taps; off (the default until it is checked and timed on "
-           "the GPU) keeps conv_wg's gather. A host function's call plan keeps the choice of its first call."),
+           "warp roles fed by tile copies of the input's taps (faster than conv_wg on every shape of issue 19 "
+           "measured on an H100); off keeps conv_wg's gather. A host function's call plan keeps the choice of its "
+           "first call."),
     Option("fmad", True, "bool",
            "CUDA: let NVRTC fuse a multiply feeding an add into one FFMA (NVRTC's default); off compiles with "
            "--fmad=false. Part of the CUDA module cache key."),

@@ -731,7 +731,7 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
                     bias, act, _host.view(out, lambda a: a.reshape(n_pix, c_out)), (n_pix, c_out, c_in), dt,
                     backend, True)
         return True
-    ws = conv_ws_config(h_out, w_out, c_out, sw) if config.get("conv_ws") and conv_ws_runs((sh, sw), groups, wd) \
+    ws = conv_ws_config(n, h_out, w_out, c_out, sw) if config.get("conv_ws") and conv_ws_runs((sh, sw), groups, wd) \
         and runs_roles(traits.profile) else None
     if ws is not None and conv_ws_shared_bytes(ws) > (traits.shared_limit or float("inf")):
         ws = None

@@ -251,17 +251,29 @@ def patch_width(h_out: int, w_out: int) -> int:
     return min(reversed(PATCH_WIDTHS), key=covered)
 
 
-#: The H200 default until measured otherwise: 128 x 128 tiles through four stages (conv_wg.py's choice for
-#: issue 19's shapes, most of which have at most a few hundred output channels).
-WS_CONV_DEFAULT = {"BN": 128, "STAGES": 4}
+#: Streaming multiprocessors of the H100 and H200 (SXM): a tile count is judged against one wave of groups.
+WS_SMS = 132
 
 
-def conv_ws_config(h_out: int, w_out: int, c_out: int, stride_w: int = 1) -> dict[str, Any]:
-    """The binding the host runs :data:`conv_ws` with: :data:`WS_CONV_DEFAULT` (64-wide tiles for at most 64
-    output channels), :func:`patch_width`, the stride along W, and a box per patch at stride 1 (per patch row
-    at stride 2)."""
-    return {**WS_CONV_DEFAULT, "PW": patch_width(h_out, w_out), "S": stride_w,
-            "BOX": "patch" if stride_w == 1 else "rows", **({"BN": 64} if c_out <= 64 else {})}
+def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1) -> dict[str, Any]:
+    """The binding the host runs :data:`conv_ws` with: :func:`patch_width`, the stride along W, a box per patch at
+    stride 1 (per patch row at stride 2), and the tile width by the tile count (measured on an H100,
+    2026-12-06, docs/std/conv.md): 256 channels through three stages where c_out is a multiple of 256 and
+    that still makes a wave of tiles; 64 through four for at most 64 channels or when 128-wide tiles would
+    fill at most half a wave (more, narrower tiles then beat fewer wide ones: ResNet's 512 x 7 x 7); else 128
+    through four."""
+    pw_ = patch_width(h_out, w_out)
+    tiles_m = _host.ceil_div(n * _host.ceil_div(h_out, 64 // pw_) * _host.ceil_div(w_out, pw_), 2)
+
+    def tiles(bn: int) -> int:
+        return tiles_m * _host.ceil_div(c_out, bn)
+    if c_out % 256 == 0 and tiles(256) >= WS_SMS:
+        bn, stages = 256, 3
+    elif c_out <= 64 or tiles(128) <= WS_SMS // 2:
+        bn, stages = 64, 4
+    else:
+        bn, stages = 128, 4
+    return {"BN": bn, "STAGES": stages, "PW": pw_, "S": stride_w, "BOX": "patch" if stride_w == 1 else "rows"}
 
 
 def conv_ws_runs(stride: tuple[int, int], groups: int, width: int) -> bool:
