@@ -119,7 +119,8 @@ def test_patch_width_covers_the_image_with_the_fewest_pixels_past_it(h_out, w_ou
     ((32, 28, 28, 128), 1, 128),  # ResNet's stride-2 entry (its output)
     ((32, 14, 14, 256), 1, 128),  # 256 wide would make 64 tiles: under a wave
     ((32, 7, 7, 512), 1, 64),  # 128 wide would make 64 tiles: half a wave, so narrower ones
-    ((8, 64, 64, 320), 1, 128),  # UNet: 320 is no multiple of 256
+    ((8, 64, 64, 320), 1, 160),  # UNet: two 160-wide tiles, not three 128-wide ones
+    ((8, 64, 64, 384), 1, 128),
     ((8, 1, 4096, 512), 1, 256),  # conv1d: 512 tiles 256 wide
     ((32, 14, 14, 1024), 1, 256),
     ((8, 1, 1500, 384), 2, 128),

@@ -133,7 +133,7 @@ def store_row_nchw(y, bias, res, stage, at, ld, img, oh, ow, co, h_out, w_out, c
                 y[at_y + e] = cast(activate(t, act), y.dtype)
 
 
-@kernel(variants(T=[f16, bf16], BN=[128, 256, 64], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
+@kernel(variants(T=[f16, bf16], BN=[128, 256, 64, 160], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
                  BOX=["patch", "rows"], ACT=list(ACTIVATIONS), where=[ws_conv_fits, ws_patch_box_at_stride_one]))
 def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd_s: int,
             c_out: int, kh: int, kw: int, sh: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
@@ -260,8 +260,8 @@ def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1
     stride 1 (per patch row at stride 2), and the tile width by the tile count (measured on an H100,
     2026-12-06, docs/std/conv.md): 256 channels through three stages where c_out is a multiple of 256 and
     that still makes a wave of tiles; 64 through four for at most 64 channels or when 128-wide tiles would
-    fill at most half a wave (more, narrower tiles then beat fewer wide ones: ResNet's 512 x 7 x 7); else 128
-    through four."""
+    fill at most half a wave (more, narrower tiles then beat fewer wide ones: ResNet's 512 x 7 x 7); 160
+    through four where that width divides c_out and 128 does not; else 128 through four."""
     pw_ = patch_width(h_out, w_out)
     tiles_m = _host.ceil_div(n * _host.ceil_div(h_out, 64 // pw_) * _host.ceil_div(w_out, pw_), 2)
 
@@ -271,6 +271,8 @@ def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1
         bn, stages = 256, 3
     elif c_out <= 64 or tiles(128) <= WS_SMS // 2:
         bn, stages = 64, 4
+    elif c_out % 160 == 0 and c_out % 128:  # UNet's 320: two 160-wide tiles, not three 128-wide ones
+        bn, stages = 160, 4
     else:
         bn, stages = 128, 4
     return {"BN": bn, "STAGES": stages, "PW": pw_, "S": stride_w, "BOX": "patch" if stride_w == 1 else "rows"}

@@ -130,7 +130,8 @@ WS_SHAPES = [_shape(2, 40, 9, 10, 72, 3, P=1),
 WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
                {"T": bf16, "ACT": "relu", "BN": 256, "STAGES": 3},
                {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "BOX": "rows"},
-               {"T": f16, "ACT": "gelu_tanh", "BN": 64, "STAGES": 4}]
+               {"T": f16, "ACT": "gelu_tanh", "BN": 64, "STAGES": 4},
+               {"T": bf16, "ACT": "none", "BN": 160, "STAGES": 4}]
 
 
 @test_kernel(conv_ws, shapes={"vulkan": [], "*": WS_SHAPES}, bindings=WS_BINDINGS, name="std/conv_mma/ws")
