@@ -37,6 +37,11 @@ MUTANTS = {
     "one_patch_stored": [("patch_at(2 * tm + wg, down, across, PH, PW)", "patch_at(2 * tm, down, across, PH, PW)")],
     # NCHW: the 8 pixels always stored as one vector, even past the row's end
     "nchw_runs_whole": [("if ow + 8 <= w_out and at_y % 8 == 0:", "if at_y % 8 == 0:")],
+    # NCHW a lane a pixel: pixels past the row's end stored into the next row
+    "nchw_pixels_past_the_edge": [("if mine and img < n and oh < h_out and ow < w_out and co < c_out:",
+                                   "if mine and img < n and oh < h_out and co < c_out:")],
+    # NCHW a lane a pixel: every lane of a channel's 16 given the first staged row
+    "nchw_pixels_one_row": [("stage[sbase + r * ld + task // 16]", "stage[sbase + task // 16]")],
     # pixels past the image's right edge stored into the next row
     "stores_past_the_edge": [("if mine and img < n and oh < h_out and ow < w_out:",
                               "if mine and img < n and oh < h_out:")],
@@ -50,8 +55,9 @@ MUTANTS = {
 
 
 #: The registered shape each mutant runs on: 9 x 10 outputs in 16 x 4 patches (past both edges, channels ending
-#: mid-step); stride 2; NCHW rows of 13.
-MUTANT_SHAPE = {"one_parity": 5, "row_stride_one": 5, "nchw_runs_whole": 7}
+#: mid-step); stride 2; NCHW rows of 13 (a lane a pixel); NCHW rows of 24 in 32-wide patches (8-pixel runs).
+MUTANT_SHAPE = {"one_parity": 5, "row_stride_one": 5, "nchw_runs_whole": 8, "nchw_pixels_past_the_edge": 7,
+                "nchw_pixels_one_row": 7}
 
 
 @pytest.mark.parametrize("name", list(MUTANTS))

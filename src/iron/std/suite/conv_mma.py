@@ -116,8 +116,9 @@ def wg_setup(case):
 # asymmetric kernel and padding, a residual; an image one row high (conv1d's patches, 1 x 64) with more channels
 # than a 128-wide tile; 1 x 1 without bias; 8 x 8 patches exactly tiling 16 x 16 (an odd patch count: the last
 # tile's second patch lies past the last image); stride 2 (a box per patch row from one column parity) with
-# padding on both sides, and conv1d at stride 2 with dilation; NCHW output with rows of 13 (8-pixel runs cut
-# by the row's end, unaligned) and a residual, and with rows of 16 (whole aligned runs) past a 128-wide tile.
+# padding on both sides, and conv1d at stride 2 with dilation; NCHW output with rows of 13 (no 16-byte runs: a
+# lane a pixel) and a residual, and with rows of 24 (aligned 8-pixel runs) in 32-wide patches that reach past
+# the row's end, past a 128-wide tile.
 WS_SHAPES = [_shape(2, 40, 9, 10, 72, 3, P=1),
              _shape(2, 16, 7, 5, 24, 3, KW=2, P=1, PW=2, DW=2, R=1),
              _shape(2, 24, 1, 70, 136, 1, KW=3, PW=1),
@@ -126,7 +127,7 @@ WS_SHAPES = [_shape(2, 40, 9, 10, 72, 3, P=1),
              _shape(2, 24, 9, 12, 40, 3, S=2, P=1, R=1),
              _shape(1, 16, 1, 40, 24, 1, KW=3, S=1, SW=2, PW=2, DW=2),
              _shape(2, 16, 7, 13, 24, 3, P=1, O=1, R=1),
-             _shape(1, 16, 8, 16, 136, 3, P=1, O=1)]
+             _shape(1, 16, 4, 24, 136, 3, P=1, O=1)]
 WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
                {"T": bf16, "ACT": "relu", "BN": 256, "STAGES": 3},
                {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "BOX": "rows"},
