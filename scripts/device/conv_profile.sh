@@ -16,5 +16,6 @@ timeout 200 ncu --clock-control none --set full --import-source no -k "regex:${K
 ncu -i "$dir/profile.ncu-rep" --page details > "$dir/details.txt" 2>&1
 ncu -i "$dir/profile.ncu-rep" --page source --csv --print-source sass > "$dir/source.csv" 2>&1
 rm -f "$dir/profile.ncu-rep"
-grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|Registers Per|Issue Slots Busy|No Eligible" \
+grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|Registers Per|Issue Slots Busy|\
+No Eligible" \
   "$dir/details.txt" | head -12

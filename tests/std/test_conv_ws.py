@@ -186,5 +186,6 @@ def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, 
                                     (1, 1), (1, 1), groups).value + res, "relu")
     assert [name for name, _ in launched] == [kernel]
     if kernel == "conv_ws":
-        assert launched[0][1] == {"T": f16, "ACT": "relu", **W.conv_ws_config(n, res_shape[1], res_shape[2], co, stride)}
+        host = W.conv_ws_config(n, res_shape[1], res_shape[2], co, stride)
+        assert launched[0][1] == {"T": f16, "ACT": "relu", **host}
     assert np.abs(got.astype(np.float64) - want).max() < 2 ** -8 * np.abs(want).max()
