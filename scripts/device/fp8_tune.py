@@ -2,9 +2,10 @@
 
 For the GPU machine (the H200).  A (M, K) and B given (N, K) of f8e4m3 (torch's float8_e4m3fn), per-tensor
 scales, bf16 out.  Iron's kernel runs in each listed configuration of :data:`iron.std.gemm_fp8.gemm_fp8`
-(``FOLD``: the sums of each 128-deep K step added to an f32 total, as cuBLAS does by default; else fast
-accumulation) against ``_scaled_mm`` with ``use_fast_accum`` False and True.  Kernel time from the CUDA profiler
-(median of ``--rounds`` interleaved rounds of ``--reps`` calls), call time back to back; Iron's output is
+(``FOLD``: the sums of each 128-deep K step added to an f32 total, as cuBLAS does by default, ``FOLDO_*`` with
+OVERLAP's two step sums taking turns; else fast accumulation) against ``_scaled_mm`` with ``use_fast_accum``
+False and True.  Kernel time from the CUDA profiler (median of ``--rounds`` interleaved rounds of ``--reps``
+calls), call time back to back; Iron's output is
 checked against cuBLAS's promoted one: the largest |difference| over the largest |output| under 2**-7 (both
 round f32 sums to bf16; a wrong tile shows up as O(1)).
 
@@ -25,6 +26,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "FOLD_128_S4": {"BN": 128, "STAGES": 4, "FOLD": True},
     "FAST_256_S4": {"BN": 256, "STAGES": 4, "FOLD": False},
     "FAST_128_S5": {"BN": 128, "STAGES": 5, "FOLD": False},
+    "FOLDO_128_S4": {"BN": 128, "STAGES": 4, "FOLD": True, "OVERLAP": True},
+    "FOLDO_128_S5": {"BN": 128, "STAGES": 5, "FOLD": True, "OVERLAP": True},
 }
 
 

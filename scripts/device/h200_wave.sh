@@ -16,4 +16,4 @@ timeout 80 python3 gemm_tune.py --sizes 4096 8192 --configs WS_256_S4 WS_128_S4 
 timeout 90 python3 gemm_tune.py --sizes --shapes 8192x11008x4096 8192x4096x4096 512x4096x4096 512x11008x4096 --bt \
   --configs WS_256_S4 WS_128_S4 WS_128_S6 WS_168_S4 2>&1 | grep '^{' | tee -a "$out/gemm.jsonl" | cut -c1-200
 timeout 90 python3 fp8_tune.py --shapes 4096x4096x4096 8192x11008x4096 512x11008x4096 \
-  --configs FOLD_128_S4 FAST_256_S4 2>&1 | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200
+  --configs FOLD_128_S4 FOLDO_128_S4 FAST_256_S4 2>&1 | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200

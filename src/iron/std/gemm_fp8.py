@@ -11,7 +11,8 @@ step), two consumer warpgroups each multiplying 64 rows by BN columns with ``mma
 per step).  The hardware adds 8-bit products keeping fewer bits than f32 (about 14), so with FOLD each step
 multiplies into a fresh accumulator and adds it to the f32 total (the promotion every 128 K that cuBLAS does
 unless ``use_fast_accum``, and CUTLASS's and DeepGEMM's kernels do); the two consumers take turns, one adding
-while the other's multiplies run.  Without FOLD one accumulator runs over all of K (fast accumulation).  The
+while the other's multiplies run; with OVERLAP too, each consumer keeps its own multiplies running while it
+adds (two step sums taking turns).  Without FOLD one accumulator runs over all of K (fast accumulation).  The
 epilogue scales the total, rounds it once to the output type and stores 16-byte chunks through shared memory.
 
 Elsewhere (:func:`scaled_mm` on the interpreter, Vulkan, HIP, Metal or before sm_90) the operands are widened
@@ -54,18 +55,23 @@ def fp8_fits(v: dict[str, Any]) -> bool:
     return fp8_shared_bytes(v) <= WG_SHARED_LIMIT and not (v["FOLD"] and v["BN"] > 128)
 
 
+def fp8_overlap_folds(v: dict[str, Any]) -> bool:
+    """OVERLAP is a way to fold (a third accumulator: BN 128 only)"""
+    return not v["OVERLAP"] or v["FOLD"]
+
+
 @kernel(variants(T=[f8e4m3, f8e5m2], U=[f8e4m3, f8e5m2], OUT=[bf16, f16], BN=[128, 256], STAGES=[4, 5, 3],
-                 FOLD=[True, False], where=[fp8_fits]))
+                 FOLD=[True, False], OVERLAP=[False, True], where=[fp8_fits, fp8_overlap_folds]))
 def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[OUT], m: int, n: int, k: int):
     """C = OUT((scale_a[0] * scale_b[0]) * (A @ B^T)) with a producer and two consumer warpgroups (module doc).
 
     a: (m, k) row-major of T; b: (n, k) row-major of U (T, U in f8e4m3 / f8e5m2); scale_a, scale_b: one f32
     each; c: (m, n) row-major of OUT (bf16 or f16); k % 16 == 0 and 16-byte aligned tensors (tile copies move
     whole 16-byte chunks).  Products exact, sums f32 (FOLD: each 128-deep K step summed on its own, then added
-    to the total in order; the hardware keeps fewer bits within a step), the scale in f32 (one product, then
-    one multiply per element), one rounding to OUT.  Launch: grid (G * 384,) for any G >= 1, group (384,),
-    subgroups of 32 lanes: group g computes the output tiles g, g + G, ... of 128 x BN.  Loads past m, n, k
-    read 0; stores past m, n are skipped; every product of two extents < 2**31.
+    to the total in order, OVERLAP the same additions; the hardware keeps fewer bits within a step), the scale
+    in f32 (one product, then one multiply per element), one rounding to OUT.  Launch: grid (G * 384,) for any
+    G >= 1, group (384,), subgroups of 32 lanes: group g computes the output tiles g, g + G, ... of 128 x BN.
+    Loads past m, n, k read 0; stores past m, n are skipped; every product of two extents < 2**31.
     Non-finite: IEEE propagation through the sums and the scale (e5m2 holds infinities; e4m3 only NaN).
     """
     a_stage = WS_BM * F8_BK
@@ -98,22 +104,55 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
         for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
             tm, tn = tile_at(tile, tiles_m, tiles_n)
             acc = frag_acc(f32, 16, BN)
-            for kt in range(ktiles):
-                s = full_slot(full, step, STAGES)
-                if FOLD:
-                    # This step's sums on their own, then into the total: the slot is free once they retired.
-                    part = mma_wg(a_s, s * a_stage + wg * 64 * F8_BK, b_s, s * b_stage, frag_acc(f32, 16, BN),
-                                  k=F8_BK, pending=0)
-                    if lane_id() == 0:
-                        barrier_arrive(empty, s)
-                    acc = acc + part
+            if OVERLAP:
+                # Two step sums take turns: step kt's multiplies run while step kt - 1's sum joins the total (the
+                # same additions in the same order as FOLD's, without waiting for each step's multiplies).  Steps
+                # go in pairs so that neither sum changes registers while its multiplies run.
+                mine = wg * 64 * F8_BK  # this warpgroup's rows of the A tile
+                even = frag_acc(f32, 16, BN)
+                odd = frag_acc(f32, 16, BN)  # zero until the first pair's: adding it changes nothing
+                for kp in range(ktiles // 2):
+                    s = full_slot(full, step, STAGES)
+                    even = mma_wg(a_s, s * a_stage + mine, b_s, s * b_stage, frag_acc(f32, 16, BN), k=F8_BK,
+                                  pending=1)
+                    release_behind(empty, 2 * kp, step, STAGES)
+                    acc = acc + odd  # step 2 kp - 1's sum, retired
+                    step += 1
+                    s = full_slot(full, step, STAGES)
+                    odd = mma_wg(a_s, s * a_stage + mine, b_s, s * b_stage, frag_acc(f32, 16, BN), k=F8_BK,
+                                 pending=1)
+                    release_behind(empty, 1, step, STAGES)
+                    acc = acc + even  # step 2 kp's sum, retired
+                    step += 1
+                if ktiles % 2 == 1:  # the last step alone, waited for
+                    s = full_slot(full, step, STAGES)
+                    last = mma_wg(a_s, s * a_stage + mine, b_s, s * b_stage, frag_acc(f32, 16, BN), k=F8_BK)
+                    release_behind(empty, ktiles - 1, step, STAGES)
+                    acc = acc + odd
+                    step += 1
+                    release_last(empty, ktiles, step, STAGES)
+                    acc = acc + last
                 else:
-                    acc = mma_wg(a_s, s * a_stage + wg * 64 * F8_BK, b_s, s * b_stage, acc, k=F8_BK, pending=1)
-                    release_behind(empty, kt, step, STAGES)
-                step += 1
-            if not FOLD:
-                mma_wg_wait(0)
-                release_last(empty, ktiles, step, STAGES)
+                    mma_wg_wait(0)
+                    release_last(empty, ktiles, step, STAGES)
+                    acc = acc + odd
+            else:
+                for kt in range(ktiles):
+                    s = full_slot(full, step, STAGES)
+                    if FOLD:
+                        # This step's sums on their own, then into the total: the slot is free once they retired.
+                        part = mma_wg(a_s, s * a_stage + wg * 64 * F8_BK, b_s, s * b_stage, frag_acc(f32, 16, BN),
+                                      k=F8_BK, pending=0)
+                        if lane_id() == 0:
+                            barrier_arrive(empty, s)
+                        acc = acc + part
+                    else:
+                        acc = mma_wg(a_s, s * a_stage + wg * 64 * F8_BK, b_s, s * b_stage, acc, k=F8_BK, pending=1)
+                        release_behind(empty, kt, step, STAGES)
+                    step += 1
+                if not FOLD:
+                    mma_wg_wait(0)
+                    release_last(empty, ktiles, step, STAGES)
             acc = acc * scale
             row0 = tm * WS_BM + wg * 64 + (simd_group_id() % 4) * 16
             turn = (simd_group_id() - WS_ROLES[0] // 32) // F8_STAGED

@@ -437,7 +437,9 @@ class CudaDialect(CxxDialect):
         p, ind = self.printer, self.indent
         wa, wb, r = p.temp("wg_a"), p.temp("wg_b"), p.temp("r")
         # A fresh zero accumulator (a gemm folding each K step into a total) is not copied: the first slice
-        # ignores its input (wgmma's scale-d 0), so the registers start as that slice's products.
+        # ignores its input (wgmma's scale-d 0), so the registers start as that slice's products, and its
+        # constraints are outputs only ("=f"): read-write ones on registers never written made the compiler
+        # copy a result carried round a loop while its multiply ran, which ptxas serialises (C7515).
         zero = _zero_fill(op.operands[4]) and not isinstance(a.type, FragmentType)
         lines = [] if zero else \
             ["#pragma unroll", f"for (int {r} = 0; {r} < {n // 2}; ++{r}) {out}[{r}] = {c.text}[{r}];"]
@@ -480,7 +482,7 @@ class CudaDialect(CxxDialect):
                       f'{ind}"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{d + 2}, 0;\\n"',
                       f'{ind}"wgmma.mma_async.sync.aligned.m64n{n}k{step}.f32.{kind}.{b_kind} "',
                       f'{ind}"{{{regs}}}, %{d}, %{d + 1}, p, 1, 1{transposes};\\n}}"',
-                      f"{ind}: {outs}",
+                      f"{ind}: {outs.replace('+f', '=f') if zero and ks == slices[0] else outs}",
                       f'{ind}: "l"({a_desc}), "l"({b_desc}), "r"({0 if zero and ks == slices[0] else 1}) : "memory");']
         lines += ['asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");', *self.warpgroup_wait(op)]
         kinds = kind if kind == b_kind else f"{kind}.{b_kind}"

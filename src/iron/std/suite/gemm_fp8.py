@@ -27,12 +27,14 @@ def _shape(m: int, n: int, k: int) -> dict[str, int]:
 
 # Tile copies take rows of whole 16-byte chunks (K a multiple of 16): one short row; M and N past a tile with K
 # over a step and a partial one (zero-filled by the copies); a whole 128-row tile and one row past it over
-# three steps (the ring wrapping at three stages), N past two 128-column tiles.
-SHAPES = [_shape(1, 16, 16), _shape(40, 24, 144), _shape(129, 264, 384)]
+# three steps (the ring wrapping at three stages), N past two 128-column tiles; five steps (OVERLAP's two pairs
+# and a last step alone).
+SHAPES = [_shape(1, 16, 16), _shape(40, 24, 144), _shape(129, 264, 384), _shape(40, 24, 640)]
 BINDINGS = [{"T": E4M3, "U": E4M3, "OUT": bf16, **FP8_DEFAULT},
             {"T": E4M3, "U": E5M2, "OUT": f16, "BN": 128, "STAGES": 3, "FOLD": True},
             {"T": E5M2, "U": E4M3, "OUT": bf16, **FP8_FAST},
-            {"T": E4M3, "U": E4M3, "OUT": bf16, "BN": 128, "STAGES": 3, "FOLD": False}]
+            {"T": E4M3, "U": E4M3, "OUT": bf16, "BN": 128, "STAGES": 3, "FOLD": False},
+            {"T": E4M3, "U": E4M3, "OUT": bf16, "BN": 128, "STAGES": 4, "FOLD": True, "OVERLAP": True}]
 BENCH = {"interp": [_shape(128, 128, 256)], "vulkan": [],
          "*": [_shape(4096, 4096, 4096), _shape(8192, 8192, 8192), _shape(512, 4096, 4096),
                _shape(512, 11008, 4096), _shape(8192, 11008, 4096), _shape(8192, 4096, 4096)]}
