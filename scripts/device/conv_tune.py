@@ -51,7 +51,7 @@ def configs() -> dict[str, dict[str, Any]]:
         named[f"WG{bn}_S{stages}_P{pending}"] = {"BN": bn, "STAGES": stages, "PENDING": pending}
     # conv_ws (warp roles, tile copies of input boxes: one group, stride 1 or 2 along an even W): 128 x BN tiles,
     # STAGES buffers; the patch width is the host's (patch_width).
-    for bn, stages in ((128, 4), (128, 5), (128, 6), (256, 3), (64, 4), (64, 6), (160, 4)):
+    for bn, stages in ((128, 4), (128, 5), (128, 6), (256, 3), (64, 4), (64, 6), (160, 4), (192, 4)):
         named[f"WS{bn}_S{stages}"] = {"BN": bn, "STAGES": stages}
         named[f"WS{bn}_S{stages}_P"] = {"BN": bn, "STAGES": stages, "persistent": True}  # a group per SM
         named[f"WS{bn}_S{stages}_R"] = {"BN": bn, "STAGES": stages, "BOX": "rows"}  # a box per patch row

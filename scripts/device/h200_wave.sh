@@ -3,7 +3,8 @@
 # tests of conv, gemm and the 8-bit gemm; iron.std.conv's host functions beside cuDNN on issue 19's shapes
 # (conv_table.py: GPU time from the profiler and call time, both outputs checked); gemm_ws beside cuBLAS on
 # issue 20's shapes (gemm_tune.py, B both ways); gemm_fp8 beside torch._scaled_mm (fp8_tune.py).  JSON under
-# $OUT (conv_table.jsonl, gemm.jsonl, fp8.jsonl, tests.txt) for BENCHMARKS.md.  About 8 minutes.
+# $OUT (conv_table.jsonl, conv_ws192.jsonl, gemm.jsonl, fp8.jsonl, tests.txt) for BENCHMARKS.md.  About 9
+# minutes.
 set -uo pipefail
 source scripts/device/device_env.sh
 timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
@@ -11,6 +12,8 @@ timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cud
 cd scripts/device
 export PYTHONPATH=/tmp/site:../../src:.
 timeout 140 python3 conv_table.py --reps 3 --count 30 2>&1 | grep '^{' | tee "$out/conv_table.jsonl" | cut -c1-160
+timeout 40 python3 conv_tune.py --reps 3 --shapes whisper_80_384 whisper_384_s2 --configs WS128_S4 WS192_S4 2>&1 \
+  | grep '^{' | tee "$out/conv_ws192.jsonl" | cut -c1-200  # fewer, wider tiles for 384 channels (UNet: 160 wide)
 timeout 80 python3 gemm_tune.py --sizes 4096 8192 --configs WS_256_S4 WS_128_S4 2>&1 | grep '^{' \
   | tee "$out/gemm.jsonl" | cut -c1-200
 timeout 90 python3 gemm_tune.py --sizes --shapes 8192x11008x4096 8192x4096x4096 512x4096x4096 512x11008x4096 --bt \

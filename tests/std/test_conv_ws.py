@@ -20,7 +20,8 @@ from iron.std.suite import conv_mma as CS
 BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8, "S": 1, "BOX": "patch"},
             {"T": f16, "ACT": "relu", "BN": 256, "STAGES": 3, "PW": 64, "S": 1, "BOX": "patch"},
             {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "PW": 16, "S": 2, "BOX": "rows"},
-            {"T": f16, "ACT": "none", "BN": 64, "STAGES": 6, "PW": 32, "S": 1, "BOX": "rows"}]
+            {"T": f16, "ACT": "none", "BN": 64, "STAGES": 6, "PW": 32, "S": 1, "BOX": "rows"},
+            {"T": bf16, "ACT": "none", "BN": 192, "STAGES": 4, "PW": 64, "S": 1, "BOX": "patch"}]
 
 MUTANTS = {
     # the taps' rows and columns exchanged (a transposed kernel)
@@ -74,7 +75,7 @@ def test_unmutated_copy_passes(tmp_path: Path, seed):
 
 
 @pytest.mark.parametrize("binding", BINDINGS, ids=["bf16-128-s4-pw8", "f16-256-s3-pw64", "bf16-128-s6-pw16-stride2",
-                                               "f16-64-s6-pw32"])
+                                               "f16-64-s6-pw32", "bf16-192-s4-pw64"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: 168 registers at the launch bounds, the roles' budgets kept (no C7507), the multiplies a
     pipeline (no C7515), no stack or spills; each input and weight box is one 4-d tile copy."""

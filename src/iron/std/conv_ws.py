@@ -158,7 +158,7 @@ def store_row_nchw(y, bias, res, stage, at, ld, img, oh, ow, co, h_out, w_out, c
                 y[at_y + e] = cast(activate(t, act), y.dtype)
 
 
-@kernel(variants(T=[f16, bf16], BN=[128, 256, 64, 160], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
+@kernel(variants(T=[f16, bf16], BN=[128, 256, 64, 160, 192], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
                  BOX=["patch", "rows"], ACT=list(ACTIVATIONS), where=[ws_conv_fits, ws_patch_box_at_stride_one]))
 def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd_s: int,
             c_out: int, kh: int, kw: int, sh: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
