@@ -28,6 +28,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "FAST_128_S5": {"BN": 128, "STAGES": 5, "FOLD": False},
     "FOLDO_128_S4": {"BN": 128, "STAGES": 4, "FOLD": True, "OVERLAP": True},
     "FOLDO_128_S5": {"BN": 128, "STAGES": 5, "FOLD": True, "OVERLAP": True},
+    # in clusters of two groups sharing (multicasting) B's panel
+    "FOLDC_128_S4": {"BN": 128, "STAGES": 4, "FOLD": True, "CLUSTER": 2},
+    "FOLDC_128_S5": {"BN": 128, "STAGES": 5, "FOLD": True, "CLUSTER": 2},
+    "FASTC_256_S4": {"BN": 256, "STAGES": 4, "FOLD": False, "CLUSTER": 2},
+    "FASTC_128_S5": {"BN": 128, "STAGES": 5, "FOLD": False, "CLUSTER": 2},
 }
 
 
@@ -42,6 +47,8 @@ def main() -> None:
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--check-only", action="store_true",
+                    help="one launch per configuration, no timing (the profiling target under ncu)")
     args = ap.parse_args()
     for shape in args.shapes:
         m, n, k = (int(v) for v in shape.split("x"))
@@ -57,10 +64,15 @@ def main() -> None:
 
         def iron_call(name: str):
             kern = G.gemm_fp8.variant(T=f8e4m3, U=f8e4m3, OUT=bf16, **CONFIGS[name])
-            grid, group = G.fp8_geometry(m, n, CONFIGS[name]["BN"])
+            grid, group = G.fp8_geometry(m, n, CONFIGS[name]["BN"], None, CONFIGS[name].get("CLUSTER", 1))
             out = outs[name]
             return lambda: kern.launch(a, bt, sa, sb, out, m, n, k, grid=grid, group=group, backend="cuda")
 
+        if args.check_only:
+            for name in args.configs:
+                iron_call(name)()
+            torch.cuda.synchronize()
+            continue
         calls = {"cublas": reference(False), "cublas_fast": reference(True),
                  **{name: iron_call(name) for name in args.configs}}
         want = calls["cublas"]().float()

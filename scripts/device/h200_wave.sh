@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
-# The figures issues 19 and 20 need from the H200, in one device call (from the source tree, carry .whl): the GPU
-# tests of conv, gemm and the 8-bit gemm; iron.std.conv's host functions beside cuDNN on issue 19's shapes
-# (conv_table.py: GPU time from the profiler and call time, both outputs checked); gemm_ws beside cuBLAS on
-# issue 20's shapes (gemm_tune.py, B both ways); gemm_fp8 beside torch._scaled_mm (fp8_tune.py).  JSON under
-# $OUT (conv_table.jsonl, conv_ws192.jsonl, gemm.jsonl, fp8.jsonl, tests.txt) for BENCHMARKS.md.  About 9
-# minutes.
+# The figures issues 19 and 20 need from the H200, in two device calls (from the source tree, carry .whl), each
+# under the 10-minute limit:
+#   bash scripts/device/h200_wave.sh gemm   the GPU tests of gemm and clusters; gemm_ws beside cuBLAS on issue
+#                                          20's shapes, with and without clusters (gemm_tune.py, B both ways);
+#                                          gemm_fp8 beside torch._scaled_mm (fp8_tune.py).  About 6 minutes.
+#   bash scripts/device/h200_wave.sh conv   the GPU tests of conv; iron.std.conv's host functions beside cuDNN on
+#                                          issue 19's shapes (conv_table.py: GPU time from the profiler and call
+#                                          time, both outputs checked); 192-wide tiles on Whisper.  About 5 minutes.
+# JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, tests-*.txt) for BENCHMARKS.md.
 set -uo pipefail
 source scripts/device/device_env.sh
-timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
-  -k "conv or gemm" -rfE > "$out/tests.txt" 2>&1; tail -3 "$out/tests.txt"
-cd scripts/device
-export PYTHONPATH=/tmp/site:../../src:.
-timeout 140 python3 conv_table.py --reps 3 --count 30 2>&1 | grep '^{' | tee "$out/conv_table.jsonl" | cut -c1-160
-timeout 40 python3 conv_tune.py --reps 3 --shapes whisper_80_384 whisper_384_s2 --configs WS128_S4 WS192_S4 2>&1 \
-  | grep '^{' | tee "$out/conv_ws192.jsonl" | cut -c1-200  # fewer, wider tiles for 384 channels (UNet: 160 wide)
-timeout 80 python3 gemm_tune.py --sizes 4096 8192 --configs WS_256_S4 WS_128_S4 2>&1 | grep '^{' \
-  | tee "$out/gemm.jsonl" | cut -c1-200
-timeout 90 python3 gemm_tune.py --sizes --shapes 8192x11008x4096 8192x4096x4096 512x4096x4096 512x11008x4096 --bt \
-  --configs WS_256_S4 WS_128_S4 WS_128_S6 WS_168_S4 2>&1 | grep '^{' | tee -a "$out/gemm.jsonl" | cut -c1-200
-timeout 90 python3 fp8_tune.py --shapes 4096x4096x4096 8192x11008x4096 512x11008x4096 \
-  --configs FOLD_128_S4 FOLDO_128_S4 FAST_256_S4 2>&1 | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200
+part=${1:?usage: h200_wave.sh gemm|conv}
+if [ "$part" = gemm ]; then
+  timeout 150 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_clusters.py tests/gpu/test_std_cuda.py \
+    tests/gpu/test_std_host_cuda.py -k "clusters or gemm" -rfE > "$out/tests-gemm.txt" 2>&1
+  tail -3 "$out/tests-gemm.txt"
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  timeout 80 python3 gemm_tune.py --sizes 4096 8192 --configs WS_256_S4 WSC_256_S4 2>&1 | grep '^{' \
+    | tee "$out/gemm.jsonl" | cut -c1-200
+  timeout 150 python3 gemm_tune.py --sizes --shapes 8192x11008x4096 8192x4096x4096 512x4096x4096 512x11008x4096 --bt \
+    --configs WS_256_S4 WSC_256_S4 WS_128_S6 WSC_128_S4 WSC_128_S6 WS_168_S4 2>&1 | grep '^{' \
+    | tee -a "$out/gemm.jsonl" | cut -c1-200
+  timeout 90 python3 fp8_tune.py --shapes 4096x4096x4096 8192x11008x4096 512x11008x4096 \
+    --configs FOLD_128_S4 FOLDO_128_S4 FAST_256_S4 2>&1 | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200
+else
+  timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+    -k "conv" -rfE > "$out/tests-conv.txt" 2>&1
+  tail -3 "$out/tests-conv.txt"
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  timeout 150 python3 conv_table.py --reps 3 --count 30 2>&1 | grep '^{' | tee "$out/conv_table.jsonl" | cut -c1-160
+  timeout 50 python3 conv_tune.py --reps 3 --shapes whisper_80_384 whisper_384_s2 --configs WS128_S4 WS192_S4 2>&1 \
+    | grep '^{' | tee "$out/conv_ws192.jsonl" | cut -c1-200  # fewer, wider tiles for 384 channels (UNet: 160 wide)
+fi

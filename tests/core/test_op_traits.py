@@ -25,9 +25,10 @@ def test_groups_follow_the_rows():
     assert ops.FRAGMENT_OPS <= ops.WHOLE_GROUP_OPS and "barrier" in ops.WHOLE_GROUP_OPS
     assert ops.FRAGMENT_OPS == {name for name, oi in OPS.items() if oi.category == "fragment"}
     assert not ops.VARYING_INDEX_OPS & ops.UNIFORM_INDEX_OPS
-    # The index ops, and the role a thread gets from warp_roles (which also sets register budgets: not an index).
+    # The index ops, the role a thread gets from warp_roles (which also sets register budgets: not an index) and
+    # the rank of its group in its cluster (cluster_groups, which also declares the clusters).
     assert ops.VARYING_INDEX_OPS | ops.UNIFORM_INDEX_OPS == {n for n, oi in OPS.items() if oi.category == "index"} | {
-        "warp_role"}
+        "warp_role", "cluster_groups"}
     assert ops.REDUCTION_OPS | ops.SHUFFLE_OPS == {n for n, oi in OPS.items() if oi.category == "subgroup"}
     assert {"barrier", "call", "copy_async_wait", "mma_wg_wait"} <= ops.FENCE_OPS
 

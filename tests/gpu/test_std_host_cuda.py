@@ -127,11 +127,14 @@ def test_depthwise_nhwc_square_filters_as_the_host_launches_them(cuda, ks, strid
 
 @pytest.mark.parametrize("m,n,k,transpose_b,act", [(4096, 4096, 4096, False, None), (2049, 4104, 264, True, "silu"),
                                                    (300, 520, 200, True, "gelu_tanh"), (129, 257, 72, False, "relu"),
-                                                   (1, 3, 5, True, None)])
+                                                   (1, 3, 5, True, None), (512, 11008, 264, True, "relu")])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_gemm_on_warpgroups(cuda, m, n, k, transpose_b, act, dtype):
     """The host runs gemm_ws on the H200 from 256 output tiles up (the first two: warp roles and tile copies,
-    a tail past 16 x 16 tiles) and gemm_wg below (wgmma from swizzled tiles): every tail, both layouts of B."""
+    a tail past 16 x 16 tiles), below that in clusters of two for B given (n, k) (300 rows: the second group
+    of the last pair has no rows; 512 x 11008: 168-wide tiles), and gemm_wg where tile copies cannot read the
+    operands (129 x 257: rows of B not whole 16-byte chunks; wgmma from swizzled tiles): every tail, both
+    layouts of B."""
     import ml_dtypes
 
     from iron.core import dtypes as D
@@ -247,3 +250,24 @@ def test_conv2d_matrix_path_against_cudnn(cuda, shape, layout):
                        residual=res)
     # f32 sums rounded once to bf16 (2**-8 relative) against the float64 result
     assert (got.double() - want).abs().max().item() <= 2.0 ** -7 * want.abs().max().item()
+
+
+@pytest.mark.parametrize("m,n,k", [(512, 1024, 512), (300, 520, 256), (1024, 2048, 384)])
+@pytest.mark.parametrize("fast_accum", [False, True], ids=["fold", "fast"])
+def test_scaled_mm_with_the_hosts_configuration(cuda, m, n, k, fast_accum):
+    """scaled_mm's host choice on Hopper (fp8_config: folding one group a tile, fast accumulation over few
+    128 x 256 tiles in clusters of two, else 128 x 256 tiles), against the float64 oracle."""
+    from iron import bf16
+    from iron.core import dtypes as D
+    from iron.harness.tolerance import Depth, compare, derive_tolerance
+    from iron.std import gemm_fp8 as G
+    from iron.std.suite import gemm_fp8 as GS
+
+    rng = np.random.default_rng(m + n + k)
+    a = (rng.standard_normal((m, k)) * 4).astype(D.numpy_dtype(D.f8e4m3))
+    b = (rng.standard_normal((n, k)) * 4).astype(D.numpy_dtype(D.f8e4m3))
+    sa, sb = np.array([0.375], np.float32), np.array([1.5], np.float32)
+    got = G.scaled_mm(a, b, sa, sb, out_dtype=bf16, fast_accum=fast_accum, backend="cuda")
+    want = GS.fp8_oracle(a.astype(np.float64), b.astype(np.float64), sa, sb, None, m, n, k)
+    verdict = compare(np.asarray(got), want, derive_tolerance(bf16, Depth(steps=1, f32_steps=k + 2)))
+    assert verdict.ok, verdict.message

@@ -64,8 +64,8 @@ def test_unmutated_copy_passes(tmp_path, seed):
     assert_rows_pass(rows, seed)
 
 
-@pytest.mark.parametrize("binding", [GS.BINDINGS[0], GS.BINDINGS[2], GS.BINDINGS[4]],
-                         ids=["fold-128", "fast-256", "overlap-128"])
+@pytest.mark.parametrize("binding", [GS.BINDINGS[0], GS.BINDINGS[2], GS.BINDINGS[4], GS.BINDINGS[5], GS.BINDINGS[6]],
+                         ids=["fold-128", "fast-256", "overlap-128", "fold-128-cluster", "fast-256-cluster"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: 168 registers at entry, the roles' budgets kept (no C7507), the multiplies a pipeline (no
     C7515), the accumulators registers (no stack, no spills), the multiplies the 8-bit form (k32)."""
@@ -124,3 +124,10 @@ def test_bad_input_is_a_launch_error(call, message):
     a = np.ones((4, 16), ml_dtypes.float8_e4m3fn)
     with pytest.raises(iron.LaunchError, match=message):
         call(a, a, np.ones(1, np.float32))
+
+
+def test_the_host_takes_clusters_for_fast_accumulation_over_few_tiles():
+    assert G.fp8_config(4096, 4096, False) == G.fp8_config(512, 4096, False) == G.FP8_DEFAULT
+    assert G.fp8_config(4096, 4096, True) == G.FP8_FAST  # 512 tiles of 128 x 256
+    assert G.fp8_config(512, 4096, True) == G.fp8_config(512, 11008, True) == G.FP8_FAST_NARROW
+    assert G.FP8_FAST_NARROW["CLUSTER"] == 2 and G.fp8_shared_bytes(G.FP8_FAST_NARROW) <= G.WG_SHARED_LIMIT

@@ -18,7 +18,10 @@ BINDINGS = [{**GS._flags(f16, False, True, "relu"), "BN": 256, "STAGES": 3},
             {**GS._flags(bf16, True, False, "none"), "BN": 128, "STAGES": 4},
             {**GS._flags(bf16, False, False, "none"), "BN": 256, "STAGES": 4},
             {**GS._flags(bf16, True, True, "none"), "BN": 256, "STAGES": 4},
-            {**GS._flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5}]
+            {**GS._flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5},
+            {**GS._flags(bf16, True, False, "none"), "BN": 128, "STAGES": 4, "CLUSTER": 2},
+            {**GS._flags(bf16, False, False, "none"), "BN": 256, "STAGES": 4, "CLUSTER": 2},
+            {**GS._flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5, "CLUSTER": 2}]
 # Whole 16-byte rows: M and N past a tile with a partial last K step; five K steps through a shorter ring.
 SHAPES = [GS._shape(40, 24, 136), GS._shape(70, 136, 320)]
 
@@ -31,8 +34,8 @@ MUTANTS = {
     # the producer's first lap waits for a release nobody made: the roles hang.
     "first_lap_waits": [("((step // stages) & 1) ^ 1)", "(step // stages) & 1)")],
     # a consumer releases the slot its multiply still reads: the producer refills it under the multiply.
-    "releases_running_slot": [("    if kt > 0 and lane_id() == 0:\n        barrier_arrive(empty, (step - 1)",
-                               "    if kt > 0 and lane_id() == 0:\n        barrier_arrive(empty, (step)")],
+    "releases_running_slot": [("    if kt > 0 and lane_id() == 0:\n        release(empty, (step - 1)",
+                               "    if kt > 0 and lane_id() == 0:\n        release(empty, (step)")],
     # the consumers keep a tile's last slot: a persistent group's producer waits for it forever.
     "keeps_last_slot": [("if ktiles > 0 and lane_id() == 0:", "if ktiles < 0 and lane_id() == 0:")],
     # the partial last K step is dropped.
@@ -48,6 +51,26 @@ MUTANTS = {
     # the second consumer warpgroup multiplies the first one's rows of A.
     "one_a_block": [("s * a_stage + wg * BLOCK", "s * a_stage")],
 }
+
+
+# Clusters of two groups, each copying half of the B tile into both (129 rows: two tile rows, one pair).
+CLUSTER_MUTANTS = {
+    # releases reach only the own group (twice): a group refills its peer's slot while the peer may still read it.
+    "releases_own_group": [("barrier_arrive(empty, slot, rank=q)", "barrier_arrive(empty, slot)")],
+    # each group copies its half of B into itself alone: the other half never reaches it, and its wait hangs.
+    "no_multicast": [("multicast=CLUSTER > 1", "multicast=False"), ("multicast=cluster > 1", "multicast=False")],
+    # both groups copy the first half of B's rows: the second half of the tile is never loaded.
+    "same_half": [("(row0 + q * piece, col)", "(row0, col)")],
+    # both groups of a pair compute the first tile row of the pair (the producer's copies and the stores).
+    "same_tile_row": [("return tc * cluster + rank, tn", "return tc * cluster, tn")],
+}
+
+
+@pytest.mark.parametrize("name", list(CLUSTER_MUTANTS))
+def test_cluster_mutant_caught(name, tmp_path, seed):
+    kern = edited_module(W, tmp_path, *CLUSTER_MUTANTS[name]).gemm_ws
+    # persistent: one cluster loops over the tiles, so the ring's slots come round again
+    assert_mutant_caught("std/gemm/ws_persistent", kern, seed, shapes=[GS._shape(129, 264, 192)])
 
 
 @pytest.mark.parametrize("name", list(MUTANTS))
@@ -66,7 +89,8 @@ def test_unmutated_copy_passes(tmp_path, seed):
     assert_rows_pass(mutant_rows("std/gemm/ws", mutant(tmp_path), seed, shapes=SHAPES), seed)
 
 
-@pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128", "nn-256-s4", "bt-256-s4-bias", "bt-168-s5"])
+@pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128", "nn-256-s4", "bt-256-s4-bias", "bt-168-s5",
+                                               "bt-128-cluster", "nn-256-cluster", "bt-168-cluster"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: every thread starts at 168 registers (the launch bounds), ptxas keeps the roles' budgets
     (no C7507 note: setmaxnreg opens the role branches), the multiplies stay a pipeline (no C7515 note) and
@@ -126,8 +150,11 @@ def test_the_host_picks_warp_roles_for_readable_operands_and_a_tile_by_shape():
     a, b = np.zeros(64, np.float16), np.zeros(64, np.float16)
     assert W.ws_chosen(traits, (4096, 4096, 4096), False, (a, b))  # 512 tiles
     assert W.ws_chosen(traits, (8192, 11008, 4096), True, (a, b))
-    assert W.ws_chosen(traits, (512, 4096, 4096), True, (a, b)) == {"BN": 128, "STAGES": 4}  # 128 x 128 tiles there
-    assert W.ws_config(512, 4096) == {"BN": 128, "STAGES": 4}  # 64 wide tiles: too few
+    # Too few 128 x 256 tiles: clusters of two on the width that fills the last wave best, B given (n, k)
+    assert W.ws_chosen(traits, (512, 4096, 4096), True, (a, b)) == {"BN": 128, "STAGES": 6, "CLUSTER": 2}
+    assert W.ws_chosen(traits, (512, 11008, 4096), True, (a, b)) == {"BN": 168, "STAGES": 5, "CLUSTER": 2}
+    assert W.ws_wave_fill(512, 11008, 168) == 1.0 and W.ws_wave_fill(512, 11008, 128) < 0.9
+    assert W.ws_config(512, 4096) == {"BN": 128, "STAGES": 4}  # B given (k, n): 128 x 128 tiles, no cluster
     assert W.ws_config(4096, 4096) == W.WS_DEFAULT  # 512
     assert not W.ws_chosen(traits, (4096, 4096, 4100), True, (a, b))  # rows of K not whole 16-byte chunks
     assert not W.ws_chosen(traits, (4096, 4096, 4096), False, (a[1:], b))  # A off a 16-byte boundary

@@ -107,6 +107,11 @@ def _check_op(op: Op, kernel: Kernel, profile: TargetProfile, where: str) -> Non
         raise _unsupported(f"'{code}' (warpgroup multiplies) runs on NVIDIA Hopper's wgmma alone (CUDA sm_90), "
                            f"not on {where}", op.loc, kernel,
                            "use mma() fragments there (iron.std.gemm picks its kernel per device)")
+    if code == "cluster_groups" and op.attrs["size"] > 1 and "clusters" not in profile.features:
+        raise _unsupported(f"cluster_groups({op.attrs['size']}): clusters of groups exist on NVIDIA Hopper (CUDA "
+                           f"sm_90) and later, not on {where}", op.loc, kernel,
+                           "make the cluster size a variant parameter and choose 1 there (every group then loads "
+                           "its tiles itself)")
     if code == "role_barrier" and "named_barriers" in profile.features:
         odd = next((n for n in op.attrs["sizes"] if n % profile.lane_width), None)
         if odd is not None:
@@ -212,6 +217,10 @@ def check_emitted_launch(emitted: Any, grid: Sequence[int], group: Sequence[int]
             f"kernel '{name}': group {dims} has {threads} threads, but its mma scratch was sized for "
             f"{emitted.max_group_threads} on {emitted.profile.target} ({emitted.profile.arch}) beside its "
             f"shared arrays: use groups of at most {emitted.max_group_threads} threads or smaller shared arrays")
+    groups_x = -(-int(grid[0]) // dims[0]) if len(grid) else 1
+    if emitted.cluster_size > 1 and groups_x % emitted.cluster_size:
+        raise LaunchError(f"kernel '{name}': clusters of {emitted.cluster_size} groups along axis 0, but the launch "
+                          f"has {groups_x} groups there: launch a multiple of {emitted.cluster_size}")
     if emitted.role_threads and threads != emitted.role_threads:
         raise LaunchError(f"kernel '{name}': warp_roles splits groups of {emitted.role_threads} threads, but the "
                           f"launch's group {dims} has {threads}: launch groups of {emitted.role_threads} threads")

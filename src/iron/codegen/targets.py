@@ -155,9 +155,9 @@ def _cuda(arch: str, mma: str | None) -> TargetProfile:
     # mbarrier objects exist from sm_80; arrivals that expect bytes, try_wait and tile copies in hardware (TMA)
     # from sm_90.
     # Named barriers (bar.sync id, count: role barriers) exist on every arch; setmaxnreg (register budgets of
-    # warp roles) is sm_90a's.
+    # warp roles) is sm_90a's.  Clusters of groups (distributed shared memory, multicast tile copies) from sm_90.
     features = frozenset({"subgroups", "f64", "mbarrier", "named_barriers"} | ({"wgmma", "setmaxnreg"} if sm == 90 else set())
-                         | ({"mbarrier_tx", "tma"} if sm >= 90 else set()))
+                         | ({"mbarrier_tx", "tma", "clusters"} if sm >= 90 else set()))
     return TargetProfile("cuda", arch, 32, 1024, (1024, 1024, 64), 48 * 1024, _ALL_DTYPES, atomics, atomics, mma,
                          features, max_shared_bytes_optin=_CUDA_SHARED_OPTIN[sm])
 

@@ -356,6 +356,23 @@ def _abar_wait(ts, attrs):
     return None
 
 
+def _abar_arrive_peer(ts, attrs):
+    _abar_at(ts[:2], "barrier_arrive")
+    _int_scalar(ts[2], "cluster rank")
+    return None
+
+
+#: Groups a cluster may join (``cluster_groups``): sm_90's portable cluster sizes.
+CLUSTER_SIZES = (1, 2, 4, 8)
+
+
+def _cluster_groups(ts, attrs):
+    if attrs.get("size") not in CLUSTER_SIZES:
+        raise OpTypeError(f"cluster_groups joins {', '.join(map(str, CLUSTER_SIZES))} groups into a cluster, got "
+                          f"{attrs.get('size')!r}")
+    return ScalarType(D.i32)
+
+
 def _abar_copies(ts, attrs):
     _abar_at(ts, "copy_async_barrier")
     return None
@@ -770,8 +787,14 @@ _reg("abar_alloc", "async_barrier", 0, _abar_alloc, pure=False, attrs=("count", 
 _reg("abar_arrive", "async_barrier", 2, _abar_arrive, pure=False, attrs=("bytes",), traits=Trait.FENCE)
 _reg("abar_wait", "async_barrier", 3, _abar_wait, pure=False, traits=Trait.FENCE)
 _reg("abar_copies", "async_barrier", 2, _abar_copies, pure=False, traits=Trait.FENCE)
+# An arrival on the barrier of another group of the cluster (operand 2: its rank in the cluster).
+_reg("abar_arrive_peer", "async_barrier", 3, _abar_arrive_peer, pure=False, traits=Trait.FENCE)
+# Clusters (docs/ir.md): consecutive groups along axis 0 that reach each other's shared memory and barriers.
+_reg("cluster_groups", "cluster", 0, _cluster_groups, pure=False, attrs=("size",), traits=Trait.UNIFORM_INDEX)
+_reg("cluster_sync", "cluster", 0, _none, pure=False, traits=Trait.FENCE | Trait.WHOLE_GROUP)
 # A tile copy writes its shared tile when the phase of its barrier completes (and reads global memory).
-_reg("tile_copy", "memory", None, _tile_copy, pure=False, attrs=("box_rows", "box_cols", "layout", "box_outer"),
+_reg("tile_copy", "memory", None, _tile_copy, pure=False,
+     attrs=("box_rows", "box_cols", "layout", "box_outer", "multicast"),
      traits=Trait.WRITES | Trait.FENCE)
 # A tile store reads its shared tile and writes the global matrix asynchronously, up to its thread's
 # store_tile_wait (operand 0 is the global tensor it writes, as for every writing op).

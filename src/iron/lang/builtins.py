@@ -161,13 +161,15 @@ def copy_async_wait(pending=0):
 
 
 @_builtin("memory")
-def copy_tile(dst, dst_index, src, shape, coords, box, bars, i, ld=None, layout="sw128"):
+def copy_tile(dst, dst_index, src, shape, coords, box, bars, i, ld=None, layout="sw128", multicast=False):
     """Start copying the ``box = (rows, cols)`` tile at ``coords = (row, col)`` of ``src`` seen as a
     ``shape = (rows, cols)`` matrix with ``ld`` elements between rows (default: its cols) into the shared tile
     at ``dst[dst_index ..]`` in ``layout`` ("sw128": what mma_wg reads; "rows": row-major).  Elements outside
     the matrix read as zeros.  ``shape``, ``coords`` and ``box`` may have up to three outer axes in front
     (outermost first, dense over the matrix: an NHWC image's (n, h, w, c)); the tile holds the box row-major.  The copy brings its bytes to barrier ``i`` of ``bars``: announce them with
-    :func:`barrier_arrive` after issuing the copies, and read the tile after :func:`barrier_wait`."""
+    :func:`barrier_arrive` after issuing the copies, and read the tile after :func:`barrier_wait`.
+    ``multicast=True`` (after :func:`cluster_groups`): the box lands at the same place in every group of the
+    cluster and brings its bytes to barrier ``i`` of each (docs/language.md, "Clusters")."""
 
 
 @_builtin("memory")
@@ -203,9 +205,11 @@ def async_barriers(count, arrivals=1):
 
 
 @_builtin("sync")
-def barrier_arrive(bars, i, bytes=0):  # noqa: A002 - the count PTX and CUDA call bytes
+def barrier_arrive(bars, i, bytes=0, rank=None):  # noqa: A002 - the count PTX and CUDA call bytes
     """This thread's arrival on barrier ``i`` of ``bars``; ``bytes``: tile copies it announces, which must land
-    before the phase completes.  Orders this thread's earlier memory accesses before the phase's end."""
+    before the phase completes.  Orders this thread's earlier memory accesses before the phase's end.
+    ``rank`` (after :func:`cluster_groups`, no bytes): the arrival goes to barrier ``i`` of the group of that
+    rank in this group's cluster instead."""
 
 
 @_builtin("sync")
@@ -226,6 +230,22 @@ def warp_roles(threads, registers=None):
     the next ``threads[1]``, ...; returns this thread's role.  The group has exactly ``sum(threads)`` threads.
     ``registers``: each role's register budget per thread (CUDA sm_90 ``setmaxnreg``; whole warpgroups).
     Called once, at the kernel's top level (docs/language.md, "Warp roles")."""
+
+
+@_builtin("sync")
+def cluster_groups(size):
+    """Join consecutive groups along grid axis 0 into clusters of ``size`` (1, 2, 4 or 8; the launch's groups
+    along axis 0 a multiple of it) whose groups reach each other's barriers (``barrier_arrive(..., rank=)``)
+    and receive each other's multicast tile copies; returns this group's rank in its cluster.  Called once,
+    at the kernel's top level; sizes past 1 need clusters (CUDA sm_90), elsewhere a compile-time error
+    (docs/language.md, "Clusters")."""
+
+
+@_builtin("sync")
+def cluster_sync():
+    """Wait until every thread of every group of this group's cluster arrives; orders memory among them.  Once
+    after the barriers are made, before any group reaches another's, and before a group ends while others may
+    still arrive on its barriers or copy into its shared memory."""
 
 
 @_builtin("sync")

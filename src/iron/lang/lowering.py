@@ -45,6 +45,8 @@ class CompileContext:
     helper_stack: list[Any] = field(default_factory=list)
     #: The threads of each role of ``warp_roles()``, once the kernel called it (``role_barrier`` needs them).
     role_sizes: tuple[int, ...] | None = None
+    #: The groups of a cluster, once the kernel called ``cluster_groups()`` (multicast and peer arrivals need it).
+    cluster_size: int | None = None
 
 
 class LowererBase:

@@ -35,8 +35,8 @@ from . import _host
 from .conv_mma import store_nhwc
 from .gemm import ACTIVATIONS, activate
 from .gemm_wg import WG_SHARED_LIMIT
-from .gemm_ws import (BLOCK, RELEASES, WS_BK, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, free_slot, full_slot,
-                      release_behind, release_last, tile_at)
+from .gemm_ws import (BLOCK, RELEASES, WS_BK, WS_BM, WS_REGISTERS, WS_ROLES, WS_SMS, WS_THREADS, free_slot,
+                      full_slot, release_behind, release_last, tile_at)
 
 __all__ = ["PATCH_WIDTHS", "conv_ws", "conv_ws_config", "conv_ws_geometry", "conv_ws_runs", "conv_ws_shared_bytes",
            "patch_width"]
@@ -274,10 +274,6 @@ def patch_width(h_out: int, w_out: int) -> int:
     def covered(pw_: int) -> int:
         return _host.ceil_div(w_out, pw_) * pw_ * _host.ceil_div(h_out, 64 // pw_) * (64 // pw_)
     return min(reversed(PATCH_WIDTHS), key=covered)
-
-
-#: Streaming multiprocessors of the H100 and H200 (SXM): a tile count is judged against one wave of groups.
-WS_SMS = 132
 
 
 def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1) -> dict[str, Any]:

@@ -710,7 +710,7 @@ def _launch_gemm(a: Any, b: Any, bias: Any, act: str, out: Any, mnk: tuple[int, 
     ws = ws_chosen(traits, (m, n, k), transpose_b, (a, b)) if cfg is not None else None
     if ws is not None:
         # Hopper and operands tile copies can read: warp roles (gemm_ws.py).
-        grid, group = ws_geometry(m, n, ws["BN"])
+        grid, group = ws_geometry(m, n, ws["BN"], None, ws.get("CLUSTER", 1))
         gemm_ws.variant(**flags, **ws).launch(a, b, unread_bias, out, m, n, k, grid=grid, group=group,
                                               backend=backend)
         return out

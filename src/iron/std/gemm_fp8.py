@@ -26,14 +26,14 @@ from typing import Any
 from iron import In, T, Tensor, TypeVar, U, bf16, f8e4m3, f8e5m2, f16, f32, kernel, variants
 from iron.core.errors import LaunchError
 from iron.jit.device import device_traits
-from iron.lang import (async_barriers, barrier_arrive, copy_tile, frag_acc, group_id, lane_id, mma_wg,
-                       mma_wg_wait, num_groups, program_id, shared, simd_group_id, static_range, thread_id,
-                       warp_roles)
+from iron.lang import (async_barriers, barrier_arrive, cluster_groups, cluster_sync, copy_tile, frag_acc, group_id,
+                       lane_id, mma_wg, mma_wg_wait, num_groups, program_id, shared, simd_group_id, static_range,
+                       thread_id, warp_roles)
 
 from . import _host
 from .gemm_wg import WG_SHARED_LIMIT, store_acc
-from .gemm_ws import (RELEASES, WS_BM, WS_REGISTERS, WS_ROLES, WS_THREADS, free_slot, full_slot, release_behind,
-                      release_last, runs_roles, tile_at)
+from .gemm_ws import (RELEASES, WS_BM, WS_REGISTERS, WS_ROLES, WS_WIDE_TILES, cluster_tile, copy_rows_to_cluster,
+                      free_slot, full_slot, release, release_behind, release_last, runs_roles, ws_geometry)
 
 #: The output's dtype (bf16 as torch._scaled_mm's usual out_dtype, or f16).
 OUT = TypeVar("OUT")
@@ -61,7 +61,7 @@ def fp8_overlap_folds(v: dict[str, Any]) -> bool:
 
 
 @kernel(variants(T=[f8e4m3, f8e5m2], U=[f8e4m3, f8e5m2], OUT=[bf16, f16], BN=[128, 256], STAGES=[4, 5, 3],
-                 FOLD=[True, False], OVERLAP=[False, True], where=[fp8_fits, fp8_overlap_folds]))
+                 FOLD=[True, False], OVERLAP=[False, True], CLUSTER=[1, 2], where=[fp8_fits, fp8_overlap_folds]))
 def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[OUT], m: int, n: int, k: int):
     """C = OUT((scale_a[0] * scale_b[0]) * (A @ B^T)) with a producer and two consumer warpgroups (module doc).
 
@@ -70,8 +70,10 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
     whole 16-byte chunks).  Products exact, sums f32 (FOLD: each 128-deep K step summed on its own, then added
     to the total in order, OVERLAP the same additions; the hardware keeps fewer bits within a step), the scale
     in f32 (one product, then one multiply per element), one rounding to OUT.  Launch: grid (G * 384,) for any
-    G >= 1, group (384,), subgroups of 32 lanes: group g computes the output tiles g, g + G, ... of 128 x BN.
-    Loads past m, n, k read 0; stores past m, n are skipped; every product of two extents < 2**31.
+    G >= 1 (a multiple of CLUSTER), group (384,), subgroups of 32 lanes: group g computes the output tiles g,
+    g + G, ... of 128 x BN; CLUSTER 2 (CUDA sm_90): pairs of groups take a pair of tile rows of one tile column,
+    each copying half of B's panel into both (multicast), as gemm_ws does.  Loads past m, n, k read 0; stores
+    past m, n are skipped; every product of two extents < 2**31.
     Non-finite: IEEE propagation through the sums and the scale (e5m2 holds infinities; e4m3 only NaN).
     """
     a_stage = WS_BM * F8_BK
@@ -81,28 +83,33 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
     LD = BN + 8
     stage = shared(OUT, F8_STAGED * 16 * LD)
     full = async_barriers(STAGES, 1)
-    empty = async_barriers(STAGES, RELEASES)
+    empty = async_barriers(STAGES, RELEASES * CLUSTER)
+    rank = cluster_groups(CLUSTER)
     role = warp_roles(WS_ROLES, registers=WS_REGISTERS)
+    if CLUSTER > 1:
+        cluster_sync()  # every group's barriers exist before another's copies and releases reach them
     tid = thread_id(0)
     tiles_m = (m + WS_BM - 1) // WS_BM
     tiles_n = (n + BN - 1) // BN
     ktiles = (k + F8_BK - 1) // F8_BK
+    rows_c = (tiles_m + CLUSTER - 1) // CLUSTER  # a cluster's tiles: CLUSTER tile rows of one tile column
     step = 0  # K steps through the ring so far, over every tile of this group
     if role == 0:
         if tid == 0:
-            for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
-                tm, tn = tile_at(tile, tiles_m, tiles_n)
+            for tile in range(group_id(0) // CLUSTER, rows_c * tiles_n, num_groups(0) // CLUSTER):
+                tm, tn = cluster_tile(tile, rows_c, tiles_n, CLUSTER, rank)
                 for kt in range(ktiles):
                     s = free_slot(empty, step, STAGES)
                     copy_tile(a_s, s * a_stage, a, (m, k), (tm * WS_BM, kt * F8_BK), (WS_BM, F8_BK), full, s)
-                    copy_tile(b_s, s * b_stage, b, (n, k), (tn * BN, kt * F8_BK), (BN, F8_BK), full, s)
+                    copy_rows_to_cluster(b_s, s * b_stage, b, n, k, tn * BN, kt * F8_BK, BN, F8_BK, full, s, CLUSTER,
+                                         rank)
                     barrier_arrive(full, s, bytes=(WS_BM + BN) * F8_BK)
                     step += 1
     else:
         wg = (tid - WS_ROLES[0]) // 128
         scale = scale_a[0] * scale_b[0]
-        for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
-            tm, tn = tile_at(tile, tiles_m, tiles_n)
+        for tile in range(group_id(0) // CLUSTER, rows_c * tiles_n, num_groups(0) // CLUSTER):
+            tm, tn = cluster_tile(tile, rows_c, tiles_n, CLUSTER, rank)
             acc = frag_acc(f32, 16, BN)
             if OVERLAP:
                 # Two step sums take turns: step kt's multiplies run while step kt - 1's sum joins the total (the
@@ -115,26 +122,26 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
                     s = full_slot(full, step, STAGES)
                     even = mma_wg(a_s, s * a_stage + mine, b_s, s * b_stage, frag_acc(f32, 16, BN), k=F8_BK,
                                   pending=1)
-                    release_behind(empty, 2 * kp, step, STAGES)
+                    release_behind(empty, 2 * kp, step, STAGES, CLUSTER)
                     acc = acc + odd  # step 2 kp - 1's sum, retired
                     step += 1
                     s = full_slot(full, step, STAGES)
                     odd = mma_wg(a_s, s * a_stage + mine, b_s, s * b_stage, frag_acc(f32, 16, BN), k=F8_BK,
                                  pending=1)
-                    release_behind(empty, 1, step, STAGES)
+                    release_behind(empty, 1, step, STAGES, CLUSTER)
                     acc = acc + even  # step 2 kp's sum, retired
                     step += 1
                 if ktiles % 2 == 1:  # the last step alone, waited for
                     s = full_slot(full, step, STAGES)
                     last = mma_wg(a_s, s * a_stage + mine, b_s, s * b_stage, frag_acc(f32, 16, BN), k=F8_BK)
-                    release_behind(empty, ktiles - 1, step, STAGES)
+                    release_behind(empty, ktiles - 1, step, STAGES, CLUSTER)
                     acc = acc + odd
                     step += 1
-                    release_last(empty, ktiles, step, STAGES)
+                    release_last(empty, ktiles, step, STAGES, CLUSTER)
                     acc = acc + last
                 else:
                     mma_wg_wait(0)
-                    release_last(empty, ktiles, step, STAGES)
+                    release_last(empty, ktiles, step, STAGES, CLUSTER)
                     acc = acc + odd
             else:
                 for kt in range(ktiles):
@@ -144,21 +151,23 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
                         part = mma_wg(a_s, s * a_stage + wg * 64 * F8_BK, b_s, s * b_stage, frag_acc(f32, 16, BN),
                                       k=F8_BK, pending=0)
                         if lane_id() == 0:
-                            barrier_arrive(empty, s)
+                            release(empty, s, CLUSTER)
                         acc = acc + part
                     else:
                         acc = mma_wg(a_s, s * a_stage + wg * 64 * F8_BK, b_s, s * b_stage, acc, k=F8_BK, pending=1)
-                        release_behind(empty, kt, step, STAGES)
+                        release_behind(empty, kt, step, STAGES, CLUSTER)
                     step += 1
                 if not FOLD:
                     mma_wg_wait(0)
-                    release_last(empty, ktiles, step, STAGES)
+                    release_last(empty, ktiles, step, STAGES, CLUSTER)
             acc = acc * scale
             row0 = tm * WS_BM + wg * 64 + (simd_group_id() % 4) * 16
             turn = (simd_group_id() - WS_ROLES[0] // 32) // F8_STAGED
             slot = simd_group_id() % F8_STAGED
             for w in static_range(8 // F8_STAGED):
                 store_acc(c, c, stage, m, n, row0, tn * BN, acc, False, "none", turn == w, BN, True, slot)
+    if CLUSTER > 1:
+        cluster_sync()  # no group ends while another may still release a slot to it
 
 
 @kernel(variants(T=[f32], OUT=[bf16, f16]))
@@ -174,12 +183,27 @@ def scale_rows(x: In[T], scale_a: In[f32], scale_b: In[f32], c: Tensor[OUT], cou
 #: without folding, 128 x 256 tiles through four stages.
 FP8_DEFAULT = {"BN": 128, "STAGES": 5, "FOLD": True}
 FP8_FAST = {"BN": 256, "STAGES": 4, "FOLD": False}
+#: Fast accumulation where 128 x 256 tiles are too few (gemm_ws.py's WS_WIDE_TILES): 128 x 128 tiles in clusters
+#: of two sharing B's panel.  On an H100 (2026-12-06, scripts/device/fp8_tune.py, kernel times;
+#: benchmarks/h100-fp8-clusters-2026-12-06.jsonl): 512 x 4096 x 4096 16.1 us against FP8_FAST's 24.5 (cuBLAS
+#: with fast accumulation 13.8), 512 x 11008 x 4096 50.0 against 52.5 (35.0).  Folding gained nothing in
+#: clusters (4096^3: 148.0 us against 144.5), so FP8_DEFAULT stays one group a tile.
+FP8_FAST_NARROW = {"BN": 128, "STAGES": 5, "FOLD": False, "CLUSTER": 2}
 
 
-def fp8_geometry(m: int, n: int, bn: int, groups: int | None = None) -> tuple[tuple[int], tuple[int]]:
-    """(grid, group) of :data:`gemm_fp8`: one group per 128 x ``bn`` tile, or ``groups`` groups looping."""
-    tiles = _host.ceil_div(m, WS_BM) * _host.ceil_div(n, bn)
-    return (max(1, tiles if groups is None else min(tiles, groups)) * WS_THREADS,), (WS_THREADS,)
+def fp8_config(m: int, n: int, fast_accum: bool) -> dict[str, Any]:
+    """The binding :func:`scaled_mm` runs :data:`gemm_fp8` with on Hopper."""
+    if not fast_accum:
+        return dict(FP8_DEFAULT)
+    few = _host.ceil_div(m, WS_BM) * _host.ceil_div(n, 256) < WS_WIDE_TILES
+    return dict(FP8_FAST_NARROW if few else FP8_FAST)
+
+
+def fp8_geometry(m: int, n: int, bn: int, groups: int | None = None,
+                 cluster: int = 1) -> tuple[tuple[int], tuple[int]]:
+    """(grid, group) of :data:`gemm_fp8`: gemm_ws.py's :func:`~iron.std.gemm_ws.ws_geometry` (the tiles are as
+    tall, the same clusters)."""
+    return ws_geometry(m, n, bn, groups, cluster)
 
 
 _FP8 = (f8e4m3, f8e5m2)
@@ -210,10 +234,10 @@ def scaled_mm(a: Any, b: Any, scale_a: Any, scale_b: Any, out_dtype: Any = bf16,
     if m == 0 or n == 0:
         return out
     traits = device_traits(backend, (a,))
-    config = FP8_FAST if fast_accum else FP8_DEFAULT
+    config = fp8_config(m, n, fast_accum)
     if (runs_roles(traits.profile) and k % 16 == 0 and all(_host.starts_aligned(x, 16) for x in (a, b))
             and fp8_shared_bytes(config) <= (traits.shared_limit or 0)):
-        grid, group = fp8_geometry(m, n, config["BN"])
+        grid, group = fp8_geometry(m, n, config["BN"], None, config.get("CLUSTER", 1))
         gemm_fp8.variant(T=ta, U=tb, OUT=out_dtype, **config).launch(
             a, b, scale_a, scale_b, out, m, n, k, grid=grid, group=group, backend=backend)
         return out
@@ -234,5 +258,5 @@ def _portable(a: Any, b: Any, scale_a: Any, scale_b: Any, out: Any, mnk: tuple[i
     return out
 
 
-__all__ = ["FP8_DEFAULT", "FP8_FAST", "OUT", "fp8_geometry", "fp8_shared_bytes", "gemm_fp8", "scale_rows",
+__all__ = ["FP8_DEFAULT", "FP8_FAST", "FP8_FAST_NARROW", "OUT", "fp8_config", "fp8_geometry", "fp8_shared_bytes", "gemm_fp8", "scale_rows",
            "scaled_mm"]

@@ -65,6 +65,8 @@ class EmittedKernel:
     loop_status_binding: int | None = None
     #: The exact threads a group has when the kernel splits it into warp roles (``warp_roles``), else 0.
     role_threads: int = 0
+    #: The groups of a cluster along axis 0 (``cluster_groups``; a launch's groups there a multiple), else 1.
+    cluster_size: int = 1
 
 
 def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = None, *,
@@ -131,7 +133,8 @@ def emit_legal(kernel: Kernel, legal: Kernel, target: str, profile: TargetProfil
                          dynamic_shared_bytes=dynamic, whole_group_op=whole,
                          scratch_bytes_per_subgroup=scratch_bytes_per_subgroup(legal, profile),
                          loop_status_binding=getattr(dialect, "loop_status_binding", None),
-                         role_threads=sum(roles.attrs["sizes"]) if roles is not None else 0)
+                         role_threads=sum(roles.attrs["sizes"]) if roles is not None else 0,
+                         cluster_size=dialect.cluster_size)
 
 
 def scratch_bytes_per_subgroup(kernel: Kernel, profile: TargetProfile) -> int:

@@ -259,6 +259,11 @@ class KernelPrinter:
             return self.d.role_registers(op, self._declare(op, self.d.warp_role(op)))
         if code == "role_barrier":
             return self.d.role_barrier(op)
+        if code == "cluster_groups":
+            self._declare(op, self.d.cluster_rank(op))
+            return []
+        if code == "cluster_sync":
+            return self.d.cluster_sync(op)
         if OPS[code].category == "async_barrier":
             return self.d.async_barrier(op, args, self.names.define(op.result, "bars") if op.result is not None else "")
         if code == "mma_wg_wait":

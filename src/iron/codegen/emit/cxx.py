@@ -74,8 +74,10 @@ class CxxDialect(Dialect):
         super().__init__(profile, kernel_name)
         self.scalar_names = {**_C_NAMES, **self.narrow_names()}
         self.lane_width = profile.lane_width
-        #: ``__launch_bounds__(...)`` when the kernel fixes its group size (warp roles), else empty.
+        #: ``__launch_bounds__(...)`` when the kernel fixes its group size (warp roles), else empty; and
+        #: ``__cluster_dims__(...)`` when it joins groups into clusters (CUDA sm_90).
         self.launch_bounds = ""
+        self.cluster_dims = ""
 
     def narrow_names(self) -> dict[D.DType, str]:
         raise NotImplementedError
@@ -311,7 +313,7 @@ class CxxDialect(Dialect):
             params.append(f"{const}{self.scalar_names[value.type.dtype]}* {name}")
         # Tensor maps must stay in parameter memory, where TMA reads them: a grid constant, never copied.
         params.append("const __grid_constant__ IronParams p" if abi.maps else "IronParams p")
-        head = f'extern "C" __global__ void {self.launch_bounds}{abi.entry}('
+        head = f'extern "C" __global__ void {self.cluster_dims}{self.launch_bounds}{abi.entry}('
         if len(head) + sum(len(q) + 2 for q in params) <= 100:
             lines.append(f'{head}{", ".join(params)}) {{')
         else:  # one parameter per line
@@ -558,15 +560,20 @@ class CudaDialect(CxxDialect):
         align = TILE_LAYOUTS[op.attrs["layout"]].align
         tile, bar = p.temp("tile"), p.temp("bar")
         n = len(coords)
+        # A multicast lands at the same offsets in every group of the cluster, completing each one's barrier.
+        cast, mask = (".multicast::cluster", f', %{3 + n}') if op.attrs.get("multicast") and self.cluster_size > 1 \
+            else ("", "")
+        mask_arg = f', "h"((unsigned short){(1 << self.cluster_size) - 1})' if mask else ""
         for line in [
-            f"{{  // copy_tile: {box_text(op)} {dst.dtype}, {op.attrs['layout']}",
+            f"{{  // copy_tile: {box_text(op)} {dst.dtype}, {op.attrs['layout']}{', to the cluster' if mask else ''}",
             f"  const unsigned int {tile} = (unsigned int)__cvta_generic_to_shared(&{dst.text}[{self.index_text(di)}]);",
             f"  const unsigned int {bar} = (unsigned int)__cvta_generic_to_shared(&{bars.text}[{self.index_text(bi)}]);",
             f"  if ({tile} & {align - 1}u) __trap();  // a tile off its {align}-byte alignment",
-            f'  asm volatile("cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "',
-            f'               "[%0], [%1, {{{", ".join(f"%{2 + j}" for j in range(n))}}}], [%{2 + n}];"',
+            f'  asm volatile("cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"',
+            f'               "{cast} "',
+            f'               "[%0], [%1, {{{", ".join(f"%{2 + j}" for j in range(n))}}}], [%{2 + n}]{mask};"',
             f'               :: "r"({tile}), "l"(reinterpret_cast<unsigned long long>(&p.{name})), '
-            f'{", ".join(coords)}, "r"({bar}) : "memory");',
+            f'{", ".join(coords)}, "r"({bar}){mask_arg} : "memory");',
                 "}"]:
             p.line(line)
 
@@ -644,12 +651,34 @@ class CudaDialect(CxxDialect):
             return lines
         if code == "abar_copies":
             return [f'asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" :: "r"({bar}) : "memory");']
-        nbytes = op.attrs["bytes"]
+        # The barrier at the same offset in that group; the arrival releases at the group's scope, as CUTLASS's
+        # cluster barriers do.  With .release.cluster gemm_ws in clusters took 2.3x as long on an H100 (4096^3:
+        # 423 us against 191; benchmarks/h100-gemm-clusters-*-2026-12-06.jsonl).
+        if code == "abar_arrive_peer" and self.cluster_size > 1:
+            return ['asm volatile("{\\n.reg .b32 ra;\\nmapa.shared::cluster.u32 ra, %0, %1;\\n"',
+                    '             "mbarrier.arrive.shared::cluster.b64 _, [ra];\\n}"',
+                    f'             :: "r"({bar}), "r"((unsigned int)({args[2].text})) : "memory");']
+        nbytes = op.attrs.get("bytes", 0)  # a peer's barrier in a cluster of one group is this group's
         if nbytes and tx:
             arrive = f'"mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\\n}}" :: "r"({bar}), "r"({nbytes})'
         else:  # before sm_90 a tile copy holds the phase with cp.async.mbarrier.arrive instead of bytes
             arrive = f'"mbarrier.arrive.shared::cta.b64 st, [%0];\\n}}" :: "r"({bar})'
         return [f'asm volatile("{{\\n.reg .b64 st;\\n" {arrive} : "memory");']
+
+    def cluster_rank(self, op: Op) -> str:
+        """``%cluster_ctarank``, the kernel declared with ``__cluster_dims__`` (sm_90; a launch of a grid that is
+        no multiple of it fails); a cluster of one group is no cluster."""
+        super().cluster_rank(op)
+        if self.cluster_size == 1:
+            return "0"
+        self.cluster_dims = f"__cluster_dims__({self.cluster_size}, 1, 1) "
+        return f"(int){self.require('iron_cluster_rank', H.CLUSTER_RANK)}()"
+
+    def cluster_sync(self, op: Op) -> list[str]:
+        """``barrier.cluster`` arrive (release) and wait (acquire) by every thread of the cluster's groups."""
+        if self.cluster_size == 1:
+            return super().cluster_sync(op)
+        return ['asm volatile("barrier.cluster.arrive.release;\\nbarrier.cluster.wait.acquire;" ::: "memory");']
 
     def warpgroup_wait(self, op: Op) -> list[str]:
         return [f'asm volatile("wgmma.wait_group.sync.aligned {op.attrs["pending"]};" ::: "memory");']

@@ -66,6 +66,16 @@ __device__ __forceinline__ void iron_mbarrier_wait(unsigned int bar, unsigned in
 }}"""
 
 
+#: ``iron_cluster_rank()``: the group's rank in its cluster (sm_90).
+CLUSTER_RANK = """\
+// This group's rank in its cluster.
+__device__ __forceinline__ unsigned int iron_cluster_rank() {
+  unsigned int r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}"""
+
+
 #: ``iron_async_proxy_barrier()``: a group barrier after which wgmma (the async proxy) sees shared writes.
 ASYNC_PROXY_BARRIER = """\
 // A barrier whose shared-memory writes before it are visible to wgmma's async-proxy reads after it.

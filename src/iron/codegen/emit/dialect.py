@@ -442,6 +442,19 @@ class Dialect:
         barriers: correct where every thread of the group reaches it (the capability check refuses the rest)."""
         return [f"{self.barrier()};"]
 
+    #: The groups of the kernel's clusters (``cluster_groups``), once its op was printed; 1 without clusters.
+    cluster_size = 1
+
+    def cluster_rank(self, op: Op) -> str:
+        """This group's rank in its cluster (an int expression).  Here 0: without clusters a cluster is one group
+        (the capability check refuses more), so a multicast copy is a plain one and every arrival is local."""
+        self.cluster_size = op.attrs["size"]
+        return "0"
+
+    def cluster_sync(self, op: Op) -> list[str]:
+        """A barrier among the groups of the cluster; here, a cluster of one group, a group barrier."""
+        return [f"{self.barrier()};"]
+
     def barrier(self) -> str:
         raise NotImplementedError
 

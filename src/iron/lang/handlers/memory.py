@@ -195,7 +195,8 @@ def copy_tile(lw: Any, a: CallArgs) -> FValue:
     shape, coords, ld = _tile_matrix(lw, a, len(outer))
     operands = [dst.value, di.value, src.value, shape[-2].value, shape[-1].value, ld.value, coords[-2].value,
                 coords[-1].value, *_barrier_at(lw, a), *_outer_operands(shape, coords)]
-    lw.emit("tile_copy", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name, **_outer_attr(outer))
+    lw.emit("tile_copy", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name, **_outer_attr(outer),
+            **_multicast(lw, a))
     return Py(None)
 
 
@@ -210,6 +211,18 @@ def store_tile(lw: Any, a: CallArgs) -> FValue:
                 si.value, *_outer_operands(shape, coords)]
     lw.emit("tile_store", operands, a.node, box_rows=rows, box_cols=cols, layout=tile.name, **_outer_attr(outer))
     return Py(None)
+
+
+def _multicast(lw: Any, a: CallArgs) -> dict[str, Any]:
+    """The ``multicast`` attribute of a tile copy to every group of the cluster (none for a plain copy)."""
+    v = a["multicast"]
+    if not (isinstance(v, Py) and isinstance(v.value, bool)):
+        raise lw.type_error(f"copy_tile()'s multicast is True or False, got {describe(v)}", a.node_of("multicast"))
+    if v.value and lw.ctx.cluster_size is None:
+        raise lw.type_error("copy_tile(..., multicast=True) copies into every group of the cluster, but the kernel "
+                            "has no clusters (yet)", a.node_of("multicast"),
+                            hint="rank = cluster_groups(size) at the kernel's top first")
+    return {"multicast": True} if v.value else {}
 
 
 def _outer_operands(shape: list[Any], coords: list[Any]) -> list[Any]:
@@ -381,6 +394,20 @@ def barrier_arrive(lw: Any, a: CallArgs) -> FValue:
     n = lw.static_int(a["bytes"], node, "the bytes a tile copy brings")
     if not 0 <= n < 1 << 20:
         raise lw.type_error(f"barrier_arrive() announces 0 to {(1 << 20) - 1} bytes, got {n}", node)
+    if a.given("rank") and not (isinstance(a["rank"], Py) and a["rank"].value is None):
+        if lw.ctx.cluster_size is None:
+            raise lw.type_error("barrier_arrive(..., rank=) arrives on another group of the cluster, but the kernel "
+                                "has no clusters (yet)", a.node_of("rank"),
+                                hint="rank = cluster_groups(size) at the kernel's top first")
+        if n:
+            raise lw.type_error("barrier_arrive(..., rank=) announces no bytes: the group whose barrier it is "
+                                "announces its own copies", node)
+        raw = a["rank"]
+        if isinstance(raw, Py) and isinstance(raw.value, int) and not 0 <= raw.value < lw.ctx.cluster_size:
+            raise lw.type_error(f"rank {raw.value} of a cluster of {lw.ctx.cluster_size} groups", a.node_of("rank"))
+        rank = lw.to_index(raw, a.node_of("rank"), "cluster rank")
+        lw.emit("abar_arrive_peer", [*_barrier_at(lw, a), rank.value], a.node)
+        return Py(None)
     lw.emit("abar_arrive", _barrier_at(lw, a), a.node, bytes=n)
     return Py(None)
 

@@ -1,11 +1,13 @@
 """Warp roles: a group split into roles of consecutive threads (producer and consumer warpgroups), each with
-its own register budget, and a barrier among the threads of one role (docs/language.md, "Warp roles")."""
+its own register budget, and a barrier among the threads of one role (docs/language.md, "Warp roles"); and
+clusters of groups that reach each other's barriers and shared tiles (docs/language.md, "Clusters")."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ...core.errors import UnsupportedSyntaxError
+from ...core.ops import CLUSTER_SIZES
 from ..lower_call import CallArgs, handles
 from ..values import FValue, Py, TupleVal
 
@@ -41,4 +43,30 @@ def role_barrier(lw: Any, a: CallArgs) -> FValue:
                             "(yet)", a.node, hint="role = warp_roles((n0, n1, ...)) at the kernel's top first; "
                                                   "barrier() meets the whole group")
     lw.emit("role_barrier", (), a.node, sizes=lw.ctx.role_sizes)
+    return Py(None)
+
+
+@handles("cluster_groups")
+def cluster_groups(lw: Any, a: CallArgs) -> FValue:
+    size = lw.static_int(a["size"], a.node_of("size"), "the groups of a cluster")
+    if size not in CLUSTER_SIZES:
+        raise lw.type_error(f"cluster_groups() joins {', '.join(map(str, CLUSTER_SIZES))} groups into a cluster, "
+                            f"got {size}", a.node_of("size"))
+    if lw.ctx.helper_stack or not lw.env.at_top:
+        raise lw.error(UnsupportedSyntaxError, "cluster_groups() inside a helper or under run-time control flow",
+                       a.node, hint="join the groups once, at the top level of the kernel")
+    if lw.ctx.cluster_size is not None:
+        raise lw.error(UnsupportedSyntaxError, "a kernel joins its groups into clusters once", a.node,
+                       hint="call cluster_groups(size) once, at the kernel's top")
+    lw.ctx.cluster_size = size
+    return lw.value("cluster_groups", (), a.node, hint=lw.assign_hint or "rank", size=size)
+
+
+@handles("cluster_sync")
+def cluster_sync(lw: Any, a: CallArgs) -> FValue:
+    if lw.ctx.cluster_size is None:
+        raise lw.type_error("cluster_sync() meets the groups of this group's cluster, but the kernel has no clusters "
+                            "(yet)", a.node, hint="rank = cluster_groups(size) at the kernel's top first; barrier() "
+                                                  "meets the group")
+    lw.emit("cluster_sync", (), a.node)
     return Py(None)

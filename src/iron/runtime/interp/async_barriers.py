@@ -50,6 +50,11 @@ class AsyncBarriers:
         self.released = np.zeros_like(self.arrived)
         #: (group, barrier) -> copies that land when the phase in progress completes.
         self.tied: dict[tuple[int, int], list[Landing]] = {}
+        #: Clusters: the other groups that arrived on (or delivered to) the phase in progress / the last one,
+        #: and the phase of the latest such arrival not yet consumed by a wait of the group (-1: none).
+        self.senders: dict[tuple[int, int], set[int]] = {}
+        self.heard: dict[tuple[int, int], set[int]] = {}
+        self.remote_phase = np.full(shape, -1, dtype=np.int64)
 
     @property
     def name(self) -> str:
@@ -58,16 +63,26 @@ class AsyncBarriers:
     def _slots(self, op: Op, index: np.ndarray, mask: Mask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The active threads, their groups and their barrier indices (checked against the count)."""
         threads = mask.indices
+        return threads, threads // self.threads.threads_per_group, self._indices(op, index, threads)
+
+    def _indices(self, op: Op, index: np.ndarray, threads: np.ndarray) -> np.ndarray:
         i = np.asarray(index)[threads].astype(np.int64)
         bad = np.flatnonzero((i < 0) | (i >= self.count))
         if bad.size:
             t = int(threads[bad[0]])
             raise self.faults.general(op, f"barrier {int(i[bad[0]])} of '{self.name}' is out of range (it holds "
                                           f"{self.count}) in {self.faults.thread(t)}")
-        return threads, threads // self.threads.threads_per_group, i
+        return i
 
-    def arrive(self, op: Op, index: np.ndarray, mask: Mask, memory: Any) -> None:
+    def arrive(self, op: Op, index: np.ndarray, mask: Mask, memory: Any, targets: np.ndarray | None = None) -> None:
+        """The active threads arrive on their barriers: their own group's, or (``targets``, a group per active
+        thread) another group's of the cluster."""
         threads, groups, i = self._slots(op, index, mask)
+        if targets is not None:
+            for g, b, sender in zip(targets, i, groups):
+                if g != sender:
+                    self._remote(int(g), int(b), int(sender), arrival=True)
+            groups = targets
         came = np.zeros_like(self.pending)
         np.add.at(came, (groups, i), 1)
         over = np.argwhere(came > self.pending)
@@ -78,7 +93,7 @@ class AsyncBarriers:
                                           f"{int(self.pending[g, b])} more (it takes {self.arrivals} a phase): the "
                                           "rest would count toward the next phase")
         self.pending -= came
-        np.add.at(self.bytes, (groups, i), op.attrs["bytes"])
+        np.add.at(self.bytes, (groups, i), op.attrs.get("bytes", 0))
         self.arrived[groups, i, threads % self.threads.threads_per_group] = True
         for g, b in np.argwhere(came > 0):
             self._complete_if_done(op, int(g), int(b), memory)
@@ -88,6 +103,7 @@ class AsyncBarriers:
             return
         for landing in self.tied.pop((g, b), []):
             landing.land(memory)
+        self.heard[(g, b)] = self.senders.pop((g, b), set())
         self.phase[g, b] += 1
         self.pending[g, b] = self.arrivals
         self.released[g, b] = self.arrived[g, b]
@@ -101,13 +117,26 @@ class AsyncBarriers:
             lanes[threads[(groups == g) & (i == b)]] = True
             self.tied.setdefault((g, b), []).extend(copies.outstanding(lanes))
 
-    def bring(self, op: Op, thread: int, b: int, landing: Any, nbytes: int, memory: Any) -> None:
-        """A tile copy of ``thread`` brings ``nbytes`` to barrier ``b``: it lands when the phase completes."""
-        g = thread // self.threads.threads_per_group
+    def _remote(self, g: int, b: int, sender: int, arrival: bool) -> None:
+        """Group ``sender`` reached barrier ``b`` of group ``g`` in the phase in progress: an arrival of its
+        threads (which a wait on the phase then hears from) or a delivery of its copies."""
+        if arrival:
+            self.senders.setdefault((g, b), set()).add(sender)
+        self.remote_phase[g, b] = self.phase[g, b]
+
+    def bring(self, op: Op, thread: int, b: int, landing: Any, nbytes: int, memory: Any,
+              group: int | None = None) -> None:
+        """A tile copy of ``thread`` brings ``nbytes`` to barrier ``b`` of its group (or of ``group``, which a
+        multicast reaches): it lands when the phase completes.  A delivery from another group may come before
+        or after the arrival that announces it, as on a GPU, where the groups do not run in lock-step."""
+        own = thread // self.threads.threads_per_group
+        g = own if group is None else group
         if not 0 <= b < self.count:
             raise self.faults.general(op, f"barrier {b} of '{self.name}' is out of range (it holds {self.count}) in "
                                           f"{self.faults.thread(thread)}")
-        if self.bytes[g, b] > 0:
+        if g != own:
+            self._remote(g, b, own, arrival=False)
+        elif self.bytes[g, b] > 0:
             raise self.faults.general(op, f"a tile copy of {self.faults.thread(thread)} comes after the arrival that "
                                           f"announced its bytes on barrier {b} of '{self.name}': issue the copies "
                                           "first, then barrier_arrive(..., bytes=) (before sm_90 and on the targets "
@@ -147,4 +176,21 @@ class AsyncBarriers:
         waited = mask.bits.reshape(shape)
         whole = waited.any(axis=1) & ~(t.in_grid.reshape(shape) & ~waited).any(axis=1)
         partial = ~whole[groups]
+        done = self.remote_phase[groups, i] < self.phase[groups, i]
+        self.remote_phase[groups[done], i[done]] = -1
         return whole, self.released[groups[partial], i[partial]].any(axis=0)
+
+    def heard_from(self, index: np.ndarray, mask: Mask) -> list[tuple[int, set[int]]]:
+        """After a wait: each waiting thread and the other groups whose threads arrived on the phase it waited
+        for."""
+        threads, groups, i = self._slots(self.op, index, mask)
+        return [(int(t), self.heard.get((int(g), int(b)), set())) for t, g, b in zip(threads, groups, i)]
+
+    def forget_remote(self) -> None:
+        """A cluster_sync: every arrival and delivery from another group is consumed."""
+        self.remote_phase[:] = -1
+
+    def unconsumed_remote(self) -> tuple[int, int] | None:
+        """A (group, barrier) that another group reached since its last wait on that phase, or None."""
+        left = np.argwhere(self.remote_phase >= 0)
+        return (int(left[0][0]), int(left[0][1])) if left.size else None

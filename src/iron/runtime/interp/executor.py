@@ -31,6 +31,7 @@ from ...core.types import TILE_COL_ALIGN_BYTES, TILE_LAYOUTS, FragmentType, Vect
 from . import atomics, subgroups
 from .async_barriers import AsyncBarriers
 from .async_copies import AsyncCopies
+from .clusters import Clusters
 from .faults import Faults
 from .fibers import Fibers
 from .fragments import Fragments
@@ -77,6 +78,7 @@ class Executor:
         self.roles: np.ndarray | None = None
         self.copies = AsyncCopies(self.size)
         self.stores = TileStores(self.faults)
+        self.clusters = Clusters(threads, faults)
         self._cache: dict[Any, np.ndarray] = {}
         self._control: dict[str, Callable[[Op, Env, Mask], Mask]] = {
             "if": self._if, "for": self._for, "loop": self._loop, "break": self._break,
@@ -96,6 +98,8 @@ class Executor:
             "abar_copies": self._abar_copies, "tile_copy": self._tile_copy, "tile_store": self._tile_store,
             "tile_store_wait": self._tile_store_wait,
             "warp_role": self._warp_role, "role_barrier": self._role_barrier,
+            "abar_arrive_peer": self._abar_arrive_peer, "cluster_groups": self._cluster_groups,
+            "cluster_sync": self._cluster_sync,
         }
 
     @property
@@ -109,6 +113,7 @@ class Executor:
         for p, arg in zip(self.kernel.params, arguments):
             env[p.value] = arg if isinstance(arg, Buffer) else np.full(self.size, arg, dtype=np.asarray(arg).dtype)
         self._block(self.kernel.body, env, Mask(self.threads.in_grid))
+        self.clusters.check_end()
 
     def _block(self, block: Block, env: Env, mask: Mask) -> Mask:
         """Run ``block`` for ``mask``; return the threads that reach its end."""
@@ -391,6 +396,7 @@ class Executor:
         dst, di, src, rows, cols, ld, row, col, bars, bi, *outer = (env[v] for v in op.operands)
         layout, r, c, offsets = _box(op, dst.dtype.itemsize)
         box_bytes = r.size * dst.dtype.itemsize
+        tpg = self.threads.threads_per_group
         for t in mask.indices:
             t = int(t)
             base = int(di[t])
@@ -398,8 +404,14 @@ class Executor:
             inside, at = _box_elements(op, r, c, rows, cols, ld, row, col, outer, t)
             values = np.zeros(r.size, dtype=dst.data.dtype)
             values[inside] = self.memory.gather(op, src, t, at[inside])
-            at = self.memory.elements(op, dst, t, base + offsets)
-            bars.bring(op, t, int(bi[t]), _TileLanding(op, dst, at, values), box_bytes, self.memory)
+            own = t // tpg
+            ranks = range(self.clusters.size) if op.attrs.get("multicast") else [None]
+            for rank in ranks:  # a multicast lands at the same place in every group of the cluster
+                g = own if rank is None else self.clusters.reach(op, t, rank)
+                if g != own:
+                    self.clusters.multicast(op, t, dst, g, base)
+                place = self.memory.elements(op, dst, t + (g - own) * tpg, base + offsets)
+                bars.bring(op, t, int(bi[t]), _TileLanding(op, dst, place, values), box_bytes, self.memory, g)
 
     def _tile_store(self, op: Op, env: Env, mask: Mask) -> None:
         """Each issuing thread reads its tile now and writes the matrix's elements inside the box at its
@@ -435,10 +447,28 @@ class Executor:
     def _abar_alloc(self, op: Op, env: Env, mask: Mask) -> AsyncBarriers:
         """Made by the whole group, like a barrier (a thread that returned early is reported)."""
         self._barrier(op, env, mask)
-        return AsyncBarriers(op, self.threads, self.faults)
+        bars = AsyncBarriers(op, self.threads, self.faults)
+        self.clusters.barriers.append(bars)
+        return bars
 
     def _abar_arrive(self, op: Op, env: Env, mask: Mask) -> None:
         env[op.operands[0]].arrive(op, env[op.operands[1]], mask, self.memory)
+
+    def _abar_arrive_peer(self, op: Op, env: Env, mask: Mask) -> None:
+        """An arrival on the barrier of the group of a rank of the cluster (checked by :class:`Clusters`)."""
+        bars, index, rank = (env[v] for v in op.operands)
+        targets = np.array([self.clusters.reach(op, int(t), int(rank[t])) for t in mask.indices], dtype=np.int64)
+        bars.arrive(op, index, mask, self.memory, targets)
+
+    def _cluster_groups(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        self._whole_groups(op, mask)
+        return self.clusters.join(op)
+
+    def _cluster_sync(self, op: Op, env: Env, mask: Mask) -> None:
+        """Every thread of every group of a cluster arrives; their memory is ordered as by a barrier."""
+        groups = self._whole_groups(op, mask)
+        self.clusters.sync(op, groups)
+        self.memory.barrier(groups)
 
     def _abar_copies(self, op: Op, env: Env, mask: Mask) -> None:
         env[op.operands[0]].tie_copies(op, env[op.operands[1]], mask, self.copies)
@@ -450,6 +480,8 @@ class Executor:
                                lambda others: bars.stuck(op, index, parity, mask, others),
                                f"{line} on '{bars.name}'")
         whole, released = bars.wait(op, index, parity, mask)
+        if self.clusters.size > 1:
+            self.clusters.waited(bars.heard_from(index, mask))
         self.memory.barrier(whole)
         if released.any():
             self.memory.forget_threads(released)

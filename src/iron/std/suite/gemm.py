@@ -246,7 +246,13 @@ WS_MORE = [{**_flags(f16, True, True, "relu"), "BN": 256, "STAGES": 2},
            {**_flags(bf16, False, False, "silu"), "BN": 128, "STAGES": 2},
            {**_flags(bf16, True, True, "none"), **WS_DEFAULT},
            # 168 columns (21 blocks of 8: the width that gives 512 x 11008 two whole waves on 132 multiprocessors)
-           {**_flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5}]
+           {**_flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5},
+           # clusters of two groups, each copying half of B's tile (its rows given (n, k), its column blocks
+           # given (k, n)) into both; 129 rows leave the second group of the last pair of tile rows empty.
+           {**_flags(bf16, True, True, "none"), "BN": 128, "STAGES": 4, "CLUSTER": 2},
+           {**_flags(f16, False, False, "relu"), "BN": 256, "STAGES": 3, "CLUSTER": 2},
+           # 168 rows of B given (n, k) in pieces of whole 8-row atoms: 88 and 80
+           {**_flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5, "CLUSTER": 2}]
 
 
 @test_kernel(gemm_ws, shapes={"vulkan": [], "*": WS_SHAPES}, bindings=WS_BINDINGS, name="std/gemm/ws")
@@ -269,7 +275,7 @@ def ws_persistent_setup(case):
 
 def _ws_setup(case, groups):
     m, n, k = case["M"], case["N"], case["K"]
-    grid, group = ws_geometry(m, n, case["BN"], groups)
+    grid, group = ws_geometry(m, n, case["BN"], groups, case.binding.get("CLUSTER", 1))
     return Setup(args=_inputs(case, m, n, k), grid=grid, group=group,
                  oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
                  depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)

@@ -34,7 +34,10 @@ BINDINGS = [{"T": E4M3, "U": E4M3, "OUT": bf16, **FP8_DEFAULT},
             {"T": E4M3, "U": E5M2, "OUT": f16, "BN": 128, "STAGES": 3, "FOLD": True},
             {"T": E5M2, "U": E4M3, "OUT": bf16, **FP8_FAST},
             {"T": E4M3, "U": E4M3, "OUT": bf16, "BN": 128, "STAGES": 3, "FOLD": False},
-            {"T": E4M3, "U": E4M3, "OUT": bf16, "BN": 128, "STAGES": 4, "FOLD": True, "OVERLAP": True}]
+            {"T": E4M3, "U": E4M3, "OUT": bf16, "BN": 128, "STAGES": 4, "FOLD": True, "OVERLAP": True},
+            # clusters of two groups, each copying half of B's panel into both (129 rows: one pair of tile rows)
+            {"T": E4M3, "U": E4M3, "OUT": bf16, **FP8_DEFAULT, "CLUSTER": 2},
+            {"T": E4M3, "U": E5M2, "OUT": bf16, **FP8_FAST, "CLUSTER": 2}]
 BENCH = {"interp": [_shape(128, 128, 256)], "vulkan": [],
          "*": [_shape(4096, 4096, 4096), _shape(8192, 8192, 8192), _shape(512, 4096, 4096),
                _shape(512, 11008, 4096), _shape(8192, 11008, 4096), _shape(8192, 4096, 4096)]}
@@ -49,7 +52,7 @@ def fp8_oracle(a, b, scale_a, scale_b, c, m, n, k):
 
 def fp8_setup(case, groups=None):
     m, n, k = case["M"], case["N"], case["K"]
-    grid, group = fp8_geometry(m, n, case["BN"], groups)
+    grid, group = fp8_geometry(m, n, case["BN"], groups, case.binding.get("CLUSTER", 1))
     a = case.randn(m, k, scale=4.0, dtype=case["T"])
     b = case.randn(n, k, scale=4.0, dtype=case["U"])
     scales = [np.array([s], np.float32) for s in SCALES]
