@@ -37,6 +37,8 @@ SHAPES: dict[str, tuple[int, ...]] = {
     "whisper_80_384": (8, 80, 1, 3000, 384, 1, 3, 1, 1, 1),
     "whisper_384_s2": (8, 384, 1, 3000, 384, 1, 3, 2, 1, 1),
     "resnext_g32": (32, 256, 28, 28, 256, 3, 3, 1, 1, 32),
+    # ResNeXt-50 32x4d's first stage: 4 channels a group
+    "resnext_g32_c4": (32, 128, 56, 56, 128, 3, 3, 1, 1, 32),
 }
 
 

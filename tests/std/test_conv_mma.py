@@ -131,6 +131,12 @@ HOST_CASES = [  # (N, C, H, W, C_out, KH, KW, stride, padding, dilation, groups,
     (2, 16, 7, 9, 24, 3, 3, (2, 1), (1, 2), (2, 1), 1, True, "relu"),
     (1, 32, 5, 5, 16, 1, 1, (1, 1), (0, 0), (1, 1), 1, False, "silu"),
     (1, 32, 6, 5, 32, 3, 3, (1, 1), (1, 1), (1, 1), 4, True, None),
+    # Groups of few channels, packed (group_pack): ResNeXt's 8 a group, 8 groups to a pack; 4 a group, 16 to a
+    # pack (alone, 4 input channels a group would leave the matrix path); a grouped 1 x 1 that packs into one
+    # group, which is a gemm.
+    (2, 64, 5, 6, 64, 3, 3, (1, 1), (1, 1), (1, 1), 8, True, "relu"),
+    (1, 64, 5, 5, 64, 3, 3, (2, 2), (1, 1), (1, 1), 16, False, None),
+    (1, 32, 4, 4, 32, 1, 1, (1, 1), (0, 0), (1, 1), 4, False, None),
 ]
 
 
@@ -253,3 +259,29 @@ def test_shared_bytes_models_match_the_kernels():
     for cfg in (CM.CONV_SM80, CM.CONV_SM80_N64, G.portable_small(32), {**G.AMD, "THREADS": 256},
                 {**G.APPLE, "THREADS": 128}):
         assert shared_bytes(CM.conv_mma.variant(T=f16, ACT="none", **cfg).ir) == CM.conv_shared_bytes(cfg, 2)
+
+
+def test_groups_of_few_channels_run_packed_and_a_wrong_pack_shows(monkeypatch, tmp_path):
+    """group_pack: the most groups (a power of two) whose outputs fill at most 64 channels; conv2d launches
+    pack_group_weights before conv_mma for them (and not with the option off), and a packing kernel that puts
+    every group's weights at the first group's inputs gives wrong outputs."""
+    assert [C.group_pack(*a) for a in ((32, 8, 8), (32, 4, 4), (4, 8, 8), (6, 8, 8), (2, 64, 64), (8, 8, 16))] == [
+        8, 16, 4, 2, 1, 4]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 5, 6, 64)).astype(np.float16)  # NHWC
+    w = rng.standard_normal((64, 3, 3, 8)).astype(np.float16)  # (C_out, KH, KW, C_in / groups), 8 groups
+    want = _reference(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), None, (1, 1), (1, 1), (1, 1), 8, None, None)
+    launched = spy_on_kernels(monkeypatch, C, "conv_mma", "pack_group_weights")
+    y = C.conv2d(x, w, None, 1, 1, layout="NHWC", backend="interp", groups=8).transpose(0, 3, 1, 2)
+    assert np.abs(y.astype(np.float64) - want).max() < 2 ** -9 * np.abs(want).max()
+    assert [name for name, _ in launched] == ["pack_group_weights", "conv_mma"]
+    launched.clear()
+    monkeypatch.setenv("IRON_CONV_PACK_GROUPS", "0")
+    config.reload()
+    C.conv2d(x, w, None, 1, 1, layout="NHWC", backend="interp", groups=8)
+    assert [name for name, _ in launched] == ["conv_mma"]
+    monkeypatch.delenv("IRON_CONV_PACK_GROUPS")
+    config.reload()
+    bad = edited_module(C, tmp_path, ("src = c - ((co // cout_g) % pack) * cin_g", "src = c"))
+    y = bad.conv2d(x, w, None, 1, 1, layout="NHWC", backend="interp", groups=8).transpose(0, 3, 1, 2)
+    assert np.abs(y.astype(np.float64) - want).max() > 0.1 * np.abs(want).max()

@@ -210,6 +210,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "warp roles fed by tile copies of the input's taps (faster than conv_wg on every shape of issue 19 "
            "measured on an H100); off keeps conv_wg's gather. A host function's call plan keeps the choice of its "
            "first call."),
+    Option("conv_pack_groups", True, "bool",
+           "iron.std.conv, grouped convolutions on the matrix units: run several groups of few output channels "
+           "(the most, a power of two, that fill at most 64) as one group whose weights are block-diagonal "
+           "(a small packing kernel per call), instead of one group each on tiles mostly empty; off runs one "
+           "group each. A host function's call plan keeps the choice of its first call."),
     Option("fmad", True, "bool",
            "CUDA: let NVRTC fuse a multiply feeding an add into one FFMA (NVRTC's default); off compiles with "
            "--fmad=false. Part of the CUDA module cache key."),

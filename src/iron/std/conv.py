@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from iron import In, LaunchError, T, Tensor, bf16, config, f16, f32, func, i32, kernel, u32, variants
-from iron.lang import (barrier, group_id, group_size, isfinite, local, num_groups, shared, static_range,
-                       thread_id, vec)
+from iron.lang import (barrier, grid_size, group_id, group_size, isfinite, local, num_groups, program_id, shared,
+                       static_range, thread_id, vec)
 
 from iron.jit.device import device_traits
 
@@ -545,6 +545,46 @@ def dwconv2d_nhwc_k_kernel(x: In[T], w: In[T], bias: In[T], y: Tensor[T], ch: in
         tile += num_groups(1) * gy
 
 
+@kernel(variants(T=[f16, bf16]))
+def pack_group_weights(w: In[T], out: Tensor[T], taps: int, cin_g: int, cout_g: int, pack: int, total: int):
+    """out (C_out, taps, pack * cin_g) = w (C_out, taps, cin_g) laid block-diagonally: output channel co (group
+    co // cout_g) keeps its weights at the input channels of its group's place among ``pack`` consecutive groups
+    and zeros elsewhere, so ``pack`` groups run as one group of pack * cin_g inputs and pack * cout_g outputs.
+    total = C_out * taps * pack * cin_g; any grid (the threads loop)."""
+    width = pack * cin_g
+    for i in range(program_id(0), total, grid_size(0)):
+        c = i % width
+        rest = i // width
+        co = rest // taps
+        src = c - ((co // cout_g) % pack) * cin_g
+        v = T(0.0)
+        if src >= 0 and src < cin_g:
+            v = w[rest * cin_g + src]
+        out[i] = v
+
+
+def group_pack(groups: int, cin_g: int, cout_g: int) -> int:
+    """How many groups of a grouped convolution share one group of the matrix path (:func:`pack_group_weights`):
+    the most, a power of two dividing ``groups``, whose output channels fill at most 64 (the narrowest tile),
+    so that few channels a group (ResNeXt's 4 or 8) neither leave most of a tile's columns empty nor take a K
+    step per tap of mostly padding.  1 where a group has 64 output channels or more."""
+    p = 1
+    while groups % (2 * p) == 0 and 2 * p * cout_g <= 64:
+        p *= 2
+    return p
+
+
+def _pack_groups(w: Any, c_out: int, taps: int, cin_g: int, cout_g: int, pack: int, dt: Any,
+                 backend: str | None) -> Any:
+    """The channels-last weight (C_out, taps, cin_g) of ``pack``-group packs, block-diagonal (a scratch array)."""
+    total = c_out * taps * pack * cin_g
+    out = _host.empty_like(w, (c_out, taps, pack * cin_g))
+    pack_group_weights.variant(T=dt).launch(w, out, taps, cin_g, cout_g, pack, total,
+                                            grid=(min(_host.ceil_div(total, 256), 4096) * 256,), group=(256,),
+                                            backend=backend)
+    return out
+
+
 @func
 def select_i32(cond: bool, a: i32, b: i32):
     """``a`` where ``cond`` holds, else ``b`` (both evaluated; neither loads)."""
@@ -708,8 +748,12 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
     output channels stays on conv_mma's 128 x 64 tiles on Hopper too (conv_wg's are 128 channels wide).  NCHW
     input goes to channels-last through batched transposes (x and, past 1 x 1, w); the kernel writes NCHW
     output by its index map.  A channels-last 1 x 1 convolution at stride 1 without padding, groups or
-    residual is a plain gemm of (N H W, C_in) by w^T."""
+    residual is a plain gemm of (N H W, C_in) by w^T.  Groups of few channels run :func:`group_pack` of them a
+    group, their weights block-diagonal (option ``conv_pack_groups``)."""
     n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out = geometry
+    own_cin = c_in // groups  # the weight's input channels a group
+    pack = group_pack(groups, own_cin, c_out // groups) if config.get("conv_pack_groups") else 1
+    groups //= pack
     cin_g, cout_g = c_in // groups, c_out // groups
     if dt not in (f16, bf16) or cin_g % 8 or not _aligned(x, w, out, bias, residual):
         return False
@@ -726,26 +770,31 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
         need, geo = conv_shared_bytes(cfg, dt.itemsize), conv_grid(cfg, n_pix, cout_g, groups)
     if need > (traits.shared_limit or float("inf")):
         return False
-    if nhwc and (kh, kw, sh, sw, ph, pw, groups) == (1, 1, 1, 1, 0, 0, 1) and residual is None:
-        _launch_gemm(_host.view(x, lambda a: a.reshape(n_pix, c_in)), _host.view(w, lambda a: a.reshape(c_out, c_in)),
-                    bias, act, _host.view(out, lambda a: a.reshape(n_pix, c_out)), (n_pix, c_out, c_in), dt,
-                    backend, True)
-        return True
-    ws = conv_ws_config(n, h_out, w_out, c_out, sw) if config.get("conv_ws") and conv_ws_runs((sh, sw), groups, wd) \
-        and runs_roles(traits.profile) else None
-    if ws is not None and conv_ws_shared_bytes(ws) > (traits.shared_limit or float("inf")):
-        ws = None
-    if geo is None and ws is None:
-        return False
+    gemm_1x1 = nhwc and (kh, kw, sh, sw, ph, pw, groups) == (1, 1, 1, 1, 0, 0, 1) and residual is None
+    ws = None
+    if not gemm_1x1:
+        ws = conv_ws_config(n, h_out, w_out, c_out, sw) if config.get("conv_ws") and \
+            conv_ws_runs((sh, sw), groups, wd) and runs_roles(traits.profile) else None
+        if ws is not None and conv_ws_shared_bytes(ws) > (traits.shared_limit or float("inf")):
+            ws = None
+        if geo is None and ws is None:
+            return False
     if not nhwc:
         if c_in > 1 and h * wd > 1:
             x_t = _host.empty_like(x, (n, h, wd, c_in))
             _launch_transpose(x, x_t, n, c_in, h * wd, backend)
             x = x_t
-        if kh * kw > 1 and cin_g > 1:
-            w_t = _host.empty_like(w, (c_out, kh, kw, cin_g))
-            _launch_transpose(w, w_t, c_out, cin_g, kh * kw, backend)
+        if kh * kw > 1 and own_cin > 1:
+            w_t = _host.empty_like(w, (c_out, kh, kw, own_cin))
+            _launch_transpose(w, w_t, c_out, own_cin, kh * kw, backend)
             w = w_t
+    if pack > 1:  # pack groups a group, their weights block-diagonal
+        w = _pack_groups(w, c_out, kh * kw, own_cin, c_out // (groups * pack), pack, dt, backend)
+    if gemm_1x1:
+        _launch_gemm(_host.view(x, lambda a: a.reshape(n_pix, c_in)), _host.view(w, lambda a: a.reshape(c_out, c_in)),
+                     bias, act, _host.view(out, lambda a: a.reshape(n_pix, c_out)), (n_pix, c_out, c_in), dt,
+                     backend, True)
+        return True
     if ws is not None:  # Hopper: the input's taps as boxes by tile copies, warp roles
         grid, group = conv_ws_geometry(ws, n, h_out, w_out, c_out)
         conv_ws.variant(T=dt, ACT=act, **ws).launch(
@@ -962,5 +1011,6 @@ def dw_nhwc_group(c: int, vec: int) -> tuple[int, int]:
     return gx, GROUP // gx
 
 
-__all__ = ["conv1d", "conv2d", "conv2d_kernel", "depthwise_conv2d", "dwconv2d_nchw_k_kernel",
+__all__ = ["conv1d", "conv2d", "conv2d_kernel", "depthwise_conv2d", "dwconv2d_nchw_k_kernel", "group_pack",
+           "pack_group_weights",
            "dwconv2d_nchw_kernel", "dwconv2d_nhwc_k_kernel", "dwconv2d_nhwc_kernel"]
