@@ -21,17 +21,24 @@ def _static_ints(lw: Any, a: CallArgs, name: str) -> tuple[int, ...]:
                                f"each of warp_roles()'s {name}") for i in items)
 
 
+def _once_at_top(lw: Any, a: CallArgs, made: bool, top_hint: str, once: str, once_hint: str) -> None:
+    """A declaration the kernel makes once, at its top level, where every thread runs (``made``: it did already)."""
+    if lw.ctx.helper_stack or not lw.env.at_top:
+        raise lw.error(UnsupportedSyntaxError, f"{a.name}() inside a helper or under run-time control flow", a.node,
+                       hint=top_hint)
+    if made:
+        raise lw.error(UnsupportedSyntaxError, once, a.node, hint=once_hint)
+
+
 @handles("warp_roles")
 def warp_roles(lw: Any, a: CallArgs) -> FValue:
     sizes = _static_ints(lw, a, "threads")
     registers = _static_ints(lw, a, "registers") if a.given("registers") and not (
         isinstance(a["registers"], Py) and a["registers"].value is None) else None
-    if lw.ctx.helper_stack or not lw.env.at_top:
-        raise lw.error(UnsupportedSyntaxError, "warp_roles() inside a helper or under run-time control flow",
-                       a.node, hint="split the group once, at the top level of the kernel, where every thread runs")
-    if lw.ctx.role_sizes is not None:
-        raise lw.error(UnsupportedSyntaxError, "a kernel splits its group into warp roles once", a.node,
-                       hint="give every role's threads in one warp_roles((n0, n1, ...)) call")
+    _once_at_top(lw, a, lw.ctx.role_sizes is not None,
+                 "split the group once, at the top level of the kernel, where every thread runs",
+                 "a kernel splits its group into warp roles once",
+                 "give every role's threads in one warp_roles((n0, n1, ...)) call")
     lw.ctx.role_sizes = sizes
     return lw.value("warp_role", (), a.node, hint=lw.assign_hint or "role", sizes=sizes, registers=registers)
 
@@ -52,12 +59,8 @@ def cluster_groups(lw: Any, a: CallArgs) -> FValue:
     if size not in CLUSTER_SIZES:
         raise lw.type_error(f"cluster_groups() joins {', '.join(map(str, CLUSTER_SIZES))} groups into a cluster, "
                             f"got {size}", a.node_of("size"))
-    if lw.ctx.helper_stack or not lw.env.at_top:
-        raise lw.error(UnsupportedSyntaxError, "cluster_groups() inside a helper or under run-time control flow",
-                       a.node, hint="join the groups once, at the top level of the kernel")
-    if lw.ctx.cluster_size is not None:
-        raise lw.error(UnsupportedSyntaxError, "a kernel joins its groups into clusters once", a.node,
-                       hint="call cluster_groups(size) once, at the kernel's top")
+    _once_at_top(lw, a, lw.ctx.cluster_size is not None, "join the groups once, at the top level of the kernel",
+                 "a kernel joins its groups into clusters once", "call cluster_groups(size) once, at the kernel's top")
     lw.ctx.cluster_size = size
     return lw.value("cluster_groups", (), a.node, hint=lw.assign_hint or "rank", size=size)
 
