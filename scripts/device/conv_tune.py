@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
                     def run() -> None:
                         kern.launch(x_nhwc, w_nhwc, unread, unread, y, n, c, h, wd // s, co, kh, kw, sh, ph, p, 1, 1,
-                                    h_out, w_out, nchw, 0, 0, grid=grid, group=group, backend="cuda")
+                                    h_out, w_out, nchw, 0, 0, c, grid=grid, group=group, backend="cuda")
                 else:
                     kern = (conv_wg if wg else conv_mma).variant(T=dt, ACT="none", **cfg)
                     grid, group = (conv_wg_grid if wg else conv_grid)(cfg, n_pix, co // groups, groups)

@@ -25,12 +25,12 @@ BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8, "S": 1, 
 
 MUTANTS = {
     # the taps' rows and columns exchanged (a transposed kernel)
-    "taps_transposed": [("(img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, c0)",
-                         "(img, oh0 + kx * dh - ph, ow0 + ky * dw - pw, c0)")],
+    "taps_transposed": [("(img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, cg + c0)",
+                         "(img, oh0 + kx * dh - ph, ow0 + ky * dw - pw, cg + c0)")],
     # the padding off by one: every window one row lower
     "padding_off_by_one": [("oh0 + ky * dh - ph,", "oh0 + ky * dh - ph + 1,")],
     # the channels' last partial K step dropped
-    "drops_channel_tail": [("chunks = (c_in + WS_BK - 1) // WS_BK", "chunks = c_in // WS_BK")],
+    "drops_channel_tail": [("chunks = (cin_g + WS_BK - 1) // WS_BK", "chunks = cin_g // WS_BK")],
     # patch rows taken as 8 pixels wide whatever the patch's width
     "patch_rows_of_eight": [("oh = oh0 + r // pw_\n            ow = ow0 + r % pw_",
                              "oh = oh0 + r // 8\n            ow = ow0 + r % 8")],
@@ -47,11 +47,13 @@ MUTANTS = {
     "stores_past_the_edge": [("if mine and img < n and oh < h_out and ow < w_out:",
                               "if mine and img < n and oh < h_out:")],
     # at stride 2, every patch row's box from the even columns
-    "one_parity": [("ow0 + (off - rx) // 2, rx, c0)", "ow0 + (off - rx) // 2, 0, c0)")],
+    "one_parity": [("ow0 + (off - rx) // 2, rx, cg + c0)", "ow0 + (off - rx) // 2, 0, cg + c0)")],
     # at stride 2, the rows of a patch one input row apart instead of sh
     "row_stride_one": [("(oh0 + r) * sh + ky * dh - ph, ow0 + (off", "(oh0 + r) + ky * dh - ph, ow0 + (off")],
     # a box per patch row at stride 1: every row's box from the patch's first row
     "rows_all_first": [("(img, (oh0 + r) * sh + ky * dh - ph, ow0 + kx", "(img, oh0 * sh + ky * dh - ph, ow0 + kx")],
+    # groups: every tile reads the first group's input channels
+    "one_group_read": [("cg = (tn * BN) // cout_g * cin_g", "cg = 0")],
 }
 
 
@@ -63,6 +65,10 @@ MUTANT_SHAPE = {"one_parity": 5, "row_stride_one": 5, "nchw_runs_whole": 8, "nch
 
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_mutant_caught(name, tmp_path: Path, seed):
+    if name == "one_group_read":  # two groups of 64 channels
+        assert_mutant_caught("std/conv_mma/ws_groups", edited_module(W, tmp_path, *MUTANTS[name]).conv_ws, seed,
+                             shapes=CS.WS_GROUPED[:1])
+        return
     assert_mutant_caught("std/conv_mma/ws", edited_module(W, tmp_path, *MUTANTS[name]).conv_ws, seed,
                          shapes=[CS.WS_SHAPES[MUTANT_SHAPE.get(name, 0)]])
 
@@ -92,7 +98,7 @@ def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     x_map = ("x", ("n", "h"), "wd_s", "c_in", (1, rows), (binding["PW"], 64)) if binding["S"] == 1 \
         else ("x", ("n", "h", "wd_s"), 2, "c_in", (1, 1, binding["PW"]), (1, 64))  # (n, h, W / 2, 2, c_in)
     assert [(m.tensor, m.outer, m.rows, m.cols, m.box_outer, m.box) for m in emitted.abi.maps] == [
-        x_map, ("w", ("c_out", "kh"), "kw", "c_in", (binding["BN"], 1), (1, 64))]
+        x_map, ("w", ("c_out", "kh"), "kw", "cin_g", (binding["BN"], 1), (1, 64))]
     x_boxes = 2 if binding["BOX"] == "patch" else 2 * 64 // binding["PW"]  # one per patch, or per patch row
     count = emitted.source.count
     assert count("cp.async.bulk.tensor.4d.shared::cluster.global.tile") == 1 + x_boxes * (binding["S"] == 1)
@@ -160,6 +166,10 @@ def test_conv2d_keeps_the_gather_with_the_option_off(monkeypatch):
     ((2, 16, 7, 9, 144, 3, 3), 1, 2, True, "conv_wg"),  # groups
     ((2, 16, 7, 9, 64, 3, 3), 1, 1, True, "conv_ws"),  # 64 output channels: 128 x 64 tiles
     ((2, 16, 7, 9, 64, 3, 3), 2, 1, False, "conv_mma"),  # stride 2 over an odd W, 64 channels: 128 x 64 tiles
+    ((1, 64, 6, 7, 64, 3, 3), 1, 8, True, "conv_ws"),  # 8 groups of 8, packed into one group
+    ((1, 128, 6, 8, 128, 3, 3), 2, 16, True, "conv_ws"),  # 16 of 8 packed into 2 groups of 64, stride 2
+    ((1, 128, 6, 16, 128, 3, 3), 1, 16, False, "conv_ws"),  # the same into NCHW rows of 16
+    ((1, 128, 6, 12, 128, 3, 3), 1, 16, False, "conv_mma"),  # into NCHW rows of 12: conv_mma's stores
 ])
 def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, stride, groups, nhwc, kernel):
     """conv2d on a device with warp roles, tile copies and wgmma (lent to the interpreter, which runs all three
@@ -187,6 +197,7 @@ def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, 
                                     (1, 1), (1, 1), groups).value + res, "relu")
     assert [name for name, _ in launched] == [kernel]
     if kernel == "conv_ws":
-        host = W.conv_ws_config(n, res_shape[1], res_shape[2], co, stride)
+        packed = groups // C.group_pack(groups, c // groups, co // groups)
+        host = W.conv_ws_config(n, res_shape[1], res_shape[2], co, stride, co // packed)
         assert launched[0][1] == {"T": f16, "ACT": "relu", **host}
     assert np.abs(got.astype(np.float64) - want).max() < 2 ** -8 * np.abs(want).max()

@@ -206,7 +206,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "at a negative coordinate, which TMA refuses, takes the element loop at run time); off (the default "
            "until it is timed) stores the tile from the issuing thread, as on every other target."),
     Option("conv_ws", True, "bool",
-           "iron.std.conv on Hopper: run convolutions of one group at stride 1 (or 2 along an even W) on conv_ws, "
+           "iron.std.conv on Hopper: run convolutions of one group (or of groups of 64-channel multiples, as packed "
+           "groups are) at stride 1 (or 2 along an even W) on conv_ws, "
            "warp roles fed by tile copies of the input's taps (faster than conv_wg on every shape of issue 19 "
            "measured on an H100); off keeps conv_wg's gather. A host function's call plan keeps the choice of its "
            "first call."),

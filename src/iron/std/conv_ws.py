@@ -18,8 +18,9 @@ the accumulators in f32 and adds bias and residual, applies the activation and r
 ``store_nhwc``), in channels-last order, or NCHW's (8 pixels of a patch row per lane).
 
 Only CUDA sm_90 runs ``mma_wg`` and the tile copies in hardware; the interpreter runs it too (its tests run on
-the CPU), and the host (``conv.conv2d``) takes it on Hopper for one group at stride 1, or 2 along an even W,
-with the option ``conv_ws`` on (``IRON_CONV_WS=1``; off until the GPU has checked and timed it).
+the CPU), and the host (``conv.conv2d``) takes it on Hopper at stride 1, or 2 along an even W, for one group
+or for groups of multiples of 64 channels (ResNeXt's, packed by conv.py), with the option ``conv_ws`` on (its
+default).
 """
 
 from __future__ import annotations
@@ -162,13 +163,15 @@ def store_row_nchw(y, bias, res, stage, at, ld, img, oh, ow, co, h_out, w_out, c
                  BOX=["patch", "rows"], ACT=list(ACTIVATIONS), where=[ws_conv_fits, ws_patch_box_at_stride_one]))
 def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd_s: int,
             c_out: int, kh: int, kw: int, sh: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
-            nchw: int, has_bias: int, has_res: int):
+            nchw: int, has_bias: int, has_res: int, cin_g: int):
     """y = act(conv2d(x, w) + bias + res) on warp roles and tile copies (docs/std/conv.md).
 
-    x (n, h, wd_s S, c_in) channels-last; w (c_out, kh, kw, c_in); y and res (n, h_out, w_out, c_out), or
+    x (n, h, wd_s S, c_in) channels-last; w (c_out, kh, kw, cin_g); y and res (n, h_out, w_out, c_out), or
     (n, c_out, h_out, w_out) when nchw != 0 (then PW >= 8); BOX "patch" copies a patch's input as one box
     (stride 1 only: sh is not read), "rows" as one box per patch row (input rows sh apart); bias
-    (c_out) read when has_bias != 0, res when has_res != 0 (else one unread element each).  One group; strides
+    (c_out) read when has_bias != 0, res when has_res != 0 (else one unread element each).  Groups of cin_g input
+    channels (cin_g = c_in: one group; else cin_g a multiple of 64 and each group's c_out cin_g / c_in output
+    channels a multiple of BN, so that a tile and a K step stay within one group); strides
     (1, 1) when S == 1, (sh, 2) when S == 2 (x's width then even: wd_s = W / 2, x seen as (n, h, wd_s, 2, c_in),
     one box per patch row); padding (ph, pw) before (after: h_out, w_out say it), dilation (dh, dw).  Needs
     c_in % 8 == 0 and every
@@ -195,7 +198,8 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
     down = (h_out + PH - 1) // PH
     tiles_m = (n * down * across + 1) // 2
     tiles_n = (c_out + BN - 1) // BN
-    chunks = (c_in + WS_BK - 1) // WS_BK
+    chunks = (cin_g + WS_BK - 1) // WS_BK
+    cout_g = c_out // (c_in // cin_g)
     taps = kh * kw
     ktiles = taps * chunks
     step = 0  # K steps through the ring so far, over every tile of this group
@@ -209,6 +213,7 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
                 img_a, oh_a, ow_a = patch_at(2 * tm, down, across, PH, PW)
                 img_b, oh_b, ow_b = patch_at(2 * tm + 1, down, across, PH, PW)
                 imgs, ohs, ows = [img_a, img_b], [oh_a, oh_b], [ow_a, ow_b]
+                cg = (tn * BN) // cout_g * cin_g  # the tile's group's first input channel
                 c0 = 0
                 ky = 0
                 kx = 0
@@ -218,25 +223,26 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
                         img, oh0, ow0 = imgs[j], ohs[j], ows[j]
                         if BOX == "patch":  # the patch moved by the tap: one box (stride 1)
                             copy_tile(a_s, s * a_stage + j * BLOCK, x, (n, h, wd_s, c_in),
-                                      (img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, c0), (1, PH, PW, WS_BK), full, s)
+                                      (img, oh0 + ky * dh - ph, ow0 + kx * dw - pw, cg + c0), (1, PH, PW, WS_BK), full,
+                                      s)
                         elif S == 1:  # a box per patch row, input rows sh apart
                             for r in static_range(PH):
                                 copy_tile(a_s, s * a_stage + j * BLOCK + r * PW * WS_BK, x, (n, h, wd_s, c_in),
-                                          (img, (oh0 + r) * sh + ky * dh - ph, ow0 + kx * dw - pw, c0),
+                                          (img, (oh0 + r) * sh + ky * dh - ph, ow0 + kx * dw - pw, cg + c0),
                                           (1, 1, PW, WS_BK), full, s)
                         else:  # a box per patch row: input column 2 (ow0 + fx) + rx, parity rx
                             off = kx * dw - pw
                             rx = off & 1
                             for r in static_range(PH):
                                 copy_tile(a_s, s * a_stage + j * BLOCK + r * PW * WS_BK, x, (n, h, wd_s, 2, c_in),
-                                          (img, (oh0 + r) * sh + ky * dh - ph, ow0 + (off - rx) // 2, rx, c0),
+                                          (img, (oh0 + r) * sh + ky * dh - ph, ow0 + (off - rx) // 2, rx, cg + c0),
                                           (1, 1, PW, 1, WS_BK), full, s)
-                    copy_tile(b_s, s * b_stage, w, (c_out, kh, kw, c_in), (tn * BN, ky, kx, c0), (BN, 1, 1, WS_BK),
+                    copy_tile(b_s, s * b_stage, w, (c_out, kh, kw, cin_g), (tn * BN, ky, kx, c0), (BN, 1, 1, WS_BK),
                               full, s)
                     barrier_arrive(full, s, bytes=(WS_BM + BN) * WS_BK * T.itemsize)
                     step += 1
                     c0 += WS_BK  # K runs tap by tap, channels ascending: the next chunk, else the next tap
-                    if c0 >= c_in:
+                    if c0 >= cin_g:
                         c0 = 0
                         kx += 1
                         if kx == kw:
@@ -276,19 +282,22 @@ def patch_width(h_out: int, w_out: int) -> int:
     return min(reversed(PATCH_WIDTHS), key=covered)
 
 
-def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1) -> dict[str, Any]:
+def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1, cout_g: int = 0) -> dict[str, Any]:
     """The binding the host runs :data:`conv_ws` with: :func:`patch_width`, the stride along W, a box per patch at
     stride 1 (per patch row at stride 2), and the tile width by the tile count (measured on an H100,
     2026-12-06, docs/std/conv.md): 256 channels through three stages where c_out is a multiple of 256 and
     that still makes a wave of tiles; 64 through four for at most 64 channels or when 128-wide tiles would
     fill at most half a wave (more, narrower tiles then beat fewer wide ones: ResNet's 512 x 7 x 7); 160
-    through four where that width divides c_out and 128 does not; else 128 through four."""
+    through four where that width divides c_out and 128 does not; else 128 through four.  Grouped (``cout_g``,
+    a group's output channels, below c_out): the widest of 128 and 64 that divides it, through four."""
     pw_ = patch_width(h_out, w_out)
     tiles_m = _host.ceil_div(n * _host.ceil_div(h_out, 64 // pw_) * _host.ceil_div(w_out, pw_), 2)
 
     def tiles(bn: int) -> int:
         return tiles_m * _host.ceil_div(c_out, bn)
-    if c_out % 256 == 0 and tiles(256) >= WS_SMS:
+    if 0 < cout_g < c_out:  # a tile within one group
+        bn, stages = (128 if cout_g % 128 == 0 and tiles(128) > WS_SMS // 2 else 64), 4
+    elif c_out % 256 == 0 and tiles(256) >= WS_SMS:
         bn, stages = 256, 3
     elif c_out <= 64 or tiles(128) <= WS_SMS // 2:
         bn, stages = 64, 4
@@ -299,10 +308,12 @@ def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1
     return {"BN": bn, "STAGES": stages, "PW": pw_, "S": stride_w, "BOX": "patch" if stride_w == 1 else "rows"}
 
 
-def conv_ws_runs(stride: tuple[int, int], groups: int, width: int) -> bool:
-    """Whether :data:`conv_ws` computes a convolution of one group with these (sh, sw) strides over an input
-    ``width`` wide: stride 1, or 2 along an even W (and any along H)."""
-    return groups == 1 and (stride == (1, 1) or (stride[1] == 2 and width % 2 == 0))
+def conv_ws_runs(stride: tuple[int, int], groups: int, width: int, cin_g: int = 0, cout_g: int = 0) -> bool:
+    """Whether :data:`conv_ws` computes a convolution with these (sh, sw) strides over an input ``width`` wide:
+    stride 1, or 2 along an even W (and any along H); one group, or groups of whole 64-channel K steps and
+    64-channel tiles (``cin_g``, ``cout_g`` multiples of 64: packed ResNeXt groups)."""
+    return (groups == 1 or (cin_g % 64 == 0 and cout_g % 64 == 0)) and (
+        stride == (1, 1) or (stride[1] == 2 and width % 2 == 0))
 
 
 def conv_ws_geometry(binding: dict[str, Any], n: int, h_out: int, w_out: int, c_out: int,

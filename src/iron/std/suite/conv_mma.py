@@ -75,18 +75,19 @@ def _ws_stride(x, wd_s, sh) -> tuple[int, int]:
 
 
 def _conv_ws_torch(x, w, bias, res, y, n, c_in, h, wd_s, c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, nchw,
-                   has_bias, has_res):
+                   has_bias, has_res, cin_g):
     import torch.nn.functional as F
 
     out = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), bias if has_bias else None, _ws_stride(x, wd_s, sh),
-                   (ph, pw), (dh, dw))
+                   (ph, pw), (dh, dw), c_in // cin_g)
     return out if nchw else out.permute(0, 2, 3, 1)
 
 
 def _conv_ws_numpy(x, w, bias, res, y, n, c_in, h, wd_s, c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, nchw,
-                   has_bias, has_res):
+                   has_bias, has_res, cin_g):
     e = grouped(x.transpose(0, 3, 1, 2).astype(np.float32), w.transpose(0, 3, 1, 2).astype(np.float32),
-                bias.astype(np.float32) if has_bias else None, _ws_stride(x, wd_s, sh), (ph, pw), (dh, dw), 1)
+                bias.astype(np.float32) if has_bias else None, _ws_stride(x, wd_s, sh), (ph, pw), (dh, dw),
+                c_in // cin_g)
     return (e.value if nchw else e.value.transpose(0, 2, 3, 1)).astype(y.dtype)
 
 
@@ -128,6 +129,10 @@ WS_SHAPES = [_shape(2, 40, 9, 10, 72, 3, P=1),
              _shape(1, 16, 1, 40, 24, 1, KW=3, S=1, SW=2, PW=2, DW=2),
              _shape(2, 16, 7, 13, 24, 3, P=1, O=1, R=1),
              _shape(1, 16, 4, 24, 136, 3, P=1, O=1)]
+# Groups of 64 channels in and out (packed ResNeXt groups) on 64-wide tiles: each tile and K step within one
+# group; 128 channels a group on 64- and 128-wide tiles, with stride 2.
+WS_GROUPED = [_shape(1, 128, 6, 7, 128, 3, P=1, G=2, R=1), _shape(2, 256, 5, 8, 256, 3, S=2, P=1, G=2)]
+WS_GROUPED_BINDINGS = [{"T": bf16, "ACT": "relu", "BN": 64, "STAGES": 4}]
 WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
                {"T": bf16, "ACT": "relu", "BN": 256, "STAGES": 3},
                {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "BOX": "rows"},
@@ -136,26 +141,29 @@ WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
 
 
 @test_kernel(conv_ws, shapes={"vulkan": [], "*": WS_SHAPES}, bindings=WS_BINDINGS, name="std/conv_mma/ws")
+@test_kernel(conv_ws, shapes={"vulkan": [], "*": WS_GROUPED}, bindings=WS_GROUPED_BINDINGS,
+             name="std/conv_mma/ws_groups")
 @bench(conv_ws, shapes={**BENCH, "vulkan": []}, bindings=[{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4}],
        name="std/conv_mma/ws", reference={"cuda": _conv_ws_torch, "*": _conv_ws_numpy})
 def ws_setup(case):
     g = geometry(case)
     s = dict(case.shape)
-    has_res, nchw = s.get("R", 0), s.get("O", 0)
+    groups, has_res, nchw = s.get("G", 1), s.get("R", 0), s.get("O", 0)
     n, c, co, kh, kw = g["N"], g["C"], g["CO"], g["KH"], g["KW"]
+    cin_g = c // groups
     ho, wo = g["HO"], g["WO"]
     out_shape = (n, co, ho, wo) if nchw else (n, ho, wo, co)
     stride, pad, dil = (g["SH"], g["SW"]), (g["PH"], g["PW"]), (g["DH"], g["DW"])
     binding = {"PW": patch_width(ho, wo), "S": g["SW"], **({"BOX": "rows"} if g["SW"] == 2 else {})}
     grid, group = conv_ws_geometry({"BN": case["BN"], **binding}, n, ho, wo, co)
 
-    return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, c), case.randn(co),
+    return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, cin_g), case.randn(co),
                        case.randn(*out_shape), case.empty(*out_shape), n, c, g["H"], g["W"] // g["SW"], co, kh, kw,
-                       g["SH"], *pad, *dil, ho, wo, nchw, g["B"], has_res],
+                       g["SH"], *pad, *dil, ho, wo, nchw, g["B"], has_res, cin_g],
                  grid=grid, group=group, binding=binding,
-                 oracle=_oracle(case, g, (stride, pad, dil), 1, nchw, has_res),
-                 depth=gemm_depth(c * kh * kw + has_res, bool(g["B"]), case["ACT"]),
-                 flops=2 * n * ho * wo * co * c * kh * kw, matrix=True)
+                 oracle=_oracle(case, g, (stride, pad, dil), groups, nchw, has_res),
+                 depth=gemm_depth(cin_g * kh * kw + has_res, bool(g["B"]), case["ACT"]),
+                 flops=2 * n * ho * wo * co * cin_g * kh * kw, matrix=True)
 
 
 def _oracle(case: Any, g: dict[str, int], window: tuple[Any, Any, Any], groups: int, nchw: int, has_res: int) -> Any:
