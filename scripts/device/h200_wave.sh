@@ -20,17 +20,17 @@ if [ "$part" = gemm ]; then
   timeout 80 python3 gemm_tune.py --sizes 4096 8192 --configs WS_256_S4 WSC_256_S4 2>&1 | grep '^{' \
     | tee "$out/gemm.jsonl" | cut -c1-200
   timeout 150 python3 gemm_tune.py --sizes --shapes 8192x11008x4096 8192x4096x4096 512x4096x4096 512x11008x4096 --bt \
-    --configs WS_256_S4 WSC_256_S4 WS_128_S6 WSC_128_S4 WSC_128_S6 WS_168_S4 2>&1 | grep '^{' \
+    --configs WS_256_S4 WSC_256_S4 WS_128_S6 WSC_128_S6 WS_168_S4 WSC_168_S5 2>&1 | grep '^{' \
     | tee -a "$out/gemm.jsonl" | cut -c1-200
-  timeout 90 python3 fp8_tune.py --shapes 4096x4096x4096 8192x11008x4096 512x11008x4096 \
-    --configs FOLD_128_S4 FOLDO_128_S4 FAST_256_S4 2>&1 | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200
+  timeout 120 python3 fp8_tune.py --shapes 4096x4096x4096 8192x11008x4096 512x11008x4096 512x4096x4096 \
+    --configs FOLD_128_S5 FAST_256_S4 FASTC_128_S5 2>&1 | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200
 else
   timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
     -k "conv" -rfE > "$out/tests-conv.txt" 2>&1
   tail -3 "$out/tests-conv.txt"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
-  timeout 150 python3 conv_table.py --reps 3 --count 30 2>&1 | grep '^{' | tee "$out/conv_table.jsonl" | cut -c1-160
+  timeout 200 python3 conv_table.py --reps 3 --count 30 2>&1 | grep '^{' | tee "$out/conv_table.jsonl" | cut -c1-160
   timeout 50 python3 conv_tune.py --reps 3 --shapes whisper_80_384 whisper_384_s2 --configs WS128_S4 WS192_S4 2>&1 \
     | grep '^{' | tee "$out/conv_ws192.jsonl" | cut -c1-200  # fewer, wider tiles for 384 channels (UNet: 160 wide)
 fi
