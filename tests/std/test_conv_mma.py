@@ -265,8 +265,8 @@ def test_groups_of_few_channels_run_packed_and_a_wrong_pack_shows(monkeypatch, t
     """group_pack: the most groups (a power of two) whose outputs fill at most 64 channels; conv2d launches
     pack_group_weights before conv_mma for them (and not with the option off), and a packing kernel that puts
     every group's weights at the first group's inputs gives wrong outputs."""
-    assert [C.group_pack(*a) for a in ((32, 8, 8), (32, 4, 4), (4, 8, 8), (6, 8, 8), (2, 64, 64), (8, 8, 16))] == [
-        8, 16, 4, 2, 1, 4]
+    assert [C.group_pack(*a) for a in ((32, 8, 8), (32, 4, 4), (4, 8, 8), (6, 8, 8), (2, 64, 64), (8, 8, 16),
+                                       (64, 1, 2))] == [8, 16, 4, 2, 1, 4, C.PACK_MAX]
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 5, 6, 64)).astype(np.float16)  # NHWC
     w = rng.standard_normal((64, 3, 3, 8)).astype(np.float16)  # (C_out, KH, KW, C_in / groups), 8 groups

@@ -563,13 +563,18 @@ def pack_group_weights(w: In[T], out: Tensor[T], taps: int, cin_g: int, cout_g: 
         out[i] = v
 
 
+#: At most this many groups a pack: the multiplies by zero cost pack times the FLOPs, and 8 and 16 are what was
+#: measured (ResNeXt's groups of 8 and 4 on an H100, docs/std/conv.md).
+PACK_MAX = 16
+
+
 def group_pack(groups: int, cin_g: int, cout_g: int) -> int:
     """How many groups of a grouped convolution share one group of the matrix path (:func:`pack_group_weights`):
-    the most, a power of two dividing ``groups``, whose output channels fill at most 64 (the narrowest tile),
-    so that few channels a group (ResNeXt's 4 or 8) neither leave most of a tile's columns empty nor take a K
-    step per tap of mostly padding.  1 where a group has 64 output channels or more."""
+    the most, a power of two dividing ``groups`` and at most :data:`PACK_MAX`, whose output channels fill at most
+    64 (the narrowest tile), so that few channels a group (ResNeXt's 4 or 8) neither leave most of a tile's
+    columns empty nor take a K step per tap of mostly padding.  1 where a group has 64 output channels or more."""
     p = 1
-    while groups % (2 * p) == 0 and 2 * p * cout_g <= 64:
+    while groups % (2 * p) == 0 and 2 * p * cout_g <= 64 and 2 * p <= PACK_MAX:
         p *= 2
     return p
 
@@ -1015,6 +1020,6 @@ def dw_nhwc_group(c: int, vec: int) -> tuple[int, int]:
     return gx, GROUP // gx
 
 
-__all__ = ["conv1d", "conv2d", "conv2d_kernel", "depthwise_conv2d", "dwconv2d_nchw_k_kernel", "group_pack",
+__all__ = ["PACK_MAX", "conv1d", "conv2d", "conv2d_kernel", "depthwise_conv2d", "dwconv2d_nchw_k_kernel", "group_pack",
            "pack_group_weights",
            "dwconv2d_nchw_kernel", "dwconv2d_nhwc_k_kernel", "dwconv2d_nhwc_kernel"]

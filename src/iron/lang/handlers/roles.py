@@ -43,12 +43,17 @@ def warp_roles(lw: Any, a: CallArgs) -> FValue:
     return lw.value("warp_role", (), a.node, hint=lw.assign_hint or "role", sizes=sizes, registers=registers)
 
 
+def _after_declaration(lw: Any, a: CallArgs, declared: bool, meets: str, first: str) -> None:
+    """A barrier among what a declaration made (roles, clusters) needs that declaration first."""
+    if not declared:
+        raise lw.type_error(f"{a.name}() meets {meets} (yet)", a.node, hint=first)
+
+
 @handles("role_barrier")
 def role_barrier(lw: Any, a: CallArgs) -> FValue:
-    if lw.ctx.role_sizes is None:
-        raise lw.type_error("role_barrier() meets the threads of the caller's role, but the kernel has no roles "
-                            "(yet)", a.node, hint="role = warp_roles((n0, n1, ...)) at the kernel's top first; "
-                                                  "barrier() meets the whole group")
+    _after_declaration(lw, a, lw.ctx.role_sizes is not None,
+                       "the threads of the caller's role, but the kernel has no roles",
+                       "role = warp_roles((n0, n1, ...)) at the kernel's top first; barrier() meets the whole group")
     lw.emit("role_barrier", (), a.node, sizes=lw.ctx.role_sizes)
     return Py(None)
 
@@ -67,9 +72,8 @@ def cluster_groups(lw: Any, a: CallArgs) -> FValue:
 
 @handles("cluster_sync")
 def cluster_sync(lw: Any, a: CallArgs) -> FValue:
-    if lw.ctx.cluster_size is None:
-        raise lw.type_error("cluster_sync() meets the groups of this group's cluster, but the kernel has no clusters "
-                            "(yet)", a.node, hint="rank = cluster_groups(size) at the kernel's top first; barrier() "
-                                                  "meets the group")
+    _after_declaration(lw, a, lw.ctx.cluster_size is not None,
+                       "the groups of this group's cluster, but the kernel has no clusters",
+                       "rank = cluster_groups(size) at the kernel's top first; barrier() meets the group")
     lw.emit("cluster_sync", (), a.node)
     return Py(None)

@@ -55,6 +55,8 @@ class AsyncBarriers:
         self.senders: dict[tuple[int, int], set[int]] = {}
         self.heard: dict[tuple[int, int], set[int]] = {}
         self.remote_phase = np.full(shape, -1, dtype=np.int64)
+        #: Whether another group ever reached these barriers (a kernel without clusters never pays for the above).
+        self.reached = False
 
     @property
     def name(self) -> str:
@@ -123,6 +125,7 @@ class AsyncBarriers:
         if arrival:
             self.senders.setdefault((g, b), set()).add(sender)
         self.remote_phase[g, b] = self.phase[g, b]
+        self.reached = True
 
     def bring(self, op: Op, thread: int, b: int, landing: Any, nbytes: int, memory: Any,
               group: int | None = None) -> None:
@@ -176,8 +179,9 @@ class AsyncBarriers:
         waited = mask.bits.reshape(shape)
         whole = waited.any(axis=1) & ~(t.in_grid.reshape(shape) & ~waited).any(axis=1)
         partial = ~whole[groups]
-        done = self.remote_phase[groups, i] < self.phase[groups, i]
-        self.remote_phase[groups[done], i[done]] = -1
+        if self.reached:
+            done = self.remote_phase[groups, i] < self.phase[groups, i]
+            self.remote_phase[groups[done], i[done]] = -1
         return whole, self.released[groups[partial], i[partial]].any(axis=0)
 
     def heard_from(self, index: np.ndarray, mask: Mask) -> list[tuple[int, set[int]]]:
