@@ -3,7 +3,8 @@
 # under the 10-minute limit:
 #   bash scripts/device/h200_wave.sh gemm   the GPU tests of gemm and clusters; gemm_ws beside cuBLAS on issue
 #                                          20's shapes, with and without clusters (gemm_tune.py, B both ways);
-#                                          gemm_fp8 beside torch._scaled_mm (fp8_tune.py).  About 6 minutes.
+#                                          gemm_fp8 beside torch._scaled_mm (fp8_tune.py: the host's folding
+#                                          and fast configurations, 128-wide folds).  About 6 minutes.
 #   bash scripts/device/h200_wave.sh conv   the GPU tests of conv; iron.std.conv's host functions beside cuDNN on
 #                                          issue 19's shapes (conv_table.py: GPU time from the profiler and call
 #                                          time, both outputs checked); 192-wide tiles on Whisper.  About 5 minutes.
@@ -22,8 +23,9 @@ if [ "$part" = gemm ]; then
   timeout 150 python3 gemm_tune.py --sizes --shapes 8192x11008x4096 8192x4096x4096 512x4096x4096 512x11008x4096 --bt \
     --configs WS_256_S4 WSC_256_S4 WS_128_S6 WSC_128_S6 WS_168_S4 WSC_168_S5 2>&1 | grep '^{' \
     | tee -a "$out/gemm.jsonl" | cut -c1-200
-  timeout 120 python3 fp8_tune.py --shapes 4096x4096x4096 8192x11008x4096 512x11008x4096 512x4096x4096 \
-    --configs FOLD_128_S5 FAST_256_S4 FASTC_128_S5 2>&1 | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200
+  timeout 150 python3 fp8_tune.py --shapes 4096x4096x4096 8192x8192x8192 8192x11008x4096 8192x4096x4096 \
+    512x11008x4096 512x4096x4096 --configs FOLD_128_S5 FOLDP_256_S4 FOLD_192_S4 FASTP_256_S4 FASTC_128_S5 2>&1 \
+    | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200
 else
   timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
     -k "conv" -rfE > "$out/tests-conv.txt" 2>&1

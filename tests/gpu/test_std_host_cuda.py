@@ -252,11 +252,12 @@ def test_conv2d_matrix_path_against_cudnn(cuda, shape, layout):
     assert (got.double() - want).abs().max().item() <= 2.0 ** -7 * want.abs().max().item()
 
 
-@pytest.mark.parametrize("m,n,k", [(512, 1024, 512), (300, 520, 256), (1024, 2048, 384)])
+@pytest.mark.parametrize("m,n,k", [(512, 1024, 512), (300, 520, 256), (1024, 2048, 384), (2048, 4104, 272)])
 @pytest.mark.parametrize("fast_accum", [False, True], ids=["fold", "fast"])
 def test_scaled_mm_with_the_hosts_configuration(cuda, m, n, k, fast_accum):
-    """scaled_mm's host choice on Hopper (fp8_config: folding one group a tile, fast accumulation over few
-    128 x 256 tiles in clusters of two, else 128 x 256 tiles), against the float64 oracle."""
+    """scaled_mm's host choice on Hopper (fp8_config: over few 128 x 256 tiles, folding on 128 or 192 columns
+    one group a tile, fast accumulation in clusters of two; else 128 x 256 tiles in persistent groups), against
+    the float64 oracle."""
     from iron import bf16
     from iron.core import dtypes as D
     from iron.harness.tolerance import Depth, compare, derive_tolerance

@@ -43,6 +43,13 @@ MUTANTS = {
     "releases_early": [("k=F8_BK, pending=0)", "k=F8_BK, pending=1)")],
     # OVERLAP: the odd step's sum added where the even one's belongs (twice, while the even one is lost)
     "overlap_wrong_turn": [("acc = acc + even  # step 2 kp's sum", "acc = acc + odd  # step 2 kp's sum")],
+    # BN 256 by halves: each step's low half replaces the low total instead of adding to it
+    "halves_fold_replaces": [("acc = acc + low", "acc = low")],
+    # BN 256 by halves: the high half multiplies the low half's columns of B
+    "halves_one_b_half": [("s * b_stage + half * F8_BK,", "s * b_stage,")],
+    # BN 256 by halves: the slot released before the high half's multiplies retired
+    "halves_release_early": [("F8_BK,\n                                  frag_acc(f32, 16, half), k=F8_BK)",
+                              "F8_BK,\n                                  frag_acc(f32, 16, half), k=F8_BK, pending=1)")],
     # OVERLAP: an odd step count's last step left out of the total
     "overlap_drops_last": [("                    acc = acc + last\n", "")],
     # OVERLAP: the pairs' first step left running while its sum is added
@@ -64,8 +71,9 @@ def test_unmutated_copy_passes(tmp_path, seed):
     assert_rows_pass(rows, seed)
 
 
-@pytest.mark.parametrize("binding", [GS.BINDINGS[0], GS.BINDINGS[2], GS.BINDINGS[4], GS.BINDINGS[5], GS.BINDINGS[6]],
-                         ids=["fold-128", "fast-256", "overlap-128", "fold-128-cluster", "fast-256-cluster"])
+@pytest.mark.parametrize("binding", GS.BINDINGS[:1] + GS.BINDINGS[2:3] + GS.BINDINGS[4:],
+                         ids=["fold-128", "fast-256", "overlap-128", "fold-256", "fold-192", "fold-256-cluster",
+                              "fast-256-cluster"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: 168 registers at entry, the roles' budgets kept (no C7507), the multiplies a pipeline (no
     C7515), the accumulators registers (no stack, no spills), the multiplies the 8-bit form (k32)."""
@@ -126,8 +134,11 @@ def test_bad_input_is_a_launch_error(call, message):
         call(a, a, np.ones(1, np.float32))
 
 
-def test_the_host_takes_clusters_for_fast_accumulation_over_few_tiles():
-    assert G.fp8_config(4096, 4096, False) == G.fp8_config(512, 4096, False) == G.FP8_DEFAULT
+def test_the_hosts_configurations():
+    assert G.fp8_config(4096, 4096, False) == G.FP8_DEFAULT and G.fp8_groups(G.FP8_DEFAULT) == G.WS_SMS
+    # few 128 x 256 tiles: 128 columns fill one wave at 512 x 4096, 192 fill the last wave best at 512 x 11008
+    assert G.fp8_config(512, 4096, False) == G.FP8_NARROW[0] and G.fp8_groups(G.FP8_NARROW[0]) is None
+    assert G.fp8_config(512, 11008, False) == G.FP8_NARROW[1]
     assert G.fp8_config(4096, 4096, True) == G.FP8_FAST  # 512 tiles of 128 x 256
     assert G.fp8_config(512, 4096, True) == G.fp8_config(512, 11008, True) == G.FP8_FAST_NARROW
     assert G.FP8_FAST_NARROW["CLUSTER"] == 2 and G.fp8_shared_bytes(G.FP8_FAST_NARROW) <= G.WG_SHARED_LIMIT

@@ -10,7 +10,7 @@ A's 128 x 128 and B's BN x 128 byte panels into a ring of STAGES swizzled buffer
 step), two consumer warpgroups each multiplying 64 rows by BN columns with ``mma_wg`` (``wgmma ... k32``, four
 per step).  The hardware adds 8-bit products keeping fewer bits than f32 (about 14), so with FOLD each step
 multiplies into a fresh accumulator and adds it to the f32 total (the promotion every 128 K that cuBLAS does
-unless ``use_fast_accum``, and CUTLASS's and DeepGEMM's kernels do); the two consumers take turns, one adding
+unless ``use_fast_accum``, and CUTLASS's and DeepGEMM's kernels do; 256-wide tiles by halves); the two consumers take turns, one adding
 while the other's multiplies run; with OVERLAP too, each consumer keeps its own multiplies running while it
 adds (two step sums taking turns).  Without FOLD one accumulator runs over all of K (fast accumulation).  The
 epilogue scales the total, rounds it once to the output type and stores 16-byte chunks through shared memory.
@@ -32,13 +32,17 @@ from iron.lang import (async_barriers, barrier_arrive, cluster_groups, cluster_s
 
 from . import _host
 from .gemm_wg import WG_SHARED_LIMIT, store_acc
-from .gemm_ws import (RELEASES, WS_BM, WS_REGISTERS, WS_ROLES, WS_WIDE_TILES, cluster_tile, copy_rows_to_cluster,
-                      free_slot, full_slot, release, release_behind, release_last, runs_roles, ws_geometry)
+from .gemm_ws import (RELEASES, WS_BM, WS_REGISTERS, WS_ROLES, WS_SMS, WS_WIDE_TILES, cluster_tile,
+                      copy_rows_to_cluster, free_slot, full_slot, release, release_behind, release_last, runs_roles,
+                      ws_geometry, ws_wave_fill)
 
 #: The output's dtype (bf16 as torch._scaled_mm's usual out_dtype, or f16).
 OUT = TypeVar("OUT")
 #: One K step: a 128-byte swizzled row of 8-bit values.
 F8_BK = 128
+#: The widest tile a folding consumer keeps whole: its total and a step sum take BN registers a thread, within
+#: the 232 of its budget; wider tiles (256) fold by halves (a total of each half and one half-wide step sum).
+F8_FOLD_WIDEST = 192
 #: Staged rows of the epilogue: 16 per subgroup, a warpgroup's four at a time, BN + 8 elements long.
 F8_STAGED = 4
 
@@ -50,17 +54,16 @@ def fp8_shared_bytes(binding: dict[str, Any]) -> int:
 
 
 def fp8_fits(v: dict[str, Any]) -> bool:
-    """The ring fits sm_90's shared memory, and a folding consumer's two accumulators its 232 registers (two
-    of 64 x 256 would need 256 a thread: FOLD runs BN 128)."""
-    return fp8_shared_bytes(v) <= WG_SHARED_LIMIT and not (v["FOLD"] and v["BN"] > 128)
+    """The ring fits sm_90's shared memory."""
+    return fp8_shared_bytes(v) <= WG_SHARED_LIMIT
 
 
 def fp8_overlap_folds(v: dict[str, Any]) -> bool:
-    """OVERLAP is a way to fold (a third accumulator: BN 128 only)"""
-    return not v["OVERLAP"] or v["FOLD"]
+    """OVERLAP is a way to fold on 128-wide tiles (a third accumulator of 64 registers)"""
+    return not v["OVERLAP"] or (v["FOLD"] and v["BN"] == 128)
 
 
-@kernel(variants(T=[f8e4m3, f8e5m2], U=[f8e4m3, f8e5m2], OUT=[bf16, f16], BN=[128, 256], STAGES=[4, 5, 3],
+@kernel(variants(T=[f8e4m3, f8e5m2], U=[f8e4m3, f8e5m2], OUT=[bf16, f16], BN=[128, 256, 192], STAGES=[4, 5, 3],
                  FOLD=[True, False], OVERLAP=[False, True], CLUSTER=[1, 2], where=[fp8_fits, fp8_overlap_folds]))
 def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[OUT], m: int, n: int, k: int):
     """C = OUT((scale_a[0] * scale_b[0]) * (A @ B^T)) with a producer and two consumer warpgroups (module doc).
@@ -110,7 +113,8 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
         scale = scale_a[0] * scale_b[0]
         for tile in range(group_id(0) // CLUSTER, rows_c * tiles_n, num_groups(0) // CLUSTER):
             tm, tn = cluster_tile(tile, rows_c, tiles_n, CLUSTER, rank)
-            acc = frag_acc(f32, 16, BN)
+            half = BN // 2 if FOLD and BN > F8_FOLD_WIDEST else BN  # the width of a step sum
+            acc = frag_acc(f32, 16, half)  # by halves: the low half's total
             if OVERLAP:
                 # Two step sums take turns: step kt's multiplies run while step kt - 1's sum joins the total (the
                 # same additions in the same order as FOLD's, without waiting for each step's multiplies).  Steps
@@ -143,6 +147,21 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
                     mma_wg_wait(0)
                     release_last(empty, ktiles, step, STAGES, CLUSTER)
                     acc = acc + odd
+            elif half < BN:
+                # By halves: the total is two 64 x BN / 2 fragments (BN / 2 registers each) and the step sum one,
+                # within the 232-register budget; each half's sum joins its total as soon as its multiplies retired.
+                mine = wg * 64 * F8_BK  # this warpgroup's rows of the A tile
+                hi = frag_acc(f32, 16, half)
+                for kt in range(ktiles):
+                    s = full_slot(full, step, STAGES)
+                    low = mma_wg(a_s, s * a_stage + mine, b_s, s * b_stage, frag_acc(f32, 16, half), k=F8_BK)
+                    acc = acc + low
+                    high = mma_wg(a_s, s * a_stage + mine, b_s, s * b_stage + half * F8_BK,
+                                  frag_acc(f32, 16, half), k=F8_BK)
+                    if lane_id() == 0:
+                        release(empty, s, CLUSTER)
+                    hi = hi + high
+                    step += 1
             else:
                 for kt in range(ktiles):
                     s = full_slot(full, step, STAGES)
@@ -165,7 +184,12 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
             turn = (simd_group_id() - WS_ROLES[0] // 32) // F8_STAGED
             slot = simd_group_id() % F8_STAGED
             for w in static_range(8 // F8_STAGED):
-                store_acc(c, c, stage, m, n, row0, tn * BN, acc, False, "none", turn == w, BN, True, slot)
+                if half < BN:
+                    store_acc(c, c, stage, m, n, row0, tn * BN, acc, False, "none", turn == w, half, True, slot)
+                    store_acc(c, c, stage, m, n, row0, tn * BN + half, hi * scale, False, "none", turn == w, half,
+                              True, slot)
+                else:
+                    store_acc(c, c, stage, m, n, row0, tn * BN, acc, False, "none", turn == w, BN, True, slot)
     if CLUSTER > 1:
         cluster_sync()  # no group ends while another may still release a slot to it
 
@@ -179,24 +203,39 @@ def scale_rows(x: In[T], scale_a: In[f32], scale_b: In[f32], c: Tensor[OUT], cou
         c[i] = OUT((scale_a[0] * scale_b[0]) * x[i])
 
 
-#: 128 x 128 tiles through a five-stage ring, folding every K step (the register budget of two accumulators);
-#: without folding, 128 x 256 tiles through four stages.
-FP8_DEFAULT = {"BN": 128, "STAGES": 5, "FOLD": True}
+#: Folding 128 x 256 tiles by halves through four stages, in persistent groups (:func:`fp8_groups`).  On an H100
+#: (2026-12-06, scripts/device/fp8_tune.py, kernel times beside torch._scaled_mm in one process;
+#: benchmarks/h100-fp8-halves-2026-12-06.jsonl): 4096^3 at 0.88-0.89x cuBLAS and 8192 x 11008 x 4096 at
+#: 0.83-0.85x, where 128 x 128 tiles ran 0.65-0.69x (a 128-wide tile needs a third more bytes from L2 a product).
+FP8_DEFAULT = {"BN": 256, "STAGES": 4, "FOLD": True}
+#: Folding where 128 x 256 tiles are too few (gemm_ws.py's WS_WIDE_TILES): whole step sums on 128 or 192 columns,
+#: whichever fills the last wave of groups best (one group a tile).  Same run: 512 x 11008 x 4096 on 192 columns
+#: 44.8 us against 128's 54.3 (cuBLAS 35.8); 512 x 4096 x 4096 on 128 columns (a whole wave) 18.7 us against
+#: 192's 21.2 (14.2).
+FP8_NARROW = ({"BN": 128, "STAGES": 5, "FOLD": True}, {"BN": 192, "STAGES": 4, "FOLD": True})
+#: Fast accumulation on 128 x 256 tiles through four stages, in persistent groups (4096^3: 103.1 us against one
+#: group a tile's 108.4; cuBLAS with fast accumulation 97.7).
 FP8_FAST = {"BN": 256, "STAGES": 4, "FOLD": False}
-#: Fast accumulation where 128 x 256 tiles are too few (gemm_ws.py's WS_WIDE_TILES): 128 x 128 tiles in clusters
-#: of two sharing B's panel.  On an H100 (2026-12-06, scripts/device/fp8_tune.py, kernel times;
-#: benchmarks/h100-fp8-clusters-2026-12-06.jsonl): 512 x 4096 x 4096 16.1 us against FP8_FAST's 24.5 (cuBLAS
-#: with fast accumulation 13.8), 512 x 11008 x 4096 50.0 against 52.5 (35.0).  Folding gained nothing in
-#: clusters (4096^3: 148.0 us against 144.5), so FP8_DEFAULT stays one group a tile.
+#: Fast accumulation where 128 x 256 tiles are too few: 128 x 128 tiles in clusters of two sharing B's panel.  On
+#: an H100 (2026-12-06, benchmarks/h100-fp8-clusters-2026-12-06.jsonl): 512 x 4096 x 4096 16.1 us against
+#: FP8_FAST's 24.5 (cuBLAS with fast accumulation 13.8), 512 x 11008 x 4096 50.0 against 52.5 (35.0).  Clusters
+#: gained nothing for folding (4096^3 on 128 x 128 tiles: 148.0 us against 144.5).
 FP8_FAST_NARROW = {"BN": 128, "STAGES": 5, "FOLD": False, "CLUSTER": 2}
 
 
 def fp8_config(m: int, n: int, fast_accum: bool) -> dict[str, Any]:
     """The binding :func:`scaled_mm` runs :data:`gemm_fp8` with on Hopper."""
-    if not fast_accum:
-        return dict(FP8_DEFAULT)
-    few = _host.ceil_div(m, WS_BM) * _host.ceil_div(n, 256) < WS_WIDE_TILES
-    return dict(FP8_FAST_NARROW if few else FP8_FAST)
+    if _host.ceil_div(m, WS_BM) * _host.ceil_div(n, 256) >= WS_WIDE_TILES:
+        return dict(FP8_FAST if fast_accum else FP8_DEFAULT)
+    if fast_accum:
+        return dict(FP8_FAST_NARROW)
+    return dict(max(FP8_NARROW, key=lambda c: (ws_wave_fill(m, n, c["BN"]), c["BN"])))
+
+
+def fp8_groups(config: dict[str, Any]) -> int | None:
+    """Groups :func:`scaled_mm` launches with ``config``: one per multiprocessor looping over the tiles on 256-wide
+    tiles (the next tile's panels land during a tile's epilogue), else None (one group a tile)."""
+    return WS_SMS if config["BN"] == 256 else None
 
 
 def fp8_geometry(m: int, n: int, bn: int, groups: int | None = None,
@@ -237,7 +276,7 @@ def scaled_mm(a: Any, b: Any, scale_a: Any, scale_b: Any, out_dtype: Any = bf16,
     config = fp8_config(m, n, fast_accum)
     if (runs_roles(traits.profile) and k % 16 == 0 and all(_host.starts_aligned(x, 16) for x in (a, b))
             and fp8_shared_bytes(config) <= (traits.shared_limit or 0)):
-        grid, group = fp8_geometry(m, n, config["BN"], None, config.get("CLUSTER", 1))
+        grid, group = fp8_geometry(m, n, config["BN"], fp8_groups(config), config.get("CLUSTER", 1))
         gemm_fp8.variant(T=ta, U=tb, OUT=out_dtype, **config).launch(
             a, b, scale_a, scale_b, out, m, n, k, grid=grid, group=group, backend=backend)
         return out
@@ -258,5 +297,5 @@ def _portable(a: Any, b: Any, scale_a: Any, scale_b: Any, out: Any, mnk: tuple[i
     return out
 
 
-__all__ = ["FP8_DEFAULT", "FP8_FAST", "FP8_FAST_NARROW", "OUT", "fp8_config", "fp8_geometry", "fp8_shared_bytes", "gemm_fp8", "scale_rows",
-           "scaled_mm"]
+__all__ = ["FP8_DEFAULT", "FP8_FAST", "FP8_FAST_NARROW", "FP8_NARROW", "OUT", "fp8_config", "fp8_geometry",
+           "fp8_groups", "fp8_shared_bytes", "gemm_fp8", "scale_rows", "scaled_mm"]

@@ -14,7 +14,7 @@ import numpy as np
 from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 from iron.core import dtypes as D
 
-from ..gemm_fp8 import FP8_DEFAULT, FP8_FAST, fp8_geometry, gemm_fp8
+from ..gemm_fp8 import FP8_DEFAULT, FP8_FAST, FP8_NARROW, fp8_geometry, fp8_groups, gemm_fp8
 
 E4M3, E5M2 = D.f8e4m3, D.f8e5m2
 #: The dequantising scales every row uses (exact in f32; their product too).
@@ -30,11 +30,15 @@ def _shape(m: int, n: int, k: int) -> dict[str, int]:
 # three steps (the ring wrapping at three stages), N past two 128-column tiles; five steps (OVERLAP's two pairs
 # and a last step alone).
 SHAPES = [_shape(1, 16, 16), _shape(40, 24, 144), _shape(129, 264, 384), _shape(40, 24, 640)]
-BINDINGS = [{"T": E4M3, "U": E4M3, "OUT": bf16, **FP8_DEFAULT},
+BINDINGS = [{"T": E4M3, "U": E4M3, "OUT": bf16, **FP8_NARROW[0]},
             {"T": E4M3, "U": E5M2, "OUT": f16, "BN": 128, "STAGES": 3, "FOLD": True},
             {"T": E5M2, "U": E4M3, "OUT": bf16, **FP8_FAST},
             {"T": E4M3, "U": E4M3, "OUT": bf16, "BN": 128, "STAGES": 3, "FOLD": False},
             {"T": E4M3, "U": E4M3, "OUT": bf16, "BN": 128, "STAGES": 4, "FOLD": True, "OVERLAP": True},
+            # folding 128 x 256 tiles by halves (two totals, one step sum)
+            {"T": E4M3, "U": E5M2, "OUT": bf16, **FP8_DEFAULT},
+            # folding 128 x 192 tiles whole (a total and a step sum of 96 registers each)
+            {"T": E4M3, "U": E4M3, "OUT": f16, **FP8_NARROW[1]},
             # clusters of two groups, each copying half of B's panel into both (129 rows: one pair of tile rows)
             {"T": E4M3, "U": E4M3, "OUT": bf16, **FP8_DEFAULT, "CLUSTER": 2},
             {"T": E4M3, "U": E5M2, "OUT": bf16, **FP8_FAST, "CLUSTER": 2}]
@@ -77,12 +81,14 @@ def _scaled_mm_numpy(a, b, scale_a, scale_b, c, m, n, k):
 @bench(gemm_fp8, shapes=BENCH, bindings=[{"T": E4M3, "U": E4M3, "OUT": bf16, **FP8_DEFAULT}],
        reference={"cuda": _scaled_mm_torch, "*": _scaled_mm_numpy}, name="std/gemm_fp8/e4m3")
 def ws_setup(case):
-    """A producer and two consumer warpgroups per group, one group per output tile."""
-    return fp8_setup(case)
+    """A producer and two consumer warpgroups per group, the host's groups (one per tile, or persistent ones on
+    256-wide tiles)."""
+    return fp8_setup(case, fp8_groups(case.binding))
 
 
 # Persistent groups: three groups over the tiles, the ring running on across them.
-@test_kernel(gemm_fp8, shapes={"vulkan": [], "*": SHAPES[1:]}, bindings=BINDINGS[:3], name="std/gemm_fp8/persistent")
+@test_kernel(gemm_fp8, shapes={"vulkan": [], "*": SHAPES[1:]}, bindings=BINDINGS[:3] + BINDINGS[5:6],
+             name="std/gemm_fp8/persistent")
 def persistent_setup(case):
     return fp8_setup(case, 3)
 
