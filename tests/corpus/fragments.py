@@ -9,8 +9,8 @@ a condition that is uniform over their subgroup.
 import numpy as np
 
 from iron import In, T, Tensor, TypeVar, bf16, f16, f32, kernel, variants
-from iron.lang import frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_id, mma, num_simd_groups, \
-    simd_group_id, static_range
+from iron.lang import frag_a, frag_acc, frag_b, frag_load_acc, frag_row_max, frag_row_sum, frag_store, group_id, \
+    mma, num_simd_groups, simd_group_id, static_range
 
 from .case import CorpusCase, Depth, Expect, Run, empty, f64, randn
 
@@ -128,6 +128,41 @@ MMA_ELEMENTWISE = CorpusCase(
     bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=20), subgroup=True)
 
 
+# ---------------------------------------------------------------- row reductions of accumulators
+
+@kernel(variants(T=[f16, bf16]))
+def mma_rows(a: In[T], b: In[T], c: Tensor[f32], tiles_m: int, tiles_n: int):
+    """A product's rows reduced: (p - row max of p) + row sum of p / 2, every element of a row meeting its own
+    row's max and sum (attention's softmax steps on a score tile)."""
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles_m * tiles_n:
+        tm = tile // tiles_n
+        tn = tile % tiles_n
+        ndim = 8 * tiles_n
+        p = mma(frag_a(a, tm * 256, 16, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
+        frag_store(c, tm * 16 * ndim + tn * 8, ndim, (p - frag_row_max(p)) + frag_row_sum(p) * 0.5)
+
+
+def _rows_oracle(args, run: Run):
+    m, n = 16 * run.size, 8 * TILES_N
+    a, b = f64(args[0]).reshape(m, 16), f64(args[1]).reshape(16, n)
+    p, s = a @ b, np.abs(a) @ np.abs(b)
+    blocks = p.reshape(m, TILES_N, 8)  # each subgroup's tile: 8 columns of the row
+    row_max = np.repeat(blocks.max(axis=-1), 8, axis=-1)
+    row_sum = np.repeat(blocks.sum(axis=-1), 8, axis=-1)
+    scale = s + np.repeat(s.reshape(m, TILES_N, 8).max(axis=-1), 8, axis=-1) + \
+        np.repeat(s.reshape(m, TILES_N, 8).sum(axis=-1), 8, axis=-1) * 0.5
+    return {2: Expect((p - row_max + row_sum * 0.5).reshape(-1), scale.reshape(-1))}
+
+
+MMA_ROWS = CorpusCase(
+    name="mma_rows", kernel=mma_rows,
+    make_args=lambda run, rng: [randn(rng, 16 * run.size * 16, run.T), randn(rng, 16 * 8 * TILES_N, run.T),
+                                empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N],
+    oracle=_rows_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
+    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 2), subgroup=True)
+
+
 # ---------------------------------------------------------------- 8x8x8, accumulator in the input dtype, B column-major
 
 @kernel(variants(T=[f16, f32]))
@@ -188,4 +223,4 @@ MMA_16x16x16 = CorpusCase(
     depth=lambda run: Depth(steps=17), subgroup=True, out_dtype=lambda run: run["ACC"])
 
 
-CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_8x8x8, MMA_16x16x16]
+CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_ROWS, MMA_8x8x8, MMA_16x16x16]

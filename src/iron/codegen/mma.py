@@ -683,6 +683,47 @@ STRATEGIES: dict[str, MmaStrategy] = {s.name: s for s in (
 )}
 
 
+@dataclass(frozen=True)
+class RowPlan:
+    """How a subgroup combines each row of a fragment in this layout (``frag_rows``): every lane first combines
+    its registers of one ``groups`` entry (they hold one row), then exchanges the result with the lanes whose
+    index differs by each of ``lane_masks`` in turn (a butterfly), after which every lane of the row has it."""
+
+    groups: tuple[tuple[int, ...], ...]
+    lane_masks: tuple[int, ...]
+
+
+def row_plan(layout: FragmentLayout) -> RowPlan | None:
+    """The :class:`RowPlan` of ``layout`` (every one here), or None where the lanes holding a row are no XOR
+    coset of one lane set, or a register group's row differs between partners (no butterfly computes it)."""
+    table = layout.to_table()
+    rows = table[..., 0]
+    lanes = layout.lane_width
+    if layout.replication != 1:
+        return None
+    groups = tuple(tuple(int(r) for r in np.flatnonzero(rows[0] == row)) for row in dict.fromkeys(rows[0].tolist()))
+    for lane in range(lanes):
+        if tuple(tuple(int(r) for r in np.flatnonzero(rows[lane] == rows[lane, g[0]])) for g in groups) != groups:
+            return None
+    partners = {int(q) for q in np.flatnonzero((rows == rows[0, groups[0][0]]).any(axis=1))}
+    if any(a ^ b not in partners for a in partners for b in partners):
+        return None  # not closed under XOR: no subspace of lane masks
+    masks: list[int] = []
+    span = {0}
+    for q in sorted(partners):
+        if q not in span:
+            masks.append(q)
+            span |= {x ^ q for x in span}
+    for lane in range(lanes):
+        for g in groups:
+            if any(rows[lane ^ m, g[0]] != rows[lane, g[0]] for m in partners):
+                return None
+            holders = {int(q) for q in np.flatnonzero((rows == rows[lane, g[0]]).any(axis=1))}
+            if holders != {lane ^ m for m in partners}:
+                return None
+    return RowPlan(groups, tuple(masks))
+
+
 def get_strategy(name: str) -> MmaStrategy:
     """The strategy called ``name``; a clear error lists the known ones."""
     try:

@@ -617,6 +617,20 @@ def _frag_binary(ts, attrs):
     return ft
 
 
+#: The reductions along an accumulator fragment's rows (``frag_rows``'s ``fn``).
+FRAG_ROW_FNS = ("max", "sum")
+
+
+def _frag_rows(ts, attrs):
+    """Each element of an accumulator fragment replaced by the ``fn`` of its row; the result has its type."""
+    if attrs.get("fn") not in FRAG_ROW_FNS:
+        raise OpTypeError(f"frag_rows' fn is one of {FRAG_ROW_FNS}, got {attrs.get('fn')!r}")
+    (ft,) = ts
+    if not isinstance(ft, FragmentType) or ft.role != "acc":
+        raise OpTypeError(f"frag_rows takes an accumulator fragment, got {ft}")
+    return ft
+
+
 def _frag_fill(ts, attrs):
     ft = _frag_attrs(attrs)
     if ts[0] != ScalarType(ft.dtype):
@@ -829,6 +843,7 @@ _reg("frag_store", "fragment", 4, _frag_store, pure=False, attrs=("layout",), tr
 _reg("mma", "fragment", 3, _mma, pure=False, traits=_FRAG)
 # Not pure: its operand may be a warpgroup multiply's result, which only exists after that multiply's wait.
 _reg("frag_binary", "fragment", 2, _frag_binary, pure=False, attrs=("fn",), traits=_FRAG)
+_reg("frag_rows", "fragment", 1, _frag_rows, pure=False, attrs=("fn",), traits=_FRAG)
 _reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "k0", "b_major", "b_block", "pending"),
      traits=_FRAG | Trait.FENCE)
 _reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)

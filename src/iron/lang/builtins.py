@@ -567,6 +567,18 @@ def frag_store(t, base, ld, acc, layout="row"):
 
 
 @_builtin("fragment")
+def frag_row_max(acc):
+    """An accumulator of ``acc``'s type whose every element is the largest of its row of ``acc`` (maxNum: a NaN
+    counts only where the whole row is NaN)."""
+
+
+@_builtin("fragment")
+def frag_row_sum(acc):
+    """An accumulator of ``acc``'s type whose every element is the sum of its row of ``acc`` (added in f32 in an
+    unspecified order, rounded to the accumulator's type)."""
+
+
+@_builtin("fragment")
 def mma(a, b, acc):
     """acc + a @ b for one subgroup's fragments."""
 

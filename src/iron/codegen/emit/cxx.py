@@ -257,6 +257,9 @@ class CxxDialect(Dialect):
     def vote(self, kind: str, pred: str) -> str:
         raise NotImplementedError
 
+    def frag_lane_xor(self, value: str, mask: int) -> str:
+        return self.shuffle_xor(self.active_mask()[2], value, str(mask))
+
     def shuffle(self, value: str, lane: str) -> str:
         raise NotImplementedError
 

@@ -509,6 +509,10 @@ class Dialect:
             return f"{self.require('iron_round_bf16', self.BF16_BITS[2])}({text})"
         return self.frag_to_f32(self.frag_from_f32(text, dt), dt)
 
+    def frag_lane_xor(self, value: str, mask: int) -> str:
+        """The f32 ``value`` of the lane whose index differs from this one's by ``mask`` (every lane active)."""
+        raise NotImplementedError
+
     def frag_subgroup_sync(self) -> list[str]:
         """Statements after which the subgroup's shared-memory writes are visible to all its lanes."""
         raise NotImplementedError

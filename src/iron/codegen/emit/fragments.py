@@ -18,6 +18,9 @@ stores, and an f16/bf16 accumulator is rounded to its dtype after every
 ``mma``, so the registers always hold values of the fragment's dtype.
 
 * ``frag_fill``: every register takes the value.
+* ``frag_rows``: each lane combines its registers of a row, then exchanges the result with the lanes that
+  hold the rest of the row (a butterfly of XOR shuffles; ``iron.codegen.mma.row_plan`` derives both from
+  the layout's table); a fragment the unit holds whole has no known rows (a capability error).
 * ``frag_load`` / ``frag_store``: each lane moves its own elements,
   ``(row, col) = layout.element(lane, reg)``, from or to
   ``t[base + row*ld + col]`` (``row``) or ``t[base + col*ld + row]`` (``col``).
@@ -56,6 +59,7 @@ from ..mma import (
     MmaStrategy,
     StripedLayout,
     get_strategy,
+    row_plan,
 )
 from ..targets import TargetProfile
 
@@ -311,6 +315,9 @@ class FragmentPrinter:
         if code == "frag_fill":
             self.p.line(f"{d.frag_matrix_type(t)} {name} = {d.frag_matrix_fill(t, args[0].text)};")
             return
+        if code == "frag_rows":
+            raise d.unsupported(op, f"the row {op.attrs['fn']} of a fragment the matrix unit holds whole "
+                                    f"({self.strategy.name if self.strategy else 'opaque'}: no lane holds a known row)")
         if code == "frag_binary":
             x, y = (a.text if isinstance(a.type, FragmentType) else d.frag_matrix_fill(t, a.text) for a in args)
             self.p.line(f"{d.frag_matrix_type(t)} {name} = {d.frag_matrix_binary(op, t, x, y)};")
@@ -352,6 +359,34 @@ class FragmentPrinter:
             return [f"{name}[{r}] = {self.d.frag_round(f'{term(x, r)} {sign} {term(y, r)}', t.dtype)};"]
 
         self._per_register(t, element)
+
+    def _frag_rows(self, op: Op, args: list[Operand]) -> None:
+        """Each register takes its row's max or sum: the lane's registers of the row combined, then a butterfly
+        over the lanes holding the row (:func:`~iron.codegen.mma.row_plan`, from the layout's table)."""
+        (x,) = args
+        t = op.result.type
+        fn = op.attrs["fn"]
+        plan = row_plan(self.layout(t))
+        if plan is None:
+            raise self.d.unsupported(op, f"the row {fn} of a {t.rows} x {t.cols} fragment in this layout (its rows "
+                                         f"are not held by XOR-closed lane sets; widths of 8, 16, 32, ... are)")
+        name = self.p.names.define(op.result)
+        self.declare(name, t)
+        big = self.d.math("max", D.f32)
+
+        def combine(a: str, b: str) -> str:
+            return f"{big}({a}, {b})" if fn == "max" else f"{a} + {b}"
+
+        for group in plan.groups:
+            v = self.p.temp("row")
+            self.p.line(f"float {v} = {x.text}[{group[0]}];")
+            for r in group[1:]:
+                self.p.line(f"{v} = {combine(v, f'{x.text}[{r}]')};")
+            for mask in plan.lane_masks:
+                self.p.line(f"{v} = {combine(v, self.d.frag_lane_xor(v, mask))};")
+            value = v if fn == "max" else self.d.frag_round(v, t.dtype)
+            for r in group:
+                self.p.line(f"{name}[{r}] = {value};")
 
     def _frag_load(self, op: Op, args: list[Operand]) -> None:
         t = op.result.type

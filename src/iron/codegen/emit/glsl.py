@@ -469,6 +469,10 @@ class GlslDialect(Dialect):
 
     # ------------------------------------------------------------ subgroups
 
+    def frag_lane_xor(self, value: str, mask: int) -> str:
+        self.extensions.update(("GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_shuffle"))
+        return f"subgroupShuffleXor({value}, {mask}u)"
+
     def subgroup(self, op: Op, args: list[Operand]) -> str:
         code = op.opcode
         x = args[0]

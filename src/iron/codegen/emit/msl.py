@@ -223,6 +223,9 @@ class MslDialect(Dialect):
 
     # ------------------------------------------------------------ subgroups
 
+    def frag_lane_xor(self, value: str, mask: int) -> str:
+        return f"simd_shuffle_xor({value}, ushort({mask}))"
+
     def subgroup(self, op: Op, args: list[Operand]) -> str:
         code = op.opcode
         if code in ("simd_shuffle", "simd_broadcast"):

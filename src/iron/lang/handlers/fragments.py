@@ -1,4 +1,5 @@
-"""Matrix-fragment builtins: frag_a, frag_b, frag_acc, frag_load_acc, frag_store, mma, mma_wg."""
+"""Matrix-fragment builtins: frag_a, frag_b, frag_acc, frag_load_acc, frag_store, frag_row_max, frag_row_sum,
+mma, mma_wg."""
 
 from __future__ import annotations
 
@@ -93,6 +94,12 @@ def _fragment(lw: Any, a: CallArgs, name: str, role: str) -> RV:
         raise lw.type_error(f"{a.name}() needs {'an' if role != 'b' else 'a'} {role} fragment as '{name}', got "
                             f"{describe(v)}", a.node_of(name), hint=f"make it with {made_by}")
     return v
+
+
+@handles("frag_row_max", "frag_row_sum")
+def frag_rows(lw: Any, a: CallArgs) -> FValue:
+    acc = _fragment(lw, a, "acc", "acc")
+    return lw.value("frag_rows", [acc.value], a.node, fn=a.name.removeprefix("frag_row_"))
 
 
 @handles("frag_store")

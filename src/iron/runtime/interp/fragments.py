@@ -24,6 +24,7 @@ import numpy as np
 
 from ...codegen.mma import MmaLayoutError, MmaStrategy, get_strategy
 from ...core.errors import LaunchError
+from ...core import dtypes as D
 from ...core.eval import eval_pure, np_dtype, round_f64
 from ...core.ir import Op
 from ...core.types import TILE_LAYOUTS, FragmentType, ScalarType, sw128_index
@@ -206,6 +207,26 @@ class Fragments:
         a, b = (operand(v, o.type) for v, o in zip((x, y), op.operands))
         with np.errstate(all="ignore"):
             out[subgroups] = eval_pure(op.attrs["fn"], {}, [a, b], ScalarType(ft.dtype))
+        return out
+
+    def rows(self, op: Op, x: Array, mask: Mask) -> Array:
+        """``frag_rows``: every element replaced by its row's ``fn`` (max: maxNum, the evaluator's ``max``; sum: exact,
+        rounded once to the fragment's dtype, which any order of f32 additions on a target stays within a
+        tolerance of).  An operand still in flight holds NaN, which a sum keeps (and a maximum keeps where
+        the whole row is in flight), so its misuse shows."""
+        subgroups = self.participants(op, mask)
+        ft: FragmentType = op.result.type
+        m = self._matrices(op, ft, x[subgroups]).astype(np.float64)
+        if op.attrs["fn"] == "sum":
+            with np.errstate(all="ignore"):
+                row = round_f64(m.sum(axis=-1, keepdims=True), ft.dtype)
+        else:
+            row = m[..., :1]
+            for j in range(1, ft.cols):
+                row = eval_pure("max", {}, [row, m[..., j:j + 1]], ScalarType(D.f64))
+        result = np.broadcast_to(row, m.shape).astype(np.float64)
+        out = self.empty(op, ft)
+        out[subgroups] = result if self.lanes is None else self.lanes.distribute(op, ft, result)
         return out
 
     def mma(self, op: Op, a: Array, b: Array, c: Array, mask: Mask) -> Array:

@@ -1,0 +1,148 @@
+"""Row reductions of accumulator fragments (``frag_row_max``, ``frag_row_sum``): their meaning on the interpreter
+against numpy (warpgroup accumulators of any width; the 16 x 8 tiles of ``mma`` run in tests/corpus/fragments.py
+on every backend), the plan each layout's table gives the emitters (checked by simulating it), the CUDA sm_90
+form (NVRTC), and the located errors: a non-accumulator, a fragment a matrix unit holds whole, a layout whose
+rows no butterfly gathers."""
+
+import numpy as np
+import pytest
+from lang.lang_support import assert_located  # importable from tests/gpu too
+
+import iron
+from iron import In, Tensor, f16, f32, kernel, variants
+from iron.codegen import mma as units
+from iron.codegen.emit import emit_kernel
+from iron.codegen.pipeline import PassContext, run_pipeline
+from iron.codegen.targets import profile
+from iron.codegen.toolchains import check_source
+from iron.core import dtypes as D
+from iron.core.errors import IronCompileError, UnsupportedOnTarget
+from iron.lang import (barrier, frag_a, frag_acc, frag_b, frag_load_acc, frag_row_max, frag_row_sum, frag_store,
+                       mma, mma_wg, shared, simd_group_id, sw128, thread_id)
+
+HERE = __file__
+
+
+@kernel(variants(N=[256, 168, 24]))
+def rows_of_product(a: In[f16], b: In[f16], c: Tensor[f32]):
+    """c (64 x N) = P - (row max of P) + (row sum of P) / 4 for P = a (64 x 64) @ b^T (b: N x 64), on the
+    warpgroup's accumulators (16 rows a subgroup)."""
+    a_s = shared(f16, 64 * 64)
+    b_s = shared(f16, N * 64)
+    for i in range(thread_id(0), 64 * 64, 128):
+        a_s[sw128(i // 64, i % 64)] = a[i]
+    for i in range(thread_id(0), N * 64, 128):
+        b_s[sw128(i // 64, i % 64)] = b[i]
+    barrier()
+    p = mma_wg(a_s, 0, b_s, 0, frag_acc(f32, 16, N), k=64)
+    frag_store(c, simd_group_id() * 16 * N, N, p - frag_row_max(p) + frag_row_sum(p) * 0.25)
+
+
+def _operands(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((64, 64)).astype(np.float16), rng.standard_normal((n, 64)).astype(np.float16)
+
+
+def _expected(a, b):
+    p = a.astype(np.float64) @ b.astype(np.float64).T
+    scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T
+    return p - p.max(axis=1, keepdims=True) + p.sum(axis=1, keepdims=True) * 0.25, scale.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("n", [256, 168, 24])
+def test_interp_reduces_each_row_of_a_warpgroup_accumulator(n) -> None:
+    a, b = _operands(n)
+    c = np.full((64, n), np.nan, np.float32)
+    rows_of_product.variant(N=n).launch(a, b, c, grid=(128,), group=(128,), backend="interp")
+    want, scale = _expected(a, b)
+    # products exact, each row's sum rounded once to f32 (the interpreter's exact sums)
+    assert np.all(np.abs(c - want) <= 2.0 ** -22 * (scale + np.abs(want))), np.abs(c - want).max()
+
+
+def test_max_takes_numbers_over_nan_and_sum_keeps_it() -> None:
+    @kernel
+    def rows_with_nan(x: In[f32], c: Tensor[f32]):
+        acc = frag_load_acc(x, 0, 8, 16, 8)
+        frag_store(c, 0, 8, frag_row_max(acc))
+        frag_store(c, 128, 8, frag_row_sum(acc))
+
+    x = np.arange(128, dtype=np.float32).reshape(16, 8)
+    x[3, 5] = np.nan
+    x[7] = np.nan
+    c = np.zeros(256, np.float32)
+    rows_with_nan.launch(x, c, grid=(32,), group=(32,), backend="interp")
+    row_max, row_sum = c[:128].reshape(16, 8), c[128:].reshape(16, 8)
+    assert row_max[3, 0] == 31 and np.isnan(row_max[7]).all() and (row_max[0] == 7).all()
+    assert np.isnan(row_sum[3]).all() and row_sum[0, 0] == 28
+
+
+@pytest.mark.parametrize("strategy", [s for s in units.STRATEGIES.values() if s.has_lane_layout],
+                         ids=lambda s: s.name)
+def test_every_accumulator_layout_has_a_plan_that_sums_its_rows(strategy) -> None:
+    """The plan from the layout's table, run on random data (each lane's groups, then the butterfly), gives
+    every slot its row's sum."""
+    shapes = sorted({(r.rows, r.cols) for r in strategy.layouts if r.role == "acc"})
+    widths = (strategy.lane_width,) if strategy.lane_width else (8, 32, 64)
+    rng = np.random.default_rng(1)
+    for (rows, cols) in shapes:
+        for width in widths:
+            if (rows * cols) % width:
+                continue
+            dtype = next(r.dtypes[0] for r in strategy.layouts if r.role == "acc" and (r.rows, r.cols) == (rows, cols))
+            layout = strategy.fragment_layout("acc", rows, cols, dtype, width)
+            plan = units.row_plan(layout)
+            if plan is None:  # the portable layout at widths whose rows are not lane cosets
+                assert strategy.name == "portable" and cols & (cols - 1), (rows, cols, width)
+                continue
+            table = layout.to_table()
+            m = rng.integers(-1000, 1000, (rows, cols)).astype(np.float64)  # sums exact in any order
+            regs = m[table[..., 0], table[..., 1]]  # (lanes, registers)
+            got = np.empty_like(regs)
+            for g in plan.groups:
+                v = regs[:, list(g)].sum(axis=1)
+                for mask in plan.lane_masks:
+                    v = v + v[np.arange(layout.lane_width) ^ mask]
+                got[:, list(g)] = v[:, None]
+            np.testing.assert_array_equal(got, m.sum(axis=1)[table[..., 0]])
+
+
+def test_cuda_sm90_reduces_warpgroup_rows_with_two_shuffles(require_toolchain) -> None:
+    """A 16 x 256 accumulator: each lane's 64 registers of a row, then lanes 1 and 2 apart (the quad)."""
+    k = run_pipeline(rows_of_product.variant(N=256).ir, PassContext(target="cuda"))
+    src = emit_kernel(k, "cuda", profile("cuda", "sm_90")).source
+    assert src.count("__shfl_xor_sync(0xffffffffu, ") == 8  # 2 rows a lane x 2 masks x (max, sum)
+    require_toolchain("nvrtc")
+    check_source("cuda", src)
+
+
+@kernel(variants(CASE=["not_acc", "whole_matrix", "no_plan"]))
+def misuse(x: In[f32], c: Tensor[f32]):
+    if CASE == "not_acc":
+        frag_row_max(frag_a(x, 0, 16, 16, 16))  # not_acc
+    elif CASE == "whole_matrix":
+        acc = mma(frag_a(x, 0, 8, 8, 8), frag_b(x, 0, 8, 8, 8), frag_acc(f32, 8, 8))
+        frag_store(c, 0, 8, frag_row_sum(acc))  # whole_matrix
+    else:
+        frag_store(c, 0, 24, frag_row_max(frag_load_acc(x, 0, 24, 16, 24)))  # no_plan
+
+
+def test_a_non_accumulator_is_a_located_type_error() -> None:
+    with pytest.raises(IronCompileError, match=r"frag_row_max\(\) needs an acc fragment as 'acc'") as info:
+        misuse.variant(CASE="not_acc").ir()
+    assert_located(info.value, HERE, "# not_acc", at="frag_a")
+
+
+@pytest.mark.parametrize("case,target,message", [
+    ("whole_matrix", "metal", r"the row sum of a fragment the matrix unit holds whole \(metal_simdgroup_8x8"),
+    ("no_plan", "cuda", r"the row max of a 16 x 24 fragment in this layout"),
+])
+def test_rows_no_lane_can_gather_are_a_located_capability_error(case, target, message) -> None:
+    k = run_pipeline(misuse.variant(CASE=case).ir, PassContext(target=target))
+    with pytest.raises(UnsupportedOnTarget, match=message) as info:
+        emit_kernel(k, target)
+    assert_located(info.value, HERE, f"# {case}", at="frag_row")
+
+
+def test_the_builtins_are_kernel_only() -> None:
+    with pytest.raises(iron.KernelOnlyError):
+        frag_row_max(None)
