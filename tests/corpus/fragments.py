@@ -9,8 +9,8 @@ a condition that is uniform over their subgroup.
 import numpy as np
 
 from iron import In, T, Tensor, TypeVar, bf16, f16, f32, kernel, variants
-from iron.lang import frag_a, frag_acc, frag_b, frag_load_acc, frag_row_max, frag_row_sum, frag_store, group_id, \
-    mma, num_simd_groups, simd_group_id, static_range
+from iron.lang import exp, frag_a, frag_acc, frag_b, frag_load_acc, frag_row_max, frag_row_sum, frag_store, group_id, \
+    mma, num_simd_groups, recip, simd_group_id, static_range
 
 from .case import CorpusCase, Depth, Expect, Run, empty, f64, randn
 
@@ -163,6 +163,39 @@ MMA_ROWS = CorpusCase(
     bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 2), subgroup=True)
 
 
+@kernel(variants(T=[f16, bf16]))
+def mma_softmax(a: In[T], b: In[T], c: Tensor[f32], tiles_m: int, tiles_n: int):
+    """The softmax of each row of a product tile, in registers: exp of the scores less their row's max, times the
+    reciprocal of the row's sum, floored at 1/64 (a masked score's stand-in)."""
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles_m * tiles_n:
+        tm = tile // tiles_n
+        tn = tile % tiles_n
+        ndim = 8 * tiles_n
+        p = mma(frag_a(a, tm * 256, 16, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
+        e = exp(p - frag_row_max(p))
+        frag_store(c, tm * 16 * ndim + tn * 8, ndim, max(e * recip(frag_row_sum(e)), 0.015625))
+
+
+def _softmax_oracle(args, run: Run):
+    m, n = 16 * run.size, 8 * TILES_N
+    a, b = f64(args[0]).reshape(m, 16), f64(args[1]).reshape(16, n)
+    blocks = (a @ b).reshape(m, TILES_N, 8)
+    e = np.exp(blocks - blocks.max(axis=-1, keepdims=True))
+    want = np.maximum(e / e.sum(axis=-1, keepdims=True), 1 / 64)
+    # a score's error (K products summed) moves its exponential by that much relative to it; exp's own ulps
+    bound = (np.abs(a) @ np.abs(b)).reshape(m, TILES_N, 8).max(axis=-1, keepdims=True)
+    return {2: Expect(want.reshape(-1), (want * (4 * bound + 8)).reshape(-1))}
+
+
+MMA_SOFTMAX = CorpusCase(
+    name="mma_softmax", kernel=mma_softmax,
+    make_args=lambda run, rng: [randn(rng, 16 * run.size * 16, run.T), randn(rng, 16 * 8 * TILES_N, run.T),
+                                empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N],
+    oracle=_softmax_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
+    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 2), subgroup=True)
+
+
 # ---------------------------------------------------------------- 8x8x8, accumulator in the input dtype, B column-major
 
 @kernel(variants(T=[f16, f32]))
@@ -223,4 +256,4 @@ MMA_16x16x16 = CorpusCase(
     depth=lambda run: Depth(steps=17), subgroup=True, out_dtype=lambda run: run["ACC"])
 
 
-CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_ROWS, MMA_8x8x8, MMA_16x16x16]
+CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_ROWS, MMA_SOFTMAX, MMA_8x8x8, MMA_16x16x16]

@@ -160,9 +160,9 @@ def test_warpgroup_multiply_of_any_eight_columns(cuda, n) -> None:
 @pytest.mark.parametrize("n", [256, 168, 24])
 def test_row_reductions_of_warpgroup_accumulators(cuda, n) -> None:
     """frag_row_max / frag_row_sum on wgmma's accumulators: each lane's registers of a row, then the quad's
-    butterfly (tests/lang/test_frag_rows.py has the kernel and its interpreter run): a wrong register group
+    butterfly (tests/lang/test_fragment_math.py has the kernel and its interpreter run): a wrong register group
     or shuffle mask mixes rows and shows here as O(1) errors."""
-    from lang.test_frag_rows import _expected, _operands, rows_of_product
+    from lang.test_fragment_math import _expected, _operands, rows_of_product
 
     if "wgmma" not in cuda.profile.features:
         pytest.skip(f"warpgroup multiplies need sm_90, this GPU is {cuda.arch}")

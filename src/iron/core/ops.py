@@ -599,7 +599,7 @@ def _frag_attrs(attrs) -> FragmentType:
 
 
 #: The elementwise arithmetic of accumulator fragments (``frag_binary``'s ``fn``).
-FRAG_BINARY_FNS = ("add", "sub", "mul")
+FRAG_BINARY_FNS = ("add", "sub", "mul", "max", "min")
 
 
 def _frag_binary(ts, attrs):
@@ -614,6 +614,16 @@ def _frag_binary(ts, attrs):
     for t in ts:
         if t != ft and t != ScalarType(ft.dtype):
             raise OpTypeError(f"frag_binary's operands are {ft} or {ft.dtype} scalars, got {t}")
+    return ft
+
+
+def _frag_unary(ts, attrs):
+    """A float function (``fn``: a FLOAT_UNARY op, or ``abs``) of every element of an accumulator fragment."""
+    if attrs.get("fn") not in (*FLOAT_UNARY, "abs"):
+        raise OpTypeError(f"frag_unary's fn is a float function of FLOAT_UNARY or abs, got {attrs.get('fn')!r}")
+    (ft,) = ts
+    if not isinstance(ft, FragmentType) or ft.role != "acc":
+        raise OpTypeError(f"frag_unary takes an accumulator fragment, got {ft}")
     return ft
 
 
@@ -844,6 +854,7 @@ _reg("mma", "fragment", 3, _mma, pure=False, traits=_FRAG)
 # Not pure: its operand may be a warpgroup multiply's result, which only exists after that multiply's wait.
 _reg("frag_binary", "fragment", 2, _frag_binary, pure=False, attrs=("fn",), traits=_FRAG)
 _reg("frag_rows", "fragment", 1, _frag_rows, pure=False, attrs=("fn",), traits=_FRAG)
+_reg("frag_unary", "fragment", 1, _frag_unary, pure=False, attrs=("fn",), traits=_FRAG)
 _reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "k0", "b_major", "b_block", "pending"),
      traits=_FRAG | Trait.FENCE)
 _reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)

@@ -189,7 +189,8 @@ class ExprLowering(Coercion):
         return self.value(_SIMPLE_OPS[op], [x.value, y.value], node)
 
     def fragment_binary(self, op: str, a: FValue, b: FValue, node: ast.AST) -> FValue:
-        """``acc + x``, ``acc - x``, ``acc * x`` (either side): element by element over an accumulator fragment
+        """``acc + x``, ``acc - x``, ``acc * x``, ``max(acc, x)``, ``min(acc, x)`` (either side): element by element
+        over an accumulator fragment
         and another of its type, or a scalar (a number, or a value that converts to the fragment's dtype
         without loss), the same on every lane of the subgroup (docs/language.md)."""
         fn = _FRAGMENT_FNS.get(op)
@@ -197,7 +198,8 @@ class ExprLowering(Coercion):
         ft = frag.type  # type: ignore[union-attr]
         if fn is None:
             raise self.type_error(f"'{op}' cannot take a fragment ({ft})", node,
-                                  hint="fragments add, subtract and multiply element by element (+, -, *)")
+                                  hint="fragments add, subtract, multiply and compare element by element (+, -, *, "
+                                       "max, min)")
         if ft.role != "acc":
             raise self.type_error(f"'{op}' takes accumulator fragments (frag_acc), got {ft}", node,
                                   hint="A and B fragments only go into mma()")
@@ -523,8 +525,8 @@ def _close_attr(obj: Any, attr: str) -> str | None:
     return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else None
 
 
-#: Python operators on fragments -> ``frag_binary``'s fn.
-_FRAGMENT_FNS = {"+": "add", "-": "sub", "*": "mul"}
+#: Python operators (and the ``max`` / ``min`` builtins) on fragments -> ``frag_binary``'s fn.
+_FRAGMENT_FNS = {"+": "add", "-": "sub", "*": "mul", "max": "max", "min": "min"}
 
 
 def _is_fragment(v: FValue) -> bool:

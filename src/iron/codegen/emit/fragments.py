@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ...core import dtypes as D
 from ...core.errors import UnsupportedOnTarget
 from ...core.ir import Kernel, Op
-from ...core.types import MMA_SHAPES, FragmentType
+from ...core.types import MMA_SHAPES, FragmentType, ScalarType
 from ..ldmatrix import LdmatrixPlan
 from ..ldmatrix import plan as ldmatrix_plan
 from ..mma import (
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
 
 Combo = tuple[tuple[int, int, int], D.DType, D.DType]
-#: ``frag_binary``'s fn as a C-like operator.
+#: ``frag_binary``'s fn as a C-like operator (``max`` and ``min`` are the dialect's f32 functions).
 _FRAG_BINARY_SIGNS = {"add": "+", "sub": "-", "mul": "*"}
 
 
@@ -318,6 +318,9 @@ class FragmentPrinter:
         if code == "frag_rows":
             raise d.unsupported(op, f"the row {op.attrs['fn']} of a fragment the matrix unit holds whole "
                                     f"({self.strategy.name if self.strategy else 'opaque'}: no lane holds a known row)")
+        if code == "frag_unary" or (code == "frag_binary" and op.attrs["fn"] not in _FRAG_BINARY_SIGNS):
+            raise d.unsupported(op, f"elementwise '{op.attrs['fn']}' on a fragment the matrix unit holds whole "
+                                    f"({self.strategy.name if self.strategy else 'opaque'})")
         if code == "frag_binary":
             x, y = (a.text if isinstance(a.type, FragmentType) else d.frag_matrix_fill(t, a.text) for a in args)
             self.p.line(f"{d.frag_matrix_type(t)} {name} = {d.frag_matrix_binary(op, t, x, y)};")
@@ -344,7 +347,7 @@ class FragmentPrinter:
         """Each register of the result from the same register of a fragment operand (one layout) or the scalar,
         rounded to the fragment's dtype."""
         t = op.result.type
-        sign = _FRAG_BINARY_SIGNS[op.attrs["fn"]]
+        fn = op.attrs["fn"]
         name = self.p.names.define(op.result)
         self.declare(name, t)
 
@@ -356,7 +359,25 @@ class FragmentPrinter:
         x, y = args
 
         def element(r: str) -> list[str]:
-            return [f"{name}[{r}] = {self.d.frag_round(f'{term(x, r)} {sign} {term(y, r)}', t.dtype)};"]
+            a, b = term(x, r), term(y, r)
+            value = f"{a} {_FRAG_BINARY_SIGNS[fn]} {b}" if fn in _FRAG_BINARY_SIGNS else \
+                f"{self.d.math(fn, D.f32)}({a}, {b})"
+            return [f"{name}[{r}] = {self.d.frag_round(value, t.dtype)};"]
+
+        self._per_register(t, element)
+
+    def _frag_unary(self, op: Op, args: list[Operand]) -> None:
+        """Each register through the dialect's f32 function, rounded to the fragment's dtype."""
+        from .cstyle import Operand  # cstyle imports this module
+
+        (x,) = args
+        t = op.result.type
+        name = self.p.names.define(op.result)
+        self.declare(name, t)
+        f32 = ScalarType(D.f32)
+        def element(r: str) -> list[str]:
+            value = self.d.unary(op.attrs["fn"], Operand(f"{x.text}[{r}]", f32))
+            return [f"{name}[{r}] = {self.d.frag_round(value, t.dtype)};"]
 
         self._per_register(t, element)
 

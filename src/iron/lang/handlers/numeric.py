@@ -10,7 +10,7 @@ from typing import Any
 
 from ...core import dtypes as D
 from ...core.ops import FLOAT_UNARY
-from ...core.types import ScalarType, VectorType
+from ...core.types import FragmentType, ScalarType, VectorType
 from ..fold import STATIC_MATH, FoldError
 from ..lower_call import CallArgs, handles
 from ..values import RV, FValue, Py, describe
@@ -35,9 +35,23 @@ def _to_float(lw: Any, rv: RV, node: Any) -> RV:
     return lw.convert(rv, D.f32, node) if rv.dtype.is_int else rv
 
 
+def _fragment(v: FValue) -> bool:
+    return isinstance(v, RV) and isinstance(v.type, FragmentType)
+
+
+def _fragment_unary(lw: Any, a: CallArgs, x: RV) -> FValue:
+    """``exp(acc)`` and the other float functions (and ``abs``) of an accumulator, element by element."""
+    if x.type.role != "acc" or a.name in _FLOAT_PREDICATES or a.name == "sign":
+        raise lw.type_error(f"{a.name}() of a fragment ({x.type}): accumulators take the float functions and abs, "
+                            "element by element", a.node_of("x"), hint="A and B fragments only go into mma()")
+    return lw.value("frag_unary", [x.value], a.node, fn=a.name)
+
+
 @handles(*FLOAT_UNARY, *_FLOAT_PREDICATES)
 def float_unary(lw: Any, a: CallArgs) -> FValue:
     x, node = a["x"], a.node_of("x")
+    if _fragment(x):
+        return _fragment_unary(lw, a, x)
     static = _static_numbers(lw, a, [x], ["x"])
     if static is not None:
         return Py(STATIC_MATH[a.name](*static))
@@ -48,6 +62,8 @@ def float_unary(lw: Any, a: CallArgs) -> FValue:
 @handles("abs", "sign")
 def numeric_unary(lw: Any, a: CallArgs) -> FValue:
     x, node = a["x"], a.node_of("x")
+    if _fragment(x):
+        return _fragment_unary(lw, a, x)
     static = _static_numbers(lw, a, [x], ["x"])
     if static is not None:
         return Py(STATIC_MATH[a.name](*static))
@@ -74,6 +90,11 @@ def float_binary(lw: Any, a: CallArgs) -> FValue:
 def min_max(lw: Any, a: CallArgs) -> FValue:
     values = [a["a"], a["b"], *a["more"]]
     nodes = [a.node_of("a"), a.node_of("b"), *a.nodes_of("more")]
+    if any(_fragment(v) for v in values):  # an accumulator against another or a scalar, element by element
+        result = values[0]
+        for v in values[1:]:
+            result = lw.fragment_binary(a.name, result, v, a.node)
+        return result
     static = _static_numbers(lw, a, values, ["a", "b"] + ["more"] * len(a["more"]))
     if static is not None:
         return Py(min(static) if a.name == "min" else max(static))

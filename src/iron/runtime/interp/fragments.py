@@ -209,6 +209,16 @@ class Fragments:
             out[subgroups] = eval_pure(op.attrs["fn"], {}, [a, b], ScalarType(ft.dtype))
         return out
 
+    def unary(self, op: Op, x: Array, mask: Mask) -> Array:
+        """``frag_unary``: ``fn`` of every element (registers or whole matrices alike), in the fragment's dtype as
+        the evaluator computes it for scalars."""
+        subgroups = self.participants(op, mask)
+        ft: FragmentType = op.result.type
+        out = self.empty(op, ft)
+        with np.errstate(all="ignore"):
+            out[subgroups] = eval_pure(op.attrs["fn"], {}, [x[subgroups]], ScalarType(ft.dtype))
+        return out
+
     def rows(self, op: Op, x: Array, mask: Mask) -> Array:
         """``frag_rows``: every element replaced by its row's ``fn`` (max: maxNum, the evaluator's ``max``; sum: exact,
         rounded once to the fragment's dtype, which any order of f32 additions on a target stays within a

@@ -1,8 +1,9 @@
-"""Row reductions of accumulator fragments (``frag_row_max``, ``frag_row_sum``): their meaning on the interpreter
-against numpy (warpgroup accumulators of any width; the 16 x 8 tiles of ``mma`` run in tests/corpus/fragments.py
-on every backend), the plan each layout's table gives the emitters (checked by simulating it), the CUDA sm_90
-form (NVRTC), and the located errors: a non-accumulator, a fragment a matrix unit holds whole, a layout whose
-rows no butterfly gathers."""
+"""Math on accumulator fragments beyond + - *: row reductions (``frag_row_max``, ``frag_row_sum``), float functions
+(``exp(acc)``, ...) and ``max`` / ``min`` element by element.  Their meaning on the interpreter against numpy
+(warpgroup accumulators of any width; the 16 x 8 tiles of ``mma`` run a softmax in tests/corpus/fragments.py on
+every backend), the plan each layout's table gives the emitters (checked by simulating it), the CUDA sm_90 form
+(NVRTC), and the located errors: a non-accumulator, a fragment a matrix unit holds whole, a layout whose rows no
+butterfly gathers, a function fragments do not take."""
 
 import numpy as np
 import pytest
@@ -17,8 +18,8 @@ from iron.codegen.targets import profile
 from iron.codegen.toolchains import check_source
 from iron.core import dtypes as D
 from iron.core.errors import IronCompileError, UnsupportedOnTarget
-from iron.lang import (barrier, frag_a, frag_acc, frag_b, frag_load_acc, frag_row_max, frag_row_sum, frag_store,
-                       mma, mma_wg, shared, simd_group_id, sw128, thread_id)
+from iron.lang import (barrier, exp, frag_a, frag_acc, frag_b, frag_load_acc, frag_row_max, frag_row_sum, frag_store,
+                       mma, mma_wg, shared, sign, simd_group_id, sw128, thread_id)
 
 HERE = __file__
 
@@ -115,32 +116,48 @@ def test_cuda_sm90_reduces_warpgroup_rows_with_two_shuffles(require_toolchain) -
     check_source("cuda", src)
 
 
-@kernel(variants(CASE=["not_acc", "whole_matrix", "no_plan"]))
+@kernel(variants(CASE=["not_acc", "whole_matrix", "no_plan", "exp_of_a", "sign", "whole_exp", "whole_max"]))
 def misuse(x: In[f32], c: Tensor[f32]):
     if CASE == "not_acc":
         frag_row_max(frag_a(x, 0, 16, 16, 16))  # not_acc
-    elif CASE == "whole_matrix":
-        acc = mma(frag_a(x, 0, 8, 8, 8), frag_b(x, 0, 8, 8, 8), frag_acc(f32, 8, 8))
-        frag_store(c, 0, 8, frag_row_sum(acc))  # whole_matrix
-    else:
+    elif CASE == "exp_of_a":
+        exp(frag_a(x, 0, 16, 16, 16))  # exp_of_a
+    elif CASE == "sign":
+        sign(frag_acc(f32, 16, 8))  # sign
+    elif CASE == "no_plan":
         frag_store(c, 0, 24, frag_row_max(frag_load_acc(x, 0, 24, 16, 24)))  # no_plan
+    else:
+        acc = mma(frag_a(x, 0, 8, 8, 8), frag_b(x, 0, 8, 8, 8), frag_acc(f32, 8, 8))
+        if CASE == "whole_matrix":
+            frag_store(c, 0, 8, frag_row_sum(acc))  # whole_matrix
+        elif CASE == "whole_exp":
+            frag_store(c, 0, 8, exp(acc))  # whole_exp
+        else:
+            frag_store(c, 0, 8, max(acc, 0.0))  # whole_max
 
 
-def test_a_non_accumulator_is_a_located_type_error() -> None:
-    with pytest.raises(IronCompileError, match=r"frag_row_max\(\) needs an acc fragment as 'acc'") as info:
-        misuse.variant(CASE="not_acc").ir()
-    assert_located(info.value, HERE, "# not_acc", at="frag_a")
-
-
-@pytest.mark.parametrize("case,target,message", [
-    ("whole_matrix", "metal", r"the row sum of a fragment the matrix unit holds whole \(metal_simdgroup_8x8"),
-    ("no_plan", "cuda", r"the row max of a 16 x 24 fragment in this layout"),
+@pytest.mark.parametrize("case,message,at", [
+    ("not_acc", r"frag_row_max\(\) needs an acc fragment as 'acc'", "frag_a"),
+    ("exp_of_a", r"exp\(\) of a fragment .*accumulators take the float functions and abs", "frag_a"),
+    ("sign", r"sign\(\) of a fragment", "frag_acc"),
 ])
-def test_rows_no_lane_can_gather_are_a_located_capability_error(case, target, message) -> None:
+def test_a_non_accumulator_or_function_is_a_located_type_error(case, message, at) -> None:
+    with pytest.raises(IronCompileError, match=message) as info:
+        misuse.variant(CASE=case).ir()
+    assert_located(info.value, HERE, f"# {case}", at=at)
+
+
+@pytest.mark.parametrize("case,target,message,at", [
+    ("whole_matrix", "metal", r"the row sum of a fragment the matrix unit holds whole \(metal_simdgroup_8x8", "frag_row"),
+    ("no_plan", "cuda", r"the row max of a 16 x 24 fragment in this layout", "frag_row"),
+    ("whole_exp", "metal", r"elementwise 'exp' on a fragment the matrix unit holds whole", "exp"),
+    ("whole_max", "metal", r"elementwise 'max' on a fragment the matrix unit holds whole", "max"),
+])
+def test_what_no_lane_can_compute_is_a_located_capability_error(case, target, message, at) -> None:
     k = run_pipeline(misuse.variant(CASE=case).ir, PassContext(target=target))
     with pytest.raises(UnsupportedOnTarget, match=message) as info:
         emit_kernel(k, target)
-    assert_located(info.value, HERE, f"# {case}", at="frag_row")
+    assert_located(info.value, HERE, f"# {case}", at=at)
 
 
 def test_the_builtins_are_kernel_only() -> None:
