@@ -9,8 +9,8 @@ a condition that is uniform over their subgroup.
 import numpy as np
 
 from iron import In, T, Tensor, TypeVar, bf16, f16, f32, kernel, variants
-from iron.lang import exp, frag_a, frag_acc, frag_b, frag_load_acc, frag_row_max, frag_row_sum, frag_store, group_id, \
-    mma, num_simd_groups, recip, simd_group_id, static_range
+from iron.lang import exp, frag_a, frag_acc, frag_b, frag_load_acc, frag_mask, frag_row_max, frag_row_sum, frag_store, \
+    group_id, mma, num_simd_groups, recip, simd_group_id, static_range
 
 from .case import CorpusCase, Depth, Expect, Run, empty, f64, randn
 
@@ -196,6 +196,40 @@ MMA_SOFTMAX = CorpusCase(
     bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 2), subgroup=True)
 
 
+@kernel(variants(T=[f16, bf16]))
+def mma_masked(a: In[T], b: In[T], c: Tensor[f32], tiles_m: int, tiles_n: int, keys: int, shift: int):
+    """Attention's masks on a product tile (rows: queries, columns: keys of the whole product): keys past ``keys``
+    and past a query's position + ``shift`` take -64; each row then adds the sum of its keys within ``keys``."""
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles_m * tiles_n:
+        tm = tile // tiles_n
+        tn = tile % tiles_n
+        ndim = 8 * tiles_n
+        p = mma(frag_a(a, tm * 256, 16, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
+        causal = frag_mask(p, -64.0, cols=keys - tn * 8, diagonal=tm * 16 - tn * 8 + shift)
+        frag_store(c, tm * 16 * ndim + tn * 8, ndim, causal + frag_row_sum(frag_mask(p, 0.0, cols=keys - tn * 8)))
+
+
+def _masked_oracle(args, run: Run):
+    m, n = 16 * run.size, 8 * TILES_N
+    a, b, keys, shift = f64(args[0]).reshape(m, 16), f64(args[1]).reshape(16, n), int(args[5]), int(args[6])
+    p, s = a @ b, np.abs(a) @ np.abs(b)
+    q, k = np.meshgrid(np.arange(m), np.arange(n), indexing="ij")
+    inside = k < keys
+    kept = np.where(inside, p, 0.0).reshape(m, TILES_N, 8).sum(axis=-1)
+    want = np.where(inside & (k <= q + shift), p, -64.0) + np.repeat(kept, 8, axis=-1)
+    scale = s + np.repeat(np.where(inside, s, 0.0).reshape(m, TILES_N, 8).sum(axis=-1), 8, axis=-1) + 64
+    return {2: Expect(want.reshape(-1), scale.reshape(-1))}
+
+
+MMA_MASKED = CorpusCase(
+    name="mma_masked", kernel=mma_masked,
+    make_args=lambda run, rng: [randn(rng, 16 * run.size * 16, run.T), randn(rng, 16 * 8 * TILES_N, run.T),
+                                empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N, 8 * TILES_N - 3, 2],
+    oracle=_masked_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
+    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 2), subgroup=True)
+
+
 # ---------------------------------------------------------------- 8x8x8, accumulator in the input dtype, B column-major
 
 @kernel(variants(T=[f16, f32]))
@@ -256,4 +290,5 @@ MMA_16x16x16 = CorpusCase(
     depth=lambda run: Depth(steps=17), subgroup=True, out_dtype=lambda run: run["ACC"])
 
 
-CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_ROWS, MMA_SOFTMAX, MMA_8x8x8, MMA_16x16x16]
+CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_ROWS, MMA_SOFTMAX, MMA_MASKED, MMA_8x8x8,
+         MMA_16x16x16]

@@ -157,10 +157,11 @@ def test_warpgroup_multiply_of_any_eight_columns(cuda, n) -> None:
     assert np.all(np.abs(c - want) <= bound)
 
 
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
 @pytest.mark.parametrize("n", [256, 168, 24])
-def test_row_reductions_of_warpgroup_accumulators(cuda, n) -> None:
-    """frag_row_max / frag_row_sum on wgmma's accumulators: each lane's registers of a row, then the quad's
-    butterfly (tests/lang/test_fragment_math.py has the kernel and its interpreter run): a wrong register group
+def test_row_reductions_of_warpgroup_accumulators(cuda, n, masked) -> None:
+    """frag_row_max / frag_row_sum (and frag_mask) on wgmma's accumulators: each lane's registers of a row, then the
+    quad's butterfly (tests/lang/test_fragment_math.py has the kernel and its interpreter run): a wrong register group
     or shuffle mask mixes rows and shows here as O(1) errors."""
     from lang.test_fragment_math import _expected, _operands, rows_of_product
 
@@ -168,7 +169,7 @@ def test_row_reductions_of_warpgroup_accumulators(cuda, n) -> None:
         pytest.skip(f"warpgroup multiplies need sm_90, this GPU is {cuda.arch}")
     a, b = _operands(n, seed=11)
     c = np.full((64, n), np.nan, np.float32)
-    rows_of_product.variant(N=n).launch(a, b, c, grid=(128,), group=(128,), backend="cuda")
-    want, scale = _expected(a, b)
+    rows_of_product.variant(N=n, MASKED=masked).launch(a, b, c, grid=(128,), group=(128,), backend="cuda")
+    want, scale = _expected(a, b, masked)
     # the products summed in f32 by the hardware, then each row's sum in f32 in the butterfly's order
     assert np.all(np.abs(c - want) <= np.finfo(np.float32).eps * (64 + n) * scale)

@@ -1,5 +1,5 @@
 """Math on accumulator fragments beyond + - *: row reductions (``frag_row_max``, ``frag_row_sum``), float functions
-(``exp(acc)``, ...) and ``max`` / ``min`` element by element.  Their meaning on the interpreter against numpy
+(``exp(acc)``, ...), ``max`` / ``min`` element by element, and masks by (row, column) (``frag_mask``).  Their meaning on the interpreter against numpy
 (warpgroup accumulators of any width; the 16 x 8 tiles of ``mma`` run a softmax in tests/corpus/fragments.py on
 every backend), the plan each layout's table gives the emitters (checked by simulating it), the CUDA sm_90 form
 (NVRTC), and the located errors: a non-accumulator, a fragment a matrix unit holds whole, a layout whose rows no
@@ -18,16 +18,17 @@ from iron.codegen.targets import profile
 from iron.codegen.toolchains import check_source
 from iron.core import dtypes as D
 from iron.core.errors import IronCompileError, UnsupportedOnTarget
-from iron.lang import (barrier, exp, frag_a, frag_acc, frag_b, frag_load_acc, frag_row_max, frag_row_sum, frag_store,
-                       mma, mma_wg, shared, sign, simd_group_id, sw128, thread_id)
+from iron.lang import (barrier, exp, frag_a, frag_acc, frag_b, frag_load_acc, frag_mask, frag_row_max, frag_row_sum,
+                       frag_store, mma, mma_wg, shared, sign, simd_group_id, sw128, thread_id)
 
 HERE = __file__
 
 
-@kernel(variants(N=[256, 168, 24]))
+@kernel(variants(N=[256, 168, 24], MASKED=[False, True]))
 def rows_of_product(a: In[f16], b: In[f16], c: Tensor[f32]):
     """c (64 x N) = P - (row max of P) + (row sum of P) / 4 for P = a (64 x 64) @ b^T (b: N x 64), on the
-    warpgroup's accumulators (16 rows a subgroup)."""
+    warpgroup's accumulators (16 rows a subgroup); MASKED: P's columns from N - 5 and past the row's index - 3
+    first take -64 (a causal mask with keys 3 behind the queries and a sequence end)."""
     a_s = shared(f16, 64 * 64)
     b_s = shared(f16, N * 64)
     for i in range(thread_id(0), 64 * 64, 128):
@@ -36,6 +37,8 @@ def rows_of_product(a: In[f16], b: In[f16], c: Tensor[f32]):
         b_s[sw128(i // 64, i % 64)] = b[i]
     barrier()
     p = mma_wg(a_s, 0, b_s, 0, frag_acc(f32, 16, N), k=64)
+    if MASKED:
+        p = frag_mask(p, -64.0, cols=N - 5, diagonal=simd_group_id() * 16 - 3)
     frag_store(c, simd_group_id() * 16 * N, N, p - frag_row_max(p) + frag_row_sum(p) * 0.25)
 
 
@@ -44,18 +47,23 @@ def _operands(n: int, seed: int = 0):
     return rng.standard_normal((64, 64)).astype(np.float16), rng.standard_normal((n, 64)).astype(np.float16)
 
 
-def _expected(a, b):
+def _expected(a, b, masked=False):
     p = a.astype(np.float64) @ b.astype(np.float64).T
     scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T
+    if masked:
+        q, k = np.meshgrid(np.arange(64), np.arange(len(b)), indexing="ij")
+        hidden = (k >= len(b) - 5) | (k - q > -3)
+        p, scale = np.where(hidden, -64.0, p), np.where(hidden, 64.0, scale)
     return p - p.max(axis=1, keepdims=True) + p.sum(axis=1, keepdims=True) * 0.25, scale.sum(axis=1, keepdims=True)
 
 
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
 @pytest.mark.parametrize("n", [256, 168, 24])
-def test_interp_reduces_each_row_of_a_warpgroup_accumulator(n) -> None:
+def test_interp_reduces_each_row_of_a_warpgroup_accumulator(n, masked) -> None:
     a, b = _operands(n)
     c = np.full((64, n), np.nan, np.float32)
-    rows_of_product.variant(N=n).launch(a, b, c, grid=(128,), group=(128,), backend="interp")
-    want, scale = _expected(a, b)
+    rows_of_product.variant(N=n, MASKED=masked).launch(a, b, c, grid=(128,), group=(128,), backend="interp")
+    want, scale = _expected(a, b, masked)
     # products exact, each row's sum rounded once to f32 (the interpreter's exact sums)
     assert np.all(np.abs(c - want) <= 2.0 ** -22 * (scale + np.abs(want))), np.abs(c - want).max()
 
@@ -109,14 +117,15 @@ def test_every_accumulator_layout_has_a_plan_that_sums_its_rows(strategy) -> Non
 
 def test_cuda_sm90_reduces_warpgroup_rows_with_two_shuffles(require_toolchain) -> None:
     """A 16 x 256 accumulator: each lane's 64 registers of a row, then lanes 1 and 2 apart (the quad)."""
-    k = run_pipeline(rows_of_product.variant(N=256).ir, PassContext(target="cuda"))
+    k = run_pipeline(rows_of_product.variant(N=256, MASKED=False).ir, PassContext(target="cuda"))
     src = emit_kernel(k, "cuda", profile("cuda", "sm_90")).source
     assert src.count("__shfl_xor_sync(0xffffffffu, ") == 8  # 2 rows a lane x 2 masks x (max, sum)
     require_toolchain("nvrtc")
     check_source("cuda", src)
 
 
-@kernel(variants(CASE=["not_acc", "whole_matrix", "no_plan", "exp_of_a", "sign", "whole_exp", "whole_max"]))
+@kernel(variants(CASE=["not_acc", "whole_matrix", "no_plan", "exp_of_a", "sign", "whole_exp", "whole_max",
+                       "mask_value", "whole_mask"]))
 def misuse(x: In[f32], c: Tensor[f32]):
     if CASE == "not_acc":
         frag_row_max(frag_a(x, 0, 16, 16, 16))  # not_acc
@@ -124,12 +133,16 @@ def misuse(x: In[f32], c: Tensor[f32]):
         exp(frag_a(x, 0, 16, 16, 16))  # exp_of_a
     elif CASE == "sign":
         sign(frag_acc(f32, 16, 8))  # sign
+    elif CASE == "mask_value":
+        frag_mask(frag_acc(f32, 16, 8), x[0] > 0.0)  # mask_value
     elif CASE == "no_plan":
         frag_store(c, 0, 24, frag_row_max(frag_load_acc(x, 0, 24, 16, 24)))  # no_plan
     else:
         acc = mma(frag_a(x, 0, 8, 8, 8), frag_b(x, 0, 8, 8, 8), frag_acc(f32, 8, 8))
         if CASE == "whole_matrix":
             frag_store(c, 0, 8, frag_row_sum(acc))  # whole_matrix
+        elif CASE == "whole_mask":
+            frag_store(c, 0, 8, frag_mask(acc, 0.0, cols=3))  # whole_mask
         elif CASE == "whole_exp":
             frag_store(c, 0, 8, exp(acc))  # whole_exp
         else:
@@ -140,6 +153,7 @@ def misuse(x: In[f32], c: Tensor[f32]):
     ("not_acc", r"frag_row_max\(\) needs an acc fragment as 'acc'", "frag_a"),
     ("exp_of_a", r"exp\(\) of a fragment .*accumulators take the float functions and abs", "frag_a"),
     ("sign", r"sign\(\) of a fragment", "frag_acc"),
+    ("mask_value", r"the masked elements", "x[0] > 0.0"),
 ])
 def test_a_non_accumulator_or_function_is_a_located_type_error(case, message, at) -> None:
     with pytest.raises(IronCompileError, match=message) as info:
@@ -152,6 +166,7 @@ def test_a_non_accumulator_or_function_is_a_located_type_error(case, message, at
     ("no_plan", "cuda", r"the row max of a 16 x 24 fragment in this layout", "frag_row"),
     ("whole_exp", "metal", r"elementwise 'exp' on a fragment the matrix unit holds whole", "exp"),
     ("whole_max", "metal", r"elementwise 'max' on a fragment the matrix unit holds whole", "max"),
+    ("whole_mask", "metal", r"masking a fragment the matrix unit holds whole", "frag_mask"),
 ])
 def test_what_no_lane_can_compute_is_a_located_capability_error(case, target, message, at) -> None:
     k = run_pipeline(misuse.variant(CASE=case).ir, PassContext(target=target))

@@ -627,6 +627,18 @@ def _frag_unary(ts, attrs):
     return ft
 
 
+def _frag_mask(ts, attrs):
+    """An accumulator fragment with ``value`` (its dtype) where column >= ``cols`` or column - row > ``diagonal``
+    (i32 each); the result has its type."""
+    ft, value, cols, diagonal = ts
+    if not isinstance(ft, FragmentType) or ft.role != "acc":
+        raise OpTypeError(f"frag_mask takes an accumulator fragment, got {ft}")
+    if value != ScalarType(ft.dtype) or cols != ScalarType(D.i32) or diagonal != ScalarType(D.i32):
+        raise OpTypeError(f"frag_mask's value is a {ft.dtype} scalar and its bounds i32, got {value}, {cols}, "
+                          f"{diagonal}")
+    return ft
+
+
 #: The reductions along an accumulator fragment's rows (``frag_rows``'s ``fn``).
 FRAG_ROW_FNS = ("max", "sum")
 
@@ -855,6 +867,7 @@ _reg("mma", "fragment", 3, _mma, pure=False, traits=_FRAG)
 _reg("frag_binary", "fragment", 2, _frag_binary, pure=False, attrs=("fn",), traits=_FRAG)
 _reg("frag_rows", "fragment", 1, _frag_rows, pure=False, attrs=("fn",), traits=_FRAG)
 _reg("frag_unary", "fragment", 1, _frag_unary, pure=False, attrs=("fn",), traits=_FRAG)
+_reg("frag_mask", "fragment", 4, _frag_mask, pure=False, traits=_FRAG)
 _reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "k0", "b_major", "b_block", "pending"),
      traits=_FRAG | Trait.FENCE)
 _reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)

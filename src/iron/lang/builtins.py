@@ -579,6 +579,14 @@ def frag_row_sum(acc):
 
 
 @_builtin("fragment")
+def frag_mask(acc, value, cols=None, diagonal=None):
+    """``acc`` with ``value`` in place of every element (r, c) where ``c >= cols`` or ``c - r > diagonal`` (either
+    bound left out: none): the keys past a sequence's end, or past a query's position in causal attention
+    (``diagonal`` = query index of row 0 - key index of column 0).  ``value`` converts to the accumulator's dtype
+    without loss (e.g. ``-inf``); the bounds are integers, the same on every lane of the subgroup."""
+
+
+@_builtin("fragment")
 def mma(a, b, acc):
     """acc + a @ b for one subgroup's fragments."""
 

@@ -318,6 +318,9 @@ class FragmentPrinter:
         if code == "frag_rows":
             raise d.unsupported(op, f"the row {op.attrs['fn']} of a fragment the matrix unit holds whole "
                                     f"({self.strategy.name if self.strategy else 'opaque'}: no lane holds a known row)")
+        if code == "frag_mask":
+            raise d.unsupported(op, f"masking a fragment the matrix unit holds whole "
+                                    f"({self.strategy.name if self.strategy else 'opaque'}: no lane knows its elements)")
         if code == "frag_unary" or (code == "frag_binary" and op.attrs["fn"] not in _FRAG_BINARY_SIGNS):
             raise d.unsupported(op, f"elementwise '{op.attrs['fn']}' on a fragment the matrix unit holds whole "
                                     f"({self.strategy.name if self.strategy else 'opaque'})")
@@ -408,6 +411,17 @@ class FragmentPrinter:
             value = v if fn == "max" else self.d.frag_round(v, t.dtype)
             for r in group:
                 self.p.line(f"{name}[{r}] = {value};")
+
+    def _frag_mask(self, op: Op, args: list[Operand]) -> None:
+        """Each register keeps its value or takes ``value`` by its (row, col) in this lane's layout."""
+        x, value, cols, diagonal = args
+        t = op.result.type
+        name = self.p.names.define(op.result)
+        self.declare(name, t)
+        fill = self.d.literal(value.const, D.f32) if value.is_const else self.d.frag_to_f32(value.text, t.dtype)
+        c, d = self._int(cols), self._int(diagonal)
+        self._per_element(t, lambda r, row, col: [
+            f"{name}[{r}] = ({col} >= {c} || ({col}) - ({row}) > {d}) ? {fill} : {x.text}[{r}];"])
 
     def _frag_load(self, op: Op, args: list[Operand]) -> None:
         t = op.result.type

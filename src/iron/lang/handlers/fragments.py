@@ -1,10 +1,11 @@
 """Matrix-fragment builtins: frag_a, frag_b, frag_acc, frag_load_acc, frag_store, frag_row_max, frag_row_sum,
-mma, mma_wg."""
+frag_mask, mma, mma_wg."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...core import dtypes as D
 from ...core.ops import stores_accumulator
 from ...core.types import MMA_SHAPES, WG_ACC_SHAPES, WG_DTYPES, WG_N, FragmentType, ScalarType, wg_k_step, wg_row
 from ..lower_call import CallArgs, handles
@@ -100,6 +101,22 @@ def _fragment(lw: Any, a: CallArgs, name: str, role: str) -> RV:
 def frag_rows(lw: Any, a: CallArgs) -> FValue:
     acc = _fragment(lw, a, "acc", "acc")
     return lw.value("frag_rows", [acc.value], a.node, fn=a.name.removeprefix("frag_row_"))
+
+
+#: A bound of frag_mask left out: past any fragment's columns.
+_NO_BOUND = 1 << 30
+
+
+@handles("frag_mask")
+def frag_mask(lw: Any, a: CallArgs) -> FValue:
+    acc = _fragment(lw, a, "acc", "acc")
+    value = lw.value_for_type(a["value"], ScalarType(acc.dtype), a.node_of("value"), what="the masked elements")
+    bounds = []
+    for n in ("cols", "diagonal"):
+        given = a[n] if not (a[n] is None or (isinstance(a[n], Py) and a[n].value is None)) else Py(_NO_BOUND)
+        bound = lw.to_index(given, a.node_of(n), f"frag_mask's {n}")
+        bounds.append(bound if bound.dtype == D.i32 else lw.convert(bound, D.i32, a.node_of(n)))
+    return lw.value("frag_mask", [acc.value, value.value, *(b.value for b in bounds)], a.node)
 
 
 @handles("frag_store")

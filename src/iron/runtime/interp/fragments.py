@@ -219,6 +219,20 @@ class Fragments:
             out[subgroups] = eval_pure(op.attrs["fn"], {}, [x[subgroups]], ScalarType(ft.dtype))
         return out
 
+    def masked(self, op: Op, x: Array, value: Array, cols: Array, diagonal: Array, mask: Mask) -> Array:
+        """``frag_mask``: ``value`` where column >= ``cols`` or column - row > ``diagonal``; each operand the same on
+        every lane of a subgroup."""
+        subgroups = self.participants(op, mask)
+        ft: FragmentType = op.result.type
+        v, c, d = (self.uniform(op, what, a, subgroups)[:, None, None] for what, a in
+                   (("masked value", value), ("column bound", cols), ("diagonal", diagonal)))
+        r, k = np.meshgrid(np.arange(ft.rows), np.arange(ft.cols), indexing="ij")
+        m = self._matrices(op, ft, x[subgroups])
+        result = np.where((k >= c) | (k - r > d), v, m).astype(m.dtype)
+        out = self.empty(op, ft)
+        out[subgroups] = result if self.lanes is None else self.lanes.distribute(op, ft, result)
+        return out
+
     def rows(self, op: Op, x: Array, mask: Mask) -> Array:
         """``frag_rows``: every element replaced by its row's ``fn`` (max: maxNum, the evaluator's ``max``; sum: exact,
         rounded once to the fragment's dtype, which any order of f32 additions on a target stays within a
