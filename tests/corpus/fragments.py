@@ -9,8 +9,9 @@ a condition that is uniform over their subgroup.
 import numpy as np
 
 from iron import In, T, Tensor, TypeVar, bf16, f16, f32, kernel, variants
-from iron.lang import exp, frag_a, frag_acc, frag_b, frag_load_acc, frag_mask, frag_row_max, frag_row_sum, frag_store, \
-    group_id, mma, num_simd_groups, recip, simd_group_id, static_range
+from iron.core.dtypes import numpy_dtype
+from iron.lang import exp, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_row_max, frag_row_sum, \
+    frag_store, group_id, mma, num_simd_groups, recip, simd_group_id, static_range
 
 from .case import CorpusCase, Depth, Expect, Run, empty, f64, randn
 
@@ -230,6 +231,36 @@ MMA_MASKED = CorpusCase(
     bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 2), subgroup=True)
 
 
+@kernel(variants(T=[f16, bf16]))
+def mma_acc_to_a(pm: In[f32], b: In[T], c: Tensor[f32], tiles_m: int, tiles_n: int):
+    """A 16 x 32 accumulator (attention's probabilities) fed to the next multiply as two 16 x 16 A fragments of T:
+    C = round_T(P) @ B, K = 32 in two steps."""
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles_m * tiles_n:
+        tm = tile // tiles_n
+        tn = tile % tiles_n
+        ndim = 8 * tiles_n
+        probs = frag_load_acc(pm, tm * 512, 32, 16, 32)
+        acc = mma(frag_acc_to_a(probs, 0, T), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
+        acc = mma(frag_acc_to_a(probs, 16, T), frag_b(b, 16 * ndim + tn * 8, ndim, 16, 8), acc)
+        frag_store(c, tm * 16 * ndim + tn * 8, ndim, acc)
+
+
+def _acc_to_a_oracle(args, run: Run):
+    m, n = 16 * run.size, 8 * TILES_N
+    rounded = f64(args[0].astype(numpy_dtype(run.T))).reshape(m, 32)  # each probability rounded once to T
+    b = f64(args[1]).reshape(32, n)
+    return {2: Expect((rounded @ b).reshape(-1), (np.abs(rounded) @ np.abs(b)).reshape(-1))}
+
+
+MMA_ACC_TO_A = CorpusCase(
+    name="mma_acc_to_a", kernel=mma_acc_to_a,
+    make_args=lambda run, rng: [randn(rng, 16 * run.size * 32, f32), randn(rng, 32 * 8 * TILES_N, run.T),
+                                empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N],
+    oracle=_acc_to_a_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
+    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=33), subgroup=True)
+
+
 # ---------------------------------------------------------------- 8x8x8, accumulator in the input dtype, B column-major
 
 @kernel(variants(T=[f16, f32]))
@@ -290,5 +321,5 @@ MMA_16x16x16 = CorpusCase(
     depth=lambda run: Depth(steps=17), subgroup=True, out_dtype=lambda run: run["ACC"])
 
 
-CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_ROWS, MMA_SOFTMAX, MMA_MASKED, MMA_8x8x8,
-         MMA_16x16x16]
+CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_ROWS, MMA_SOFTMAX, MMA_MASKED, MMA_ACC_TO_A,
+         MMA_8x8x8, MMA_16x16x16]

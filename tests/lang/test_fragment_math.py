@@ -5,21 +5,22 @@ every backend), the plan each layout's table gives the emitters (checked by simu
 (NVRTC), and the located errors: a non-accumulator, a fragment a matrix unit holds whole, a layout whose rows no
 butterfly gathers, a function fragments do not take."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 from lang.lang_support import assert_located  # importable from tests/gpu too
 
 import iron
-from iron import In, Tensor, f16, f32, kernel, variants
+from iron import In, T, Tensor, bf16, f16, f32, kernel, variants
 from iron.codegen import mma as units
 from iron.codegen.emit import emit_kernel
 from iron.codegen.pipeline import PassContext, run_pipeline
 from iron.codegen.targets import profile
 from iron.codegen.toolchains import check_source
-from iron.core import dtypes as D
 from iron.core.errors import IronCompileError, UnsupportedOnTarget
-from iron.lang import (barrier, exp, frag_a, frag_acc, frag_b, frag_load_acc, frag_mask, frag_row_max, frag_row_sum,
-                       frag_store, mma, mma_wg, shared, sign, simd_group_id, sw128, thread_id)
+from iron.lang import (barrier, exp, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_row_max,
+                       frag_row_sum, frag_store, mma, mma_wg, mma_wg_wait, shared, sign, simd_group_id, static_range, sw128,
+                       thread_id)
 
 HERE = __file__
 
@@ -40,6 +41,55 @@ def rows_of_product(a: In[f16], b: In[f16], c: Tensor[f32]):
     if MASKED:
         p = frag_mask(p, -64.0, cols=N - 5, diagonal=simd_group_id() * 16 - 3)
     frag_store(c, simd_group_id() * 16 * N, N, p - frag_row_max(p) + frag_row_sum(p) * 0.25)
+
+
+@kernel(variants(T=[f16, bf16]))
+def probabilities_times_v(q: In[T], k: In[T], v: In[T], c: Tensor[f32]):
+    """c (64 x 64) = round_T(S) @ V for S = q @ k^T (q, k, v: 64 x 64; v keys by columns): S from one warpgroup
+    multiply, its columns then fed to four more as A from registers (attention's P @ V, as FlashAttention-3 does
+    on Hopper: the accumulator's registers are already the A operand's)."""
+    q_s = shared(T, 64 * 64)
+    k_s = shared(T, 64 * 64)
+    v_s = shared(T, 64 * 64)
+    for i in range(thread_id(0), 64 * 64, 128):
+        q_s[sw128(i // 64, i % 64)] = q[i]
+        k_s[sw128(i // 64, i % 64)] = k[i]
+        v_s[sw128(i // 64, i % 64)] = v[i]  # a 64 x 64 k-by-n tile: one 64-column block
+    barrier()
+    scores = mma_wg(q_s, 0, k_s, 0, frag_acc(f32, 16, 64), k=64)
+    o = frag_acc(f32, 16, 64)
+    for ks in static_range(4):
+        o = mma_wg(frag_acc_to_a(scores, ks * 16, T), 0, v_s, 0, o, k=16, b_major="n", k0=ks * 16, pending=1)
+    mma_wg_wait(0)
+    frag_store(c, simd_group_id() * 16 * 64, 64, o)
+
+
+def _pv_case(dtype, seed: int = 0):
+    host = np.float16 if dtype == f16 else ml_dtypes.bfloat16
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((64, 64)).astype(host) for _ in range(3))
+    s = q.astype(np.float64) @ k.astype(np.float64).T
+    want = s.astype(np.float32).astype(host).astype(np.float64) @ v.astype(np.float64)
+    # a score within f32's error of a rounding boundary may round the other way: one unit of T's last place
+    bound = (np.abs(s) @ np.abs(v.astype(np.float64))) * (2.0 ** -7 if dtype == bf16 else 2.0 ** -10)
+    return q, k, v, want, bound
+
+
+@pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
+def test_interp_feeds_an_accumulator_back_as_a_from_registers(dtype) -> None:
+    q, k, v, want, bound = _pv_case(dtype)
+    c = np.full((64, 64), np.nan, np.float32)
+    probabilities_times_v.variant(T=dtype).launch(q, k, v, c, grid=(128,), group=(128,), backend="interp")
+    assert np.all(np.abs(c - want) <= bound)
+
+
+def test_cuda_sm90_moves_the_accumulators_registers_into_a(require_toolchain) -> None:
+    """No shared memory between the two multiplies: the scores' registers, rounded and packed, are the A operand."""
+    kern = run_pipeline(probabilities_times_v.variant(T=bf16).ir, PassContext(target="cuda"))
+    src = emit_kernel(kern, "cuda", profile("cuda", "sm_90")).source
+    assert "through the subgroup's scratch" not in src and "mma_scratch" not in src
+    require_toolchain("nvrtc")
+    check_source("cuda", src)
 
 
 def _operands(n: int, seed: int = 0):
@@ -125,7 +175,7 @@ def test_cuda_sm90_reduces_warpgroup_rows_with_two_shuffles(require_toolchain) -
 
 
 @kernel(variants(CASE=["not_acc", "whole_matrix", "no_plan", "exp_of_a", "sign", "whole_exp", "whole_max",
-                       "mask_value", "whole_mask"]))
+                       "mask_value", "whole_mask", "to_a_cols"]))
 def misuse(x: In[f32], c: Tensor[f32]):
     if CASE == "not_acc":
         frag_row_max(frag_a(x, 0, 16, 16, 16))  # not_acc
@@ -135,6 +185,8 @@ def misuse(x: In[f32], c: Tensor[f32]):
         sign(frag_acc(f32, 16, 8))  # sign
     elif CASE == "mask_value":
         frag_mask(frag_acc(f32, 16, 8), x[0] > 0.0)  # mask_value
+    elif CASE == "to_a_cols":
+        frag_acc_to_a(frag_acc(f32, 16, 16), 8, f16)  # to_a_cols
     elif CASE == "no_plan":
         frag_store(c, 0, 24, frag_row_max(frag_load_acc(x, 0, 24, 16, 24)))  # no_plan
     else:
@@ -154,6 +206,7 @@ def misuse(x: In[f32], c: Tensor[f32]):
     ("exp_of_a", r"exp\(\) of a fragment .*accumulators take the float functions and abs", "frag_a"),
     ("sign", r"sign\(\) of a fragment", "frag_acc"),
     ("mask_value", r"the masked elements", "x[0] > 0.0"),
+    ("to_a_cols", r"frag_acc_to_a\(\) takes 16 columns of a 16-row accumulator from column 8", "8"),
 ])
 def test_a_non_accumulator_or_function_is_a_located_type_error(case, message, at) -> None:
     with pytest.raises(IronCompileError, match=message) as info:

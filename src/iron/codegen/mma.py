@@ -724,6 +724,22 @@ def row_plan(layout: FragmentLayout) -> RowPlan | None:
     return RowPlan(groups, tuple(masks))
 
 
+def register_moves(src: FragmentLayout, dst: FragmentLayout, col0: int) -> tuple[int, ...] | None:
+    """For each register of ``dst`` (a 16 x 16 fragment), the register of ``src`` (an accumulator) holding element
+    (row, ``col0`` + col) in the same lane, the same register in every lane; None where an element lies in another
+    lane or the register differs between lanes (the conversion then goes through shared memory)."""
+    if src.lane_width != dst.lane_width or src.replication != 1:
+        return None
+    owners, table = src.owner_table(), dst.to_table()
+    moves = []
+    for reg in range(dst.registers_per_lane):
+        found = {(int(lane), *map(int, owners[r, col0 + c])) for lane, (r, c) in enumerate(table[:, reg])}
+        if any(lane != held_by for lane, held_by, _ in found) or len({r for _, _, r in found}) != 1:
+            return None
+        moves.append(found.pop()[2])
+    return tuple(moves)
+
+
 def get_strategy(name: str) -> MmaStrategy:
     """The strategy called ``name``; a clear error lists the known ones."""
     try:

@@ -639,6 +639,19 @@ def _frag_mask(ts, attrs):
     return ft
 
 
+def _frag_to_a(ts, attrs):
+    """Columns ``col0`` .. ``col0`` + 15 of a 16-row accumulator as a 16 x 16 A fragment of ``dtype``."""
+    (ft,) = ts
+    col0, dt = attrs.get("col0"), attrs.get("dtype")
+    if not isinstance(ft, FragmentType) or ft.role != "acc" or ft.rows != 16:
+        raise OpTypeError(f"frag_to_a takes a 16-row accumulator fragment, got {ft}")
+    if not isinstance(col0, int) or col0 < 0 or col0 + 16 > ft.cols:
+        raise OpTypeError(f"frag_to_a's columns {col0} .. {col0} + 15 lie outside the {ft.cols} of {ft}")
+    if dt not in (D.f16, D.bf16, D.f32):
+        raise OpTypeError(f"frag_to_a makes A fragments of f16, bf16 or f32, got {dt}")
+    return FragmentType("a", dt, 16, 16)
+
+
 #: The reductions along an accumulator fragment's rows (``frag_rows``'s ``fn``).
 FRAG_ROW_FNS = ("max", "sum")
 
@@ -868,6 +881,7 @@ _reg("frag_binary", "fragment", 2, _frag_binary, pure=False, attrs=("fn",), trai
 _reg("frag_rows", "fragment", 1, _frag_rows, pure=False, attrs=("fn",), traits=_FRAG)
 _reg("frag_unary", "fragment", 1, _frag_unary, pure=False, attrs=("fn",), traits=_FRAG)
 _reg("frag_mask", "fragment", 4, _frag_mask, pure=False, traits=_FRAG)
+_reg("frag_to_a", "fragment", 1, _frag_to_a, pure=False, attrs=("col0", "dtype"), traits=_FRAG)
 _reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "k0", "b_major", "b_block", "pending"),
      traits=_FRAG | Trait.FENCE)
 _reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)

@@ -587,6 +587,13 @@ def frag_mask(acc, value, cols=None, diagonal=None):
 
 
 @_builtin("fragment")
+def frag_acc_to_a(acc, col0, dtype):
+    """The 16 x 16 A fragment of ``dtype`` (f16, bf16 or f32) holding columns ``col0`` .. ``col0`` + 15 of a 16-row
+    accumulator, each element rounded once: attention's probabilities fed to its second multiply (``mma`` or
+    ``mma_wg`` with A from registers).  ``col0`` is a compile-time integer."""
+
+
+@_builtin("fragment")
 def mma(a, b, acc):
     """acc + a @ b for one subgroup's fragments."""
 

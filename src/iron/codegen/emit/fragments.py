@@ -59,6 +59,7 @@ from ..mma import (
     MmaStrategy,
     StripedLayout,
     get_strategy,
+    register_moves,
     row_plan,
 )
 from ..targets import TargetProfile
@@ -171,6 +172,9 @@ def scratch_floats_per_subgroup(kernel: Kernel, native: frozenset[FragmentType] 
     sizes = [a.type.rows * a.type.cols + b.type.rows * b.type.cols
              for op in kernel.walk() if op.opcode == "mma" and op.result.type not in native
              for a, b in [op.operands[:2]]]
+    # an accumulator's columns as an A fragment, unless the matrix unit holds both (then registers move)
+    sizes += [16 * 16 for op in kernel.walk()
+              if op.opcode == "frag_to_a" and not {op.result.type, op.operands[0].type} <= native]
     return max(sizes, default=0)
 
 
@@ -318,6 +322,9 @@ class FragmentPrinter:
         if code == "frag_rows":
             raise d.unsupported(op, f"the row {op.attrs['fn']} of a fragment the matrix unit holds whole "
                                     f"({self.strategy.name if self.strategy else 'opaque'}: no lane holds a known row)")
+        if code == "frag_to_a":
+            raise d.unsupported(op, f"an A fragment from a fragment the matrix unit holds whole "
+                                    f"({self.strategy.name if self.strategy else 'opaque'})")
         if code == "frag_mask":
             raise d.unsupported(op, f"masking a fragment the matrix unit holds whole "
                                     f"({self.strategy.name if self.strategy else 'opaque'}: no lane knows its elements)")
@@ -411,6 +418,55 @@ class FragmentPrinter:
             value = v if fn == "max" else self.d.frag_round(v, t.dtype)
             for r in group:
                 self.p.line(f"{name}[{r}] = {value};")
+
+    def _frag_to_a(self, op: Op, args: list[Operand]) -> None:
+        """Where the matrix unit holds both fragments, each lane moves (rounds, packs) its own registers
+        (:func:`~iron.codegen.mma.register_moves`); else through the subgroup's scratch: every lane writes its
+        elements of the 16 columns, the subgroup synchronises, every lane reads its A elements."""
+        (x,) = args
+        t, src = op.result.type, x.type
+        col0 = op.attrs["col0"]
+        name = self.p.names.define(op.result)
+        self.declare(name, t)
+        d = self.d
+        if {t, src} <= self.native:
+            moves = register_moves(self.layout(src), self.layout(t), col0)
+            if moves is None:
+                raise d.unsupported(op, f"an A fragment from columns {col0} .. {col0 + 15} of {src} (another lane "
+                                        f"holds some of them; a multiple of 8 keeps them in place)")
+            held = [d.frag_round(f"{x.text}[{j}]", t.dtype) for j in moves]
+            if t in self.packed:
+                for w in range(len(held) // 2):
+                    self.p.line(f"{name}[{w}] = {d.frag_pack(held[2 * w], held[2 * w + 1], t.dtype)};")
+            else:
+                for i, text in enumerate(held):
+                    self.p.line(f"{name}[{i}] = {text};")
+            return
+        scratch = self._scratch()
+        p = self.p
+        p.line(f"{{  // columns {col0} .. {col0 + 15} of the accumulator through the subgroup's scratch")
+        p.depth += 1
+        base = p.temp("scratch_base")
+        p.line(f"const int {base} = {d.index('simd_group_id', None)} * {scratch.floats_per_subgroup};")
+        self._per_element(src, lambda r, row, col: [
+            f"if (({col}) >= {col0} && ({col}) < {col0 + 16}) {{ {scratch.name}[{base} + ({row}) * 16 + ({col}) - "
+            f"{col0}] = {x.text}[{r}]; }}"])
+        for text in d.frag_subgroup_sync():
+            p.line(text)
+        at = f"{scratch.name}[{base} + ({{}}) * 16 + ({{}})]"
+        if t in self.packed:
+            def word(layout: FragmentLayout, lane: str, w: str) -> list[str]:
+                halves = [d.frag_round(at.format(*element_exprs(layout, lane, f"(2 * {w} + {h})")), t.dtype)
+                          for h in range(2)]
+                return [f"{name}[{w}] = {d.frag_pack(halves[0], halves[1], t.dtype)};"]
+
+            self._per_lane(t, word)
+        else:
+            self._per_element(t, lambda r, row, col: [f"{name}[{r}] = {d.frag_round(at.format(row, col), t.dtype)};"])
+        for text in d.frag_subgroup_sync():
+            p.line(text)
+        p.depth -= 1
+        p.line("}")
 
     def _frag_mask(self, op: Op, args: list[Operand]) -> None:
         """Each register keeps its value or takes ``value`` by its (row, col) in this lane's layout."""

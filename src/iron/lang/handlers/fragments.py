@@ -1,5 +1,5 @@
 """Matrix-fragment builtins: frag_a, frag_b, frag_acc, frag_load_acc, frag_store, frag_row_max, frag_row_sum,
-frag_mask, mma, mma_wg."""
+frag_mask, frag_acc_to_a, mma, mma_wg."""
 
 from __future__ import annotations
 
@@ -101,6 +101,20 @@ def _fragment(lw: Any, a: CallArgs, name: str, role: str) -> RV:
 def frag_rows(lw: Any, a: CallArgs) -> FValue:
     acc = _fragment(lw, a, "acc", "acc")
     return lw.value("frag_rows", [acc.value], a.node, fn=a.name.removeprefix("frag_row_"))
+
+
+@handles("frag_acc_to_a")
+def frag_acc_to_a(lw: Any, a: CallArgs) -> FValue:
+    acc = _fragment(lw, a, "acc", "acc")
+    col0 = lw.static_int(a["col0"], a.node_of("col0"), "frag_acc_to_a's first column")
+    dt = lw.static_dtype(a["dtype"], a.node_of("dtype"))
+    if acc.type.rows != 16 or col0 < 0 or col0 + 16 > acc.type.cols:
+        raise lw.type_error(f"frag_acc_to_a() takes 16 columns of a 16-row accumulator from column {col0}, got "
+                            f"{acc.type}", a.node_of("col0"), hint="A fragments are 16 x 16: col0 + 16 <= the "
+                            "accumulator's columns")
+    if dt not in (D.f16, D.bf16, D.f32):
+        raise lw.type_error(f"frag_acc_to_a() makes A fragments of f16, bf16 or f32, got {dt.name}", a.node_of("dtype"))
+    return lw.value("frag_to_a", [acc.value], a.node, col0=col0, dtype=dt)
 
 
 #: A bound of frag_mask left out: past any fragment's columns.

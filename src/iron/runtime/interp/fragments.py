@@ -219,6 +219,18 @@ class Fragments:
             out[subgroups] = eval_pure(op.attrs["fn"], {}, [x[subgroups]], ScalarType(ft.dtype))
         return out
 
+    def to_a(self, op: Op, x: Array, mask: Mask) -> Array:
+        """``frag_to_a``: 16 columns of a 16-row accumulator as an A fragment, each element rounded once."""
+        subgroups = self.participants(op, mask)
+        at: FragmentType = op.result.type
+        col0 = op.attrs["col0"]
+        m = self._matrices(op, op.operands[0].type, x[subgroups]).astype(np.float64)
+        with np.errstate(all="ignore"):
+            block = round_f64(m[:, :, col0:col0 + 16], at.dtype)
+        out = self.empty(op, at)
+        out[subgroups] = block if self.lanes is None else self.lanes.distribute(op, at, block)
+        return out
+
     def masked(self, op: Op, x: Array, value: Array, cols: Array, diagonal: Array, mask: Mask) -> Array:
         """``frag_mask``: ``value`` where column >= ``cols`` or column - row > ``diagonal``; each operand the same on
         every lane of a subgroup."""
