@@ -11,7 +11,7 @@ import numpy as np
 from iron import In, T, Tensor, TypeVar, bf16, f16, f32, kernel, variants
 from iron.core.dtypes import numpy_dtype
 from iron.lang import exp, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_row_max, frag_row_sum, \
-    frag_store, group_id, mma, num_simd_groups, recip, simd_group_id, static_range
+    frag_scale_rows, frag_store, group_id, mma, num_simd_groups, recip, simd_group_id, static_range
 
 from .case import CorpusCase, Depth, Expect, Run, empty, f64, randn
 
@@ -261,6 +261,41 @@ MMA_ACC_TO_A = CorpusCase(
     bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=33), subgroup=True)
 
 
+@kernel(variants(T=[f16, bf16]))
+def mma_scale_rows(a: In[T], b: In[T], w: In[f32], c: Tensor[f32], tiles_m: int, tiles_n: int):
+    """A product tile's rows scaled by per-row factors of another width (the largest of each row of a 16 x 16
+    tile of ``w``) and of its own (its rows' sums / 8): attention's rescaling of its output rows."""
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles_m * tiles_n:
+        tm = tile // tiles_n
+        tn = tile % tiles_n
+        ndim = 8 * tiles_n
+        p = mma(frag_a(a, tm * 256, 16, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
+        wide = frag_load_acc(w, tm * 256, 16, 16, 16)
+        frag_store(c, tm * 16 * ndim + tn * 8, ndim,
+                   frag_scale_rows(p, frag_row_max(wide)) + frag_scale_rows(p, frag_row_sum(p) * 0.125))
+
+
+def _scale_rows_oracle(args, run: Run):
+    m, n = 16 * run.size, 8 * TILES_N
+    a, b, w = f64(args[0]).reshape(m, 16), f64(args[1]).reshape(16, n), f64(args[2]).reshape(m, 16)
+    p, s = a @ b, np.abs(a) @ np.abs(b)
+    sums = np.repeat(p.reshape(m, TILES_N, 8).sum(axis=-1), 8, axis=-1) * 0.125
+    sum_scale = np.repeat(s.reshape(m, TILES_N, 8).sum(axis=-1), 8, axis=-1) * 0.125
+    top = w.max(axis=1, keepdims=True)
+    return {3: Expect((p * top + p * sums).reshape(-1),
+                      (s * np.abs(top) + s * np.abs(sums) + np.abs(p) * sum_scale).reshape(-1))}
+
+
+MMA_SCALE_ROWS = CorpusCase(
+    name="mma_scale_rows", kernel=mma_scale_rows,
+    make_args=lambda run, rng: [randn(rng, 16 * run.size * 16, run.T), randn(rng, 16 * 8 * TILES_N, run.T),
+                                randn(rng, 16 * run.size * 16, f32), empty(16 * run.size * 8 * TILES_N, f32),
+                                run.size, TILES_N],
+    oracle=_scale_rows_oracle, outputs=(3,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
+    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 3), subgroup=True)
+
+
 # ---------------------------------------------------------------- 8x8x8, accumulator in the input dtype, B column-major
 
 @kernel(variants(T=[f16, f32]))
@@ -322,4 +357,4 @@ MMA_16x16x16 = CorpusCase(
 
 
 CASES = [MMA_16x8x16, MMA_NARROW_STORE, MMA_ELEMENTWISE, MMA_ROWS, MMA_SOFTMAX, MMA_MASKED, MMA_ACC_TO_A,
-         MMA_8x8x8, MMA_16x16x16]
+         MMA_SCALE_ROWS, MMA_8x8x8, MMA_16x16x16]

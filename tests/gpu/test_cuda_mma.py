@@ -175,15 +175,18 @@ def test_row_reductions_of_warpgroup_accumulators(cuda, n, masked) -> None:
     assert np.all(np.abs(c - want) <= np.finfo(np.float32).eps * (64 + n) * scale)
 
 
+@pytest.mark.parametrize("d,scale", [(64, False), (128, True)], ids=["d64", "d128-scaled"])
 @pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
-def test_accumulator_fed_back_as_a_from_registers(cuda, dtype) -> None:
+def test_accumulator_fed_back_as_a_from_registers(cuda, dtype, d, scale) -> None:
     """frag_acc_to_a on wgmma's accumulator, straight into wgmma's register-A form (attention's P @ V; the kernel
-    and its interpreter run are in tests/lang/test_fragment_math.py): a wrong register move shows as O(1) errors."""
+    and its interpreter run are in tests/lang/test_fragment_math.py), and frag_scale_rows across widths (the
+    output's rows by the scores' row maxima): a wrong register move or row pick shows as O(1) errors."""
     from lang.test_fragment_math import _pv_case, probabilities_times_v
 
     if "wgmma" not in cuda.profile.features:
         pytest.skip(f"warpgroup multiplies need sm_90, this GPU is {cuda.arch}")
-    q, k, v, want, bound = _pv_case(dtype, seed=4)
-    c = np.full((64, 64), np.nan, np.float32)
-    probabilities_times_v.variant(T=dtype).launch(q, k, v, c, grid=(128,), group=(128,), backend="cuda")
+    q, k, v, want, bound = _pv_case(dtype, d, scale, seed=4)
+    c = np.full((64, d), np.nan, np.float32)
+    probabilities_times_v.variant(T=dtype, D=d, SCALE=scale).launch(q, k, v, c, grid=(128,), group=(128,),
+                                                                    backend="cuda")
     assert np.all(np.abs(c - want) <= bound)

@@ -8,7 +8,7 @@ butterfly gathers, a function fragments do not take."""
 import ml_dtypes
 import numpy as np
 import pytest
-from lang.lang_support import assert_located  # importable from tests/gpu too
+from lang.lang_support import assert_located, where  # importable from tests/gpu too
 
 import iron
 from iron import In, T, Tensor, bf16, f16, f32, kernel, variants
@@ -19,8 +19,9 @@ from iron.codegen.targets import profile
 from iron.codegen.toolchains import check_source
 from iron.core.errors import IronCompileError, UnsupportedOnTarget
 from iron.lang import (barrier, exp, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_row_max,
-                       frag_row_sum, frag_store, mma, mma_wg, mma_wg_wait, shared, sign, simd_group_id, static_range, sw128,
-                       thread_id)
+                       frag_row_sum, frag_scale_rows, frag_store, mma, mma_wg, mma_wg_wait, shared, sign, simd_group_id,
+                       static_range, sw128, thread_id)
+from iron.runtime.interp.faults import InterpError
 
 HERE = __file__
 
@@ -43,49 +44,60 @@ def rows_of_product(a: In[f16], b: In[f16], c: Tensor[f32]):
     frag_store(c, simd_group_id() * 16 * N, N, p - frag_row_max(p) + frag_row_sum(p) * 0.25)
 
 
-@kernel(variants(T=[f16, bf16]))
+@kernel(variants(T=[f16, bf16], D=[64, 128], SCALE=[False, True]))
 def probabilities_times_v(q: In[T], k: In[T], v: In[T], c: Tensor[f32]):
-    """c (64 x 64) = round_T(S) @ V for S = q @ k^T (q, k, v: 64 x 64; v keys by columns): S from one warpgroup
-    multiply, its columns then fed to four more as A from registers (attention's P @ V, as FlashAttention-3 does
-    on Hopper: the accumulator's registers are already the A operand's)."""
+    """c (64 x D) = round_T(S) @ V for S = q @ k^T (q, k: 64 x 64; v: 64 keys x D): S from one warpgroup multiply,
+    its columns then fed to four more as A from registers (attention's P @ V, as FlashAttention-3 does on Hopper:
+    the accumulator's registers are already the A operand's); SCALE: each output row times its row's largest
+    score (frag_scale_rows across widths: attention's rescaling)."""
     q_s = shared(T, 64 * 64)
     k_s = shared(T, 64 * 64)
-    v_s = shared(T, 64 * 64)
+    v_s = shared(T, 64 * D)
     for i in range(thread_id(0), 64 * 64, 128):
         q_s[sw128(i // 64, i % 64)] = q[i]
         k_s[sw128(i // 64, i % 64)] = k[i]
-        v_s[sw128(i // 64, i % 64)] = v[i]  # a 64 x 64 k-by-n tile: one 64-column block
+    for i in range(thread_id(0), 64 * D, 128):
+        v_s[((i % D) // 64) * 4096 + sw128(i // D, (i % D) % 64)] = v[i]  # k-by-n: 64-column blocks
     barrier()
     scores = mma_wg(q_s, 0, k_s, 0, frag_acc(f32, 16, 64), k=64)
-    o = frag_acc(f32, 16, 64)
+    o = frag_acc(f32, 16, D)
     for ks in static_range(4):
-        o = mma_wg(frag_acc_to_a(scores, ks * 16, T), 0, v_s, 0, o, k=16, b_major="n", k0=ks * 16, pending=1)
+        o = mma_wg(frag_acc_to_a(scores, ks * 16, T), 0, v_s, 0, o, k=16, b_major="n", b_block=4096, k0=ks * 16,
+                   pending=1)
     mma_wg_wait(0)
-    frag_store(c, simd_group_id() * 16 * 64, 64, o)
+    if SCALE:
+        o = frag_scale_rows(o, frag_row_max(scores))
+    frag_store(c, simd_group_id() * 16 * D, D, o)
 
 
-def _pv_case(dtype, seed: int = 0):
+def _pv_case(dtype, d: int = 64, scale: bool = False, seed: int = 0):
     host = np.float16 if dtype == f16 else ml_dtypes.bfloat16
     rng = np.random.default_rng(seed)
-    q, k, v = (rng.standard_normal((64, 64)).astype(host) for _ in range(3))
+    q, k = (rng.standard_normal((64, 64)).astype(host) for _ in range(2))
+    v = rng.standard_normal((64, d)).astype(host)
     s = q.astype(np.float64) @ k.astype(np.float64).T
     want = s.astype(np.float32).astype(host).astype(np.float64) @ v.astype(np.float64)
     # a score within f32's error of a rounding boundary may round the other way: one unit of T's last place
     bound = (np.abs(s) @ np.abs(v.astype(np.float64))) * (2.0 ** -7 if dtype == bf16 else 2.0 ** -10)
+    if scale:
+        top = s.max(axis=1, keepdims=True)
+        want, bound = want * top, bound * np.abs(top)
     return q, k, v, want, bound
 
 
+@pytest.mark.parametrize("d,scale", [(64, False), (128, True)], ids=["d64", "d128-scaled"])
 @pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
-def test_interp_feeds_an_accumulator_back_as_a_from_registers(dtype) -> None:
-    q, k, v, want, bound = _pv_case(dtype)
-    c = np.full((64, 64), np.nan, np.float32)
-    probabilities_times_v.variant(T=dtype).launch(q, k, v, c, grid=(128,), group=(128,), backend="interp")
+def test_interp_feeds_an_accumulator_back_as_a_from_registers(dtype, d, scale) -> None:
+    q, k, v, want, bound = _pv_case(dtype, d, scale)
+    c = np.full((64, d), np.nan, np.float32)
+    probabilities_times_v.variant(T=dtype, D=d, SCALE=scale).launch(q, k, v, c, grid=(128,), group=(128,),
+                                                                    backend="interp")
     assert np.all(np.abs(c - want) <= bound)
 
 
 def test_cuda_sm90_moves_the_accumulators_registers_into_a(require_toolchain) -> None:
     """No shared memory between the two multiplies: the scores' registers, rounded and packed, are the A operand."""
-    kern = run_pipeline(probabilities_times_v.variant(T=bf16).ir, PassContext(target="cuda"))
+    kern = run_pipeline(probabilities_times_v.variant(T=bf16, D=128, SCALE=True).ir, PassContext(target="cuda"))
     src = emit_kernel(kern, "cuda", profile("cuda", "sm_90")).source
     assert "through the subgroup's scratch" not in src and "mma_scratch" not in src
     require_toolchain("nvrtc")
@@ -175,7 +187,7 @@ def test_cuda_sm90_reduces_warpgroup_rows_with_two_shuffles(require_toolchain) -
 
 
 @kernel(variants(CASE=["not_acc", "whole_matrix", "no_plan", "exp_of_a", "sign", "whole_exp", "whole_max",
-                       "mask_value", "whole_mask", "to_a_cols"]))
+                       "mask_value", "whole_mask", "to_a_cols", "scale_rows", "whole_scale"]))
 def misuse(x: In[f32], c: Tensor[f32]):
     if CASE == "not_acc":
         frag_row_max(frag_a(x, 0, 16, 16, 16))  # not_acc
@@ -185,6 +197,8 @@ def misuse(x: In[f32], c: Tensor[f32]):
         sign(frag_acc(f32, 16, 8))  # sign
     elif CASE == "mask_value":
         frag_mask(frag_acc(f32, 16, 8), x[0] > 0.0)  # mask_value
+    elif CASE == "scale_rows":
+        frag_scale_rows(frag_acc(f32, 16, 8), frag_acc(f32, 8, 8))  # scale_rows
     elif CASE == "to_a_cols":
         frag_acc_to_a(frag_acc(f32, 16, 16), 8, f16)  # to_a_cols
     elif CASE == "no_plan":
@@ -193,6 +207,8 @@ def misuse(x: In[f32], c: Tensor[f32]):
         acc = mma(frag_a(x, 0, 8, 8, 8), frag_b(x, 0, 8, 8, 8), frag_acc(f32, 8, 8))
         if CASE == "whole_matrix":
             frag_store(c, 0, 8, frag_row_sum(acc))  # whole_matrix
+        elif CASE == "whole_scale":
+            frag_store(c, 0, 8, frag_scale_rows(acc, acc))  # whole_scale
         elif CASE == "whole_mask":
             frag_store(c, 0, 8, frag_mask(acc, 0.0, cols=3))  # whole_mask
         elif CASE == "whole_exp":
@@ -207,6 +223,7 @@ def misuse(x: In[f32], c: Tensor[f32]):
     ("sign", r"sign\(\) of a fragment", "frag_acc"),
     ("mask_value", r"the masked elements", "x[0] > 0.0"),
     ("to_a_cols", r"frag_acc_to_a\(\) takes 16 columns of a 16-row accumulator from column 8", "8"),
+    ("scale_rows", r"frag_scale_rows\(\) scales frag<acc,f32,16x8> by the rows of frag<acc,f32,8x8>", "frag_acc(f32, 8"),
 ])
 def test_a_non_accumulator_or_function_is_a_located_type_error(case, message, at) -> None:
     with pytest.raises(IronCompileError, match=message) as info:
@@ -220,12 +237,26 @@ def test_a_non_accumulator_or_function_is_a_located_type_error(case, message, at
     ("whole_exp", "metal", r"elementwise 'exp' on a fragment the matrix unit holds whole", "exp"),
     ("whole_max", "metal", r"elementwise 'max' on a fragment the matrix unit holds whole", "max"),
     ("whole_mask", "metal", r"masking a fragment the matrix unit holds whole", "frag_mask"),
+    ("whole_scale", "metal", r"scaling the rows of a fragment the matrix unit holds whole", "frag_scale_rows"),
 ])
 def test_what_no_lane_can_compute_is_a_located_capability_error(case, target, message, at) -> None:
     k = run_pipeline(misuse.variant(CASE=case).ir, PassContext(target=target))
     with pytest.raises(UnsupportedOnTarget, match=message) as info:
         emit_kernel(k, target)
     assert_located(info.value, HERE, f"# {case}", at=at)
+
+
+def test_factors_whose_rows_differ_are_a_located_run_time_error() -> None:
+    @kernel
+    def uneven(x: In[f32], c: Tensor[f32]):
+        acc = frag_load_acc(x, 0, 8, 16, 8)
+        frag_store(c, 0, 8, frag_scale_rows(acc, acc))  # uneven
+
+    x = np.ones((16, 8), np.float32)
+    x[5, 3] = 2.0
+    with pytest.raises(InterpError, match=r"row 5 of the factors holds different values .*\(1\.0 and 2\.0\)") as info:
+        uneven.launch(x, np.zeros(128, np.float32), grid=(32,), group=(32,), backend="interp")
+    assert (info.value.loc.file, info.value.loc.line) == (HERE, where(HERE, "# uneven")[0])
 
 
 def test_the_builtins_are_kernel_only() -> None:

@@ -740,6 +740,24 @@ def register_moves(src: FragmentLayout, dst: FragmentLayout, col0: int) -> tuple
     return tuple(moves)
 
 
+def row_sources(dst: FragmentLayout, src: FragmentLayout) -> tuple[int, ...] | None:
+    """For each register of ``dst``, a register of ``src`` (as many rows) holding an element of the same row in the
+    same lane, the same register in every lane; None where a lane lacks some row of its ``dst`` registers."""
+    if src.lane_width != dst.lane_width:
+        return None
+    d_rows, s_rows = dst.to_table()[..., 0], src.to_table()[..., 0]
+    picks = []
+    for reg in range(dst.registers_per_lane):
+        shared = None
+        for lane in range(dst.lane_width):
+            here = {int(j) for j in np.flatnonzero(s_rows[lane] == d_rows[lane, reg])}
+            shared = here if shared is None else shared & here
+        if not shared:
+            return None
+        picks.append(min(shared))
+    return tuple(picks)
+
+
 def get_strategy(name: str) -> MmaStrategy:
     """The strategy called ``name``; a clear error lists the known ones."""
     try:

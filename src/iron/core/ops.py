@@ -652,6 +652,17 @@ def _frag_to_a(ts, attrs):
     return FragmentType("a", dt, 16, 16)
 
 
+def _frag_scale_rows(ts, attrs):
+    """Each row of an accumulator times its row's value in another accumulator of as many rows and its dtype
+    (whose rows are each one value); the result has the first's type."""
+    ft, factors = ts
+    if not (isinstance(ft, FragmentType) and isinstance(factors, FragmentType) and ft.role == factors.role == "acc"
+            and ft.rows == factors.rows and ft.dtype == factors.dtype):
+        raise OpTypeError(f"frag_scale_rows takes two accumulators of one dtype and as many rows, got {ft} and "
+                          f"{factors}")
+    return ft
+
+
 #: The reductions along an accumulator fragment's rows (``frag_rows``'s ``fn``).
 FRAG_ROW_FNS = ("max", "sum")
 
@@ -882,6 +893,7 @@ _reg("frag_rows", "fragment", 1, _frag_rows, pure=False, attrs=("fn",), traits=_
 _reg("frag_unary", "fragment", 1, _frag_unary, pure=False, attrs=("fn",), traits=_FRAG)
 _reg("frag_mask", "fragment", 4, _frag_mask, pure=False, traits=_FRAG)
 _reg("frag_to_a", "fragment", 1, _frag_to_a, pure=False, attrs=("col0", "dtype"), traits=_FRAG)
+_reg("frag_scale_rows", "fragment", 2, _frag_scale_rows, pure=False, traits=_FRAG)
 _reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "k0", "b_major", "b_block", "pending"),
      traits=_FRAG | Trait.FENCE)
 _reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)

@@ -594,6 +594,13 @@ def frag_acc_to_a(acc, col0, dtype):
 
 
 @_builtin("fragment")
+def frag_scale_rows(acc, factors):
+    """``acc`` with each row multiplied by its row's value in ``factors``: an accumulator of as many rows (any
+    columns) and ``acc``'s dtype whose rows each hold one value, as ``frag_row_max`` / ``frag_row_sum`` and
+    elementwise math on them give (attention's rescaling of its output rows by exp(m_old - m_new))."""
+
+
+@_builtin("fragment")
 def mma(a, b, acc):
     """acc + a @ b for one subgroup's fragments."""
 

@@ -61,6 +61,7 @@ from ..mma import (
     get_strategy,
     register_moves,
     row_plan,
+    row_sources,
 )
 from ..targets import TargetProfile
 
@@ -175,6 +176,9 @@ def scratch_floats_per_subgroup(kernel: Kernel, native: frozenset[FragmentType] 
     # an accumulator's columns as an A fragment, unless the matrix unit holds both (then registers move)
     sizes += [16 * 16 for op in kernel.walk()
               if op.opcode == "frag_to_a" and not {op.result.type, op.operands[0].type} <= native]
+    # per-row factors of another layout: one value a row
+    sizes += [op.result.type.rows for op in kernel.walk()
+              if op.opcode == "frag_scale_rows" and not {op.result.type, op.operands[1].type} <= native]
     return max(sizes, default=0)
 
 
@@ -322,6 +326,9 @@ class FragmentPrinter:
         if code == "frag_rows":
             raise d.unsupported(op, f"the row {op.attrs['fn']} of a fragment the matrix unit holds whole "
                                     f"({self.strategy.name if self.strategy else 'opaque'}: no lane holds a known row)")
+        if code == "frag_scale_rows":
+            raise d.unsupported(op, f"scaling the rows of a fragment the matrix unit holds whole "
+                                    f"({self.strategy.name if self.strategy else 'opaque'})")
         if code == "frag_to_a":
             raise d.unsupported(op, f"an A fragment from a fragment the matrix unit holds whole "
                                     f"({self.strategy.name if self.strategy else 'opaque'})")
@@ -463,6 +470,38 @@ class FragmentPrinter:
             self._per_lane(t, word)
         else:
             self._per_element(t, lambda r, row, col: [f"{name}[{r}] = {d.frag_round(at.format(row, col), t.dtype)};"])
+        for text in d.frag_subgroup_sync():
+            p.line(text)
+        p.depth -= 1
+        p.line("}")
+
+    def _frag_scale_rows(self, op: Op, args: list[Operand]) -> None:
+        """Where the matrix unit holds both, each register times a register of the same row in this lane's factors
+        (:func:`~iron.codegen.mma.row_sources`); else the lanes holding column 0 of the factors write each row's
+        value to the subgroup's scratch, and every lane reads its rows' values there."""
+        x, factors = args
+        t, ft = op.result.type, factors.type
+        name = self.p.names.define(op.result)
+        self.declare(name, t)
+        d, p = self.d, self.p
+        if {t, ft} <= self.native:
+            picks = row_sources(self.layout(t), self.layout(ft))
+            if picks is None:
+                raise d.unsupported(op, f"scaling the rows of {t} by {ft}: a lane lacks some of its rows' factors")
+            for i, j in enumerate(picks):
+                p.line(f"{name}[{i}] = {d.frag_round(f'{x.text}[{i}] * {factors.text}[{j}]', t.dtype)};")
+            return
+        scratch = self._scratch()
+        p.line("{  // each row's factor through the subgroup's scratch")
+        p.depth += 1
+        base = p.temp("scratch_base")
+        p.line(f"const int {base} = {d.index('simd_group_id', None)} * {scratch.floats_per_subgroup};")
+        self._per_element(ft, lambda r, row, col: [
+            f"if (({col}) == 0) {{ {scratch.name}[{base} + ({row})] = {factors.text}[{r}]; }}"])
+        for text in d.frag_subgroup_sync():
+            p.line(text)
+        self._per_element(t, lambda r, row, col: [
+            f"{name}[{r}] = {d.frag_round(f'{x.text}[{r}] * {scratch.name}[{base} + ({row})]', t.dtype)};"])
         for text in d.frag_subgroup_sync():
             p.line(text)
         p.depth -= 1

@@ -1,5 +1,5 @@
 """Matrix-fragment builtins: frag_a, frag_b, frag_acc, frag_load_acc, frag_store, frag_row_max, frag_row_sum,
-frag_mask, frag_acc_to_a, mma, mma_wg."""
+frag_mask, frag_acc_to_a, frag_scale_rows, mma, mma_wg."""
 
 from __future__ import annotations
 
@@ -115,6 +115,15 @@ def frag_acc_to_a(lw: Any, a: CallArgs) -> FValue:
     if dt not in (D.f16, D.bf16, D.f32):
         raise lw.type_error(f"frag_acc_to_a() makes A fragments of f16, bf16 or f32, got {dt.name}", a.node_of("dtype"))
     return lw.value("frag_to_a", [acc.value], a.node, col0=col0, dtype=dt)
+
+
+@handles("frag_scale_rows")
+def frag_scale_rows(lw: Any, a: CallArgs) -> FValue:
+    acc, factors = _fragment(lw, a, "acc", "acc"), _fragment(lw, a, "factors", "acc")
+    if factors.type.rows != acc.type.rows or factors.dtype != acc.dtype:
+        raise lw.type_error(f"frag_scale_rows() scales {acc.type} by the rows of {factors.type}", a.node_of("factors"),
+                            hint="the factors are an accumulator of as many rows and the same dtype")
+    return lw.value("frag_scale_rows", [acc.value, factors.value], a.node)
 
 
 #: A bound of frag_mask left out: past any fragment's columns.

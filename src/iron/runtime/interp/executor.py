@@ -94,7 +94,7 @@ class Executor:
             "frag_fill": self._frag_fill, "frag_load": self._frag_load, "frag_store": self._frag_store,
             "mma": self._mma, "mma_wg": self._mma_wg, "mma_wg_wait": self._mma_wg_wait,
             "frag_binary": self._frag_binary, "frag_rows": self._frag_rows, "frag_unary": self._frag_unary,
-            "frag_mask": self._frag_mask, "frag_to_a": self._frag_to_a,
+            "frag_mask": self._frag_mask, "frag_to_a": self._frag_to_a, "frag_scale_rows": self._frag_scale_rows,
             "abar_alloc": self._abar_alloc, "abar_arrive": self._abar_arrive, "abar_wait": self._abar_wait,
             "abar_copies": self._abar_copies, "tile_copy": self._tile_copy, "tile_store": self._tile_store,
             "tile_store_wait": self._tile_store_wait,
@@ -527,6 +527,10 @@ class Executor:
     def _frag_binary(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
         x, y = (env[v] for v in op.operands)
         return self.fragments.binary(op, x, y, mask)
+
+    def _frag_scale_rows(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
+        x, factors = (env[v] for v in op.operands)
+        return self.fragments.scale_rows(op, x, factors, mask)
 
     def _frag_to_a(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
         return self.fragments.to_a(op, env[op.operands[0]], mask)

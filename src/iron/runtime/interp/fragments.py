@@ -219,6 +219,27 @@ class Fragments:
             out[subgroups] = eval_pure(op.attrs["fn"], {}, [x[subgroups]], ScalarType(ft.dtype))
         return out
 
+    def scale_rows(self, op: Op, x: Array, factors: Array, mask: Mask) -> Array:
+        """``frag_scale_rows``: each row times its row's value in ``factors``, rounded once to the dtype.  A row of
+        ``factors`` holding two values (bitwise) is the kernel's error: targets read whichever their lane holds."""
+        subgroups = self.participants(op, mask)
+        ft: FragmentType = op.result.type
+        f = self._matrices(op, op.operands[1].type, factors[subgroups])
+        bits = f.view(np.dtype(f"u{f.dtype.itemsize}"))
+        uneven = np.argwhere((bits != bits[..., :1]).any(axis=-1))
+        if uneven.size:
+            sg, row = (int(v) for v in uneven[0])
+            raise self.faults.general(op, f"frag_scale_rows: row {row} of the factors holds different values in "
+                                          f"subgroup {int(subgroups[sg])} ({f[sg, row, 0]} and "
+                                          f"{f[sg, row][bits[sg, row] != bits[sg, row, 0]][0]}); give one value a "
+                                          f"row, e.g. frag_row_max(s) or math on it")
+        m = self._matrices(op, ft, x[subgroups]).astype(np.float64)
+        with np.errstate(all="ignore"):
+            result = round_f64(m * f[..., :1].astype(np.float64), ft.dtype)
+        out = self.empty(op, ft)
+        out[subgroups] = result if self.lanes is None else self.lanes.distribute(op, ft, result)
+        return out
+
     def to_a(self, op: Op, x: Array, mask: Mask) -> Array:
         """``frag_to_a``: 16 columns of a 16-row accumulator as an A fragment, each element rounded once."""
         subgroups = self.participants(op, mask)
