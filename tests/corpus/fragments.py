@@ -8,10 +8,10 @@ a condition that is uniform over their subgroup.
 
 import numpy as np
 
-from iron import In, T, Tensor, TypeVar, bf16, f16, f32, kernel, variants
+from iron import In, T, Tensor, TypeVar, bf16, f16, f32, func, kernel, variants
 from iron.core.dtypes import numpy_dtype
-from iron.lang import exp, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_row_max, frag_row_sum, \
-    frag_scale_rows, frag_store, group_id, mma, num_simd_groups, recip, simd_group_id, static_range
+from iron.lang import exp, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_row_max, \
+    frag_row_sum, frag_scale_rows, frag_store, group_id, mma, num_simd_groups, recip, simd_group_id, static_range
 
 from .case import CorpusCase, Depth, Expect, Run, empty, f64, randn
 
@@ -129,7 +129,39 @@ MMA_ELEMENTWISE = CorpusCase(
     bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=20), subgroup=True)
 
 
-# ---------------------------------------------------------------- row reductions of accumulators
+# ---------------------------------------------------------------- attention's steps on accumulators
+
+@func
+def score_tile(a, b, tm, tn, ndim):
+    """The 16 x 8 product tile (tm, tn) of a (rows of 16) and b (ndim columns): the scores the kernels below
+    work on."""
+    return mma(frag_a(a, tm * 256, 16, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
+
+
+def _score_case(name: str, kernel, oracle, wide: bool = False, scalars: tuple = (), steps: int = 16 + 8 + 2):
+    """A case of the kernels below: a (16 rows a tile row, 16 deep) and b of T, with ``wide`` a 16 x 16 f32 tile a
+    tile row after them, the f32 output, the tile counts, then ``scalars``."""
+    return CorpusCase(
+        name=name, kernel=kernel,
+        make_args=lambda run, rng: [randn(rng, 16 * run.size * 16, run.T), randn(rng, 16 * 8 * TILES_N, run.T),
+                                    *([randn(rng, 16 * run.size * 16, f32)] if wide else []),
+                                    empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N, *scalars],
+        oracle=oracle, outputs=(3 if wide else 2,),
+        launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES, bindings=({"T": f16}, {"T": bf16}),
+        out_dtype=f32, depth=lambda run: Depth(steps=steps), subgroup=True)
+
+
+def _scores(args, run: Run):
+    """The f64 scores of a case and the sums of their products' magnitudes, (16 size) x (8 TILES_N)."""
+    m, n = 16 * run.size, 8 * TILES_N
+    a, b = f64(args[0]).reshape(m, 16), f64(args[1]).reshape(16, n)
+    return a @ b, np.abs(a) @ np.abs(b)
+
+
+def _per_tile_row(x, fn):
+    """``fn`` over each row of each subgroup's 8-column tile, repeated across the tile."""
+    return np.repeat(fn(x.reshape(x.shape[0], TILES_N, 8), axis=-1), 8, axis=-1)
+
 
 @kernel(variants(T=[f16, bf16]))
 def mma_rows(a: In[T], b: In[T], c: Tensor[f32], tiles_m: int, tiles_n: int):
@@ -137,31 +169,18 @@ def mma_rows(a: In[T], b: In[T], c: Tensor[f32], tiles_m: int, tiles_n: int):
     row's max and sum (attention's softmax steps on a score tile)."""
     tile = group_id(0) * num_simd_groups() + simd_group_id()
     if tile < tiles_m * tiles_n:
-        tm = tile // tiles_n
-        tn = tile % tiles_n
-        ndim = 8 * tiles_n
-        p = mma(frag_a(a, tm * 256, 16, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
-        frag_store(c, tm * 16 * ndim + tn * 8, ndim, (p - frag_row_max(p)) + frag_row_sum(p) * 0.5)
+        tm, tn = tile // tiles_n, tile % tiles_n
+        p = score_tile(a, b, tm, tn, 8 * tiles_n)
+        frag_store(c, (tm * 16 * tiles_n + tn) * 8, 8 * tiles_n, (p - frag_row_max(p)) + frag_row_sum(p) * 0.5)
 
 
 def _rows_oracle(args, run: Run):
-    m, n = 16 * run.size, 8 * TILES_N
-    a, b = f64(args[0]).reshape(m, 16), f64(args[1]).reshape(16, n)
-    p, s = a @ b, np.abs(a) @ np.abs(b)
-    blocks = p.reshape(m, TILES_N, 8)  # each subgroup's tile: 8 columns of the row
-    row_max = np.repeat(blocks.max(axis=-1), 8, axis=-1)
-    row_sum = np.repeat(blocks.sum(axis=-1), 8, axis=-1)
-    scale = s + np.repeat(s.reshape(m, TILES_N, 8).max(axis=-1), 8, axis=-1) + \
-        np.repeat(s.reshape(m, TILES_N, 8).sum(axis=-1), 8, axis=-1) * 0.5
-    return {2: Expect((p - row_max + row_sum * 0.5).reshape(-1), scale.reshape(-1))}
+    p, s = _scores(args, run)
+    want = p - _per_tile_row(p, np.max) + _per_tile_row(p, np.sum) * 0.5
+    return {2: Expect(want.reshape(-1), (s + _per_tile_row(s, np.max) + _per_tile_row(s, np.sum) * 0.5).reshape(-1))}
 
 
-MMA_ROWS = CorpusCase(
-    name="mma_rows", kernel=mma_rows,
-    make_args=lambda run, rng: [randn(rng, 16 * run.size * 16, run.T), randn(rng, 16 * 8 * TILES_N, run.T),
-                                empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N],
-    oracle=_rows_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
-    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 2), subgroup=True)
+MMA_ROWS = _score_case("mma_rows", mma_rows, _rows_oracle)
 
 
 @kernel(variants(T=[f16, bf16]))
@@ -170,31 +189,21 @@ def mma_softmax(a: In[T], b: In[T], c: Tensor[f32], tiles_m: int, tiles_n: int):
     reciprocal of the row's sum, floored at 1/64 (a masked score's stand-in)."""
     tile = group_id(0) * num_simd_groups() + simd_group_id()
     if tile < tiles_m * tiles_n:
-        tm = tile // tiles_n
-        tn = tile % tiles_n
-        ndim = 8 * tiles_n
-        p = mma(frag_a(a, tm * 256, 16, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
+        tm, tn = tile // tiles_n, tile % tiles_n
+        p = score_tile(a, b, tm, tn, 8 * tiles_n)
         e = exp(p - frag_row_max(p))
-        frag_store(c, tm * 16 * ndim + tn * 8, ndim, max(e * recip(frag_row_sum(e)), 0.015625))
+        frag_store(c, (tm * 16 * tiles_n + tn) * 8, 8 * tiles_n, max(e * recip(frag_row_sum(e)), 0.015625))
 
 
 def _softmax_oracle(args, run: Run):
-    m, n = 16 * run.size, 8 * TILES_N
-    a, b = f64(args[0]).reshape(m, 16), f64(args[1]).reshape(16, n)
-    blocks = (a @ b).reshape(m, TILES_N, 8)
-    e = np.exp(blocks - blocks.max(axis=-1, keepdims=True))
-    want = np.maximum(e / e.sum(axis=-1, keepdims=True), 1 / 64)
+    p, s = _scores(args, run)
+    e = np.exp(p - _per_tile_row(p, np.max))
+    want = np.maximum(e / _per_tile_row(e, np.sum), 1 / 64)
     # a score's error (K products summed) moves its exponential by that much relative to it; exp's own ulps
-    bound = (np.abs(a) @ np.abs(b)).reshape(m, TILES_N, 8).max(axis=-1, keepdims=True)
-    return {2: Expect(want.reshape(-1), (want * (4 * bound + 8)).reshape(-1))}
+    return {2: Expect(want.reshape(-1), (want * (4 * _per_tile_row(s, np.max) + 8)).reshape(-1))}
 
 
-MMA_SOFTMAX = CorpusCase(
-    name="mma_softmax", kernel=mma_softmax,
-    make_args=lambda run, rng: [randn(rng, 16 * run.size * 16, run.T), randn(rng, 16 * 8 * TILES_N, run.T),
-                                empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N],
-    oracle=_softmax_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
-    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 2), subgroup=True)
+MMA_SOFTMAX = _score_case("mma_softmax", mma_softmax, _softmax_oracle)
 
 
 @kernel(variants(T=[f16, bf16]))
@@ -203,32 +212,48 @@ def mma_masked(a: In[T], b: In[T], c: Tensor[f32], tiles_m: int, tiles_n: int, k
     and past a query's position + ``shift`` take -64; each row then adds the sum of its keys within ``keys``."""
     tile = group_id(0) * num_simd_groups() + simd_group_id()
     if tile < tiles_m * tiles_n:
-        tm = tile // tiles_n
-        tn = tile % tiles_n
-        ndim = 8 * tiles_n
-        p = mma(frag_a(a, tm * 256, 16, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
+        tm, tn = tile // tiles_n, tile % tiles_n
+        p = score_tile(a, b, tm, tn, 8 * tiles_n)
         causal = frag_mask(p, -64.0, cols=keys - tn * 8, diagonal=tm * 16 - tn * 8 + shift)
-        frag_store(c, tm * 16 * ndim + tn * 8, ndim, causal + frag_row_sum(frag_mask(p, 0.0, cols=keys - tn * 8)))
+        kept = frag_row_sum(frag_mask(p, 0.0, cols=keys - tn * 8))
+        frag_store(c, (tm * 16 * tiles_n + tn) * 8, 8 * tiles_n, causal + kept)
 
 
 def _masked_oracle(args, run: Run):
-    m, n = 16 * run.size, 8 * TILES_N
-    a, b, keys, shift = f64(args[0]).reshape(m, 16), f64(args[1]).reshape(16, n), int(args[5]), int(args[6])
-    p, s = a @ b, np.abs(a) @ np.abs(b)
-    q, k = np.meshgrid(np.arange(m), np.arange(n), indexing="ij")
+    p, s = _scores(args, run)
+    keys, shift = int(args[5]), int(args[6])
+    q, k = np.meshgrid(np.arange(p.shape[0]), np.arange(p.shape[1]), indexing="ij")
     inside = k < keys
-    kept = np.where(inside, p, 0.0).reshape(m, TILES_N, 8).sum(axis=-1)
-    want = np.where(inside & (k <= q + shift), p, -64.0) + np.repeat(kept, 8, axis=-1)
-    scale = s + np.repeat(np.where(inside, s, 0.0).reshape(m, TILES_N, 8).sum(axis=-1), 8, axis=-1) + 64
+    want = np.where(inside & (k <= q + shift), p, -64.0) + _per_tile_row(np.where(inside, p, 0.0), np.sum)
+    scale = s + _per_tile_row(np.where(inside, s, 0.0), np.sum) + 64
     return {2: Expect(want.reshape(-1), scale.reshape(-1))}
 
 
-MMA_MASKED = CorpusCase(
-    name="mma_masked", kernel=mma_masked,
-    make_args=lambda run, rng: [randn(rng, 16 * run.size * 16, run.T), randn(rng, 16 * 8 * TILES_N, run.T),
-                                empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N, 8 * TILES_N - 3, 2],
-    oracle=_masked_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
-    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 2), subgroup=True)
+MMA_MASKED = _score_case("mma_masked", mma_masked, _masked_oracle, scalars=(8 * TILES_N - 3, 2))
+
+
+@kernel(variants(T=[f16, bf16]))
+def mma_scale_rows(a: In[T], b: In[T], w: In[f32], c: Tensor[f32], tiles_m: int, tiles_n: int):
+    """A product tile's rows scaled by per-row factors of another width (the largest of each row of a 16 x 16
+    tile of ``w``) and of its own (its rows' sums / 8): attention's rescaling of its output rows."""
+    tile = group_id(0) * num_simd_groups() + simd_group_id()
+    if tile < tiles_m * tiles_n:
+        tm, tn = tile // tiles_n, tile % tiles_n
+        p = score_tile(a, b, tm, tn, 8 * tiles_n)
+        wide = frag_load_acc(w, tm * 256, 16, 16, 16)
+        frag_store(c, (tm * 16 * tiles_n + tn) * 8, 8 * tiles_n,
+                   frag_scale_rows(p, frag_row_max(wide)) + frag_scale_rows(p, frag_row_sum(p) * 0.125))
+
+
+def _scale_rows_oracle(args, run: Run):
+    p, s = _scores(args, run)
+    top = f64(args[2]).reshape(p.shape[0], 16).max(axis=1, keepdims=True)
+    sums, sum_scale = _per_tile_row(p, np.sum) * 0.125, _per_tile_row(s, np.sum) * 0.125
+    return {3: Expect((p * top + p * sums).reshape(-1),
+                      (s * np.abs(top) + s * np.abs(sums) + np.abs(p) * sum_scale).reshape(-1))}
+
+
+MMA_SCALE_ROWS = _score_case("mma_scale_rows", mma_scale_rows, _scale_rows_oracle, wide=True, steps=16 + 8 + 3)
 
 
 @kernel(variants(T=[f16, bf16]))
@@ -259,41 +284,6 @@ MMA_ACC_TO_A = CorpusCase(
                                 empty(16 * run.size * 8 * TILES_N, f32), run.size, TILES_N],
     oracle=_acc_to_a_oracle, outputs=(2,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
     bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=33), subgroup=True)
-
-
-@kernel(variants(T=[f16, bf16]))
-def mma_scale_rows(a: In[T], b: In[T], w: In[f32], c: Tensor[f32], tiles_m: int, tiles_n: int):
-    """A product tile's rows scaled by per-row factors of another width (the largest of each row of a 16 x 16
-    tile of ``w``) and of its own (its rows' sums / 8): attention's rescaling of its output rows."""
-    tile = group_id(0) * num_simd_groups() + simd_group_id()
-    if tile < tiles_m * tiles_n:
-        tm = tile // tiles_n
-        tn = tile % tiles_n
-        ndim = 8 * tiles_n
-        p = mma(frag_a(a, tm * 256, 16, 16, 16), frag_b(b, tn * 8, ndim, 16, 8), frag_acc(f32, 16, 8))
-        wide = frag_load_acc(w, tm * 256, 16, 16, 16)
-        frag_store(c, tm * 16 * ndim + tn * 8, ndim,
-                   frag_scale_rows(p, frag_row_max(wide)) + frag_scale_rows(p, frag_row_sum(p) * 0.125))
-
-
-def _scale_rows_oracle(args, run: Run):
-    m, n = 16 * run.size, 8 * TILES_N
-    a, b, w = f64(args[0]).reshape(m, 16), f64(args[1]).reshape(16, n), f64(args[2]).reshape(m, 16)
-    p, s = a @ b, np.abs(a) @ np.abs(b)
-    sums = np.repeat(p.reshape(m, TILES_N, 8).sum(axis=-1), 8, axis=-1) * 0.125
-    sum_scale = np.repeat(s.reshape(m, TILES_N, 8).sum(axis=-1), 8, axis=-1) * 0.125
-    top = w.max(axis=1, keepdims=True)
-    return {3: Expect((p * top + p * sums).reshape(-1),
-                      (s * np.abs(top) + s * np.abs(sums) + np.abs(p) * sum_scale).reshape(-1))}
-
-
-MMA_SCALE_ROWS = CorpusCase(
-    name="mma_scale_rows", kernel=mma_scale_rows,
-    make_args=lambda run, rng: [randn(rng, 16 * run.size * 16, run.T), randn(rng, 16 * 8 * TILES_N, run.T),
-                                randn(rng, 16 * run.size * 16, f32), empty(16 * run.size * 8 * TILES_N, f32),
-                                run.size, TILES_N],
-    oracle=_scale_rows_oracle, outputs=(3,), launch=lambda run: _tile_launch(run.size * TILES_N), sizes=TILE_SIZES,
-    bindings=({"T": f16}, {"T": bf16}), out_dtype=f32, depth=lambda run: Depth(steps=16 + 8 + 3), subgroup=True)
 
 
 # ---------------------------------------------------------------- 8x8x8, accumulator in the input dtype, B column-major

@@ -1,9 +1,11 @@
 """Math on accumulator fragments beyond + - *: row reductions (``frag_row_max``, ``frag_row_sum``), float functions
-(``exp(acc)``, ...), ``max`` / ``min`` element by element, and masks by (row, column) (``frag_mask``).  Their meaning on the interpreter against numpy
-(warpgroup accumulators of any width; the 16 x 8 tiles of ``mma`` run a softmax in tests/corpus/fragments.py on
-every backend), the plan each layout's table gives the emitters (checked by simulating it), the CUDA sm_90 form
-(NVRTC), and the located errors: a non-accumulator, a fragment a matrix unit holds whole, a layout whose rows no
-butterfly gathers, a function fragments do not take."""
+(``exp(acc)``, ...), ``max`` / ``min`` element by element, masks by (row, column) (``frag_mask``), an accumulator's
+columns as an A operand (``frag_acc_to_a``) and rows scaled by per-row factors (``frag_scale_rows``).  Their meaning
+on the interpreter against numpy (warpgroup accumulators of any width; the 16 x 8 tiles of ``mma`` run attention's
+steps in tests/corpus/fragments.py on every backend), the plan each layout's table gives the emitters (checked by
+simulating it), the CUDA sm_90 form (NVRTC), and the located errors: a non-accumulator, a fragment a matrix unit
+holds whole, a layout whose rows no butterfly gathers, a function fragments do not take, factors whose rows
+differ."""
 
 import ml_dtypes
 import numpy as np
@@ -26,6 +28,13 @@ from iron.runtime.interp.faults import InterpError
 HERE = __file__
 
 
+@iron.func
+def stage(tile, src, rows):
+    """``rows`` x 64 values of ``src`` (row-major) into ``tile`` at their swizzled offsets."""
+    for i in range(thread_id(0), rows * 64, 128):
+        tile[sw128(i // 64, i % 64)] = src[i]
+
+
 @kernel(variants(N=[256, 168, 24], MASKED=[False, True]))
 def rows_of_product(a: In[f16], b: In[f16], c: Tensor[f32]):
     """c (64 x N) = P - (row max of P) + (row sum of P) / 4 for P = a (64 x 64) @ b^T (b: N x 64), on the
@@ -33,10 +42,8 @@ def rows_of_product(a: In[f16], b: In[f16], c: Tensor[f32]):
     first take -64 (a causal mask with keys 3 behind the queries and a sequence end)."""
     a_s = shared(f16, 64 * 64)
     b_s = shared(f16, N * 64)
-    for i in range(thread_id(0), 64 * 64, 128):
-        a_s[sw128(i // 64, i % 64)] = a[i]
-    for i in range(thread_id(0), N * 64, 128):
-        b_s[sw128(i // 64, i % 64)] = b[i]
+    stage(a_s, a, 64)
+    stage(b_s, b, N)
     barrier()
     p = mma_wg(a_s, 0, b_s, 0, frag_acc(f32, 16, N), k=64)
     if MASKED:
@@ -53,9 +60,8 @@ def probabilities_times_v(q: In[T], k: In[T], v: In[T], c: Tensor[f32]):
     q_s = shared(T, 64 * 64)
     k_s = shared(T, 64 * 64)
     v_s = shared(T, 64 * D)
-    for i in range(thread_id(0), 64 * 64, 128):
-        q_s[sw128(i // 64, i % 64)] = q[i]
-        k_s[sw128(i // 64, i % 64)] = k[i]
+    stage(q_s, q, 64)
+    stage(k_s, k, 64)
     for i in range(thread_id(0), 64 * D, 128):
         v_s[((i % D) // 64) * 4096 + sw128(i // D, (i % D) % 64)] = v[i]  # k-by-n: 64-column blocks
     barrier()
@@ -223,7 +229,8 @@ def misuse(x: In[f32], c: Tensor[f32]):
     ("sign", r"sign\(\) of a fragment", "frag_acc"),
     ("mask_value", r"the masked elements", "x[0] > 0.0"),
     ("to_a_cols", r"frag_acc_to_a\(\) takes 16 columns of a 16-row accumulator from column 8", "8"),
-    ("scale_rows", r"frag_scale_rows\(\) scales frag<acc,f32,16x8> by the rows of frag<acc,f32,8x8>", "frag_acc(f32, 8"),
+    ("scale_rows", r"frag_scale_rows\(\) scales frag<acc,f32,16x8> by the rows of frag<acc,f32,8x8>",
+     "frag_acc(f32, 8"),
 ])
 def test_a_non_accumulator_or_function_is_a_located_type_error(case, message, at) -> None:
     with pytest.raises(IronCompileError, match=message) as info:
@@ -232,7 +239,8 @@ def test_a_non_accumulator_or_function_is_a_located_type_error(case, message, at
 
 
 @pytest.mark.parametrize("case,target,message,at", [
-    ("whole_matrix", "metal", r"the row sum of a fragment the matrix unit holds whole \(metal_simdgroup_8x8", "frag_row"),
+    ("whole_matrix", "metal", r"the row sum of a fragment the matrix unit holds whole \(metal_simdgroup_8x8",
+     "frag_row"),
     ("no_plan", "cuda", r"the row max of a 16 x 24 fragment in this layout", "frag_row"),
     ("whole_exp", "metal", r"elementwise 'exp' on a fragment the matrix unit holds whole", "exp"),
     ("whole_max", "metal", r"elementwise 'max' on a fragment the matrix unit holds whole", "max"),

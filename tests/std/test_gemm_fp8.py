@@ -29,6 +29,9 @@ def mutant(tmp_path: Path, *edits: tuple[str, str]):
     return edited_module(G, tmp_path, *edits).gemm_fp8
 
 
+#: The end of the by-halves path's second multiply (its high half of B's columns).
+_HIGH_HALF = "F8_BK,\n                                  frag_acc(f32, 16, half), k=F8_BK)"
+
 MUTANTS = {
     # each step's sums replace the total instead of adding to it: only the last K step survives.
     "fold_replaces": [("acc = acc + part", "acc = part")],
@@ -48,8 +51,7 @@ MUTANTS = {
     # BN 256 by halves: the high half multiplies the low half's columns of B
     "halves_one_b_half": [("s * b_stage + half * F8_BK,", "s * b_stage,")],
     # BN 256 by halves: the slot released before the high half's multiplies retired
-    "halves_release_early": [("F8_BK,\n                                  frag_acc(f32, 16, half), k=F8_BK)",
-                              "F8_BK,\n                                  frag_acc(f32, 16, half), k=F8_BK, pending=1)")],
+    "halves_release_early": [(_HIGH_HALF, _HIGH_HALF[:-1] + ", pending=1)")],
     # OVERLAP: an odd step count's last step left out of the total
     "overlap_drops_last": [("                    acc = acc + last\n", "")],
     # OVERLAP: the pairs' first step left running while its sum is added

@@ -617,14 +617,17 @@ def _frag_binary(ts, attrs):
     return ft
 
 
-def _frag_unary(ts, attrs):
-    """A float function (``fn``: a FLOAT_UNARY op, or ``abs``) of every element of an accumulator fragment."""
-    if attrs.get("fn") not in (*FLOAT_UNARY, "abs"):
-        raise OpTypeError(f"frag_unary's fn is a float function of FLOAT_UNARY or abs, got {attrs.get('fn')!r}")
-    (ft,) = ts
-    if not isinstance(ft, FragmentType) or ft.role != "acc":
-        raise OpTypeError(f"frag_unary takes an accumulator fragment, got {ft}")
-    return ft
+def _acc_fn(name: str, fns: tuple[str, ...]) -> TypeRule:
+    """The type rule of an op applying one of ``fns`` (its ``fn``) to one accumulator fragment: the result has the
+    fragment's type (``frag_unary``: a float function of each element; ``frag_rows``: each row's reduction)."""
+    def rule(ts, attrs):
+        if attrs.get("fn") not in fns:
+            raise OpTypeError(f"{name}'s fn is one of {fns}, got {attrs.get('fn')!r}")
+        (ft,) = ts
+        if not isinstance(ft, FragmentType) or ft.role != "acc":
+            raise OpTypeError(f"{name} takes an accumulator fragment, got {ft}")
+        return ft
+    return rule
 
 
 def _frag_mask(ts, attrs):
@@ -665,16 +668,6 @@ def _frag_scale_rows(ts, attrs):
 
 #: The reductions along an accumulator fragment's rows (``frag_rows``'s ``fn``).
 FRAG_ROW_FNS = ("max", "sum")
-
-
-def _frag_rows(ts, attrs):
-    """Each element of an accumulator fragment replaced by the ``fn`` of its row; the result has its type."""
-    if attrs.get("fn") not in FRAG_ROW_FNS:
-        raise OpTypeError(f"frag_rows' fn is one of {FRAG_ROW_FNS}, got {attrs.get('fn')!r}")
-    (ft,) = ts
-    if not isinstance(ft, FragmentType) or ft.role != "acc":
-        raise OpTypeError(f"frag_rows takes an accumulator fragment, got {ft}")
-    return ft
 
 
 def _frag_fill(ts, attrs):
@@ -889,8 +882,9 @@ _reg("frag_store", "fragment", 4, _frag_store, pure=False, attrs=("layout",), tr
 _reg("mma", "fragment", 3, _mma, pure=False, traits=_FRAG)
 # Not pure: its operand may be a warpgroup multiply's result, which only exists after that multiply's wait.
 _reg("frag_binary", "fragment", 2, _frag_binary, pure=False, attrs=("fn",), traits=_FRAG)
-_reg("frag_rows", "fragment", 1, _frag_rows, pure=False, attrs=("fn",), traits=_FRAG)
-_reg("frag_unary", "fragment", 1, _frag_unary, pure=False, attrs=("fn",), traits=_FRAG)
+_reg("frag_rows", "fragment", 1, _acc_fn("frag_rows", FRAG_ROW_FNS), pure=False, attrs=("fn",), traits=_FRAG)
+_reg("frag_unary", "fragment", 1, _acc_fn("frag_unary", (*FLOAT_UNARY, "abs")), pure=False, attrs=("fn",),
+     traits=_FRAG)
 _reg("frag_mask", "fragment", 4, _frag_mask, pure=False, traits=_FRAG)
 _reg("frag_to_a", "fragment", 1, _frag_to_a, pure=False, attrs=("col0", "dtype"), traits=_FRAG)
 _reg("frag_scale_rows", "fragment", 2, _frag_scale_rows, pure=False, traits=_FRAG)

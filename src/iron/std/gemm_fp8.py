@@ -10,10 +10,11 @@ A's 128 x 128 and B's BN x 128 byte panels into a ring of STAGES swizzled buffer
 step), two consumer warpgroups each multiplying 64 rows by BN columns with ``mma_wg`` (``wgmma ... k32``, four
 per step).  The hardware adds 8-bit products keeping fewer bits than f32 (about 14), so with FOLD each step
 multiplies into a fresh accumulator and adds it to the f32 total (the promotion every 128 K that cuBLAS does
-unless ``use_fast_accum``, and CUTLASS's and DeepGEMM's kernels do; 256-wide tiles by halves); the two consumers take turns, one adding
-while the other's multiplies run; with OVERLAP too, each consumer keeps its own multiplies running while it
-adds (two step sums taking turns).  Without FOLD one accumulator runs over all of K (fast accumulation).  The
-epilogue scales the total, rounds it once to the output type and stores 16-byte chunks through shared memory.
+unless ``use_fast_accum``, and CUTLASS's and DeepGEMM's kernels do; 256-wide tiles by halves); the two
+consumers take turns, one adding while the other's multiplies run; with OVERLAP too, each consumer keeps its own
+multiplies running while it adds (two step sums taking turns).  Without FOLD one accumulator runs over all of K
+(fast accumulation).  The epilogue scales the total, rounds it once to the output type and stores 16-byte chunks
+through shared memory.
 
 Elsewhere (:func:`scaled_mm` on the interpreter, Vulkan, HIP, Metal or before sm_90) the operands are widened
 to f32 exactly and multiplied by gemm.py's FMA kernel, then scaled and rounded by :data:`scale_rows`.

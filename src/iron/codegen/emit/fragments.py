@@ -75,6 +75,12 @@ Combo = tuple[tuple[int, int, int], D.DType, D.DType]
 _FRAG_BINARY_SIGNS = {"add": "+", "sub": "-", "mul": "*"}
 
 
+#: Fragment ops that need each lane's (row, col) of its registers, which a whole-matrix value (Metal's
+#: ``simdgroup_matrix``, KHR cooperative matrices) does not tell: what each does, for the capability error.
+_NEEDS_LANES = {"frag_rows": "the row {fn} of", "frag_scale_rows": "scaling the rows of",
+                "frag_to_a": "an A fragment from", "frag_mask": "masking", "frag_unary": "elementwise '{fn}' on"}
+
+
 @dataclass(frozen=True)
 class NativeUnit:
     """A matrix-unit strategy this emitter drives, and the (shape, input, accumulator) combos it runs on it.
@@ -323,21 +329,12 @@ class FragmentPrinter:
         if code == "frag_fill":
             self.p.line(f"{d.frag_matrix_type(t)} {name} = {d.frag_matrix_fill(t, args[0].text)};")
             return
-        if code == "frag_rows":
-            raise d.unsupported(op, f"the row {op.attrs['fn']} of a fragment the matrix unit holds whole "
-                                    f"({self.strategy.name if self.strategy else 'opaque'}: no lane holds a known row)")
-        if code == "frag_scale_rows":
-            raise d.unsupported(op, f"scaling the rows of a fragment the matrix unit holds whole "
-                                    f"({self.strategy.name if self.strategy else 'opaque'})")
-        if code == "frag_to_a":
-            raise d.unsupported(op, f"an A fragment from a fragment the matrix unit holds whole "
-                                    f"({self.strategy.name if self.strategy else 'opaque'})")
-        if code == "frag_mask":
-            raise d.unsupported(op, f"masking a fragment the matrix unit holds whole "
-                                    f"({self.strategy.name if self.strategy else 'opaque'}: no lane knows its elements)")
-        if code == "frag_unary" or (code == "frag_binary" and op.attrs["fn"] not in _FRAG_BINARY_SIGNS):
-            raise d.unsupported(op, f"elementwise '{op.attrs['fn']}' on a fragment the matrix unit holds whole "
-                                    f"({self.strategy.name if self.strategy else 'opaque'})")
+        refused = _NEEDS_LANES.get(code) or ("elementwise '{fn}' on" if code == "frag_binary" and
+                                             op.attrs["fn"] not in _FRAG_BINARY_SIGNS else None)
+        if refused:
+            raise d.unsupported(op, f"{refused.format(**op.attrs)} a fragment the matrix unit holds whole "
+                                    f"({self.strategy.name if self.strategy else 'opaque'}: no lane knows which "
+                                    f"elements it holds)")
         if code == "frag_binary":
             x, y = (a.text if isinstance(a.type, FragmentType) else d.frag_matrix_fill(t, a.text) for a in args)
             self.p.line(f"{d.frag_matrix_type(t)} {name} = {d.frag_matrix_binary(op, t, x, y)};")
