@@ -205,17 +205,17 @@ def scale_rows(x: In[T], scale_a: In[f32], scale_b: In[f32], c: Tensor[OUT], cou
 
 
 #: Folding 128 x 256 tiles by halves through four stages, in persistent groups (:func:`fp8_groups`).  On an H100
-#: (2026-12-06, scripts/device/fp8_tune.py, kernel times beside torch._scaled_mm in one process;
-#: benchmarks/h100-fp8-halves-2026-12-06.jsonl): 4096^3 at 0.88-0.89x cuBLAS and 8192 x 11008 x 4096 at
-#: 0.83-0.85x, where 128 x 128 tiles ran 0.65-0.69x (a 128-wide tile needs a third more bytes from L2 a product).
+#: (2026-12-06, scripts/device/h200_wave.sh gemm, kernel times beside torch._scaled_mm in one process;
+#: benchmarks/h100-wave-fp8-2026-12-06.jsonl): 4096^3 at 0.89x cuBLAS and 8192 x 11008 x 4096 at 0.87x, where
+#: 128 x 128 tiles ran 0.71x and 0.70x (a 128-wide tile needs a third more bytes from L2 a product).
 FP8_DEFAULT = {"BN": 256, "STAGES": 4, "FOLD": True}
 #: Folding where 128 x 256 tiles are too few (gemm_ws.py's WS_WIDE_TILES): whole step sums on 128 or 192 columns,
 #: whichever fills the last wave of groups best (one group a tile).  Same run: 512 x 11008 x 4096 on 192 columns
-#: 44.8 us against 128's 54.3 (cuBLAS 35.8); 512 x 4096 x 4096 on 128 columns (a whole wave) 18.7 us against
-#: 192's 21.2 (14.2).
+#: 47.0 us against 128's 58.0 (cuBLAS 36.5); 512 x 4096 x 4096 on 128 columns (a whole wave) 18.7 us against
+#: 192's 21.2 (14.1).
 FP8_NARROW = ({"BN": 128, "STAGES": 5, "FOLD": True}, {"BN": 192, "STAGES": 4, "FOLD": True})
-#: Fast accumulation on 128 x 256 tiles through four stages, in persistent groups (4096^3: 103.1 us against one
-#: group a tile's 108.4; cuBLAS with fast accumulation 97.7).
+#: Fast accumulation on 128 x 256 tiles through four stages, in persistent groups (an H100, 4096^3: 103.1 us against
+#: one group a tile's 108.4, cuBLAS with fast accumulation 97.7; benchmarks/h100-fp8-persistent-2026-12-06.jsonl).
 FP8_FAST = {"BN": 256, "STAGES": 4, "FOLD": False}
 #: Fast accumulation where 128 x 256 tiles are too few: 128 x 128 tiles in clusters of two sharing B's panel.  On
 #: an H100 (2026-12-06, benchmarks/h100-fp8-clusters-2026-12-06.jsonl): 512 x 4096 x 4096 16.1 us against
