@@ -389,6 +389,7 @@ class FragmentPrinter:
         name = self.p.names.define(op.result)
         self.declare(name, t)
         f32 = ScalarType(D.f32)
+
         def element(r: str) -> list[str]:
             value = self.d.unary(op.attrs["fn"], Operand(f"{x.text}[{r}]", f32))
             return [f"{name}[{r}] = {self.d.frag_round(value, t.dtype)};"]
