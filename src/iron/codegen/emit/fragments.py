@@ -42,6 +42,8 @@ rows 16-byte aligned (checked at run time), else element by element.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -447,31 +449,23 @@ class FragmentPrinter:
                 for i, text in enumerate(held):
                     self.p.line(f"{name}[{i}] = {text};")
             return
-        scratch = self._scratch()
-        p = self.p
-        p.line(f"{{  // columns {col0} .. {col0 + 15} of the accumulator through the subgroup's scratch")
-        p.depth += 1
-        base = p.temp("scratch_base")
-        p.line(f"const int {base} = {d.index('simd_group_id', None)} * {scratch.floats_per_subgroup};")
-        self._per_element(src, lambda r, row, col: [
-            f"if (({col}) >= {col0} && ({col}) < {col0 + 16}) {{ {scratch.name}[{base} + ({row}) * 16 + ({col}) - "
-            f"{col0}] = {x.text}[{r}]; }}"])
-        for text in d.frag_subgroup_sync():
-            p.line(text)
-        at = f"{scratch.name}[{base} + ({{}}) * 16 + ({{}})]"
-        if t in self.packed:
-            def word(layout: FragmentLayout, lane: str, w: str) -> list[str]:
-                halves = [d.frag_round(at.format(*element_exprs(layout, lane, f"(2 * {w} + {h})")), t.dtype)
-                          for h in range(2)]
-                return [f"{name}[{w}] = {d.frag_pack(halves[0], halves[1], t.dtype)};"]
+        with self._through_scratch(f"columns {col0} .. {col0 + 15} of the accumulator through the subgroup's "
+                                   f"scratch") as (scratch, base):
+            self._per_element(src, lambda r, row, col: [
+                f"if (({col}) >= {col0} && ({col}) < {col0 + 16}) {{ {scratch}[{base} + ({row}) * 16 + ({col}) - "
+                f"{col0}] = {x.text}[{r}]; }}"])
+            self._subgroup_sync()
+            at = f"{scratch}[{base} + ({{}}) * 16 + ({{}})]"
+            if t in self.packed:
+                def word(layout: FragmentLayout, lane: str, w: str) -> list[str]:
+                    halves = [d.frag_round(at.format(*element_exprs(layout, lane, f"(2 * {w} + {h})")), t.dtype)
+                              for h in range(2)]
+                    return [f"{name}[{w}] = {d.frag_pack(halves[0], halves[1], t.dtype)};"]
 
-            self._per_lane(t, word)
-        else:
-            self._per_element(t, lambda r, row, col: [f"{name}[{r}] = {d.frag_round(at.format(row, col), t.dtype)};"])
-        for text in d.frag_subgroup_sync():
-            p.line(text)
-        p.depth -= 1
-        p.line("}")
+                self._per_lane(t, word)
+            else:
+                self._per_element(t, lambda r, row, col: [
+                    f"{name}[{r}] = {d.frag_round(at.format(row, col), t.dtype)};"])
 
     def _frag_scale_rows(self, op: Op, args: list[Operand]) -> None:
         """Where the matrix unit holds both, each register times a register of the same row in this lane's factors
@@ -489,21 +483,12 @@ class FragmentPrinter:
             for i, j in enumerate(picks):
                 p.line(f"{name}[{i}] = {d.frag_round(f'{x.text}[{i}] * {factors.text}[{j}]', t.dtype)};")
             return
-        scratch = self._scratch()
-        p.line("{  // each row's factor through the subgroup's scratch")
-        p.depth += 1
-        base = p.temp("scratch_base")
-        p.line(f"const int {base} = {d.index('simd_group_id', None)} * {scratch.floats_per_subgroup};")
-        self._per_element(ft, lambda r, row, col: [
-            f"if (({col}) == 0) {{ {scratch.name}[{base} + ({row})] = {factors.text}[{r}]; }}"])
-        for text in d.frag_subgroup_sync():
-            p.line(text)
-        self._per_element(t, lambda r, row, col: [
-            f"{name}[{r}] = {d.frag_round(f'{x.text}[{r}] * {scratch.name}[{base} + ({row})]', t.dtype)};"])
-        for text in d.frag_subgroup_sync():
-            p.line(text)
-        p.depth -= 1
-        p.line("}")
+        with self._through_scratch("each row's factor through the subgroup's scratch") as (scratch, base):
+            self._per_element(ft, lambda r, row, col: [
+                f"if (({col}) == 0) {{ {scratch}[{base} + ({row})] = {factors.text}[{r}]; }}"])
+            self._subgroup_sync()
+            self._per_element(t, lambda r, row, col: [
+                f"{name}[{r}] = {d.frag_round(f'{x.text}[{r}] * {scratch}[{base} + ({row})]', t.dtype)};"])
 
     def _frag_mask(self, op: Op, args: list[Operand]) -> None:
         """Each register keeps its value or takes ``value`` by its (row, col) in this lane's layout."""
@@ -602,36 +587,46 @@ class FragmentPrinter:
             for text in self.d.frag_native_mma(combo, out, a, b, c):
                 self.p.line(text)
             return
-        scratch = self._scratch()
         p, d = self.p, self.d
-        p.line(f"{{  // mma {m}x{n}x{k}: a and b through the subgroup's scratch, each lane its own elements")
+        with self._through_scratch(f"mma {m}x{n}x{k}: a and b through the subgroup's scratch, each lane its own "
+                                   f"elements") as (scratch, base):
+            for operand, offset in ((a, 0), (b, m * k)):
+                cols = operand.type.cols
+                self._per_element(operand.type, lambda r, row, col, src=operand, off=offset, cols=cols: [
+                    f"{scratch}[{base} + {off} + ({row}) * {cols} + ({col})] = {src.text}[{r}];"])
+            self._subgroup_sync()
+            fma = d.math("fma", D.f32)
+
+            def dot(r: str, row: str, col: str) -> list[str]:
+                i, j, s, kk = p.temp("i"), p.temp("j"), p.temp("sum"), p.temp("k")
+                a_at = f"{scratch}[{base} + {i} * {k} + {kk}]"
+                b_at = f"{scratch}[{base} + {m * k} + {kk} * {n} + {j}]"
+                ind = d.indent
+                return [f"const int {i} = {row};", f"const int {j} = {col};", f"float {s} = {c.text}[{r}];",
+                        f"for (int {kk} = 0; {kk} < {k}; ++{kk}) {{", f"{ind}{s} = {fma}({a_at}, {b_at}, {s});",
+                        "}", f"{out}[{r}] = {d.frag_round(s, op.result.type.dtype)};"]
+
+            self._per_element(op.result.type, dot)
+
+    # ------------------------------------------------------------ helpers
+
+    @contextmanager
+    def _through_scratch(self, comment: str) -> Iterator[tuple[str, str]]:
+        """A block whose lanes exchange values through this subgroup's slice of the scratch: yields the scratch's
+        name and the slice's first index; the subgroup synchronises at the end, before the scratch is reused."""
+        scratch, p = self._scratch(), self.p
+        p.line(f"{{  // {comment}")
         p.depth += 1
         base = p.temp("scratch_base")
-        p.line(f"const int {base} = {d.index('simd_group_id', None)} * {scratch.floats_per_subgroup};")
-        for operand, offset in ((a, 0), (b, m * k)):
-            cols = operand.type.cols
-            self._per_element(operand.type, lambda r, row, col, src=operand, off=offset, cols=cols: [
-                f"{scratch.name}[{base} + {off} + ({row}) * {cols} + ({col})] = {src.text}[{r}];"])
-        for text in d.frag_subgroup_sync():
-            p.line(text)
-        fma = d.math("fma", D.f32)
-
-        def dot(r: str, row: str, col: str) -> list[str]:
-            i, j, s, kk = p.temp("i"), p.temp("j"), p.temp("sum"), p.temp("k")
-            a_at = f"{scratch.name}[{base} + {i} * {k} + {kk}]"
-            b_at = f"{scratch.name}[{base} + {m * k} + {kk} * {n} + {j}]"
-            ind = d.indent
-            return [f"const int {i} = {row};", f"const int {j} = {col};", f"float {s} = {c.text}[{r}];",
-                    f"for (int {kk} = 0; {kk} < {k}; ++{kk}) {{", f"{ind}{s} = {fma}({a_at}, {b_at}, {s});", "}",
-                    f"{out}[{r}] = {d.frag_round(s, op.result.type.dtype)};"]
-
-        self._per_element(op.result.type, dot)
-        for text in d.frag_subgroup_sync():
-            p.line(text)
+        p.line(f"const int {base} = {self.d.index('simd_group_id', None)} * {scratch.floats_per_subgroup};")
+        yield scratch.name, base
+        self._subgroup_sync()
         p.depth -= 1
         p.line("}")
 
-    # ------------------------------------------------------------ helpers
+    def _subgroup_sync(self) -> None:
+        for text in self.d.frag_subgroup_sync():
+            self.p.line(text)
 
     def _scratch(self) -> Scratch:
         if self.scratch is None:

@@ -277,10 +277,12 @@ class Fragments:
         if op.attrs["fn"] == "sum":
             with np.errstate(all="ignore"):
                 row = round_f64(m.sum(axis=-1, keepdims=True), ft.dtype)
-        else:
-            row = m[..., :1]
-            for j in range(1, ft.cols):
-                row = eval_pure("max", {}, [row, m[..., j:j + 1]], ScalarType(D.f64))
+        else:  # pairwise halving: maxNum (+0 above -0) is associative, so log2(cols) evaluator calls do
+            row = m
+            while row.shape[-1] > 1:
+                half = row.shape[-1] // 2
+                top = eval_pure("max", {}, [row[..., :half], row[..., half:2 * half]], ScalarType(D.f64))
+                row = np.concatenate([top, row[..., 2 * half:]], axis=-1)
         result = np.broadcast_to(row, m.shape).astype(np.float64)
         out = self.empty(op, ft)
         out[subgroups] = result if self.lanes is None else self.lanes.distribute(op, ft, result)
