@@ -161,6 +161,10 @@ def test_frontend_errors_name_the_call(tmp_path):
         compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 64), pending=9)")
     with pytest.raises(iron.KernelTypeError, match="f32, 16, N"):
         compile_body("mma_wg(s, 0, s, 0, frag_acc(f16, 16, 64))")
+    with pytest.raises(iron.KernelTypeError, match="waits for nothing"):
+        compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 64), commit=False, pending=1)")
+    with pytest.raises(iron.KernelTypeError, match="commit is True or False"):
+        compile_body("mma_wg(s, 0, s, 0, frag_acc(f32, 16, 64), commit=1)")
 
 
 def test_sw128_matches_the_interpreters_layout():
@@ -462,3 +466,52 @@ def test_a_fresh_zero_accumulator_is_not_copied():
 
     carried = emit_kernel(W.gemm_ws.variant(**GS.WS_BINDINGS[0]).compiled("cuda"), "cuda").source
     assert '"r"(0) : "memory"' not in carried
+
+
+@kernel(variants(CLOSE=[True, False]))
+def grouped(a: In[f16], b: In[f16], c: Tensor[f32]):
+    """c (64 x 192): a @ B's first 64 columns from one group, then a second group of two multiplies (the first
+    issued with commit=False) of the second 64 and the first 64 again; after ``mma_wg_wait(1)`` the second group's
+    first multiply is stored (still running: NaN on the interpreter), after ``mma_wg_wait(0)`` again.  CLOSE
+    False: the second group's last multiply leaves it open too (a misuse)."""
+    a_s = shared(f16, 64 * 64)
+    b_s = shared(f16, 128 * 64)
+    for i in range(thread_id(0), 64 * 64, 128):
+        a_s[sw128(i // 64, i % 64)] = a[i]
+    for i in range(thread_id(0), 128 * 64, 128):
+        b_s[sw128(i // 64, i % 64)] = b[i]
+    barrier()
+    row = simd_group_id() * 16 * 192
+    first = mma_wg(a_s, 0, b_s, 0, frag_acc(f32, 16, 64), pending=1)
+    second = mma_wg(a_s, 0, b_s, 4096, frag_acc(f32, 16, 64), commit=False)
+    third = mma_wg(a_s, 0, b_s, 0, frag_acc(f32, 16, 64), commit=CLOSE, pending=2 if CLOSE else 0)
+    mma_wg_wait(1)
+    frag_store(c, row, 192, first)
+    frag_store(c, row + 64, 192, second)
+    mma_wg_wait(0)
+    frag_store(c, row + 128, 192, second - third)
+
+
+def test_multiplies_issued_with_commit_false_retire_with_their_group() -> None:
+    """pending and mma_wg_wait count groups: mma_wg_wait(1) after two groups retires the first alone, so the
+    second group's multiply issued with commit=False still runs (a wait that counted multiplies would have
+    retired it); a group left open by commit=False is reported at the next wait."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((64, 64)).astype(np.float16)
+    b = rng.standard_normal((128, 64)).astype(np.float16)  # B n-by-k: 128 columns as two tiles of 64
+    exact = a.astype(np.float64) @ b.astype(np.float64).T
+    c = np.zeros((64, 192), np.float32)
+    grouped.variant(CLOSE=True).launch(a, b, c, grid=(128,), group=(128,), backend="interp")
+    assert np.allclose(c[:, :64], exact[:, :64], rtol=1e-5, atol=1e-4)
+    assert np.isnan(c[:, 64:128]).all(), "the second group retired at mma_wg_wait(1)"
+    assert np.allclose(c[:, 128:], exact[:, 64:] - exact[:, :64], rtol=1e-5, atol=1e-4)
+    with pytest.raises(iron.IronError, match="commit=False and no mma_wg after it"):
+        grouped.variant(CLOSE=False).launch(a, b, c, grid=(128,), group=(128,), backend="interp")
+
+
+def test_cuda_commits_one_group_for_multiplies_issued_with_commit_false(require_toolchain) -> None:
+    require_toolchain("nvrtc")
+    source = emit_kernel(grouped.variant(CLOSE=True).compiled("cuda"), "cuda", profile("cuda", "sm_90")).source
+    assert source.count("wgmma.mma_async") == 12 and source.count("wgmma.commit_group") == 2
+    assert source.count("wgmma.wait_group.sync.aligned 1;") == 2  # the first group's mma_wg, and mma_wg_wait(1)
+    nvrtc.compile_cuda(source, arch="sm_90a")

@@ -55,6 +55,30 @@ def test_decode_attention_with_each_heads_per_group(cuda, h, h_kv):
             assert np.max(np.abs(got[bi, hi] - want)) < 2.0 ** -8, (bi, hi)
 
 
+@pytest.mark.parametrize("shape,causal", [((1, 4, 4, 1000, 128), True), ((2, 4, 1, 300, 64), False),
+                                          ((1, 2, 2, 1, 128), True)], ids=["mha-causal", "gqa", "one-token"])
+def test_prefill_attention_takes_the_hopper_kernel(cuda, shape, causal):
+    """On sm_90 the host runs attention_ws.py's kernel (128 queries, warp roles, tile copies): query tiles and key
+    blocks with tails, grouped-query heads, one token.  A wrong block, mask or rescale is off by O(0.1)."""
+    if A.prefill_block("cuda") != 128:
+        pytest.skip(f"the Hopper prefill needs sm_90's warp roles and tile copies; this GPU is {cuda.arch}")
+    b, h, h_kv, s, d = shape
+    rng = np.random.default_rng(s)
+    q = rng.standard_normal((b, h, s, d)).astype(np.float16)
+    k = rng.standard_normal((b, h_kv, s, d)).astype(np.float16)
+    v = rng.standard_normal((b, h_kv, s, d)).astype(np.float16)
+    got = A.prefill_attention(q, k, v, causal=causal, backend="cuda").astype(np.float64)
+    r = h // h_kv
+    for bi in range(b):
+        for hi in range(h):
+            w = q[bi, hi].astype(np.float64) @ k[bi, hi // r].astype(np.float64).T / math.sqrt(d)
+            if causal:
+                w = np.where(np.tril(np.ones((s, s), bool)), w, -np.inf)
+            p = np.exp(w - w.max(axis=1, keepdims=True))
+            want = (p / p.sum(axis=1, keepdims=True)) @ v[bi, hi // r].astype(np.float64)
+            assert np.max(np.abs(got[bi, hi] - want)) < 2.0 ** -7, (bi, hi)
+
+
 def test_reduce_many_long_rows_go_one_subgroup_each(cuda):
     """4096 rows of 12 KB: past SHORT_ROW_BYTES, but MANY_ROWS of them take the subgroup schedule."""
     from iron import f32

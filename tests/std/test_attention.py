@@ -19,6 +19,7 @@ from iron.core import dtypes as D
 from iron.core.errors import UnsupportedOnTarget
 from iron.harness.tolerance import compare, derive_tolerance
 from iron.std import attention as A
+from iron.std import attention_ws as W
 from iron.std.suite import attention as SA
 
 ENTRIES = suite("attention")
@@ -28,8 +29,10 @@ def _entry(name: str):
     return next(e for e in ENTRIES if e.name == name)
 
 
-#: The 48 KB tensor-core prefill, and decode teams of 16 lanes (lavapipe's subgroups have 8).
-NOT_ON_LAVAPIPE = ("std/attention/prefill", "std/attention/decode_split_tm16", "std/attention/decode_split_tm16_f32")
+#: The 48 KB tensor-core prefill, the Hopper one (warpgroup multiplies), and decode teams of 16 lanes (lavapipe's
+#: subgroups have 8).
+NOT_ON_LAVAPIPE = ("std/attention/prefill", "std/attention/prefill_ws", "std/attention/decode_split_tm16",
+                   "std/attention/decode_split_tm16_f32")
 
 
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
@@ -45,6 +48,8 @@ def test_registered_rows_pass(entry, backend, seed):
 #: The registry shapes that exercise the most: several chunks / query and key blocks with tails, GQA, D 128.
 DECODE_SUBSET = SA.DECODE_SHAPES[1:]
 PREFILL_SUBSET = [SA.PREFILL_SHAPES[2], SA.PREFILL_SHAPES[4]]
+#: Two query tiles of 128 with tails: causal at D 128, and not at D 64 (where alone the sequence's end is masked).
+PREFILL_WS_SUBSET = SA.PREFILL_WS_SHAPES[5:7]
 
 
 def test_teams_of_16_in_subgroups_of_64(seed):
@@ -68,7 +73,7 @@ def test_rows_pass_at_other_subgroup_widths(width, seed):
 
 #: Where the host launches each kernel: the tensor-core prefill on CUDA only (48 KB of static shared
 #: arrays; bf16 fragments read from shared memory, which SPIR-V and HIP store as bits and cannot load).
-HOST_TARGETS = {"attention_prefill": ("cuda",)}
+HOST_TARGETS = {"attention_prefill": ("cuda",), "attention_prefill_ws": ("cuda",)}
 POINTS = compile_points("attention")
 
 
@@ -95,8 +100,10 @@ def test_tensor_core_prefill_elsewhere_is_a_clear_error(target, dtype, d, what, 
 # ---------------------------------------------------------------- mutants
 
 def mutant(tmp_path: Path, kernel: str, old: str, new: str):
-    """``kernel`` from a copy of iron/std/attention.py with every ``old`` replaced by ``new``."""
-    return getattr(edited_module(A, tmp_path, (old, new), unique=False), kernel)
+    """``kernel`` from a copy of its module (iron/std/attention.py or attention_ws.py) with every ``old`` replaced by
+    ``new``."""
+    module = W if kernel == "attention_prefill_ws" else A
+    return getattr(edited_module(module, tmp_path, (old, new), unique=False), kernel)
 
 
 CAUSAL = ("kj <= qi", "kj < qi")
@@ -107,6 +114,14 @@ MUTANTS = [
      "fma(acc[ch * PER + i], alpha_s[r], fs[r * FLD + e % DC])", "acc[ch * PER + i] + fs[r * FLD + e % DC]"),
     ("prefill_small: no rescale of the accumulator", "std/attention/prefill_small", "attention_prefill_small",
      "os_[e] = os_[e] * alpha_s[e // D]", "os_[e] = os_[e]"),
+    ("prefill_ws: causal diagonal off by one", "std/attention/prefill_ws", "attention_prefill_ws",
+     "diagonal = row0 - k0", "diagonal = row0 - k0 - 1"),
+    ("prefill_ws: keys past the sequence end left unmasked", "std/attention/prefill_ws", "attention_prefill_ws",
+     "cols=S - k0", "cols=S - k0 + 64"),
+    ("prefill_ws: no rescale of the output rows", "std/attention/prefill_ws", "attention_prefill_ws",
+     "acc = frag_scale_rows(acc, alpha)", "acc = acc"),
+    ("prefill_ws: the running sum not rescaled", "std/attention/prefill_ws", "attention_prefill_ws",
+     "l * alpha + frag_row_sum(p)", "l + frag_row_sum(p)"),
     ("decode ignores seq_lens", "std/attention/decode_split", "attention_decode_split",
      "seq = min(max(seq_lens[b], 0), S_max)", "seq = S_max"),
     ("decode: wrong GQA head mapping", "std/attention/decode_split", "attention_decode_split",
@@ -129,7 +144,7 @@ MUTANTS = [
 @pytest.mark.parametrize("what,name,kernel,old,new", MUTANTS, ids=[m[0] for m in MUTANTS])
 def test_mutant_is_caught(what, name, kernel, old, new, tmp_path, seed):
     subset = {"std/attention/prefill": PREFILL_SUBSET, "std/attention/prefill_small": PREFILL_SUBSET,
-              "std/attention/decode_split": DECODE_SUBSET}.get(name)
+              "std/attention/prefill_ws": PREFILL_WS_SUBSET, "std/attention/decode_split": DECODE_SUBSET}.get(name)
     assert_mutant_caught(name, mutant(tmp_path, kernel, old, new), seed, shapes=subset)
 
 
@@ -210,7 +225,7 @@ def _prefill_expect(q, k, v, causal, scale):
     return SA.Expect(out, mag)
 
 
-@pytest.mark.parametrize("backend,block", [("interp", 64), ("interp", 16), ("vulkan", None)])
+@pytest.mark.parametrize("backend,block", [("interp", 128), ("interp", 64), ("interp", 16), ("vulkan", None)])
 @pytest.mark.parametrize("dtype,shape,causal", [
     (np.float16, (1, 3, 1, 65, 64), True),       # H/H_kv = 3; one past a 64-query block
     (BF16, (2, 2, 2, 17, 128), False),           # one past a 16-query block, D = 128
@@ -269,7 +284,8 @@ def test_decode_plan_takes_teams_of_16_for_short_chunks_on_cuda_only():
     assert A.team_lanes(64, 128, 8, "vulkan") == A.TEAM and A.team_lanes(64, 128, 8, "interp") == A.TEAM
     # backend auto follows the data: a device array (torch CUDA tensors export this interface) plans for CUDA
     on_gpu = SimpleNamespace(__cuda_array_interface__={"shape": (1,), "typestr": "<f2", "data": (256, False)})
-    assert A.team_lanes(64, 128, 8, None, (on_gpu,)) == 16 and A.prefill_block(None, (on_gpu,)) == 64
+    # (and where no GPU answers, CUDA's default profile, sm_90, stands in: the Hopper prefill of 128 queries)
+    assert A.team_lanes(64, 128, 8, None, (on_gpu,)) == 16 and A.prefill_block(None, (on_gpu,)) == 128
     assert A.team_lanes(64, 128, 8, None, (np.zeros(1),)) == A.TEAM and A.prefill_block(None, (np.zeros(1),)) == 16
     assert [A.keys_in_flight(g, 16) for g in (1, 2)] == [2, 1]
     assert [A.keys_in_flight(g) for g in (1, 2)] == [4, 2]
@@ -294,17 +310,17 @@ def test_prefill_attention_rejects_bad_input(change, message):
     q, k, v = (np.zeros((1, 2, 8, 64), np.float16) for _ in range(3))
     with pytest.raises(iron.LaunchError, match=re.escape(message)):
         A.prefill_attention(*change(q, k, v), backend="interp")
-    with pytest.raises(iron.LaunchError, match="block must be 16 or 64"):
+    with pytest.raises(iron.LaunchError, match="block must be 16, 64 or 128"):
         A.prefill_attention(q, k, v, block=32, backend="interp")
 
 
 # ---------------------------------------------------------------- non-finite inputs
 
-@pytest.mark.parametrize("backend,block", [("interp", 64), ("interp", 16), ("vulkan", None)])
+@pytest.mark.parametrize("backend,block", [("interp", 128), ("interp", 64), ("interp", 16), ("vulkan", None)])
 def test_prefill_nan_in_v_reaches_the_rows_that_attend_to_it(backend, block):
     """Rows 20.. weight key 20: NaN in its column only.  Earlier rows of a query tile that also walks key
-    20's block (of 32, or 8 in the small kernel) may get it too (0 * NaN); rows of tiles that never reach
-    that block (the small kernel's first 16 queries) stay finite."""
+    20's block (of 128 in the Hopper kernel, 32, or 8 in the small kernel) may get it too (0 * NaN); rows of
+    tiles that never reach that block (the small kernel's first 16 queries) stay finite."""
     rng = np.random.default_rng(2)
     q, k, v = (_randn(rng, (1, 1, 40, 64), np.float16) for _ in range(3))
     v[0, 0, 20, 3] = np.nan

@@ -762,6 +762,8 @@ def _mma_wg(ts, attrs):
         raise OpTypeError(f"mma_wg with B stored k-by-n takes N a multiple of 64 (whole column blocks), got {c.cols}")
     if not isinstance(block, int) or isinstance(block, bool) or block < 0 or block % 512:
         raise OpTypeError(f"mma_wg's b_block is a multiple of 512 elements (a 1024-byte atom), got {block!r}")
+    if attrs.get("commit", True) not in (True, False):
+        raise OpTypeError(f"mma_wg's commit is True or False, got {attrs.get('commit')!r}")
     _mma_wg_wait([], attrs)
     return c
 
@@ -888,7 +890,7 @@ _reg("frag_unary", "fragment", 1, _acc_fn("frag_unary", (*FLOAT_UNARY, "abs")), 
 _reg("frag_mask", "fragment", 4, _frag_mask, pure=False, traits=_FRAG)
 _reg("frag_to_a", "fragment", 1, _frag_to_a, pure=False, attrs=("col0", "dtype"), traits=_FRAG)
 _reg("frag_scale_rows", "fragment", 2, _frag_scale_rows, pure=False, traits=_FRAG)
-_reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "k0", "b_major", "b_block", "pending"),
+_reg("mma_wg", "fragment", 5, _mma_wg, pure=False, attrs=("k", "k0", "b_major", "b_block", "pending", "commit"),
      traits=_FRAG | Trait.FENCE)
 _reg("mma_wg_wait", "sync", 0, _mma_wg_wait, pure=False, attrs=("pending",), traits=Trait.FENCE)
 

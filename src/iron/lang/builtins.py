@@ -606,7 +606,7 @@ def mma(a, b, acc):
 
 
 @_builtin("fragment")
-def mma_wg(a, a_tile, b, b_tile, acc, k=64, b_major="k", b_block=0, pending=0, k0=0):
+def mma_wg(a, a_tile, b, b_tile, acc, k=64, b_major="k", b_block=0, pending=0, k0=0, commit=True):
     """acc + A @ B for a warpgroup (four subgroups) from swizzled shared tiles (docs/ir.md).
 
     A is the 64 x k tile at ``a[a_tile ..]``; B is k x N at ``b[b_tile ..]``, stored n-by-k
@@ -616,6 +616,9 @@ def mma_wg(a, a_tile, b, b_tile, acc, k=64, b_major="k", b_block=0, pending=0, k
     Subgroup s gets rows 16 (s % 4) .. of the product: ``acc`` is its 16 x N accumulator.
     ``pending``: how many of the warpgroup's multiplies may still run when it returns (0: this one
     is done); one in flight keeps its tiles unwritable and its result unreadable until retired.
+    ``commit=False``: the multiply joins the next ``mma_wg``'s group instead of closing its own (no wait
+    either): ``pending`` and :func:`mma_wg_wait` count groups, so a product of many slices (A from
+    registers: one per 16 K columns) retires as one.
     """
 
 

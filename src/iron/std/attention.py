@@ -24,8 +24,8 @@ from iron.lang import (barrier, exp2, fma, frag_a, frag_acc, frag_b, frag_load_a
                        local, log2, mma, num_simd_groups, program_id, select, shared, simd_group_id, simd_shuffle_xor,
                        simd_size, static_range, thread_id, vec)
 from iron.std._plans import planned
-from iron.std._host import (ceil_div, check_float, check_shape, dtype_of, empty_like, output, shape_of,
-                            tuned_for_cuda_mma, vector_width)
+from iron.std._host import (ceil_div, check_float, check_shape, device_traits, dtype_of, empty_like, output,
+                            shape_of, starts_aligned, tuned_for_cuda_mma, vector_width)
 
 NEG = -math.inf
 LOG2E = 1.4426950408889634
@@ -600,16 +600,26 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: f
     return out
 
 
-def prefill_block(backend: str | None, like: Any = ()) -> int:
-    """Queries per group: 64 on CUDA (attention_prefill, 48 KB of shared arrays, 128 threads), else 16
+def prefill_block(backend: str | None, like: Any = (), d: int = 128) -> int:
+    """Queries per group: 128 where warp roles, tile copies and warpgroup multiplies run (attention_ws.py, on
+    Hopper), 64 on other CUDA devices (attention_prefill, 48 KB of shared arrays, 128 threads), else 16
     (attention_prefill_small, which fits 32 KB with the portable mma scratch)."""
+    from .attention_ws import fa_config, fa_shared_bytes
+    from .gemm_ws import runs_roles
+
+    traits = device_traits(backend, like)
+    if runs_roles(traits.profile) and fa_shared_bytes({"D": d, **fa_config(d)}) <= (traits.shared_limit or 0):
+        return 128
     return 64 if tuned_for_cuda_mma(backend, like) else 16
 
 
 @planned
 def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float | None = None, out: Any = None,
                       backend: str | None = None, block: int | None = None) -> Any:
-    """o (B, H, S, D) = softmax(scale Q K^T + causal mask) V; q (B, H, S, D), k/v (B, H_kv, S, D) in f16/bf16."""
+    """o (B, H, S, D) = softmax(scale Q K^T + causal mask) V; q (B, H, S, D), k/v (B, H_kv, S, D) in f16/bf16.
+
+    ``block``: queries per group, which picks the kernel: 128 (attention_ws.py: warp roles on Hopper; the
+    interpreter runs it too), 64 (mma.sync) or 16 (the portable one); by default :func:`prefill_block`'s."""
     dt = check_float(q, "prefill_attention: q")
     if dt == f32:
         raise LaunchError("prefill_attention: the matrix-unit kernel takes f16 or bf16 (cast f32 inputs)")
@@ -627,13 +637,25 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
     out = output("prefill_attention", out, q, (b, h, s, d), dt, {"q": q, "k": k, "v": v})
     if s == 0 or b * h == 0:
         return out
-    bq = prefill_block(backend, (q,)) if block is None else int(block)
-    if bq not in (16, 64):
-        raise LaunchError(f"prefill_attention: block must be 16 or 64, got {bq}")
+    aligned = all(starts_aligned(x, 16) for x in (q, k, v, out))
+    bq = prefill_block(backend, (q,), d) if block is None else int(block)
+    if bq == 128 and not aligned:
+        if block is not None:
+            raise LaunchError("prefill_attention: block 128 copies tiles of q, k, v and out, which must start on "
+                              "16-byte boundaries")
+        bq = 64 if tuned_for_cuda_mma(backend, (q,)) else 16
+    if bq not in (16, 64, 128):
+        raise LaunchError(f"prefill_attention: block must be 16, 64 or 128, got {bq}")
     if b * h > 65535:
         raise LaunchError(f"prefill_attention: B*H = {b * h} exceeds 65535 groups")
     args = (q, k, v, out, s, h, h_kv, int(bool(causal)), _scale(scale, d))
-    if bq == 64:
+    if bq == 128:
+        from .attention_ws import FA_BQ, FA_THREADS, attention_prefill_ws, fa_config
+
+        attention_prefill_ws.variant(T=dt, D=d, **fa_config(d)).launch(
+            *args[:7], b * h, b * h_kv, *args[7:], grid=(ceil_div(s, FA_BQ) * FA_THREADS, b * h),
+            group=(FA_THREADS,), backend=backend)
+    elif bq == 64:
         attention_prefill.variant(T=dt, D=d, BQ=64).launch(*args, grid=(ceil_div(s, 64) * 128, b * h),
                                                            group=(128,), backend=backend)
     else:

@@ -221,8 +221,16 @@ def mma_wg(lw: Any, a: CallArgs) -> FValue:
     if registers and at.type.dtype != bt.type.dtype:
         raise lw.type_error(f"mma_wg()'s A fragment holds {at.type.dtype.name} and its B tile "
                             f"{bt.type.dtype.name}", a.node_of("b"))
+    commit = a["commit"]
+    if not (isinstance(commit, Py) and isinstance(commit.value, bool)):
+        raise lw.type_error(f"mma_wg()'s commit is True or False, got {describe(commit)}", a.node_of("commit"))
+    pending = _pending(lw, a)
+    if not commit.value and pending:
+        raise lw.type_error("mma_wg(commit=False) waits for nothing: its group closes at the next mma_wg, whose "
+                            "pending counts it", a.node_of("pending"))
+    extra = {} if commit.value else {"commit": False}
     return lw.value("mma_wg", [at.value, ao.value, bt.value, bo.value, acc.value], a.node, k=k, k0=k0,
-                    b_major=major.value, b_block=block, pending=_pending(lw, a))
+                    b_major=major.value, b_block=block, pending=pending, **extra)
 
 
 def _pending(lw: Any, a: CallArgs) -> int:

@@ -546,7 +546,7 @@ class Executor:
         return self.fragments.rows(op, env[op.operands[0]], mask)
 
     def _mma_wg_wait(self, op: Op, env: Env, mask: Mask) -> None:
-        self.fragments.retire(op.attrs["pending"])
+        self.fragments.retire(op.attrs["pending"], op)
 
 
 def _box(op: Op, item: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:

@@ -120,8 +120,10 @@ class Fragments:
         self.faults = faults
         self.memory = memory
         self.lanes = None if strategy is None else LaneLayouts(strategy, threads.simd_width, faults)
-        #: Warpgroup multiplies issued and not yet retired, oldest first (``mma_wg`` with ``pending``).
-        self.in_flight: list = []
+        #: Groups of warpgroup multiplies committed and not yet retired, oldest first (``mma_wg`` with
+        #: ``pending``), and the multiplies issued with ``commit=False`` that the next one's group takes.
+        self.in_flight: list[list[Callable[[], None]]] = []
+        self.open_group: list[Callable[[], None]] = []
         #: Per in-flight multiply (by id of its result): the copies a variable's store made of its result for
         #: some subgroups, filled when it retires; and the root multiply of each such copy.
         self._copies: dict[int, list[tuple[Array, Array]]] = {}
@@ -379,8 +381,11 @@ class Fragments:
             a_of: Callable[[], Array] = lambda: a_now  # noqa: E731 - the registers as issued
         else:
             a_of = lambda: a_buf.data[self._flat(a_buf, subgroups, a_index)].astype(np.float64)  # noqa: E731
-        self.in_flight.append(lambda: self._multiply(op, ct, a_of, b_buf, b_index, c, out, subgroups))
-        self.retire(op.attrs["pending"])
+        self.open_group.append(lambda: self._multiply(op, ct, a_of, b_buf, b_index, c, out, subgroups))
+        if op.attrs.get("commit", True):
+            self.in_flight.append(self.open_group)
+            self.open_group = []
+            self.retire(op.attrs["pending"])
         return out
 
     def follow(self, value: Array, copy: Array, subgroups: Array) -> None:
@@ -391,10 +396,16 @@ class Fragments:
             self._copies[root].append((copy, subgroups))
             self._root[id(copy)] = root
 
-    def retire(self, pending: int) -> None:
-        """Complete the oldest warpgroup multiplies until at most ``pending`` are in flight."""
+    def retire(self, pending: int, op: Op | None = None) -> None:
+        """Complete the oldest groups of warpgroup multiplies until at most ``pending`` are in flight (at
+        ``mma_wg_wait`` ``op``: a group left open by ``commit=False`` is a misuse, which the hardware would
+        never retire)."""
+        if op is not None and self.open_group:
+            raise self.faults.general(op, "mma_wg_wait with a multiply issued with commit=False and no mma_wg after "
+                                          "it to close its group: that multiply would never retire")
         while len(self.in_flight) > pending:
-            self.in_flight.pop(0)()
+            for multiply in self.in_flight.pop(0):
+                multiply()
 
     def _multiply(self, op: Op, ct: FragmentType, a_of: Callable[[], Array], b_buf: Buffer, b_index: Array,
                   c: Array, out: Array, subgroups: Array) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 
 from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 from iron.std import attention as A
+from iron.std import attention_ws as W
 
 VECTORS = [{"T": f32, "VEC": 4}, {"T": f16, "VEC": 8}, {"T": bf16, "VEC": 8}]
 LOG2E = 1.0 / math.log(2.0)
@@ -363,16 +364,17 @@ def prefill_oracle(q, k, v, o, s, h, h_kv, causal, scale):
     return Expect(out, mag)
 
 
-def prefill_depth(d: int, s: int, a: float) -> Depth:
+def prefill_depth(d: int, s: int, a: float, block: int = 32) -> Depth:
     """The prefill's rounding chain.
 
     Score: the matrix unit sums D exact products in its own order (D steps), times scale*log2(e) (2),
     |s - m| (1), exp2 (2): (D + 5) * A per weight, twice for the normalisation.  l: the block's sum of
     its P (up to 32 terms) and l * alpha + sum per block; the accumulator: P V's sum over a block (32),
-    the rescale and the add per block (2): S + 32 + 4 per block of 8 keys (the smallest block), and the
-    division (1).  T: P's rounding (2: weights and their sum) and the output's (1).
+    the rescale and the add per block (2): S + ``block`` (the most keys a kernel's block holds) + 4 per block
+    of 8 keys (the smallest block), and the division (1).  T: P's rounding (2: weights and their sum) and the
+    output's (1).
     """
-    return Depth(steps=3, f32_steps=math.ceil(2 * (d + 5) * a) + s + 32 + 4 * -(-s // A.SBK) + 1)
+    return Depth(steps=3, f32_steps=math.ceil(2 * (d + 5) * a) + s + block + 4 * -(-s // A.SBK) + 1)
 
 
 def prefill_args(case) -> tuple[list, float]:
@@ -405,6 +407,40 @@ def prefill_setup(case):
              name="std/attention/prefill_small")
 def prefill_small_setup(case):
     return _prefill_setup(case, A.SBQ, A.SNT)
+
+
+#: The Hopper kernel on the shapes above and on several query tiles of 128 and key blocks with tails (causal and
+#: not, GQA), in both key-block widths.
+PREFILL_WS_SHAPES = [*PREFILL_SHAPES, {"B": 1, "H": 2, "Hkv": 1, "S": 300, "D": 128, "C": 1},
+                     {"B": 1, "H": 2, "Hkv": 2, "S": 257, "D": 64, "C": 0}]
+PREFILL_WS_BINDINGS = [{"BK": 128, "STAGES": 2}, {"BK": 64, "STAGES": 3}]
+
+
+def prefill_ws_oracle(q, k, v, o, s, h, h_kv, bh, bh_kv, causal, scale):
+    return prefill_oracle(q, k, v, o, s, h, h_kv, causal, scale)
+
+
+def prefill_ws_args(case) -> tuple[list, float]:
+    """attention_prefill_ws's arguments: the prefill's, with B * H and B * H_kv (the tile copies' extents)."""
+    args, scale = prefill_args(case)
+    b, h, h_kv = args[0].shape[0], args[5], args[6]
+    return [*args[:7], b * h, b * h_kv, *args[7:]], scale
+
+
+def _prefill_ws_setup(case, **bench_fields) -> Setup:
+    args, scale = prefill_ws_args(case)
+    q, k, s, h = args[0], args[1], args[4], args[5]
+    a = score_magnitude(q, k, scale)
+    return Setup(args=args, grid=(-(-s // W.FA_BQ) * W.FA_THREADS, q.shape[0] * h), group=(W.FA_THREADS,),
+                 oracle=prefill_ws_oracle, depth=prefill_depth(q.shape[-1], s, a, case["BK"]),
+                 binding={"D": q.shape[-1]}, **bench_fields)
+
+
+@test_kernel(W.attention_prefill_ws, shapes={"interp": PREFILL_WS_SHAPES, "cuda": PREFILL_WS_SHAPES, "*": []},
+             dtypes=PREFILL_DTYPES, bindings=PREFILL_WS_BINDINGS, name="std/attention/prefill_ws")
+def prefill_ws_setup(case):
+    """FlashAttention-3's structure on Hopper (warp roles, tile copies, warpgroup multiplies): interp and CUDA."""
+    return _prefill_ws_setup(case)
 
 
 def _prefill_torch(q, k, v, o, s, h, h_kv, causal, scale):
@@ -458,3 +494,18 @@ def prefill_bench_setup(case):
        reference={"cuda": _prefill_torch, "*": _prefill_numpy})
 def prefill_small_bench_setup(case):
     return _prefill_setup(case, A.SBQ, A.SNT, **_prefill_bench_fields(case))
+
+
+def _prefill_ws_torch(q, k, v, o, s, h, h_kv, bh, bh_kv, causal, scale):
+    return _prefill_torch(q, k, v, o, s, h, h_kv, causal, scale)
+
+
+def _prefill_ws_numpy(q, k, v, o, s, h, h_kv, bh, bh_kv, causal, scale):
+    return _prefill_numpy(q, k, v, o, s, h, h_kv, causal, scale)
+
+
+@bench(W.attention_prefill_ws, shapes={**PREFILL_BENCH, "vulkan": []}, dtypes=PREFILL_DTYPES,
+       bindings=PREFILL_WS_BINDINGS[:1], name="std/attention/prefill_ws",
+       reference={"cuda": _prefill_ws_torch, "*": _prefill_ws_numpy})
+def prefill_ws_bench_setup(case):
+    return _prefill_ws_setup(case, **_prefill_bench_fields(case))

@@ -1,0 +1,240 @@
+"""Flash-attention prefill with warp roles on Hopper: attention.py's contract, FlashAttention-3's structure.
+
+One group of 384 threads owns 128 queries of one (batch, head).  Role 0, one warpgroup at a 24-register budget, is
+the producer: one thread copies the group's Q tile once and then, block by block, the BK keys' K and V tiles into
+two rings of shared buffers (tile copies: TMA on sm_90), each slot completing on its ``full`` barrier.  Role 1, two
+warpgroups at 240 registers, are the consumers, each owning 64 query rows: per key block, S = Q K^T by warpgroup
+multiplies from shared memory, the online softmax on the accumulator's registers (row max, exp2, row sum, the
+output rows rescaled), P fed back as the A operand of O += P V straight from registers, and the K and V slots
+released on their ``empty`` barriers.  S, P and O never touch shared memory; no block barrier runs in the loop.
+OVERLAP (FlashAttention-3's intra-warpgroup overlap): block j's softmax runs while P_{j-1} V_{j-1} multiplies.
+
+Causal attention visits only the key blocks up to the group's last query (the mask, a select per score, runs on
+every block); groups take their query tiles last first, so the longest rows start first.  The output is staged through shared memory and stored by the consumers in 16-byte pieces.
+Only CUDA sm_90 runs it (``mma_wg``, tile copies, register budgets); the interpreter runs it too (tests).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
+from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, exp2, frag_acc, frag_acc_to_a,
+                       frag_mask, frag_row_max, frag_row_sum, frag_scale_rows, frag_store, group_id, lane_id, mma_wg,
+                       mma_wg_wait, num_groups, recip, role_barrier, shared, simd_group_id, static_range, thread_id,
+                       warp_roles)
+
+from .gemm_ws import free_slot, full_slot
+
+#: Queries per group (two consumer warpgroups of 64), and the roles' threads and register budgets (FlashAttention-3's
+#: split of 384 threads: 128 x 24 + 256 x 240, all a multiprocessor's registers).
+FA_BQ = 128
+FA_ROLES = (128, 256)
+FA_REGISTERS = (24, 240)
+FA_THREADS = sum(FA_ROLES)
+#: Consumer subgroups release a slot (one lane each).
+FA_RELEASES = FA_ROLES[1] // 32
+#: Columns of one swizzled block (64 16-bit values: 128 bytes a row).
+COLS = 64
+#: A key index no query reaches: the diagonal of a mask that is not causal.
+NO_DIAGONAL = 1 << 30
+LOG2E = 1.4426950408889634
+NEG = -math.inf
+
+
+def fa_shared_bytes(v: dict[str, Any]) -> int:
+    """Shared memory of one group: Q, the K and V rings, the output staging rows and the barriers."""
+    d, bk, stages = v["D"], v["BK"], v["STAGES"]
+    return (FA_BQ * d + 2 * stages * bk * d + FA_BQ * (d + 8)) * 2 + 8 * (1 + 4 * stages)
+
+
+def fa_fits(v: dict[str, Any]) -> bool:
+    """The group's shared memory fits sm_90's opt-in limit (227 KiB)."""
+    return fa_shared_bytes(v) <= 227 * 1024
+
+
+#: The host's binding: 128-key blocks through rings of two slots.
+FA_DEFAULT = {"BK": 128, "STAGES": 2, "OVERLAP": True}
+
+
+def fa_config(d: int) -> dict[str, int]:
+    """The key block and ring depth the host runs :data:`attention_prefill_ws` with for head dimension ``d``."""
+    return dict(FA_DEFAULT)
+
+
+@func
+def issue_scores(q_s, k_s, wg, slot, nb, bk, pending):
+    """S = Q K^T for warpgroup ``wg``'s 64 queries and the BK keys in K's ring ``slot``: one group of multiplies
+    (a 64-column block of D each), ``pending`` groups left in flight."""
+    sc = frag_acc(f32, 16, bk)
+    for c in static_range(nb):
+        sc = mma_wg(q_s, c * FA_BQ * COLS + wg * 64 * COLS, k_s, (slot * nb + c) * bk * COLS, sc, k=COLS,
+                    commit=c == nb - 1, pending=pending if c == nb - 1 else 0)
+    return sc
+
+
+@func
+def issue_pv(p, v_s, slot, acc, nb, bk, dtype, pending):
+    """acc + P V for the BK keys in V's ring ``slot``, P (the weights, f32) rounded to ``dtype`` and fed from
+    registers 16 keys at a time: one group of multiplies, ``pending`` groups left in flight."""
+    for kk in static_range(bk // 16):
+        acc = mma_wg(frag_acc_to_a(p, kk * 16, dtype), 0, v_s, slot * nb * bk * COLS + kk * 16 * COLS, acc, k=16,
+                     b_major="n", b_block=bk * COLS, commit=kk == bk // 16 - 1,
+                     pending=pending if kk == bk // 16 - 1 else 0)
+    return acc
+
+
+@func
+def release_slot(empty, slot):
+    """A ring slot goes back to the producer: one lane of each consumer subgroup arrives."""
+    if lane_id() == 0:
+        barrier_arrive(empty, slot)
+
+
+@func
+def mask_scores(sc, k0, S, causal, row0):
+    """Scores of keys k0 .. with keys past the sequence, and under ``causal`` keys past the query, at -inf; on every
+    block (see the kernel for why no branch skips it)."""
+    diagonal = NO_DIAGONAL
+    if causal != 0:
+        diagonal = row0 - k0
+    return frag_mask(sc, NEG, cols=S - k0, diagonal=diagonal)
+
+
+@func
+def online_softmax(sc, m, l):
+    """One key block's step of the online softmax on scores ``sc`` (base 2): the running row max ``m`` and sum ``l``
+    updated, the weights ``p`` = 2^(sc - m) and the factor ``alpha`` = 2^(m_old - m) the output rows take.  m and l
+    stay row reductions (the sum's row max is the sum itself), so each is one register per row in a loop, not one
+    per element."""
+    m_new = frag_row_max(max(m, sc))
+    p = exp2(sc - m_new)
+    alpha = exp2(m - m_new)
+    return m_new, p, frag_row_max(l * alpha + frag_row_sum(p)), alpha
+
+
+@func
+def overlapped_block(j, sc, m, l, acc, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, wg, nb, bk, stages, dtype):
+    """Iteration j of the overlapped loop on block j's scaled (and masked) scores ``sc``, with P_{j-1} V_{j-1} in
+    flight: the softmax, then (once that multiply retired) O rescaled, S_{j+1} and P_j V_j issued, and S_{j+1}
+    awaited.  Returns S_{j+1} (unscaled), m, l and O (its multiply running)."""
+    release_slot(k_empty, j % stages)
+    m, p, l, alpha = online_softmax(sc, m, l)
+    mma_wg_wait(0)
+    if j > 0:
+        release_slot(v_empty, (j - 1) % stages)
+    acc = frag_scale_rows(acc, alpha)
+    sc = issue_scores(q_s, k_s, wg, full_slot(k_full, j + 1, stages), nb, bk, 1)
+    acc = issue_pv(p, v_s, full_slot(v_full, j, stages), acc, nb, bk, dtype, 2)
+    mma_wg_wait(1)
+    return sc, m, l, acc
+
+
+@kernel(variants(T=[f16, bf16], D=[128, 64], BK=[128, 64], STAGES=[2, 3], OVERLAP=[True, False],
+                 where=fa_fits))
+def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int, H_kv: int, BH: int, BH_kv: int,
+                         causal: int, scale: f32):
+    """o = softmax(scale * Q K^T + mask) V per (batch, head), attention.attention_prefill's contract on Hopper.
+
+    q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128}; H a multiple of H_kv;
+    BH = B * H and BH_kv = B * H_kv (the tile copies' outer extents); causal != 0 masks key j > query i.  Grid (ceil(S / 128) * 384, B * H), group (384,), subgroups of 32: group
+    (x, bh) owns queries [128 t, 128 t + 128) of head bh for t = ceil(S / 128) - 1 - x (the last tiles first).
+    Per key block of BK: S = Q K^T in f32 (products exact, 16-deep slices in the unit's order), scores times
+    scale * log2(e), the running row max m and sum l in f32 (l sums the unrounded weights 2^(s - m)), P rounded
+    to T once for P V, O rescaled by 2^(m_old - m_new) before each block's P V; one rounding of O / l to T.
+    Loads past S read 0 and their scores are masked; rows past S are computed and never stored.  NaN/Inf in q
+    or k give NaN rows; NaN/Inf in v reach the rows that weight them (a masked weight is 0, and 0 * Inf is NaN:
+    a non-finite v also reaches the rows of its query tile that mask it in the same key block).
+    """
+    NB = D // COLS
+    q_s = shared(T, FA_BQ * D)
+    k_s = shared(T, STAGES * BK * D)
+    v_s = shared(T, STAGES * BK * D)
+    OLD = D + 8  # staged output rows, 16 bytes longer than D: a row's fragment stores start 4 banks further
+    o_s = shared(T, FA_BQ * OLD)
+    q_full = async_barriers(1, 1)
+    k_full = async_barriers(STAGES, 1)
+    k_empty = async_barriers(STAGES, FA_RELEASES)
+    v_full = async_barriers(STAGES, 1)
+    v_empty = async_barriers(STAGES, FA_RELEASES)
+    role = warp_roles(FA_ROLES, registers=FA_REGISTERS)
+    tid = thread_id(0)
+    bh = group_id(1)
+    q0 = (num_groups(0) - 1 - group_id(0)) * FA_BQ
+    kvh = (bh // H) * H_kv + (bh % H) // (H // H_kv)
+    kend = S
+    if causal != 0:
+        kend = min(S, q0 + FA_BQ)
+    blocks = (kend + BK - 1) // BK
+    if role == 0:
+        if tid == 0:
+            for c in static_range(NB):
+                copy_tile(q_s, c * FA_BQ * COLS, q, (BH, S, D), (bh, q0, c * COLS),
+                          (1, FA_BQ, COLS), q_full, 0)
+            barrier_arrive(q_full, 0, bytes=FA_BQ * D * T.itemsize)
+            for j in range(blocks):
+                s = free_slot(k_empty, j, STAGES)
+                for c in static_range(NB):
+                    copy_tile(k_s, (s * NB + c) * BK * COLS, k, (BH_kv, S, D),
+                              (kvh, j * BK, c * COLS), (1, BK, COLS), k_full, s)
+                barrier_arrive(k_full, s, bytes=BK * D * T.itemsize)
+                s = free_slot(v_empty, j, STAGES)
+                for c in static_range(NB):
+                    copy_tile(v_s, (s * NB + c) * BK * COLS, v, (BH_kv, S, D),
+                              (kvh, j * BK, c * COLS), (1, BK, COLS), v_full, s)
+                barrier_arrive(v_full, s, bytes=BK * D * T.itemsize)
+    else:
+        wg = (tid - FA_ROLES[0]) // 128
+        row0 = q0 + wg * 64 + (simd_group_id() % 4) * 16  # this subgroup's first query
+        sl2 = scale * LOG2E
+        acc = frag_acc(f32, 16, D)
+        barrier_wait(q_full, 0, 0)
+        if OVERLAP:
+            # Block j's scores are in registers when iteration j starts, and P_{j-1} V_{j-1} may still run: the
+            # softmax of S_j overlaps it; once it retired, O is rescaled, S_{j+1} is issued and P_j V_j behind
+            # it, and S_{j+1} is awaited while P_j V_j runs on.  The last block is peeled off, so that every
+            # iteration issues S_{j+1}, and every block is masked: where a conditional multiply or a branch round
+            # the mask shares the loop, ptxas waits for the running multiply before the softmax instead (and
+            # loops split at the first masked block would run different trip counts in lock-stepped groups on
+            # the interpreter).
+            sc = issue_scores(q_s, k_s, wg, full_slot(k_full, 0, STAGES), NB, BK, 0)
+            m = frag_acc(f32, 16, BK, value=NEG)
+            l = frag_acc(f32, 16, BK)
+            for j in range(blocks - 1):
+                sc, m, l, acc = overlapped_block(j, mask_scores(sc * sl2, j * BK, S, causal, row0), m, l, acc, q_s,
+                                                 k_s, v_s, k_full, k_empty, v_full, v_empty, wg, NB, BK, STAGES, T)
+            last = blocks - 1
+            release_slot(k_empty, last % STAGES)
+            m, p, l, alpha = online_softmax(mask_scores(sc * sl2, last * BK, S, causal, row0), m, l)
+            mma_wg_wait(0)
+            if last > 0:
+                release_slot(v_empty, (last - 1) % STAGES)
+            acc = issue_pv(p, v_s, full_slot(v_full, last, STAGES), frag_scale_rows(acc, alpha), NB, BK, T, 0)
+            release_slot(v_empty, last % STAGES)
+        else:
+            m = frag_acc(f32, 16, BK, value=NEG)
+            l = frag_acc(f32, 16, BK)
+            for j in range(blocks):
+                s = full_slot(k_full, j, STAGES)
+                sc = issue_scores(q_s, k_s, wg, s, NB, BK, 0)
+                release_slot(k_empty, s)
+                sc = mask_scores(sc * sl2, j * BK, S, causal, row0)
+                m, p, l, alpha = online_softmax(sc, m, l)
+                acc = frag_scale_rows(acc, alpha)
+                s = full_slot(v_full, j, STAGES)
+                acc = issue_pv(p, v_s, s, acc, NB, BK, T, 0)
+                release_slot(v_empty, s)
+        acc = frag_scale_rows(acc, recip(l))
+        frag_store(o_s, (wg * 64 + (simd_group_id() % 4) * 16) * OLD, OLD, acc)
+        role_barrier()
+        # The consumers store the staged rows in 16-byte pieces, skipping rows past the sequence.
+        ct = tid - FA_ROLES[0]
+        for i in static_range(FA_BQ * D // 8 // FA_ROLES[1]):
+            e = ct + i * FA_ROLES[1]
+            r = e // (D // 8)
+            cc = (e % (D // 8)) * 8
+            if q0 + r < S:
+                o.store((bh * S + q0 + r) * D + cc, o_s.load(r * OLD + cc, width=8))
+
+__all__ = ["FA_BQ", "FA_DEFAULT", "FA_THREADS", "attention_prefill_ws", "fa_config", "fa_fits", "fa_shared_bytes"]
