@@ -27,6 +27,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "WS_128_S2": {"BK": 128, "STAGES": 2, "OVERLAP": False},
     "WSO_64_S2": {"BK": 64, "STAGES": 2, "OVERLAP": True},
     "WSO_64_S3": {"BK": 64, "STAGES": 3, "OVERLAP": True},
+    "WSO_64_S4": {"BK": 64, "STAGES": 4, "OVERLAP": True},
+    "WS_64_S4": {"BK": 64, "STAGES": 4, "OVERLAP": False},
 }
 
 

@@ -2,11 +2,13 @@
 compiled by this machine's NVRTC for sm_90a, with their register and spill counts.
 
 Run: ``PYTHONPATH=src python3 scripts/device/ptxas_notes.py iron.std.attention_ws:attention_prefill_ws T=bf16,D=128``
-(one MODULE:KERNEL and one or more bindings; values parsed as ints, True/False or dtype names)."""
+(one MODULE:KERNEL and one or more bindings; values parsed as ints, True/False or dtype names).  With $OUT set,
+each variant's source and CUBIN are written there."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 
@@ -17,7 +19,7 @@ def _value(text: str):
         return text == "True"
     if text.lstrip("-").isdigit():
         return int(text)
-    return getattr(iron, text)
+    return getattr(iron, text, text)  # a dtype's name, else the string itself
 
 
 def main() -> None:
@@ -35,6 +37,13 @@ def main() -> None:
         k = next(iter(art.report["kernels"].values()), {})
         print(spec, {key: k.get(key) for key in ("registers", "spill_stores", "spill_loads")}, notes or "no notes",
               flush=True)
+        out = os.environ.get("OUT")
+        if out:  # the source and the binary, to compare with another machine's
+            tag = spec.replace(",", "_").replace("=", "")
+            with open(os.path.join(out, f"{name}_{tag}.cu"), "w") as f:
+                f.write(source)
+            with open(os.path.join(out, f"{name}_{tag}.cubin"), "wb") as f:
+                f.write(art.binary)
 
 
 if __name__ == "__main__":

@@ -106,9 +106,9 @@ def mask_scores(sc, k0, S, causal, row0):
 def online_softmax(sc, m, l):
     """One key block's step of the online softmax on scores ``sc`` (base 2): the running row max ``m`` and sum ``l``
     updated, the weights ``p`` = 2^(sc - m) and the factor ``alpha`` = 2^(m_old - m) the output rows take.  m and l
-    stay row reductions (the sum's row max is the sum itself), so each is one register per row in a loop, not one
-    per element."""
-    m_new = frag_row_max(max(m, sc))
+    stay row reductions (a row max of values equal along the row is that value), so each is one register per row
+    in a loop, not one per element, and the old max meets the block's per row, not per element."""
+    m_new = frag_row_max(max(m, frag_row_max(sc)))
     p = exp2(sc - m_new)
     alpha = exp2(m - m_new)
     return m_new, p, frag_row_max(l * alpha + frag_row_sum(p)), alpha
@@ -131,7 +131,7 @@ def overlapped_block(j, sc, m, l, acc, q_s, k_s, v_s, k_full, k_empty, v_full, v
     return sc, m, l, acc
 
 
-@kernel(variants(T=[f16, bf16], D=[128, 64], BK=[128, 64], STAGES=[2, 3], OVERLAP=[True, False],
+@kernel(variants(T=[f16, bf16], D=[128, 64], BK=[128, 64], STAGES=[2, 3, 4], OVERLAP=[True, False],
                  where=fa_fits))
 def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int, H_kv: int, BH: int, BH_kv: int,
                          causal: int, scale: f32):
@@ -219,7 +219,9 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
                 s = full_slot(k_full, j, STAGES)
                 sc = issue_scores(q_s, k_s, wg, s, NB, BK, 0)
                 release_slot(k_empty, s)
-                sc = mask_scores(sc * sl2, j * BK, S, causal, row0)
+                sc = sc * sl2
+                if (j + 1) * BK > S or (causal != 0 and (j + 1) * BK > q0 + wg * 64 + 1):
+                    sc = mask_scores(sc, j * BK, S, causal, row0)  # only blocks that reach past S or a query
                 m, p, l, alpha = online_softmax(sc, m, l)
                 acc = frag_scale_rows(acc, alpha)
                 s = full_slot(v_full, j, STAGES)

@@ -527,7 +527,8 @@ class Dialect:
     packs_fragments: bool = False
 
     def frag_pack(self, lo: str, hi: str, dt: D.DType) -> str:
-        """Two f32 values (exact in ``dt``) as one packed word."""
+        """Two f32 values, each rounded once to ``dt`` (to nearest even; exact ones unchanged), as one packed
+        word."""
         raise NotImplementedError
 
     def frag_ldmatrix(self, instruction: str, words: list[str], address: str) -> list[str]:

@@ -441,12 +441,12 @@ class FragmentPrinter:
             if moves is None:
                 raise d.unsupported(op, f"an A fragment from columns {col0} .. {col0 + 15} of {src} (another lane "
                                         f"holds some of them; a multiple of 8 keeps them in place)")
-            held = [d.frag_round(f"{x.text}[{j}]", t.dtype) for j in moves]
-            if t in self.packed:
+            if t in self.packed:  # the pack rounds each value once
+                held = [f"{x.text}[{j}]" for j in moves]
                 for w in range(len(held) // 2):
                     self.p.line(f"{name}[{w}] = {d.frag_pack(held[2 * w], held[2 * w + 1], t.dtype)};")
             else:
-                for i, text in enumerate(held):
+                for i, text in enumerate(d.frag_round(f"{x.text}[{j}]", t.dtype) for j in moves):
                     self.p.line(f"{name}[{i}] = {text};")
             return
         with self._through_scratch(f"columns {col0} .. {col0 + 15} of the accumulator through the subgroup's "
@@ -458,8 +458,7 @@ class FragmentPrinter:
             at = f"{scratch}[{base} + ({{}}) * 16 + ({{}})]"
             if t in self.packed:
                 def word(layout: FragmentLayout, lane: str, w: str) -> list[str]:
-                    halves = [d.frag_round(at.format(*element_exprs(layout, lane, f"(2 * {w} + {h})")), t.dtype)
-                              for h in range(2)]
+                    halves = [at.format(*element_exprs(layout, lane, f"(2 * {w} + {h})")) for h in range(2)]
                     return [f"{name}[{w}] = {d.frag_pack(halves[0], halves[1], t.dtype)};"]
 
                 self._per_lane(t, word)
