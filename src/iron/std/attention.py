@@ -6,12 +6,13 @@ times ``log2(e)``, ``exp2``), accumulate in f32 and keep f32 softmax statistics 
 sum ``l``); an output is rounded to its dtype once.  No float atomics: every sum runs in a fixed order,
 so results are deterministic.
 
-Two prefill kernels: ``attention_prefill`` (64 queries per group, 16x8x16 fragments, the output
-accumulator in registers: CUDA's ``mma.sync``) and ``attention_prefill_small`` (16 queries, 8x8x8 f32
-fragments, the accumulator in shared memory: 32 KB devices, lavapipe, Metal).  The fragment API cannot
-read or scale one row of an accumulator fragment, nor turn an accumulator into an ``a`` operand, so
-both stage ``S = Q K^T`` through shared memory, run the per-row softmax there and write ``P`` back
-(rounded to T) as the ``a`` operand of ``P V``.
+Three prefill kernels: on Hopper ``attention_ws.attention_prefill_ws`` (128 queries per group, warp roles,
+tile copies, warpgroup multiplies, the softmax on the accumulator's registers); ``attention_prefill`` (64
+queries per group, 16x8x16 fragments, the output accumulator in registers: CUDA's ``mma.sync``) and
+``attention_prefill_small`` (16 queries, 8x8x8 f32 fragments, the accumulator in shared memory: 32 KB
+devices, lavapipe, Metal).  The last two predate the fragment row operations: they stage ``S = Q K^T``
+through shared memory, run the per-row softmax there and write ``P`` back (rounded to T) as the ``a``
+operand of ``P V``.
 """
 
 from __future__ import annotations

@@ -413,7 +413,8 @@ def prefill_small_setup(case):
 #: not, GQA), in both key-block widths.
 PREFILL_WS_SHAPES = [*PREFILL_SHAPES, {"B": 1, "H": 2, "Hkv": 1, "S": 300, "D": 128, "C": 1},
                      {"B": 1, "H": 2, "Hkv": 2, "S": 257, "D": 64, "C": 0}]
-PREFILL_WS_BINDINGS = [{"BK": 128, "STAGES": 2}, {"BK": 64, "STAGES": 3}]
+PREFILL_WS_BINDINGS = [{"BK": 128, "STAGES": 2, "OVERLAP": False}, {"BK": 128, "STAGES": 2, "OVERLAP": True},
+                       {"BK": 64, "STAGES": 3, "OVERLAP": True}]
 
 
 def prefill_ws_oracle(q, k, v, o, s, h, h_kv, bh, bh_kv, causal, scale):
@@ -505,7 +506,7 @@ def _prefill_ws_numpy(q, k, v, o, s, h, h_kv, bh, bh_kv, causal, scale):
 
 
 @bench(W.attention_prefill_ws, shapes={**PREFILL_BENCH, "vulkan": []}, dtypes=PREFILL_DTYPES,
-       bindings=PREFILL_WS_BINDINGS[:1], name="std/attention/prefill_ws",
+       bindings=[dict(W.FA_DEFAULT)], name="std/attention/prefill_ws",
        reference={"cuda": _prefill_ws_torch, "*": _prefill_ws_numpy})
 def prefill_ws_bench_setup(case):
     return _prefill_ws_setup(case, **_prefill_bench_fields(case))
