@@ -341,3 +341,38 @@ def test_decode_non_finite_policy(backend):
     out = A.decode_attention(q, k, v, np.array([45, 30], np.int32), backend=backend, chunk=16)
     assert np.isfinite(out[0]).all() and np.isfinite(out[1, 1]).all()
     assert np.isnan(out[1, 0]).all()
+
+
+# ---------------------------------------------------------------- the Hopper prefill's binary
+
+@pytest.mark.parametrize("binding", [W.FA_DEFAULT, {"BK": 64, "STAGES": 3, "OVERLAP": True}], ids=["host", "overlap"])
+@pytest.mark.parametrize("d", [128, 64])
+def test_hopper_prefill_keeps_its_registers_budgets_and_pipeline(binding, d, require_toolchain):
+    """For sm_90a (NVRTC here): the roles' budgets kept, no serialised multiplies, no spills (the running max and
+    sum held per row: written per element they spilled), and a main loop of D/16 HGMMA 64xBKx16 for S and BK/16
+    HGMMA 64xDx16 with A from registers for P V, and no block barrier."""
+    from iron.codegen.emit import emit_kernel
+    from iron.codegen.toolchains import nvrtc, sass
+
+    require_toolchain("nvrtc")
+    built = nvrtc.build(emit_kernel(W.attention_prefill_ws.variant(T=iron.bf16, D=d, **binding).compiled("cuda"),
+                                    "cuda").source, arch="sm_90")
+    report = built.report
+    (kernel,) = report["kernels"].values()
+    assert report["arch"] == "sm_90a" and not report["setmaxnreg_ignored"] and report["wgmma_serialized"] == {}
+    assert kernel["stack_bytes"] == kernel["spill_stores"] == kernel["spill_loads"] == 0
+    if sass.nvdisasm() is None:
+        pytest.skip(f"nvdisasm is not installed: {sass.INSTALL}")
+    loops = [loop for loop in sass.loops(sass.disassemble(built.binary))
+             if any(i.opcode.startswith("HGMMA") for i in loop)]
+    bk = binding["BK"]
+    # the innermost loop with both products (the mbarrier waits' retries jump back from the function's end, so
+    # some "loops" span it whole)
+    main = min((loop for loop in loops if len({"tnspB" in i.operands for i in loop if i.opcode.startswith("HGMMA")})
+                == 2), key=len)
+    multiplies = [i for i in main if i.opcode.startswith("HGMMA")]
+    scores = [i.opcode for i in multiplies if "tnspB" not in i.operands]  # A and B from shared memory
+    products = [i.opcode for i in multiplies if "tnspB" in i.operands]  # A from registers, V k-by-n
+    assert scores == [f"HGMMA.64x{bk}x16.F32.BF16"] * (d // 16)
+    assert products == [f"HGMMA.64x{d}x16.F32.BF16"] * (bk // 16)
+    assert not [i for i in main if i.opcode.startswith("BAR.")], "a block barrier in the main loop"
