@@ -56,7 +56,8 @@ def test_decode_attention_with_each_heads_per_group(cuda, h, h_kv):
 
 
 @pytest.mark.parametrize("shape,causal", [((1, 4, 4, 1000, 128), True), ((2, 4, 1, 300, 64), False),
-                                          ((1, 2, 2, 1, 128), True)], ids=["mha-causal", "gqa", "one-token"])
+                                          ((1, 2, 2, 1, 128), True), ((1, 2, 1, 300, 256), True)],
+                         ids=["mha-causal", "gqa", "one-token", "d256"])
 def test_prefill_attention_takes_the_hopper_kernel(cuda, shape, causal):
     """On sm_90 the host runs attention_ws.py's kernel (128 queries, warp roles, tile copies): query tiles and key
     blocks with tails, grouped-query heads, one token.  A wrong block, mask or rescale is off by O(0.1)."""

@@ -31,8 +31,8 @@ def _entry(name: str):
 
 #: The 48 KB tensor-core prefill, the Hopper one (warpgroup multiplies), and decode teams of 16 lanes (lavapipe's
 #: subgroups have 8).
-NOT_ON_LAVAPIPE = ("std/attention/prefill", "std/attention/prefill_ws", "std/attention/decode_split_tm16",
-                   "std/attention/decode_split_tm16_f32")
+NOT_ON_LAVAPIPE = ("std/attention/prefill", "std/attention/prefill_ws", "std/attention/prefill_ws_d256",
+                   "std/attention/decode_split_tm16", "std/attention/decode_split_tm16_f32")
 
 
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
@@ -225,10 +225,11 @@ def _prefill_expect(q, k, v, causal, scale):
     return SA.Expect(out, mag)
 
 
-@pytest.mark.parametrize("backend,block", [("interp", 128), ("interp", 64), ("interp", 16), ("vulkan", None)])
-@pytest.mark.parametrize("dtype,shape,causal", [
-    (np.float16, (1, 3, 1, 65, 64), True),       # H/H_kv = 3; one past a 64-query block
-    (BF16, (2, 2, 2, 17, 128), False),           # one past a 16-query block, D = 128
+@pytest.mark.parametrize("backend,block,dtype,shape,causal", [
+    *((backend, block, *case) for backend, block in [("interp", 128), ("interp", 64), ("interp", 16), ("vulkan", None)]
+      for case in [(np.float16, (1, 3, 1, 65, 64), True),       # H/H_kv = 3; one past a 64-query block
+                   (BF16, (2, 2, 2, 17, 128), False)]),         # one past a 16-query block, D = 128
+    ("interp", 128, BF16, (1, 2, 1, 130, 256), True),           # heads of 256: the Hopper kernel alone
 ])
 def test_prefill_attention_matches_oracle(backend, block, dtype, shape, causal):
     b, h, h_kv, s, d = shape
@@ -238,7 +239,7 @@ def test_prefill_attention_matches_oracle(backend, block, dtype, shape, causal):
     out = A.prefill_attention(q, k, v, causal=causal, backend=backend, block=block)
     scale = 1.0 / math.sqrt(d)
     a = SA.score_magnitude(q.astype(np.float64), SA.expand_kv(k.astype(np.float64), h), scale)
-    _check(out, _prefill_expect(q, k, v, causal, scale), dtype, SA.prefill_depth(d, s, a))
+    _check(out, _prefill_expect(q, k, v, causal, scale), dtype, SA.prefill_depth(d, s, a, 128 if block == 128 else 32))
 
 
 def test_prefill_attention_custom_scale_and_out():
@@ -312,6 +313,9 @@ def test_prefill_attention_rejects_bad_input(change, message):
         A.prefill_attention(*change(q, k, v), backend="interp")
     with pytest.raises(iron.LaunchError, match="block must be 16, 64 or 128"):
         A.prefill_attention(q, k, v, block=32, backend="interp")
+    wide = np.zeros((1, 2, 8, 256), np.float16)
+    with pytest.raises(iron.LaunchError, match="heads of 256 run on the Hopper kernel alone"):
+        A.prefill_attention(wide, wide, wide, backend="interp")  # the interpreter's default block is 16
 
 
 # ---------------------------------------------------------------- non-finite inputs
@@ -345,8 +349,10 @@ def test_decode_non_finite_policy(backend):
 
 # ---------------------------------------------------------------- the Hopper prefill's binary
 
-@pytest.mark.parametrize("binding", [W.FA_DEFAULT, {"BK": 64, "STAGES": 3, "OVERLAP": True}], ids=["host", "overlap"])
-@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("d,binding", [(128, W.FA_DEFAULT), (64, W.FA_DEFAULT), (256, W.FA_WIDE),
+                                       (128, {"BK": 64, "STAGES": 3, "OVERLAP": True}),
+                                       (64, {"BK": 64, "STAGES": 3, "OVERLAP": True})],
+                         ids=["host-128", "host-64", "host-256", "overlap-128", "overlap-64"])
 def test_hopper_prefill_keeps_its_registers_budgets_and_pipeline(binding, d, require_toolchain):
     """For sm_90a (NVRTC here): the roles' budgets kept, no serialised multiplies, no spills (the running max and
     sum held per row: written per element they spilled), and a main loop of D/16 HGMMA 64xBKx16 for S and BK/16

@@ -539,9 +539,9 @@ def team_lanes(ch: int, d: int, vec: int, backend: str | None, like: Any = ()) -
     return TEAM
 
 
-def _check_heads(h: int, h_kv: int, d: int) -> None:
-    if d not in (64, 128):
-        raise LaunchError(f"attention: head dimension D must be 64 or 128, got {d}")
+def _check_heads(h: int, h_kv: int, d: int, dims: tuple[int, ...] = (64, 128)) -> None:
+    if d not in dims:
+        raise LaunchError(f"attention: head dimension D must be {' or '.join(map(str, dims))}, got {d}")
     if h_kv < 1 or h % h_kv:
         raise LaunchError(f"attention: H={h} query heads must be a multiple of H_kv={h_kv} KV heads")
 
@@ -629,7 +629,7 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
                           f"and {shape_of(k)}")
     b, h, s, d = shape_of(q)
     h_kv = shape_of(k)[1]
-    _check_heads(h, h_kv, d)
+    _check_heads(h, h_kv, d, (64, 128, 256))
     check_shape(k, (b, h_kv, s, d), "prefill_attention: k")
     check_shape(v, (b, h_kv, s, d), "prefill_attention: v")
     for name, x in (("k", k), ("v", v)):
@@ -647,6 +647,9 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
         bq = 64 if tuned_for_cuda_mma(backend, (q,)) else 16
     if bq not in (16, 64, 128):
         raise LaunchError(f"prefill_attention: block must be 16, 64 or 128, got {bq}")
+    if d == 256 and bq != 128:
+        raise LaunchError("prefill_attention: heads of 256 run on the Hopper kernel alone (block 128: an sm_90 GPU, "
+                          "or the interpreter with block=128); this device takes D = 64 or 128")
     if b * h > 65535:
         raise LaunchError(f"prefill_attention: B*H = {b * h} exceeds 65535 groups")
     args = (q, k, v, out, s, h, h_kv, int(bool(causal)), _scale(scale, d))

@@ -9,8 +9,10 @@ output rows rescaled), P fed back as the A operand of O += P V straight from reg
 released on their ``empty`` barriers.  S, P and O never touch shared memory; no block barrier runs in the loop.
 OVERLAP (FlashAttention-3's intra-warpgroup overlap): block j's softmax runs while P_{j-1} V_{j-1} multiplies.
 
-Causal attention visits only the key blocks up to the group's last query (the mask, a select per score, runs on
-every block); groups take their query tiles last first, so the longest rows start first.  The output is staged through shared memory and stored by the consumers in 16-byte pieces.
+Causal attention visits only the key blocks up to the group's last query and masks (a select per score) the
+blocks that reach past the sequence or a warpgroup's first query (with OVERLAP every block); groups take their
+query tiles last first, so the longest rows start first.  The output is staged through shared memory (where Q
+was, for heads of 256) and stored by the consumers in 16-byte pieces.
 Only CUDA sm_90 runs it (``mma_wg``, tile copies, register budgets); the interpreter runs it too (tests).
 """
 
@@ -43,10 +45,16 @@ LOG2E = 1.4426950408889634
 NEG = -math.inf
 
 
+#: Head dimensions whose output is staged in rows of its own (padded by 16 bytes); past them Q's tile holds it.
+OWN_STAGING = 128
+
+
 def fa_shared_bytes(v: dict[str, Any]) -> int:
-    """Shared memory of one group: Q, the K and V rings, the output staging rows and the barriers."""
+    """Shared memory of one group: Q, the K and V rings, the output staging rows (D <= 128; larger heads stage
+    the output where Q was) and the barriers."""
     d, bk, stages = v["D"], v["BK"], v["STAGES"]
-    return (FA_BQ * d + 2 * stages * bk * d + FA_BQ * (d + 8)) * 2 + 8 * (1 + 4 * stages)
+    staging = FA_BQ * (d + 8) if d <= OWN_STAGING else 0
+    return (FA_BQ * d + 2 * stages * bk * d + staging) * 2 + 8 * (1 + 4 * stages)
 
 
 def fa_fits(v: dict[str, Any]) -> bool:
@@ -62,9 +70,14 @@ def fa_fits(v: dict[str, Any]) -> bool:
 FA_DEFAULT = {"BK": 128, "STAGES": 2, "OVERLAP": False}
 
 
+#: Heads of 256: 64-key blocks (the output's 128 accumulator registers beside S's 32), two slots, the output
+#: staged where Q was.  Not measured yet: built and checked by NVRTC here (no spills), run on the interpreter.
+FA_WIDE = {"BK": 64, "STAGES": 2, "OVERLAP": False}
+
+
 def fa_config(d: int) -> dict[str, int]:
     """The key block and ring depth the host runs :data:`attention_prefill_ws` with for head dimension ``d``."""
-    return dict(FA_DEFAULT)
+    return dict(FA_WIDE if d > OWN_STAGING else FA_DEFAULT)
 
 
 @func
@@ -135,14 +148,15 @@ def overlapped_block(j, sc, m, l, acc, q_s, k_s, v_s, k_full, k_empty, v_full, v
     return sc, m, l, acc
 
 
-@kernel(variants(T=[f16, bf16], D=[128, 64], BK=[128, 64], STAGES=[2, 3, 4], OVERLAP=[True, False],
+@kernel(variants(T=[f16, bf16], D=[128, 64, 256], BK=[128, 64], STAGES=[2, 3, 4], OVERLAP=[True, False],
                  where=fa_fits))
 def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int, H_kv: int, BH: int, BH_kv: int,
                          causal: int, scale: f32):
     """o = softmax(scale * Q K^T + mask) V per (batch, head), attention.attention_prefill's contract on Hopper.
 
-    q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128}; H a multiple of H_kv;
-    BH = B * H and BH_kv = B * H_kv (the tile copies' outer extents); causal != 0 masks key j > query i.  Grid (ceil(S / 128) * 384, B * H), group (384,), subgroups of 32: group
+    q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128, 256}; H a multiple of H_kv;
+    BH = B * H and BH_kv = B * H_kv (the tile copies' outer extents); causal != 0 masks key j > query i.
+    Grid (ceil(S / 128) * 384, B * H), group (384,), subgroups of 32: group
     (x, bh) owns queries [128 t, 128 t + 128) of head bh for t = ceil(S / 128) - 1 - x (the last tiles first).
     Per key block of BK: S = Q K^T in f32 (products exact, 16-deep slices in the unit's order), scores times
     scale * log2(e), the running row max m and sum l in f32 (l sums the unrounded weights 2^(s - m)), P rounded
@@ -155,8 +169,9 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
     q_s = shared(T, FA_BQ * D)
     k_s = shared(T, STAGES * BK * D)
     v_s = shared(T, STAGES * BK * D)
-    OLD = D + 8  # staged output rows, 16 bytes longer than D: a row's fragment stores start 4 banks further
-    o_s = shared(T, FA_BQ * OLD)
+    if D <= OWN_STAGING:
+        OLD = D + 8  # staged output rows, 16 bytes longer than D: a row's fragment stores start 4 banks further
+        o_s = shared(T, FA_BQ * OLD)
     q_full = async_barriers(1, 1)
     k_full = async_barriers(STAGES, 1)
     k_empty = async_barriers(STAGES, FA_RELEASES)
@@ -232,15 +247,25 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
                 acc = issue_pv(p, v_s, s, acc, NB, BK, T, 0)
                 release_slot(v_empty, s)
         acc = frag_scale_rows(acc, recip(l))
-        frag_store(o_s, (wg * 64 + (simd_group_id() % 4) * 16) * OLD, OLD, acc)
-        role_barrier()
-        # The consumers store the staged rows in 16-byte pieces, skipping rows past the sequence.
+        first_row = wg * 64 + (simd_group_id() % 4) * 16
         ct = tid - FA_ROLES[0]
-        for i in static_range(FA_BQ * D // 8 // FA_ROLES[1]):
-            e = ct + i * FA_ROLES[1]
-            r = e // (D // 8)
-            cc = (e % (D // 8)) * 8
-            if q0 + r < S:
-                o.store((bh * S + q0 + r) * D + cc, o_s.load(r * OLD + cc, width=8))
+        # The consumers stage the output rows, then store them in 16-byte pieces, skipping rows past the sequence.
+        if D <= OWN_STAGING:
+            frag_store(o_s, first_row * OLD, OLD, acc)
+            role_barrier()
+            for i in static_range(FA_BQ * D // 8 // FA_ROLES[1]):
+                e = ct + i * FA_ROLES[1]
+                if q0 + e // (D // 8) < S:
+                    o.store((bh * S + q0 + e // (D // 8)) * D + (e % (D // 8)) * 8,
+                            o_s.load((e // (D // 8)) * OLD + (e % (D // 8)) * 8, width=8))
+        else:
+            role_barrier()  # both warpgroups' last S multiplies read Q before its tile holds the output
+            frag_store(q_s, first_row * D, D, acc)
+            role_barrier()
+            for i in static_range(FA_BQ * D // 8 // FA_ROLES[1]):
+                e = ct + i * FA_ROLES[1]
+                if q0 + e // (D // 8) < S:
+                    o.store((bh * S + q0 + e // (D // 8)) * D + (e % (D // 8)) * 8,
+                            q_s.load(e // (D // 8) * D + (e % (D // 8)) * 8, width=8))
 
 __all__ = ["FA_BQ", "FA_DEFAULT", "FA_THREADS", "attention_prefill_ws", "fa_config", "fa_fits", "fa_shared_bytes"]

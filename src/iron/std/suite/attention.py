@@ -437,6 +437,14 @@ def _prefill_ws_setup(case, **bench_fields) -> Setup:
                  binding={"D": q.shape[-1]}, **bench_fields)
 
 
+#: Heads of 256 (the host's binding for them): one token; two query tiles with tails, causal, GQA; 70, not causal.
+PREFILL_WS_WIDE = [{"B": 1, "H": 2, "Hkv": 1, "S": 1, "D": 256, "C": 1},
+                   {"B": 1, "H": 2, "Hkv": 1, "S": 150, "D": 256, "C": 1},
+                   {"B": 1, "H": 1, "Hkv": 1, "S": 70, "D": 256, "C": 0}]
+
+
+@test_kernel(W.attention_prefill_ws, shapes={"interp": PREFILL_WS_WIDE, "cuda": PREFILL_WS_WIDE, "*": []},
+             dtypes=PREFILL_DTYPES, bindings=[dict(W.FA_WIDE)], name="std/attention/prefill_ws_d256")
 @test_kernel(W.attention_prefill_ws, shapes={"interp": PREFILL_WS_SHAPES, "cuda": PREFILL_WS_SHAPES, "*": []},
              dtypes=PREFILL_DTYPES, bindings=PREFILL_WS_BINDINGS, name="std/attention/prefill_ws")
 def prefill_ws_setup(case):
