@@ -111,8 +111,8 @@ def release_slot(empty, slot):
 
 @func
 def mask_scores(sc, k0, S, causal, row0):
-    """Scores of keys k0 .. with keys past the sequence, and under ``causal`` keys past the query, at -inf; on every
-    block (see the kernel for why no branch skips it)."""
+    """Scores of keys k0 .. with keys past the sequence, and under ``causal`` keys past the query, at -inf (the
+    kernel says which blocks take it)."""
     diagonal = NO_DIAGONAL
     if causal != 0:
         diagonal = row0 - k0

@@ -160,8 +160,6 @@ class KernelPrinter:
                 self.line(f"const {self.d.type_name(p.type)} {self.names[p.value]} = {value};")
         for text in self.d.grid_guard():
             self.line(text)
-        for text in self.d.kernel_prelude(k):
-            self.line(text)
         self.block(k.body)
         for text in self.exit_lines:
             self.line(text)

@@ -467,11 +467,7 @@ class CudaDialect(CxxDialect):
                       f'{ind}"{{{regs}}}, {{%{d}, %{d + 1}, %{d + 2}, %{d + 3}}}, %{d + 4}, p, 1, 1, {trans};\\n}}"',
                       f"{ind}: {outs}",
                       f'{ind}: ' + ", ".join(f'"r"({a.text}[{w}])' for w in range(4)) +
-                      f', "l"({b_desc}), "r"(1) : "memory");']
-            pin = getattr(self, "register_a_pins", {}).get(id(op))
-            if pin is not None:
-                lines += [f"iron_wg_pin[{pin}][{w}] = {a.text}[{w}];" for w in range(4)]
-            lines += self.warpgroup_commit(op)
+                      f', "l"({b_desc}), "r"(1) : "memory");', *self.warpgroup_commit(op)]
             layout = "k-major" if major == "k" else "n-major"
             return ["{  // mma_wg: " + f"64x{n}x16 {kind}, A from registers, B {layout}",
                     *(ind + line for line in lines), "}"]
@@ -686,20 +682,6 @@ class CudaDialect(CxxDialect):
             return super().cluster_sync(op)
         return ['asm volatile("barrier.cluster.arrive.release;\\nbarrier.cluster.wait.acquire;" ::: "memory");']
 
-    def kernel_prelude(self, kernel: Any) -> list[str]:
-        """Pins for the A registers of warpgroup multiplies left running (A from registers, ``pending`` or
-        ``commit=False``): the hardware reads them until the multiply retires, which the compilers do not know, so
-        each such multiply copies its four words into a pin of the kernel's scope that every ``wgmma.wait_group``
-        reads.  The registers then stay live, and unwritten, until a wait that may retire the multiply; without
-        the pins ptxas reuses them at once and must wait for the multiply first (FlashAttention's P V behind the
-        next block's softmax ran one after the other)."""
-        self.register_a_pins = {id(op): i for i, op in enumerate(
-            op for op in kernel.walk() if op.opcode == "mma_wg" and isinstance(op.operands[0].type, FragmentType)
-            and (op.attrs.get("commit", True) is False or op.attrs["pending"] > 0))}
-        if not self.register_a_pins:
-            return []
-        return [f"unsigned int iron_wg_pin[{len(self.register_a_pins)}][4];  // A registers of running multiplies"]
-
     def warpgroup_commit(self, op: Op) -> list[str]:
         """The end of an ``mma_wg``: commit its group and wait, unless ``commit=False`` leaves the group open for
         the next one's multiplies."""
@@ -708,12 +690,7 @@ class CudaDialect(CxxDialect):
         return ['asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");', *self.warpgroup_wait(op)]
 
     def warpgroup_wait(self, op: Op) -> list[str]:
-        wait = f'asm volatile("wgmma.wait_group.sync.aligned {op.attrs["pending"]};" ::: "memory");'
-        pins = getattr(self, "register_a_pins", {})
-        if not pins:
-            return [wait]
-        reads = ", ".join(f'"r"(iron_wg_pin[{i}][{w}])' for i in range(len(pins)) for w in range(4))
-        return [wait, f'asm volatile("" :: {reads});  // the pinned A registers live until here']
+        return [f'asm volatile("wgmma.wait_group.sync.aligned {op.attrs["pending"]};" ::: "memory");']
 
     def barrier(self) -> str:
         """``__syncthreads``; in a kernel with ``mma_wg`` or tile stores first a proxy fence, so shared-memory

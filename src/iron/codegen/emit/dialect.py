@@ -89,10 +89,6 @@ class Dialect:
     def attach(self, printer: Any) -> None:
         self.printer = printer
 
-    def kernel_prelude(self, kernel: Any) -> list[str]:
-        """Declarations at the top of the kernel's body, after the grid guard (none by default)."""
-        return []
-
     def require(self, name: str, text: str) -> str:
         """Register a helper definition for the module's prelude (once); returns ``name``."""
         self.helpers.setdefault(name, text)
