@@ -148,6 +148,17 @@ def overlapped_block(j, sc, m, l, acc, q_s, k_s, v_s, k_full, k_empty, v_full, v
     return sc, m, l, acc
 
 
+@func
+def store_staged(o, stage, ld, base, rows, ct, d):
+    """The consumers' (thread ``ct`` of 256) store of the 128 staged output rows (``ld`` elements apart in
+    ``stage``) to ``o[base ..]`` in 16-byte pieces, the first ``rows`` of them."""
+    for i in static_range(FA_BQ * d // 8 // FA_ROLES[1]):
+        e = ct + i * FA_ROLES[1]
+        if e // (d // 8) < rows:
+            o.store(base + (e // (d // 8)) * d + (e % (d // 8)) * 8,
+                    stage.load((e // (d // 8)) * ld + (e % (d // 8)) * 8, width=8))
+
+
 @kernel(variants(T=[f16, bf16], D=[128, 64, 256], BK=[128, 64], STAGES=[2, 3, 4], OVERLAP=[True, False],
                  where=fa_fits))
 def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int, H_kv: int, BH: int, BH_kv: int,
@@ -253,19 +264,11 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
         if D <= OWN_STAGING:
             frag_store(o_s, first_row * OLD, OLD, acc)
             role_barrier()
-            for i in static_range(FA_BQ * D // 8 // FA_ROLES[1]):
-                e = ct + i * FA_ROLES[1]
-                if q0 + e // (D // 8) < S:
-                    o.store((bh * S + q0 + e // (D // 8)) * D + (e % (D // 8)) * 8,
-                            o_s.load((e // (D // 8)) * OLD + (e % (D // 8)) * 8, width=8))
+            store_staged(o, o_s, OLD, (bh * S + q0) * D, S - q0, ct, D)
         else:
             role_barrier()  # both warpgroups' last S multiplies read Q before its tile holds the output
             frag_store(q_s, first_row * D, D, acc)
             role_barrier()
-            for i in static_range(FA_BQ * D // 8 // FA_ROLES[1]):
-                e = ct + i * FA_ROLES[1]
-                if q0 + e // (D // 8) < S:
-                    o.store((bh * S + q0 + e // (D // 8)) * D + (e % (D // 8)) * 8,
-                            q_s.load(e // (D // 8) * D + (e % (D // 8)) * 8, width=8))
+            store_staged(o, q_s, D, (bh * S + q0) * D, S - q0, ct, D)
 
 __all__ = ["FA_BQ", "FA_DEFAULT", "FA_THREADS", "attention_prefill_ws", "fa_config", "fa_fits", "fa_shared_bytes"]
