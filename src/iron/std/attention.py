@@ -25,6 +25,8 @@ from iron.lang import (barrier, exp2, fma, frag_a, frag_acc, frag_b, frag_load_a
                        local, log2, mma, num_simd_groups, program_id, select, shared, simd_group_id, simd_shuffle_xor,
                        simd_size, static_range, thread_id, vec)
 from iron.std._plans import planned
+from iron.std.attention_ws import FA_BQ, FA_THREADS, attention_prefill_ws, fa_config, fa_shared_bytes
+from iron.std.gemm_ws import runs_roles
 from iron.std._host import (ceil_div, check_float, check_shape, device_traits, dtype_of, empty_like, output,
                             shape_of, starts_aligned, tuned_for_cuda_mma, vector_width)
 
@@ -605,9 +607,6 @@ def prefill_block(backend: str | None, like: Any = (), d: int = 128) -> int:
     """Queries per group: 128 where warp roles, tile copies and warpgroup multiplies run (attention_ws.py, on
     Hopper), 64 on other CUDA devices (attention_prefill, 48 KB of shared arrays, 128 threads), else 16
     (attention_prefill_small, which fits 32 KB with the portable mma scratch)."""
-    from .attention_ws import fa_config, fa_shared_bytes
-    from .gemm_ws import runs_roles
-
     traits = device_traits(backend, like)
     if runs_roles(traits.profile) and fa_shared_bytes({"D": d, **fa_config(d)}) <= (traits.shared_limit or 0):
         return 128
@@ -654,8 +653,6 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
         raise LaunchError(f"prefill_attention: B*H = {b * h} exceeds 65535 groups")
     args = (q, k, v, out, s, h, h_kv, int(bool(causal)), _scale(scale, d))
     if bq == 128:
-        from .attention_ws import FA_BQ, FA_THREADS, attention_prefill_ws, fa_config
-
         attention_prefill_ws.variant(T=dt, D=d, **fa_config(d)).launch(
             *args[:7], b * h, b * h_kv, *args[7:], grid=(ceil_div(s, FA_BQ) * FA_THREADS, b * h),
             group=(FA_THREADS,), backend=backend)

@@ -81,6 +81,17 @@ def fa_config(d: int) -> dict[str, int]:
 
 
 @func
+def copy_keys(ring, src, full, slot, heads, S, head, k0, bk, d, item):
+    """The producer's tile copies of keys k0 .. k0 + BK - 1 of KV head ``head`` (K's or V's rows of ``src``, seen as
+    (heads, S, D); rows past S read 0) into ``ring``'s ``slot`` as 64-column swizzled blocks, and the arrival on
+    ``full`` that announces their bytes."""
+    for c in static_range(d // COLS):
+        copy_tile(ring, (slot * (d // COLS) + c) * bk * COLS, src, (heads, S, d), (head, k0, c * COLS),
+                  (1, bk, COLS), full, slot)
+    barrier_arrive(full, slot, bytes=bk * d * item)
+
+
+@func
 def issue_scores(q_s, k_s, wg, slot, nb, bk, pending):
     """S = Q K^T for warpgroup ``wg``'s 64 queries and the BK keys in K's ring ``slot``: one group of multiplies
     (a 64-column block of D each), ``pending`` groups left in flight."""
@@ -204,16 +215,8 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
                           (1, FA_BQ, COLS), q_full, 0)
             barrier_arrive(q_full, 0, bytes=FA_BQ * D * T.itemsize)
             for j in range(blocks):
-                s = free_slot(k_empty, j, STAGES)
-                for c in static_range(NB):
-                    copy_tile(k_s, (s * NB + c) * BK * COLS, k, (BH_kv, S, D),
-                              (kvh, j * BK, c * COLS), (1, BK, COLS), k_full, s)
-                barrier_arrive(k_full, s, bytes=BK * D * T.itemsize)
-                s = free_slot(v_empty, j, STAGES)
-                for c in static_range(NB):
-                    copy_tile(v_s, (s * NB + c) * BK * COLS, v, (BH_kv, S, D),
-                              (kvh, j * BK, c * COLS), (1, BK, COLS), v_full, s)
-                barrier_arrive(v_full, s, bytes=BK * D * T.itemsize)
+                copy_keys(k_s, k, k_full, free_slot(k_empty, j, STAGES), BH_kv, S, kvh, j * BK, BK, D, T.itemsize)
+                copy_keys(v_s, v, v_full, free_slot(v_empty, j, STAGES), BH_kv, S, kvh, j * BK, BK, D, T.itemsize)
     else:
         wg = (tid - FA_ROLES[0]) // 128
         row0 = q0 + wg * 64 + (simd_group_id() % 4) * 16  # this subgroup's first query
@@ -258,7 +261,7 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
                 acc = issue_pv(p, v_s, s, acc, NB, BK, T, 0)
                 release_slot(v_empty, s)
         acc = frag_scale_rows(acc, recip(l))
-        first_row = wg * 64 + (simd_group_id() % 4) * 16
+        first_row = row0 - q0  # this subgroup's first row of the group's tile
         ct = tid - FA_ROLES[0]
         # The consumers stage the output rows, then store them in 16-byte pieces, skipping rows past the sequence.
         if D <= OWN_STAGING:
