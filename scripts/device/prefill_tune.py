@@ -54,6 +54,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--configs", nargs="+", default=["WSO_128_S2"])
     ap.add_argument("--old", action="store_true", help="also attention.py's mma.sync kernel")
+    ap.add_argument("--before", help="a file holding an earlier attention_ws.py (its relative imports made "
+                    "absolute): its --configs run too, as before:<name>, for an A/B in one process")
     ap.add_argument("--host", action="store_true", help="also iron.std.attention.prefill_attention (the host's pick)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
@@ -62,6 +64,14 @@ def main() -> None:
     args = ap.parse_args()
     tdt, idt = (torch.bfloat16, bf16) if args.dtype == "bf16" else (torch.float16, f16)
     b, h, hk, d = args.batch, args.heads, args.kv_heads, args.dim
+    modules = [(W, "")]
+    if args.before:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("attention_ws_before", args.before)
+        before = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(before)
+        modules.append((before, "before:"))
     for s in args.seqs:
         q = torch.randn(b, h, s, d, device="cuda", dtype=tdt)
         k = torch.randn(b, hk, s, d, device="cuda", dtype=tdt)
@@ -79,8 +89,8 @@ def main() -> None:
                                                                             enable_gqa=hk != h)
 
             calls["sdpa"] = sdpa
-            for name in args.configs:
-                kern = W.attention_prefill_ws.variant(T=idt, D=d, **CONFIGS[name])
+            for name, kern in ((n, m.attention_prefill_ws.variant(T=idt, D=d, **CONFIGS[n.split(":")[-1]]))
+                               for m, prefix in modules for n in (prefix + c for c in args.configs)):
                 out = torch.empty_like(q)
                 outs[name] = out
                 grid = ((s + W.FA_BQ - 1) // W.FA_BQ * W.FA_THREADS, b * h)

@@ -3,7 +3,7 @@
 import numpy as np
 
 from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
-from iron.lang import (atan2, ceil, cos, erf, exp2, expm1, floor, isfinite, isinf, isnan, log1p, log2, program_id,
+from iron.lang import (atan2, ceil, cos, erf, exp2, expm1, fast_exp2, floor, isfinite, isinf, isnan, log1p, log2, program_id,
                        recip, round, rsqrt, sign, sin, trunc)
 
 from .case import CorpusCase, Depth, Expect, Run, empty, f64, launch_1d, np_dtype, randn
@@ -107,6 +107,41 @@ TRANSCENDENTALS = CorpusCase(
     depth=lambda run: Depth(2))
 
 
+# ---------------------------------------------------------------- fast_exp2: exp2 that may flush tiny results
+
+@kernel(variants(T=[f32, f16, bf16]))
+def fast_exp2s(a: In[T], o: Tensor[T], n: int):
+    i = program_id(0)
+    if i < n:
+        o[i] = fast_exp2(a[i])
+
+
+#: f32's smallest normal: fast_exp2 may return 0 below it (the interpreter does; CUDA's ex2.approx.ftz too).
+TINY = 2.0 ** -126
+
+
+def _fast_exp2_args(run: Run, rng: np.random.Generator) -> list:
+    n = run.size
+    lo = -150.0 if run.T == f32 else -30.0  # f32: through the denormals; 16-bit: down to their own underflow
+    a = rng.uniform(lo, 15.0, n).astype(np_dtype(run.T))
+    specials = np.array([-np.inf, np.inf, np.nan, -127.0, -126.0, -125.5, 0.0, -0.0], dtype=np_dtype(run.T))
+    a[: min(n, specials.size)] = specials[:n]
+    return [a, empty(n, run.T), n]
+
+
+def _fast_exp2_oracle(args, run: Run):
+    with np.errstate(over="ignore"):
+        want = np.exp2(f64(args[0]))
+    # Under 2^-126 both 0 and the true value pass (an allowance of 2^-116 at any rtol >= 2^-20); above, one
+    # rounding of the true value, as exp2.
+    return {1: Expect(want, np.where(want < TINY, 2.0 ** -96, np.abs(want)))}
+
+
+FAST_EXP2 = CorpusCase(
+    name="fast_exp2", kernel=fast_exp2s, make_args=_fast_exp2_args, oracle=_fast_exp2_oracle, outputs=(1,),
+    launch=launch_1d(), bindings=FLOATS, sizes=(1, 9, 255, 1000), depth=lambda run: Depth(2))
+
+
 # ---------------------------------------------------------------- float //, %, **, chained comparisons, and/or/not
 
 @kernel(variants(T=[f32, f16]))
@@ -141,4 +176,4 @@ FLOAT_OPERATORS = CorpusCase(
     sizes=(1, 7, 255, 1000), depth=lambda run: Depth(1))
 
 
-CASES = [ROUNDING, TRANSCENDENTALS, FLOAT_OPERATORS]
+CASES = [ROUNDING, TRANSCENDENTALS, FAST_EXP2, FLOAT_OPERATORS]

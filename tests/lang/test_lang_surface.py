@@ -22,8 +22,8 @@ load store vload vstore shared barrier copy_async copy_async_commit copy_async_w
 async_barriers barrier_arrive barrier_wait copy_async_barrier copy_tile store_tile store_tile_wait warp_roles role_barrier
 cluster_groups cluster_sync
 atomic_add atomic_max atomic_min atomic_xchg atomic_cas
-exp exp2 log log2 log1p expm1 sqrt rsqrt recip sin cos tan asin acos atan sinh cosh tanh erf floor ceil round
-trunc abs sign isnan isinf isfinite pow atan2 min max fma select cast bitcast widen fma_f32 vec
+exp exp2 fast_exp2 log log2 log1p expm1 sqrt rsqrt recip sin cos tan asin acos atan sinh cosh tanh erf floor
+ceil round trunc abs sign isnan isinf isfinite pow atan2 min max fma select cast bitcast widen fma_f32 vec
 simd_sum simd_max simd_min simd_any simd_all simd_shuffle simd_shuffle_xor simd_shuffle_up simd_shuffle_down
 simd_broadcast local frag_a frag_b frag_acc frag_load_acc frag_store frag_row_max frag_row_sum frag_mask
 frag_acc_to_a frag_scale_rows mma mma_wg mma_wg_wait

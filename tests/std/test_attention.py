@@ -122,6 +122,8 @@ MUTANTS = [
      "acc = frag_scale_rows(acc, alpha)", "acc = acc"),
     ("prefill_ws: the running sum not rescaled", "std/attention/prefill_ws", "attention_prefill_ws",
      "l * alpha + frag_row_sum(p)", "l + frag_row_sum(p)"),
+    ("prefill_ws: the weights' max left unscaled", "std/attention/prefill_ws", "attention_prefill_ws",
+     "sc * sl2 - m_new * sl2", "sc * sl2 - m_new"),
     ("decode ignores seq_lens", "std/attention/decode_split", "attention_decode_split",
      "seq = min(max(seq_lens[b], 0), S_max)", "seq = S_max"),
     ("decode: wrong GQA head mapping", "std/attention/decode_split", "attention_decode_split",
@@ -316,6 +318,11 @@ def test_prefill_attention_rejects_bad_input(change, message):
     wide = np.zeros((1, 2, 8, 256), np.float16)
     with pytest.raises(iron.LaunchError, match="heads of 256 run on the Hopper kernel alone"):
         A.prefill_attention(wide, wide, wide, backend="interp")  # the interpreter's default block is 16
+    for scale in (-0.125, 0.0, math.inf, math.nan):  # the Hopper kernel's max before scaling needs scale > 0
+        with pytest.raises(iron.LaunchError, match=r"needs 0 < scale < inf"):
+            A.prefill_attention(q, k, v, block=128, scale=scale, backend="interp")
+        with pytest.raises(iron.LaunchError, match=r"needs 0 < scale < inf"):
+            A.prefill_attention(wide, wide, wide, block=128, scale=scale, backend="interp")
 
 
 # ---------------------------------------------------------------- non-finite inputs

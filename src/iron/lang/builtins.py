@@ -294,6 +294,13 @@ def exp2(x):
 
 
 @_builtin("math")
+def fast_exp2(x):
+    """2 ** x where a result under f32's smallest normal (2^-126) may be 0: one instruction on NVIDIA
+    (``ex2.approx.ftz``) instead of exp2's denormal fix-up; the interpreter flushes such results, so a kernel that
+    needs them shows it there.  For softmax-like sums, whose tiny terms are lost anyway."""
+
+
+@_builtin("math")
 def log(x):
     """Natural logarithm."""
 

@@ -548,6 +548,14 @@ def _check_heads(h: int, h_kv: int, d: int, dims: tuple[int, ...] = (64, 128)) -
         raise LaunchError(f"attention: H={h} query heads must be a multiple of H_kv={h_kv} KV heads")
 
 
+def _not_hopper_ready(aligned: bool, scale: float) -> str:
+    """Why the Hopper prefill (block 128) cannot take these arguments."""
+    if not aligned:
+        return "prefill_attention: block 128 copies tiles of q, k, v and out, which must start on 16-byte boundaries"
+    return (f"prefill_attention: block 128 takes each row's max before scaling, which needs 0 < scale < inf; got "
+            f"{float(scale)} (block 64 or 16 take any scale, for heads of 64 or 128)")
+
+
 def _scale(scale: float | None, d: int) -> f32:
     import numpy as np
 
@@ -638,11 +646,11 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
     if s == 0 or b * h == 0:
         return out
     aligned = all(starts_aligned(x, 16) for x in (q, k, v, out))
+    sl = _scale(scale, d)
     bq = prefill_block(backend, (q,), d) if block is None else int(block)
-    if bq == 128 and not aligned:
-        if block is not None:
-            raise LaunchError("prefill_attention: block 128 copies tiles of q, k, v and out, which must start on "
-                              "16-byte boundaries")
+    if bq == 128 and not (aligned and 0 < sl < math.inf):
+        if block is not None or d == 256:
+            raise LaunchError(_not_hopper_ready(aligned, sl))
         bq = 64 if tuned_for_cuda_mma(backend, (q,)) else 16
     if bq not in (16, 64, 128):
         raise LaunchError(f"prefill_attention: block must be 16, 64 or 128, got {bq}")
@@ -651,7 +659,7 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
                           "or the interpreter with block=128); this device takes D = 64 or 128")
     if b * h > 65535:
         raise LaunchError(f"prefill_attention: B*H = {b * h} exceeds 65535 groups")
-    args = (q, k, v, out, s, h, h_kv, int(bool(causal)), _scale(scale, d))
+    args = (q, k, v, out, s, h, h_kv, int(bool(causal)), sl)
     if bq == 128:
         attention_prefill_ws.variant(T=dt, D=d, **fa_config(d)).launch(
             *args[:7], b * h, b * h_kv, *args[7:], grid=(ceil_div(s, FA_BQ) * FA_THREADS, b * h),

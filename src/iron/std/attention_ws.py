@@ -22,7 +22,7 @@ import math
 from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
-from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, exp2, frag_acc, frag_acc_to_a,
+from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, fast_exp2, frag_acc, frag_acc_to_a,
                        frag_mask, frag_row_max, frag_row_sum, frag_scale_rows, frag_store, group_id, lane_id, mma_wg,
                        mma_wg_wait, num_groups, recip, role_barrier, shared, simd_group_id, static_range, thread_id,
                        warp_roles)
@@ -131,24 +131,28 @@ def mask_scores(sc, k0, S, causal, row0):
 
 
 @func
-def online_softmax(sc, m, l):
-    """One key block's step of the online softmax on scores ``sc`` (base 2): the running row max ``m`` and sum ``l``
-    updated, the weights ``p`` = 2^(sc - m) and the factor ``alpha`` = 2^(m_old - m) the output rows take.  m and l
-    stay row reductions (a row max of values equal along the row is that value), so each is one register per row
-    in a loop, not one per element, and the old max meets the block's per row, not per element."""
+def online_softmax(sc, m, l, sl2):
+    """One key block's step of the online softmax on raw scores ``sc`` (masked ones at -inf), with ``sl2`` = scale *
+    log2(e) > 0: the running row max ``m`` of raw scores and the sum ``l`` updated, the weights ``p`` = 2^(sl2 (sc -
+    m)) and the factor ``alpha`` = 2^(sl2 (m_old - m)) the output rows take.  The max is taken before scaling (sl2 >
+    0 keeps the order), so each weight's exponent is one fma (sc * sl2 - m * sl2) and fast_exp2 one instruction: a
+    weight under 2^-126 is lost beside the row's 1.  m and l stay row reductions (a row max of values equal along
+    the row is that value), so each is one register per row in a loop, not one per element, and the old max meets
+    the block's per row, not per element."""
     m_new = frag_row_max(max(m, frag_row_max(sc)))
-    p = exp2(sc - m_new)
-    alpha = exp2(m - m_new)
+    p = fast_exp2(sc * sl2 - m_new * sl2)
+    alpha = fast_exp2((m - m_new) * sl2)
     return m_new, p, frag_row_max(l * alpha + frag_row_sum(p)), alpha
 
 
 @func
-def overlapped_block(j, sc, m, l, acc, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, wg, nb, bk, stages, dtype):
-    """Iteration j of the overlapped loop on block j's scaled (and masked) scores ``sc``, with P_{j-1} V_{j-1} in
+def overlapped_block(j, sc, m, l, sl2, acc, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, wg, nb, bk, stages,
+                     dtype):
+    """Iteration j of the overlapped loop on block j's (masked) scores ``sc``, with P_{j-1} V_{j-1} in
     flight: the softmax, then (once that multiply retired) O rescaled, S_{j+1} and P_j V_j issued, and S_{j+1}
-    awaited.  Returns S_{j+1} (unscaled), m, l and O (its multiply running)."""
+    awaited.  Returns S_{j+1}, m, l and O (its multiply running)."""
     release_slot(k_empty, j % stages)
-    m, p, l, alpha = online_softmax(sc, m, l)
+    m, p, l, alpha = online_softmax(sc, m, l, sl2)
     mma_wg_wait(0)
     if j > 0:
         release_slot(v_empty, (j - 1) % stages)
@@ -235,11 +239,11 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
             m = frag_acc(f32, 16, BK, value=NEG)
             l = frag_acc(f32, 16, BK)
             for j in range(blocks - 1):
-                sc, m, l, acc = overlapped_block(j, mask_scores(sc * sl2, j * BK, S, causal, row0), m, l, acc, q_s,
+                sc, m, l, acc = overlapped_block(j, mask_scores(sc, j * BK, S, causal, row0), m, l, sl2, acc, q_s,
                                                  k_s, v_s, k_full, k_empty, v_full, v_empty, wg, NB, BK, STAGES, T)
             last = blocks - 1
             release_slot(k_empty, last % STAGES)
-            m, p, l, alpha = online_softmax(mask_scores(sc * sl2, last * BK, S, causal, row0), m, l)
+            m, p, l, alpha = online_softmax(mask_scores(sc, last * BK, S, causal, row0), m, l, sl2)
             mma_wg_wait(0)
             if last > 0:
                 release_slot(v_empty, (last - 1) % STAGES)
@@ -252,10 +256,9 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
                 s = full_slot(k_full, j, STAGES)
                 sc = issue_scores(q_s, k_s, wg, s, NB, BK, 0)
                 release_slot(k_empty, s)
-                sc = sc * sl2
                 if (j + 1) * BK > S or (causal != 0 and (j + 1) * BK > q0 + wg * 64 + 1):
                     sc = mask_scores(sc, j * BK, S, causal, row0)  # only blocks that reach past S or a query
-                m, p, l, alpha = online_softmax(sc, m, l)
+                m, p, l, alpha = online_softmax(sc, m, l, sl2)
                 acc = frag_scale_rows(acc, alpha)
                 s = full_slot(v_full, j, STAGES)
                 acc = issue_pv(p, v_s, s, acc, NB, BK, T, 0)

@@ -371,6 +371,11 @@ class CudaDialect(CxxDialect):
         text = x.text if via == src else f"({self.scalar_names[via]}){x.atom}"
         return f"__{prefix}2{kind}_rn({text})"
 
+    def math(self, name: str, dt: D.DType) -> str:
+        if name == "fast_exp2" and dt == D.f32:
+            return self.require("iron_fast_exp2", H.FAST_EXP2)
+        return super().math(name, dt)
+
     def vote(self, kind: str, pred: str) -> str:
         return f"__{kind}_sync(__activemask(), {pred}) != 0"
 

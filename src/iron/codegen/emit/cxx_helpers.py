@@ -85,6 +85,16 @@ __device__ __forceinline__ void iron_async_proxy_barrier() {
 }"""
 
 
+#: ``iron_fast_exp2(x)``: ``fast_exp2`` as the one MUFU.EX2 (exp2f adds a compare and two multiplies for denormals).
+FAST_EXP2 = """\
+// 2^x, results under 2^-126 flushed to 0.
+__device__ __forceinline__ float iron_fast_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}"""
+
+
 def pack_x2(dt: D.DType) -> str:
     """``iron_pack_<dt>x2(lo, hi)``: two f32 registers rounded to ``dt`` as one .f16x2/.bf16x2 word, in one
     conversion (``F2FP.PACK_AB``; rounding each, then packing, took three instructions a value)."""

@@ -31,7 +31,8 @@ INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "band": "&"
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 BOOL_BITS = {"band": "&&", "bor": "||", "bxor": "!="}
 #: IR math op -> the C math function's base name (``expf`` / ``exp``).
-C_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log1p": "log1p", "expm1": "expm1",
+C_MATH = {"exp": "exp", "exp2": "exp2", "fast_exp2": "exp2",
+          "log": "log", "log2": "log2", "log1p": "log1p", "expm1": "expm1",
           "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
           "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "erf": "erf",
           "floor": "floor", "ceil": "ceil", "round": "rint", "trunc": "trunc", "abs": "fabs", "pow": "pow",

@@ -43,7 +43,8 @@ _VEC_PREFIX = {D.f16: "f16vec", D.f32: "vec", D.f64: "dvec", D.i8: "i8vec", D.i1
                D.i64: "i64vec", D.u8: "u8vec", D.u16: "u16vec", D.u32: "uvec", D.u64: "u64vec", D.bool_: "bvec"}
 _INT_SUFFIX = {D.i32: "", D.u32: "u", D.i64: "l", D.u64: "ul"}
 _INT_MIN = {D.i32: "(-2147483647 - 1)", D.i64: "(-9223372036854775807l - 1l)"}
-_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "inversesqrt",
+_MATH = {"exp": "exp", "exp2": "exp2", "fast_exp2": "exp2",
+         "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "inversesqrt",
          "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan",
          "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "floor": "floor", "ceil": "ceil", "round": "roundEven",
          "trunc": "trunc", "abs": "abs", "atan2": "atan", "fma": "fma"}

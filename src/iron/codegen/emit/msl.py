@@ -31,7 +31,8 @@ _NAMES = {D.f16: "half", D.bf16: "bfloat", D.f32: "float", D.i8: "char", D.i16: 
           D.i64: "long", D.u8: "uchar", D.u16: "ushort", D.u32: "uint", D.u64: "ulong", D.bool_: "bool"}
 _INT_SUFFIX = {D.i32: "", D.u32: "u", D.i64: "l", D.u64: "ul"}
 _INT_MIN = {D.i32: "(-2147483647 - 1)", D.i64: "(-9223372036854775807l - 1l)"}
-_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt",
+_MATH = {"exp": "exp", "exp2": "exp2", "fast_exp2": "exp2",
+         "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt",
          "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
          "cosh": "cosh", "tanh": "tanh", "floor": "floor", "ceil": "ceil", "round": "rint", "trunc": "trunc",
          "abs": "fabs", "pow": "pow", "atan2": "atan2", "rem": "fmod", "min": "fmin", "max": "fmax", "fma": "fma"}
