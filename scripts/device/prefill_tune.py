@@ -77,6 +77,7 @@ def main() -> None:
         k = torch.randn(b, hk, s, d, device="cuda", dtype=tdt)
         v = torch.randn(b, hk, s, d, device="cuda", dtype=tdt)
         scale = 1.0 / math.sqrt(d)
+        unread = torch.zeros(1, dtype=torch.int32, device="cuda")  # the kernels' cu (dense tensors: never read)
         import numpy as np
 
         for causal in args.causal:
@@ -94,15 +95,16 @@ def main() -> None:
                 out = torch.empty_like(q)
                 outs[name] = out
                 grid = ((s + W.FA_BQ - 1) // W.FA_BQ * W.FA_THREADS, b * h)
-                calls[name] = (lambda kern=kern, out=out, grid=grid: kern.launch(
-                    q, k, v, out, s, h, hk, b * h, b * hk, causal, np.float32(scale), grid=grid,
+                cu = (unread,) if any(p.name == "cu" for p in kern.kernel.params) else ()  # older kernels: none
+                calls[name] = (lambda kern=kern, out=out, grid=grid, cu=cu: kern.launch(
+                    q, k, v, out, *cu, s, h, hk, b * h, b * hk, causal, np.float32(scale), grid=grid,
                     group=(W.FA_THREADS,), backend="cuda"))
             if args.old:
                 out = torch.empty_like(q)
                 outs["old"] = out
                 kern = A.attention_prefill.variant(T=idt, D=d, BQ=64)
                 calls["old"] = (lambda kern=kern, out=out: kern.launch(
-                    q, k, v, out, s, h, hk, causal, np.float32(scale), grid=((s + 63) // 64 * 128, b * h),
+                    q, k, v, out, unread, s, h, hk, causal, np.float32(scale), grid=((s + 63) // 64 * 128, b * h),
                     group=(128,), backend="cuda"))
             if args.host:
                 out = torch.empty_like(q)

@@ -64,5 +64,8 @@ def samples(device: str = "cpu", seed: int = 0) -> dict[str, tuple[tuple, dict[s
                               torch.tensor([3], dtype=torch.int32, device=device)), {}),
         "prefill_attention": ((r(1, 2, 4, 64, dtype=torch.float16), r(1, 1, 4, 64, dtype=torch.float16),
                                r(1, 1, 4, 64, dtype=torch.float16)), {"causal": True}),
+        "prefill_attention_varlen": ((r(7, 2, 64, dtype=torch.float16), r(7, 1, 64, dtype=torch.float16),
+                                      r(7, 1, 64, dtype=torch.float16),
+                                      torch.tensor([0, 3, 7], dtype=torch.int32, device=device)), {"max_seqlen": 4}),
     })
     return out

@@ -244,6 +244,52 @@ def test_prefill_attention_matches_oracle(backend, block, dtype, shape, causal):
     _check(out, _prefill_expect(q, k, v, causal, scale), dtype, SA.prefill_depth(d, s, a, 128 if block == 128 else 32))
 
 
+@pytest.mark.parametrize("backend,block,dtype,lens,heads,d,causal", [
+    *((backend, block, *case) for backend, block in [("interp", 128), ("interp", 64), ("interp", 16), ("vulkan", None)]
+      for case in [(np.float16, (130, 0, 1, 77), (2, 1), 64, True),   # a sequence past one tile, an empty one, GQA
+                   (BF16, (17, 40), (2, 2), 128, False)]),              # tiles past the shorter one's end
+    ("interp", 128, BF16, (3, 70), (2, 1), 256, True),                  # heads of 256
+])
+def test_prefill_attention_varlen_matches_each_sequence_alone(backend, block, dtype, lens, heads, d, causal):
+    """Packed sequences (T, H, D) with cu_seqlens give each sequence's prefill_attention: no key of a neighbour is
+    seen (a sequence's keys past its end are the next one's rows), no row is left out or written twice."""
+    h, h_kv = heads
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    rng = np.random.default_rng(len(lens) * d)
+    q = _randn(rng, (int(cu[-1]), h, d), dtype)
+    k, v = _randn(rng, (int(cu[-1]), h_kv, d), dtype), _randn(rng, (int(cu[-1]), h_kv, d), dtype)
+    out = A.prefill_attention_varlen(q, k, v, cu, causal=causal, backend=backend, block=block)
+    scale = 1.0 / math.sqrt(d)
+    for b, n in enumerate(lens):
+        if n == 0:
+            continue
+        rows = slice(int(cu[b]), int(cu[b + 1]))
+        alone = [np.ascontiguousarray(x[rows].transpose(1, 0, 2))[None] for x in (q, k, v)]  # (1, heads, n, D)
+        a = SA.score_magnitude(alone[0].astype(np.float64), SA.expand_kv(alone[1].astype(np.float64), h), scale)
+        _check(np.ascontiguousarray(out[rows].transpose(1, 0, 2))[None], _prefill_expect(*alone, causal, scale),
+               dtype, SA.prefill_depth(d, n, a, 128 if block == 128 else 32))
+
+
+def test_prefill_attention_varlen_checks_cu_seqlens_and_trusts_max_seqlen():
+    q = np.zeros((10, 2, 64), np.float16)
+    for cu, what in ((np.array([0, 4, 3, 10], np.int32), "without decreasing"),
+                     (np.array([0, 4, 9], np.int32), "from 0 to T = 10"),
+                     (np.array([0, 4, 10], np.int64), "must be int32"),
+                     (np.zeros((2, 2), np.int32), "must be (B + 1,)")):
+        with pytest.raises(iron.LaunchError, match=re.escape(what)):
+            A.prefill_attention_varlen(q, q, q, cu, backend="interp")
+    with pytest.raises(iron.LaunchError, match=re.escape("q must be (T, H, D)")):
+        A.prefill_attention_varlen(q[None], q, q, np.array([0, 10], np.int32), backend="interp")
+    rng = np.random.default_rng(3)
+    q, k, v = (_randn(rng, (40, 2, 64), np.float16) for _ in range(3))
+    cu = np.array([0, 20, 40], np.int32)
+    full = A.prefill_attention_varlen(q, k, v, cu, backend="interp")
+    np.testing.assert_array_equal(A.prefill_attention_varlen(q, k, v, cu, max_seqlen=20, backend="interp"), full)
+    short = A.prefill_attention_varlen(q, k, v, cu, max_seqlen=16, out=np.zeros_like(q), backend="interp")
+    np.testing.assert_array_equal(short[:16], full[:16])
+    assert not short[16:20].any()  # a max_seqlen under the longest sequence is trusted: rows past it stay as given
+
+
 def test_prefill_attention_custom_scale_and_out():
     rng = np.random.default_rng(5)
     q, k, v = (_randn(rng, (1, 2, 9, 64), np.float16) for _ in range(3))
@@ -368,8 +414,8 @@ def test_hopper_prefill_keeps_its_registers_budgets_and_pipeline(binding, d, req
     from iron.codegen.toolchains import nvrtc, sass
 
     require_toolchain("nvrtc")
-    built = nvrtc.build(emit_kernel(W.attention_prefill_ws.variant(T=iron.bf16, D=d, **binding).compiled("cuda"),
-                                    "cuda").source, arch="sm_90")
+    kern = W.attention_prefill_ws.variant(T=iron.bf16, D=d, **binding)
+    built = nvrtc.build(emit_kernel(kern.compiled("cuda"), "cuda").source, arch="sm_90")
     report = built.report
     (kernel,) = report["kernels"].values()
     assert report["arch"] == "sm_90a" and not report["setmaxnreg_ignored"] and report["wgmma_serialized"] == {}

@@ -152,6 +152,12 @@ CASES = [
          (1, 1, 4, 64), F16,
          lambda: {"q": _z(0, 2, 4, 64, dtype=F16), "k": _z(0, 1, 4, 64, dtype=F16), "v": _z(0, 1, 4, 64, dtype=F16)},
          (0, 2, 4, 64), alias=("q", "k", "v")),
+    Case("prefill_attention_varlen", attention.prefill_attention_varlen,
+         lambda i, out: attention.prefill_attention_varlen(i["q"], i["k"], i["v"], i["cu_seqlens"], out=out),
+         lambda: {"q": _r(4, 1, 64, dtype=F16), "k": _r(4, 1, 64, dtype=F16), "v": _r(4, 1, 64, dtype=F16),
+                  "cu_seqlens": np.array([0, 1, 4], I32)}, (4, 1, 64), F16,
+         lambda: {"q": _z(0, 2, 64, dtype=F16), "k": _z(0, 1, 64, dtype=F16), "v": _z(0, 1, 64, dtype=F16),
+                  "cu_seqlens": np.zeros(2, I32)}, (0, 2, 64), alias=("q", "k", "v")),
 ]
 BY_NAME = {c.name: c for c in CASES}
 

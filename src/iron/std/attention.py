@@ -12,12 +12,14 @@ queries per group, 16x8x16 fragments, the output accumulator in registers: CUDA'
 ``attention_prefill_small`` (16 queries, 8x8x8 f32 fragments, the accumulator in shared memory: 32 KB
 devices, lavapipe, Metal).  The last two predate the fragment row operations: they stage ``S = Q K^T``
 through shared memory, run the per-row softmax there and write ``P`` back (rounded to T) as the ``a``
-operand of ``P V``.
+operand of ``P V``.  Each also runs packed sequences (its ``VARLEN`` variant, ``prefill_attention_varlen``):
+q (T, H, D) with ``cu_seqlens`` marking where each sequence starts.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from iron import LaunchError, bf16, f16, f32, func, i32, In, T, Tensor, kernel, variants
@@ -28,7 +30,7 @@ from iron.std._plans import planned
 from iron.std.attention_ws import FA_BQ, FA_THREADS, attention_prefill_ws, fa_config, fa_shared_bytes
 from iron.std.gemm_ws import runs_roles
 from iron.std._host import (ceil_div, check_float, check_shape, device_traits, dtype_of, empty_like, output,
-                            shape_of, starts_aligned, tuned_for_cuda_mma, vector_width)
+                            shape_of, starts_aligned, tuned_for_cuda_mma, vector_width, view)
 
 NEG = -math.inf
 LOG2E = 1.4426950408889634
@@ -232,11 +234,22 @@ COMBINE_GROUP = 128
 # ---------------------------------------------------------------- prefill
 
 @func
-def head_bases(bh, H, H_kv, S, D):
-    """First elements of (batch, head) ``bh``'s rows of Q and O, and of its KV head's rows of K and V
-    (grouped-query: H / H_kv query heads share one), in (B, heads, S, D) tensors."""
-    kvh = (bh % H) // (H // H_kv)
-    return bh * S * D, ((bh // H) * H_kv + kvh) * S * D
+def sequence_rows(cu, bh, H, H_kv, S, D, packed):
+    """Where (batch, head) ``bh``'s rows lie: the first element of its query (and output) rows and of its KV head's
+    key (and value) rows (grouped-query: H / H_kv query heads share one), the elements from one row to the next of
+    each, and the sequence's length.  Dense (B, heads, S, D) tensors: rows D apart, S of them.  ``packed`` (S,
+    heads, D) tensors of B sequences' tokens: sequence bh // H holds rows cu[b] .. cu[b + 1] - 1, clamped into
+    [0, S]."""
+    h = bh % H
+    kvh = h // (H // H_kv)
+    if packed:
+        start = min(max(cu[bh // H], 0), S)
+        n = min(max(cu[bh // H + 1], start), S) - start
+        qbase, kbase, q_row, kv_row = (start * H + h) * D, (start * H_kv + kvh) * D, H * D, H_kv * D
+    else:
+        n = S
+        qbase, kbase, q_row, kv_row = bh * S * D, ((bh // H) * H_kv + kvh) * S * D, D, D
+    return qbase, kbase, q_row, kv_row, n
 
 
 #: Keys per block; output columns per P V pass (both one 16 x 32 strip of four 16x8 accumulators).
@@ -245,13 +258,16 @@ DC = 32
 PVEC = 8  # 16-byte vectors of f16/bf16
 
 
-@kernel(variants(T=[f16, bf16], D=[64, 128], BQ=[64]))
-def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int, H_kv: int, causal: int,
+@kernel(variants(T=[f16, bf16], D=[64, 128], BQ=[64], VARLEN=[False, True]))
+def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int, causal: int,
                       scale: f32):
     """Flash attention forward: o = softmax(scale * Q K^T + mask) V per (batch, head), for matrix units.
 
     q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128}; H a multiple of
-    H_kv (query head h reads KV head h // (H / H_kv)); causal != 0 masks key j > query i.
+    H_kv (query head h reads KV head h // (H / H_kv)); causal != 0 masks key j > query i; ``cu`` unread (any
+    one element).  VARLEN: B packed sequences in q, o (S, H, D) and k, v (S, H_kv, D), sequence b in rows cu[b] ..
+    cu[b + 1] - 1 (attention_ws.attention_prefill_ws's VARLEN contract), the grid's first extent sized for the
+    longest sequence in place of S.
     Grid (ceil(S / BQ) * 2*BQ, B * H), group (2*BQ,): a group owns BQ queries (rows past S computed on
     zeros, never stored) and walks key blocks of 32 (causal: only up to its last query); tails masked.
     Per block: S = Q K^T on 16x8x16 fragments (f32 accumulators; one 16 x 32 strip of four per subgroup
@@ -277,7 +293,7 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int
     t = thread_id(0)
     q0 = group_id(0) * BQ
     bh = group_id(1)
-    qbase, kbase = head_bases(bh, H, H_kv, S, D)
+    qbase, kbase, q_row, kv_row, n = sequence_rows(cu, bh, H, H_kv, S, D, VARLEN)
     sg = simd_group_id()
     nsg = num_simd_groups()
     zero = T(vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
@@ -285,8 +301,8 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int
         e = t + i * NT
         r = e // NVR
         cc = (e % NVR) * PVEC
-        if q0 + r < S:
-            qs.store(r * LD + cc, q.load(qbase + (q0 + r) * D + cc, width=PVEC))
+        if q0 + r < n:
+            qs.store(r * LD + cc, q.load(qbase + (q0 + r) * q_row + cc, width=PVEC))
         else:
             qs.store(r * LD + cc, zero)
     row = t // 2
@@ -298,17 +314,19 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int
     PER = BQ * DC // NT
     acc = local(f32, PER * (D // DC))
     sl2 = scale * LOG2E
-    kend = S
+    kend = n
     if causal != 0:
-        kend = min(S, q0 + BQ)
+        kend = min(n, q0 + BQ)
+    if VARLEN:
+        kend = select(q0 < n, kend, 0)  # a tile past its sequence reads no keys (and stores nothing)
     for k0 in range(0, kend, BK):
         for i in static_range(BK * NVR // NT):
             e = t + i * NT
             r = e // NVR
             cc = (e % NVR) * PVEC
-            if k0 + r < S:
-                ks.store(r * LD + cc, k.load(kbase + (k0 + r) * D + cc, width=PVEC))
-                vs.store(r * LD + cc, v.load(kbase + (k0 + r) * D + cc, width=PVEC))
+            if k0 + r < n:
+                ks.store(r * LD + cc, k.load(kbase + (k0 + r) * kv_row + cc, width=PVEC))
+                vs.store(r * LD + cc, v.load(kbase + (k0 + r) * kv_row + cc, width=PVEC))
             else:
                 ks.store(r * LD + cc, zero)
                 vs.store(r * LD + cc, zero)
@@ -334,7 +352,7 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int
         mx = NEG
         for j in static_range(BK // 2):
             kj = k0 + half * (BK // 2) + j
-            ok = kj < S and (causal == 0 or kj <= qi)
+            ok = kj < n and (causal == 0 or kj <= qi)
             sv[j] = select(ok, fs[row * FLD + half * (BK // 2) + j] * sl2, NEG)
             mx = max(mx, sv[j])
         mx = max(mx, simd_shuffle_xor(mx, 1))
@@ -382,8 +400,8 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int
         for i in static_range(PER):
             e = t + i * NT
             r = e // DC
-            if q0 + r < S:
-                o[qbase + (q0 + r) * D + ch * DC + e % DC] = T(acc[ch * PER + i] / l_s[r])
+            if q0 + r < n:
+                o[qbase + (q0 + r) * q_row + ch * DC + e % DC] = T(acc[ch * PER + i] / l_s[r])
 
 
 #: The portable prefill's tile: 16 queries, 8 keys per block, 64 threads (any subgroup width up to 64).
@@ -392,10 +410,11 @@ SBK = 8
 SNT = 64
 
 
-@kernel(variants(T=[f16, bf16], D=[64, 128]))
-def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int, H_kv: int, causal: int,
-                            scale: f32):
-    """attention_prefill's contract with 16-query tiles, f32 staging and the accumulator in shared memory.
+@kernel(variants(T=[f16, bf16], D=[64, 128], VARLEN=[False, True]))
+def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int,
+                            causal: int, scale: f32):
+    """attention_prefill's contract (VARLEN too) with 16-query tiles, f32 staging and the accumulator in shared
+    memory.
 
     Grid (ceil(S / 16) * 64, B * H), group (64,).  For devices without a matrix unit and with 32 KB of
     shared memory (31 KB with the portable mma scratch of 8 subgroups of 8), and small enough for
@@ -421,14 +440,14 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, 
     t = thread_id(0)
     q0 = group_id(0) * SBQ
     bh = group_id(1)
-    qbase, kbase = head_bases(bh, H, H_kv, S, D)
+    qbase, kbase, q_row, kv_row, n = sequence_rows(cu, bh, H, H_kv, S, D, VARLEN)
     sg = simd_group_id()
     nsg = num_simd_groups()
     zero = vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     for e in range(t, SBQ * NVR, SNT):
         cc = (e % NVR) * PVEC
-        if q0 + e // NVR < S:
-            qs.store((e // NVR) * LD + cc, f32(q.load(qbase + (q0 + e // NVR) * D + cc, width=PVEC)))
+        if q0 + e // NVR < n:
+            qs.store((e // NVR) * LD + cc, f32(q.load(qbase + (q0 + e // NVR) * q_row + cc, width=PVEC)))
         else:
             qs.store((e // NVR) * LD + cc, zero)
     for e in range(t, SBQ * D, SNT):
@@ -437,15 +456,17 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, 
     m_i = NEG
     l_i = 0.0
     sl2 = scale * LOG2E
-    kend = S
+    kend = n
     if causal != 0:
-        kend = min(S, q0 + SBQ)
+        kend = min(n, q0 + SBQ)
+    if VARLEN:
+        kend = select(q0 < n, kend, 0)  # a tile past its sequence reads no keys (and stores nothing)
     for k0 in range(0, kend, SBK):
         for e in range(t, SBK * NVR, SNT):
             cc = (e % NVR) * PVEC
-            if k0 + e // NVR < S:
-                ks.store((e // NVR) * LD + cc, f32(k.load(kbase + (k0 + e // NVR) * D + cc, width=PVEC)))
-                vs.store((e // NVR) * LD + cc, f32(v.load(kbase + (k0 + e // NVR) * D + cc, width=PVEC)))
+            if k0 + e // NVR < n:
+                ks.store((e // NVR) * LD + cc, f32(k.load(kbase + (k0 + e // NVR) * kv_row + cc, width=PVEC)))
+                vs.store((e // NVR) * LD + cc, f32(v.load(kbase + (k0 + e // NVR) * kv_row + cc, width=PVEC)))
             else:
                 ks.store((e // NVR) * LD + cc, zero)
                 vs.store((e // NVR) * LD + cc, zero)
@@ -460,7 +481,7 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, 
             mx = NEG
             for col in range(SBK):
                 kj = k0 + col
-                ok = kj < S and (causal == 0 or kj <= qi)
+                ok = kj < n and (causal == 0 or kj <= qi)
                 mx = max(mx, select(ok, fs[t * FLD + col] * sl2, NEG))
             m_new = max(m_i, mx)
             m_use = select(m_new == NEG, 0.0, m_new)
@@ -468,7 +489,7 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, 
             psum = 0.0
             for col in range(SBK):
                 kj = k0 + col
-                ok = kj < S and (causal == 0 or kj <= qi)
+                ok = kj < n and (causal == 0 or kj <= qi)
                 p = f32(T(exp2(select(ok, fs[t * FLD + col] * sl2, NEG) - m_use)))
                 ps[t * FLD + col] = p
                 psum += p
@@ -490,8 +511,8 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, 
         l_s[t] = l_i
     barrier()
     for e in range(t, SBQ * D, SNT):
-        if q0 + e // D < S:
-            o[qbase + (q0 + e // D) * D + e % D] = T(os_[e] / l_s[e // D])
+        if q0 + e // D < n:
+            o[qbase + (q0 + e // D) * q_row + e % D] = T(os_[e] / l_s[e // D])
 
 
 # ---------------------------------------------------------------- host side
@@ -548,11 +569,11 @@ def _check_heads(h: int, h_kv: int, d: int, dims: tuple[int, ...] = (64, 128)) -
         raise LaunchError(f"attention: H={h} query heads must be a multiple of H_kv={h_kv} KV heads")
 
 
-def _not_hopper_ready(aligned: bool, scale: float) -> str:
+def _not_hopper_ready(fn: str, aligned: bool, scale: float) -> str:
     """Why the Hopper prefill (block 128) cannot take these arguments."""
     if not aligned:
-        return "prefill_attention: block 128 copies tiles of q, k, v and out, which must start on 16-byte boundaries"
-    return (f"prefill_attention: block 128 takes each row's max before scaling, which needs 0 < scale < inf; got "
+        return f"{fn}: block 128 copies tiles of q, k, v and out, which must start on 16-byte boundaries"
+    return (f"{fn}: block 128 takes each row's max before scaling, which needs 0 < scale < inf; got "
             f"{float(scale)} (block 64 or 16 take any scale, for heads of 64 or 128)")
 
 
@@ -645,34 +666,115 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
     out = output("prefill_attention", out, q, (b, h, s, d), dt, {"q": q, "k": k, "v": v})
     if s == 0 or b * h == 0:
         return out
-    aligned = all(starts_aligned(x, 16) for x in (q, k, v, out))
     sl = _scale(scale, d)
-    bq = prefill_block(backend, (q,), d) if block is None else int(block)
-    if bq == 128 and not (aligned and 0 < sl < math.inf):
+    bq = _prefill_kernel_block("prefill_attention", backend, (q, k, v, out), d, sl, block)
+    _launch_prefill("prefill_attention", bq, (q, k, v, out, view(q, _unread_cu)), dt, d, s, s, b, h, h_kv, causal,
+                    sl, False, backend)
+    return out
+
+
+@planned
+def prefill_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens: Any, max_seqlen: int | None = None,
+                             causal: bool = True, scale: float | None = None, out: Any = None,
+                             backend: str | None = None, block: int | None = None) -> Any:
+    """o (T, H, D): :func:`prefill_attention` within each of B packed sequences, as serving engines batch prompts
+    (flash-attn's varlen forward): sequence b is rows cu_seqlens[b] .. cu_seqlens[b + 1] - 1 of q (T, H, D) and of
+    k, v (T, H_kv, D), in f16/bf16; cu_seqlens (B + 1,) int32, non-decreasing from 0 to T.
+
+    ``max_seqlen``, the longest sequence, sizes the grid.  By default it is read from cu_seqlens, which is then
+    checked (for a device tensor that is one copy to the host and a wait for it); a given one is trusted, as
+    flash-attn's is: rows of a longer sequence past it are not computed.  ``block`` as in prefill_attention."""
+    dt = check_float(q, "prefill_attention_varlen: q")
+    if dt == f32:
+        raise LaunchError("prefill_attention_varlen: the matrix-unit kernel takes f16 or bf16 (cast f32 inputs)")
+    if len(shape_of(q)) != 3 or len(shape_of(k)) != 3:
+        raise LaunchError(f"prefill_attention_varlen: q must be (T, H, D) and k (T, H_kv, D); got {shape_of(q)} "
+                          f"and {shape_of(k)}")
+    t, h, d = shape_of(q)
+    h_kv = shape_of(k)[1]
+    _check_heads(h, h_kv, d, (64, 128, 256))
+    check_shape(k, (t, h_kv, d), "prefill_attention_varlen: k")
+    check_shape(v, (t, h_kv, d), "prefill_attention_varlen: v")
+    for name, x in (("k", k), ("v", v)):
+        if dtype_of(x, name) != dt:
+            raise LaunchError(f"prefill_attention_varlen: {name} is {dtype_of(x).name}, q is {dt.name}")
+    if len(shape_of(cu_seqlens)) != 1 or shape_of(cu_seqlens)[0] < 1:
+        raise LaunchError(f"prefill_attention_varlen: cu_seqlens must be (B + 1,); got {shape_of(cu_seqlens)}")
+    if dtype_of(cu_seqlens, "cu_seqlens").name != "i32":
+        raise LaunchError(f"prefill_attention_varlen: cu_seqlens must be int32, got {dtype_of(cu_seqlens).name}")
+    b = shape_of(cu_seqlens)[0] - 1
+    longest = _longest_sequence(cu_seqlens, t) if max_seqlen is None else int(max_seqlen)
+    out = output("prefill_attention_varlen", out, q, (t, h, d), dt,
+                 {"q": q, "k": k, "v": v, "cu_seqlens": cu_seqlens})
+    if longest <= 0 or b * h == 0:
+        return out
+    sl = _scale(scale, d)
+    bq = _prefill_kernel_block("prefill_attention_varlen", backend, (q, k, v, out), d, sl, block)
+    _launch_prefill("prefill_attention_varlen", bq, (q, k, v, out, cu_seqlens), dt, d, t, longest, b, h, h_kv,
+                    causal, sl, True, backend)
+    return out
+
+
+def _unread_cu(q: Any) -> Any:
+    """q's first four bytes as one int32: the kernels' ``cu`` for dense tensors, which they never read (a view, so
+    that a dense call allocates nothing for it)."""
+    import numpy as np
+
+    torch = sys.modules.get("torch")
+    word = torch.int32 if torch is not None and isinstance(q, torch.Tensor) else np.int32
+    return q.reshape(-1)[:2].view(word)
+
+
+def _longest_sequence(cu_seqlens: Any, t: int) -> int:
+    """The longest sequence of ``cu_seqlens``, read to the host, after checking that it runs from 0 to ``t``
+    without stepping back."""
+    import numpy as np
+
+    cu = np.asarray(cu_seqlens.cpu() if hasattr(cu_seqlens, "cpu") else cu_seqlens, dtype=np.int64)
+    if cu[0] != 0 or cu[-1] != t or (np.diff(cu) < 0).any():
+        raise LaunchError(f"prefill_attention_varlen: cu_seqlens must run from 0 to T = {t} without decreasing; "
+                          f"got {cu.tolist()[:8]}{' ...' if cu.size > 8 else ''}")
+    return int(np.diff(cu).max(initial=0))
+
+
+def _prefill_kernel_block(fn: str, backend: str | None, tensors: tuple, d: int, scale: float,
+                          block: int | None) -> int:
+    """Queries per group (which picks the kernel) for these arguments: ``block`` if given, else
+    :func:`prefill_block`'s, falling back from the Hopper kernel where it cannot take them."""
+    aligned = all(starts_aligned(x, 16) for x in tensors)
+    bq = prefill_block(backend, tensors[:1], d) if block is None else int(block)
+    if bq == 128 and not (aligned and 0 < scale < math.inf):
         if block is not None or d == 256:
-            raise LaunchError(_not_hopper_ready(aligned, sl))
-        bq = 64 if tuned_for_cuda_mma(backend, (q,)) else 16
+            raise LaunchError(_not_hopper_ready(fn, aligned, scale))
+        bq = 64 if tuned_for_cuda_mma(backend, tensors[:1]) else 16
     if bq not in (16, 64, 128):
-        raise LaunchError(f"prefill_attention: block must be 16, 64 or 128, got {bq}")
+        raise LaunchError(f"{fn}: block must be 16, 64 or 128, got {bq}")
     if d == 256 and bq != 128:
-        raise LaunchError("prefill_attention: heads of 256 run on the Hopper kernel alone (block 128: an sm_90 GPU, "
-                          "or the interpreter with block=128); this device takes D = 64 or 128")
+        raise LaunchError(f"{fn}: heads of 256 run on the Hopper kernel alone (block 128: an sm_90 GPU, or the "
+                          "interpreter with block=128); this device takes D = 64 or 128")
+    return bq
+
+
+def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int, longest: int, b: int, h: int,
+                    h_kv: int, causal: bool, scale: Any, varlen: bool, backend: str | None) -> None:
+    """One launch of the prefill kernel for ``bq`` on (q, k, v, out, cu): ``rows`` per head (dense) or in all
+    (packed), the grid sized for the ``longest`` sequence."""
     if b * h > 65535:
-        raise LaunchError(f"prefill_attention: B*H = {b * h} exceeds 65535 groups")
-    args = (q, k, v, out, s, h, h_kv, int(bool(causal)), sl)
+        raise LaunchError(f"{fn}: B*H = {b * h} exceeds 65535 groups")
+    flags = (int(bool(causal)), scale)
     if bq == 128:
-        attention_prefill_ws.variant(T=dt, D=d, **fa_config(d)).launch(
-            *args[:7], b * h, b * h_kv, *args[7:], grid=(ceil_div(s, FA_BQ) * FA_THREADS, b * h),
+        attention_prefill_ws.variant(T=dt, D=d, VARLEN=varlen, **fa_config(d)).launch(
+            *tensors, rows, h, h_kv, b * h, b * h_kv, *flags, grid=(ceil_div(longest, FA_BQ) * FA_THREADS, b * h),
             group=(FA_THREADS,), backend=backend)
     elif bq == 64:
-        attention_prefill.variant(T=dt, D=d, BQ=64).launch(*args, grid=(ceil_div(s, 64) * 128, b * h),
-                                                           group=(128,), backend=backend)
+        attention_prefill.variant(T=dt, D=d, BQ=64, VARLEN=varlen).launch(
+            *tensors, rows, h, h_kv, *flags, grid=(ceil_div(longest, 64) * 128, b * h), group=(128,), backend=backend)
     else:
-        attention_prefill_small.variant(T=dt, D=d).launch(*args, grid=(ceil_div(s, SBQ) * SNT, b * h),
-                                                          group=(SNT,), backend=backend)
-    return out
+        attention_prefill_small.variant(T=dt, D=d, VARLEN=varlen).launch(
+            *tensors, rows, h, h_kv, *flags, grid=(ceil_div(longest, SBQ) * SNT, b * h), group=(SNT,),
+            backend=backend)
 
 
 __all__ = ["attention_decode_combine", "attention_decode_split", "attention_prefill", "attention_prefill_small",
            "decode_attention", "decode_chunk", "heads_per_group", "keys_in_flight", "prefill_attention",
-           "prefill_block", "team_lanes"]
+           "prefill_attention_varlen", "prefill_block", "sequence_rows", "team_lanes"]

@@ -21,11 +21,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
+from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, fast_exp2, frag_acc, frag_acc_to_a,
                        frag_mask, frag_row_max, frag_row_sum, frag_scale_rows, frag_store, group_id, lane_id, mma_wg,
-                       mma_wg_wait, num_groups, recip, role_barrier, shared, simd_group_id, static_range, thread_id,
-                       warp_roles)
+                       mma_wg_wait, num_groups, recip, role_barrier, select, shared, simd_group_id, static_range,
+                       thread_id, warp_roles)
 
 from .gemm_ws import free_slot, full_slot
 
@@ -81,13 +81,26 @@ def fa_config(d: int) -> dict[str, int]:
 
 
 @func
-def copy_keys(ring, src, full, slot, heads, S, head, k0, bk, d, item):
-    """The producer's tile copies of keys k0 .. k0 + BK - 1 of KV head ``head`` (K's or V's rows of ``src``, seen as
-    (heads, S, D); rows past S read 0) into ``ring``'s ``slot`` as 64-column swizzled blocks, and the arrival on
-    ``full`` that announces their bytes."""
+def copy_rows(ring, at, src, full, slot, heads, rows, head, r0, count, d, packed):
+    """Tile copies of rows r0 .. r0 + count - 1 of head ``head`` of ``src`` into ``ring`` from element ``at`` on, as
+    64-column swizzled blocks, completing on ``full``'s ``slot``.  ``src`` is (heads, rows, D) (``rows`` per head),
+    or ``packed`` (rows, heads, D) (the tokens of all sequences, a row's heads side by side); rows past ``rows``
+    read 0."""
     for c in static_range(d // COLS):
-        copy_tile(ring, (slot * (d // COLS) + c) * bk * COLS, src, (heads, S, d), (head, k0, c * COLS),
-                  (1, bk, COLS), full, slot)
+        if packed:
+            copy_tile(ring, at + c * count * COLS, src, (rows, heads, d), (r0, head, c * COLS), (count, 1, COLS),
+                      full, slot)
+        else:
+            copy_tile(ring, at + c * count * COLS, src, (heads, rows, d), (head, r0, c * COLS), (1, count, COLS),
+                      full, slot)
+
+
+@func
+def copy_keys(ring, src, full, slot, heads, rows, head, k0, bk, d, item, packed):
+    """The producer's tile copies of keys k0 .. k0 + BK - 1 of KV head ``head`` (K's or V's rows, as
+    :func:`copy_rows` reads them) into ``ring``'s ``slot``, and the arrival on ``full`` that announces their
+    bytes."""
+    copy_rows(ring, slot * d * bk, src, full, slot, heads, rows, head, k0, bk, d, packed)
     barrier_arrive(full, slot, bytes=bk * d * item)
 
 
@@ -164,32 +177,38 @@ def overlapped_block(j, sc, m, l, sl2, acc, q_s, k_s, v_s, k_full, k_empty, v_fu
 
 
 @func
-def store_staged(o, stage, ld, base, rows, ct, d):
+def store_staged(o, stage, ld, base, rows, ct, d, stride):
     """The consumers' (thread ``ct`` of 256) store of the 128 staged output rows (``ld`` elements apart in
-    ``stage``) to ``o[base ..]`` in 16-byte pieces, the first ``rows`` of them."""
+    ``stage``) to ``o[base ..]`` (rows ``stride`` elements apart) in 16-byte pieces, the first ``rows`` of them."""
     for i in static_range(FA_BQ * d // 8 // FA_ROLES[1]):
         e = ct + i * FA_ROLES[1]
         if e // (d // 8) < rows:
-            o.store(base + (e // (d // 8)) * d + (e % (d // 8)) * 8,
+            o.store(base + (e // (d // 8)) * stride + (e % (d // 8)) * 8,
                     stage.load((e // (d // 8)) * ld + (e % (d // 8)) * 8, width=8))
 
 
 @kernel(variants(T=[f16, bf16], D=[128, 64, 256], BK=[128, 64], STAGES=[2, 3, 4], OVERLAP=[True, False],
-                 where=fa_fits))
-def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: int, H_kv: int, BH: int, BH_kv: int,
-                         causal: int, scale: f32):
+                 VARLEN=[False, True], where=fa_fits))
+def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int, BH: int,
+                         BH_kv: int, causal: int, scale: f32):
     """o = softmax(scale * Q K^T + mask) V per (batch, head), attention.attention_prefill's contract on Hopper.
 
     q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128, 256}; H a multiple of H_kv;
-    BH = B * H and BH_kv = B * H_kv (the tile copies' outer extents); causal != 0 masks key j > query i.
-    Grid (ceil(S / 128) * 384, B * H), group (384,), subgroups of 32: group
-    (x, bh) owns queries [128 t, 128 t + 128) of head bh for t = ceil(S / 128) - 1 - x (the last tiles first).
-    Per key block of BK: S = Q K^T in f32 (products exact, 16-deep slices in the unit's order), scores times
-    scale * log2(e), the running row max m and sum l in f32 (l sums the unrounded weights 2^(s - m)), P rounded
-    to T once for P V, O rescaled by 2^(m_old - m_new) before each block's P V; one rounding of O / l to T.
-    Loads past S read 0 and their scores are masked; rows past S are computed and never stored.  NaN/Inf in q
-    or k give NaN rows; NaN/Inf in v reach the rows that weight them (a masked weight is 0, and 0 * Inf is NaN:
-    a non-finite v also reaches the rows of its query tile that mask it in the same key block).
+    BH = B * H and BH_kv = B * H_kv (the tile copies' outer extents); causal != 0 masks key j > query i;
+    0 < scale < inf (each row's max is taken before scaling); ``cu`` unread (any one element).
+    VARLEN: packed sequences, q, o (S, H, D) and k, v (S, H_kv, D) with S the tokens of all B sequences;
+    sequence b holds rows cu[b] .. cu[b + 1] - 1 (``cu`` (B + 1,) i32, non-decreasing; values clamped into
+    [0, S]), attending within itself; BH and BH_kv unread.
+    Grid (ceil(L / 128) * 384, B * H) for L the longest sequence (S when not VARLEN), group (384,), subgroups of
+    32: group (x, bh) owns queries [128 t, 128 t + 128) of head bh for t = ceil(L / 128) - 1 - x (the last tiles
+    first); a tile past its sequence computes one block of keys and stores nothing.
+    Per key block of BK: S = Q K^T in f32 (products exact, 16-deep slices in the unit's order), the running row
+    max m and sum l in f32 (l sums the unrounded weights 2^(scale log2(e) (s - m))), P rounded to T once for P V,
+    O rescaled by 2^(scale log2(e) (m_old - m_new)) before each block's P V; one rounding of O / l to T.
+    Keys past the sequence read 0 (or the next sequence's rows) and their scores are masked; rows past it are
+    computed and never stored.  NaN/Inf in q or k give NaN rows; NaN/Inf in v reach the rows that weight them (a
+    masked weight is 0, and 0 * Inf is NaN: a non-finite v also reaches the rows of its query tile that mask it in
+    the same key block).
     """
     NB = D // COLS
     q_s = shared(T, FA_BQ * D)
@@ -207,20 +226,31 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
     tid = thread_id(0)
     bh = group_id(1)
     q0 = (num_groups(0) - 1 - group_id(0)) * FA_BQ
-    kvh = (bh // H) * H_kv + (bh % H) // (H // H_kv)
-    kend = S
+    h = bh % H
+    if VARLEN:
+        start = min(max(cu[bh // H], 0), S)  # the sequence's first row
+        n = min(max(cu[bh // H + 1], start), S) - start
+        q_head, kvh, q_heads, kv_heads, stride = h, h // (H // H_kv), H, H_kv, H * D
+        out_base = (start + q0) * stride + h * D
+    else:
+        start, n = 0, S
+        q_head, kvh, q_heads, kv_heads, stride = bh, (bh // H) * H_kv + h // (H // H_kv), BH, BH_kv, D
+        out_base = (bh * S + q0) * D
+    kend = n
     if causal != 0:
-        kend = min(S, q0 + FA_BQ)
+        kend = min(n, q0 + FA_BQ)
+    if VARLEN:
+        kend = select(q0 < n, kend, 1)  # a tile past the sequence: one block (every role runs the same trips)
     blocks = (kend + BK - 1) // BK
     if role == 0:
         if tid == 0:
-            for c in static_range(NB):
-                copy_tile(q_s, c * FA_BQ * COLS, q, (BH, S, D), (bh, q0, c * COLS),
-                          (1, FA_BQ, COLS), q_full, 0)
+            copy_rows(q_s, 0, q, q_full, 0, q_heads, S, q_head, start + q0, FA_BQ, D, VARLEN)
             barrier_arrive(q_full, 0, bytes=FA_BQ * D * T.itemsize)
             for j in range(blocks):
-                copy_keys(k_s, k, k_full, free_slot(k_empty, j, STAGES), BH_kv, S, kvh, j * BK, BK, D, T.itemsize)
-                copy_keys(v_s, v, v_full, free_slot(v_empty, j, STAGES), BH_kv, S, kvh, j * BK, BK, D, T.itemsize)
+                copy_keys(k_s, k, k_full, free_slot(k_empty, j, STAGES), kv_heads, S, kvh, start + j * BK, BK, D,
+                          T.itemsize, VARLEN)
+                copy_keys(v_s, v, v_full, free_slot(v_empty, j, STAGES), kv_heads, S, kvh, start + j * BK, BK, D,
+                          T.itemsize, VARLEN)
     else:
         wg = (tid - FA_ROLES[0]) // 128
         row0 = q0 + wg * 64 + (simd_group_id() % 4) * 16  # this subgroup's first query
@@ -239,11 +269,11 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
             m = frag_acc(f32, 16, BK, value=NEG)
             l = frag_acc(f32, 16, BK)
             for j in range(blocks - 1):
-                sc, m, l, acc = overlapped_block(j, mask_scores(sc, j * BK, S, causal, row0), m, l, sl2, acc, q_s,
+                sc, m, l, acc = overlapped_block(j, mask_scores(sc, j * BK, n, causal, row0), m, l, sl2, acc, q_s,
                                                  k_s, v_s, k_full, k_empty, v_full, v_empty, wg, NB, BK, STAGES, T)
             last = blocks - 1
             release_slot(k_empty, last % STAGES)
-            m, p, l, alpha = online_softmax(mask_scores(sc, last * BK, S, causal, row0), m, l, sl2)
+            m, p, l, alpha = online_softmax(mask_scores(sc, last * BK, n, causal, row0), m, l, sl2)
             mma_wg_wait(0)
             if last > 0:
                 release_slot(v_empty, (last - 1) % STAGES)
@@ -256,8 +286,8 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
                 s = full_slot(k_full, j, STAGES)
                 sc = issue_scores(q_s, k_s, wg, s, NB, BK, 0)
                 release_slot(k_empty, s)
-                if (j + 1) * BK > S or (causal != 0 and (j + 1) * BK > q0 + wg * 64 + 1):
-                    sc = mask_scores(sc, j * BK, S, causal, row0)  # only blocks that reach past S or a query
+                if (j + 1) * BK > n or (causal != 0 and (j + 1) * BK > q0 + wg * 64 + 1):
+                    sc = mask_scores(sc, j * BK, n, causal, row0)  # only blocks that reach past S or a query
                 m, p, l, alpha = online_softmax(sc, m, l, sl2)
                 acc = frag_scale_rows(acc, alpha)
                 s = full_slot(v_full, j, STAGES)
@@ -270,11 +300,11 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], S: int, H: 
         if D <= OWN_STAGING:
             frag_store(o_s, first_row * OLD, OLD, acc)
             role_barrier()
-            store_staged(o, o_s, OLD, (bh * S + q0) * D, S - q0, ct, D)
+            store_staged(o, o_s, OLD, out_base, n - q0, ct, D, stride)
         else:
             role_barrier()  # both warpgroups' last S multiplies read Q before its tile holds the output
             frag_store(q_s, first_row * D, D, acc)
             role_barrier()
-            store_staged(o, q_s, D, (bh * S + q0) * D, S - q0, ct, D)
+            store_staged(o, q_s, D, out_base, n - q0, ct, D, stride)
 
 __all__ = ["FA_BQ", "FA_DEFAULT", "FA_THREADS", "attention_prefill_ws", "fa_config", "fa_fits", "fa_shared_bytes"]

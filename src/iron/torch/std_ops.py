@@ -277,13 +277,21 @@ def prefill_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scal
     return attention.prefill_attention(q, k, v, causal, scale, out=out)
 
 
+@library_op(_same_as("q"))
+def prefill_attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_seqlen: Optional[int] = None,
+                             causal: bool = True, scale: Optional[float] = None, *,
+                             out: Optional[Tensor] = None) -> Tensor:
+    """:func:`iron.std.attention.prefill_attention_varlen` over packed sequences."""
+    return attention.prefill_attention_varlen(q, k, v, cu_seqlens, max_seqlen, causal, scale, out=out)
+
+
 #: Every op by name (``iron::<name>``), the elementwise ones included.
 OPS: dict[str, LibraryOp] = {
     **UNARY, **BINARY,
     **{op.name: op for op in (unary, binary, clamp, fma, where, cast, copy, transpose, sum, mean, max, min, argmax,
                               softmax, log_softmax, layernorm, rmsnorm, add_rmsnorm, rope, rope_cached, gemv, gemm,
                               conv1d, conv2d, depthwise_conv2d, dequantize, quant_gemv, decode_attention,
-                              prefill_attention)},
+                              prefill_attention, prefill_attention_varlen)},
 }
 
 #: The std host function each op runs, for the completeness test: (module, function).
@@ -299,4 +307,5 @@ COVERS = {**{op: ("elementwise", op) for op in (*elementwise.UNARY_OPS, *element
           "conv1d": ("conv", "conv1d"), "conv2d": ("conv", "conv2d"),
           "depthwise_conv2d": ("conv", "depthwise_conv2d"), "dequantize": ("gguf", "dequantize"),
           "quant_gemv": ("quant_gemv", "quant_gemv"), "decode_attention": ("attention", "decode_attention"),
-          "prefill_attention": ("attention", "prefill_attention")}
+          "prefill_attention": ("attention", "prefill_attention"),
+          "prefill_attention_varlen": ("attention", "prefill_attention_varlen")}

@@ -358,7 +358,7 @@ PREFILL_SHAPES = [
 PREFILL_DTYPES = [f16, bf16]
 
 
-def prefill_oracle(q, k, v, o, s, h, h_kv, causal, scale):
+def prefill_oracle(q, k, v, o, cu, s, h, h_kv, causal, scale):
     mask = np.tril(np.ones((s, s), bool)) if causal else None
     out, mag, _ = attention_reference(q, expand_kv(k, h), expand_kv(v, h), float(scale), mask)
     return Expect(out, mag)
@@ -384,12 +384,13 @@ def prefill_args(case) -> tuple[list, float]:
     q = case.randn(b, h, s, d)
     k = case.randn(b, h_kv, s, d)
     v = case.randn(b, h_kv, s, d)
-    return [q, k, v, case.empty(b, h, s, d), s, h, h_kv, causal, scale], float(scale)
+    cu = np.zeros(1, np.int32)  # unread: the tensors are dense
+    return [q, k, v, case.empty(b, h, s, d), cu, s, h, h_kv, causal, scale], float(scale)
 
 
 def _prefill_setup(case, bq: int, threads: int, **bench_fields) -> Setup:
     args, scale = prefill_args(case)
-    q, k, _, _, s, h, _, _, _ = args
+    q, k, _, _, _, s, h, _, _, _ = args
     b, d = q.shape[0], q.shape[-1]
     a = score_magnitude(q, k, scale)
     return Setup(args=args, grid=(-(-s // bq) * threads, b * h), group=(threads,), oracle=prefill_oracle,
@@ -417,20 +418,20 @@ PREFILL_WS_BINDINGS = [{"BK": 128, "STAGES": 2, "OVERLAP": False}, {"BK": 128, "
                        {"BK": 64, "STAGES": 3, "OVERLAP": True}]
 
 
-def prefill_ws_oracle(q, k, v, o, s, h, h_kv, bh, bh_kv, causal, scale):
-    return prefill_oracle(q, k, v, o, s, h, h_kv, causal, scale)
+def prefill_ws_oracle(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale):
+    return prefill_oracle(q, k, v, o, cu, s, h, h_kv, causal, scale)
 
 
 def prefill_ws_args(case) -> tuple[list, float]:
     """attention_prefill_ws's arguments: the prefill's, with B * H and B * H_kv (the tile copies' extents)."""
     args, scale = prefill_args(case)
-    b, h, h_kv = args[0].shape[0], args[5], args[6]
-    return [*args[:7], b * h, b * h_kv, *args[7:]], scale
+    b, h, h_kv = args[0].shape[0], args[6], args[7]
+    return [*args[:8], b * h, b * h_kv, *args[8:]], scale
 
 
 def _prefill_ws_setup(case, **bench_fields) -> Setup:
     args, scale = prefill_ws_args(case)
-    q, k, s, h = args[0], args[1], args[4], args[5]
+    q, k, s, h = args[0], args[1], args[5], args[6]
     a = score_magnitude(q, k, scale)
     return Setup(args=args, grid=(-(-s // W.FA_BQ) * W.FA_THREADS, q.shape[0] * h), group=(W.FA_THREADS,),
                  oracle=prefill_ws_oracle, depth=prefill_depth(q.shape[-1], s, a, case["BK"]),
@@ -452,7 +453,7 @@ def prefill_ws_setup(case):
     return _prefill_ws_setup(case)
 
 
-def _prefill_torch(q, k, v, o, s, h, h_kv, causal, scale):
+def _prefill_torch(q, k, v, o, cu, s, h, h_kv, causal, scale):
     import torch.nn.functional as F
 
     if h != h_kv:
@@ -464,7 +465,7 @@ def _prefill_torch(q, k, v, o, s, h, h_kv, causal, scale):
     return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=float(scale))
 
 
-def _prefill_numpy(q, k, v, o, s, h, h_kv, causal, scale):
+def _prefill_numpy(q, k, v, o, cu, s, h, h_kv, causal, scale):
     out = np.empty(o.shape, np.float32)
     kx, vx = expand_kv(k, h), expand_kv(v, h)
     for b in range(q.shape[0]):
@@ -505,12 +506,12 @@ def prefill_small_bench_setup(case):
     return _prefill_setup(case, A.SBQ, A.SNT, **_prefill_bench_fields(case))
 
 
-def _prefill_ws_torch(q, k, v, o, s, h, h_kv, bh, bh_kv, causal, scale):
-    return _prefill_torch(q, k, v, o, s, h, h_kv, causal, scale)
+def _prefill_ws_torch(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale):
+    return _prefill_torch(q, k, v, o, cu, s, h, h_kv, causal, scale)
 
 
-def _prefill_ws_numpy(q, k, v, o, s, h, h_kv, bh, bh_kv, causal, scale):
-    return _prefill_numpy(q, k, v, o, s, h, h_kv, causal, scale)
+def _prefill_ws_numpy(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale):
+    return _prefill_numpy(q, k, v, o, cu, s, h, h_kv, causal, scale)
 
 
 @bench(W.attention_prefill_ws, shapes={**PREFILL_BENCH, "vulkan": []}, dtypes=PREFILL_DTYPES,
