@@ -47,7 +47,7 @@ def main() -> int:
                 kern = attention_decode_split.variant(T=f16, VEC=8, D=d, GQ=gq, U=u)
                 po = torch.full((b, h, nch, d), float("nan"), device="cuda")
                 pl = torch.empty((b, h, nch), device="cuda")
-                run = lambda: kern.launch(q, kc, vc, lens, po, pl, h, hkv, s, nch, ch, f32(scale),
+                run = lambda: kern.launch(q, kc, vc, lens, po, pl, h, hkv, s, nch, ch, f32(scale), lens, 1, 1,
                                           grid=(nch * DECODE_THREADS, b * h // gq), group=(DECODE_THREADS,),
                                           backend="cuda")
                 run()

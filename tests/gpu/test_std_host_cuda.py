@@ -124,6 +124,31 @@ def test_prefill_attention_varlen_takes_torch_tensors(cuda):
         assert np.max(np.abs(got[lo:hi] - want)) < 2.0 ** -6, (b, lens)
 
 
+@pytest.mark.parametrize("h,h_kv", [(32, 8), (8, 8)])
+def test_decode_attention_paged_reads_what_the_dense_cache_holds(cuda, h, h_kv):
+    """A shuffled pool of 16-key pages (every unused row NaN) gives the dense cache's decode bit for bit, and
+    append_paged_kv's writes land where the table says."""
+    rng = np.random.default_rng(h)
+    b, page, width, d = 4, 16, 40, 128
+    s_max = page * width
+    lens = np.array([s_max - 1, 1, 333, 0], np.int32)
+    q = rng.standard_normal((b, h, d)).astype(np.float16)
+    k, v = (rng.standard_normal((b, h_kv, s_max, d)).astype(np.float16) for _ in range(2))
+    pool = b * width + 3
+    table = rng.permutation(pool)[: b * width].reshape(b, width).astype(np.int32)
+    k_pages, v_pages = (np.full((pool, page, h_kv, d), np.nan, np.float16) for _ in range(2))
+    for i in range(b):
+        rows = np.arange(lens[i])
+        k_pages[table[i, rows // page], rows % page] = k[i].transpose(1, 0, 2)[rows]
+        v_pages[table[i, rows // page], rows % page] = v[i].transpose(1, 0, 2)[rows]
+    got = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="cuda")
+    np.testing.assert_array_equal(got, A.decode_attention(q, k, v, lens, backend="cuda"))
+    k_new, v_new = (rng.standard_normal((b, h_kv, d)).astype(np.float16) for _ in range(2))
+    A.append_paged_kv(k_new, v_new, k_pages, v_pages, table, lens, backend="cuda")
+    for i in range(b):
+        np.testing.assert_array_equal(v_pages[table[i, lens[i] // page], lens[i] % page], v_new[i])
+
+
 def test_reduce_many_long_rows_go_one_subgroup_each(cuda):
     """4096 rows of 12 KB: past SHORT_ROW_BYTES, but MANY_ROWS of them take the subgroup schedule."""
     from iron import f32

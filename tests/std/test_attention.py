@@ -219,6 +219,58 @@ def test_decode_attention_scale_out_and_zero_length():
            _decode_depth(q[1:], k[1:], 0.3, 16))
 
 
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+@pytest.mark.parametrize("dtype,page,heads,d", [(np.float16, 16, (4, 2), 64), (np.float32, 8, (2, 2), 128)])
+def test_decode_attention_paged_reads_what_the_dense_cache_holds(backend, dtype, page, heads, d):
+    """Keys scattered over a pool of pages (a shuffled table, spare pages, every unused row NaN) give the dense
+    cache's decode bit for bit (the same kernel, chunks and order); then append_paged_kv writes each sequence's
+    next key and value where its table says, and a position past the table's reach writes nothing."""
+    h, h_kv = heads
+    b, width = 3, 5
+    s_max = width * page
+    rng = np.random.default_rng(page + d)
+    lens = np.array([s_max - 1, 1, 2 * page + 3], np.int32)  # one short of full, one token, a page and a bit
+    q = _randn(rng, (b, h, d), dtype)
+    k, v = _randn(rng, (b, h_kv, s_max, d), dtype), _randn(rng, (b, h_kv, s_max, d), dtype)
+    pool = b * width + 2
+    table = rng.permutation(pool)[: b * width].reshape(b, width).astype(np.int32)
+    k_pages, v_pages = (np.full((pool, page, h_kv, d), np.nan, dtype) for _ in range(2))
+    for i in range(b):
+        for s in range(lens[i]):
+            k_pages[table[i, s // page], s % page] = k[i, :, s]
+            v_pages[table[i, s // page], s % page] = v[i, :, s]
+    got = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend=backend)
+    np.testing.assert_array_equal(got, A.decode_attention(q, k, v, lens, backend=backend))
+
+    k_new, v_new = _randn(rng, (b, h_kv, d), dtype), _randn(rng, (b, h_kv, d), dtype)
+    before = k_pages.copy()
+    positions = lens.copy()
+    positions[0] = s_max  # past the table's reach: skipped
+    A.append_paged_kv(k_new, v_new, k_pages, v_pages, table, positions, backend=backend)
+    for i in (1, 2):
+        k[i, :, lens[i]], v[i, :, lens[i]] = k_new[i], v_new[i]
+        np.testing.assert_array_equal(k_pages[table[i, lens[i] // page], lens[i] % page], k_new[i])
+    written = np.zeros(pool * page, bool)
+    written[[table[i, lens[i] // page] * page + lens[i] % page for i in (1, 2)]] = True
+    np.testing.assert_array_equal(k_pages.reshape(pool * page, -1)[~written], before.reshape(pool * page, -1)[~written])
+    grown = np.minimum(lens + 1, s_max - 1).astype(np.int32)
+    np.testing.assert_array_equal(A.decode_attention_paged(q, k_pages, v_pages, table, grown, backend=backend),
+                                  A.decode_attention(q, k, v, grown, backend=backend))
+
+
+def test_paged_decode_and_append_reject_bad_input():
+    q, pages, table, lens = np.zeros((1, 2, 64), np.float16), np.zeros((4, 16, 1, 64), np.float16), \
+        np.zeros((1, 2), np.int32), np.ones(1, np.int32)
+    for args, what in (((q, pages, pages, table.astype(np.int64), lens), "block_table must be int32"),
+                       ((q, pages, pages[:, :8], table, lens), "v_pages: expected shape"),
+                       ((q, pages.astype(np.float32), pages, table, lens), "k_pages is f32, q is f16"),
+                       ((q, pages, pages, table[0], lens), "block_table (B, max_pages)")):
+        with pytest.raises(iron.LaunchError, match=re.escape(what)):
+            A.decode_attention_paged(*args, backend="interp")
+    with pytest.raises(iron.LaunchError, match=re.escape("positions must be int32")):
+        A.append_paged_kv(q[:, :1], q[:, :1], pages, pages, table, lens.astype(np.int64), backend="interp")
+
+
 def _prefill_expect(q, k, v, causal, scale):
     h, s = q.shape[1], q.shape[2]
     f = lambda x: x.astype(np.float64)  # noqa: E731

@@ -49,12 +49,16 @@ def team_spans_head(v: dict[str, Any]) -> bool:
 
 
 @kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2, 4], U=[1, 2, 4], TM=[TEAM, 16],
-                 where=team_spans_head))
+                 PAGED=[False, True], where=team_spans_head))
 def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32],
-                           part_lse: Tensor[f32], H: int, H_kv: int, S_max: int, NCH: int, CH: int, scale: f32):
+                           part_lse: Tensor[f32], H: int, H_kv: int, S_max: int, NCH: int, CH: int, scale: f32,
+                           table: In[i32], P: int, pages: int):
     """One chunk of keys for GQ query heads sharing one KV head: the chunk's softmax-weighted V and its LSE.
 
-    q (B, H, D), k/v (B, H_kv, S_max, D) row-major in T; seq_lens (B,) i32, clamped to [0, S_max].
+    q (B, H, D), k/v (B, H_kv, S_max, D) row-major in T; seq_lens (B,) i32, clamped to [0, S_max]; ``table``,
+    P and ``pages`` unread.  PAGED: a cache of pages, k/v (pages, P, H_kv, D) (P keys a page, FlashInfer's
+    and flash-attn's NHD layout), key s of sequence b in row s % P of page table[b, s // P] (``table`` (B,
+    S_max / P) i32, entries clamped to [0, pages)).
     Grid (NCH * 128, B * H / GQ), group (128,): group (c, b * H/GQ + hg) owns keys
     [c*CH, min((c+1)*CH, L_b)) of heads hg*GQ .. hg*GQ+GQ-1, KV head (hg*GQ) // (H / H_kv).
     Out (f32): part_o (B, H, NCH, D) = sum_j softmax_j v_j over the chunk (normalised), part_lse
@@ -108,7 +112,12 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
         kf = local(f32, U * E)
         vf = local(f32, U * E)
         for u in static_range(U):
-            base = (row0 + min(j0 + u * TEAMS, end - 1)) * D
+            key = min(j0 + u * TEAMS, end - 1)
+            if PAGED:
+                page = min(max(table[b * (S_max // P) + key // P], 0), pages - 1)
+                base = ((page * P + key % P) * H_kv + kvh) * D
+            else:
+                base = (row0 + key) * D
             for jv in static_range(NV):
                 kx = f32(k.load(base + (lt + jv * TM) * VEC, width=VEC))
                 vx = f32(v.load(base + (lt + jv * TM) * VEC, width=VEC))
@@ -591,45 +600,146 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: f
     q (B, H, D); k_cache, v_cache (B, H_kv, S_max, D), same float dtype; seq_lens (B,) int32.  Two
     launches (split over key chunks of ``chunk`` keys, then the combine); f32 partials are allocated here.
     """
-    dt = check_float(q, "decode_attention: q")
+    fn = "decode_attention"
+    dt = check_float(q, f"{fn}: q")
     if len(shape_of(q)) != 3 or len(shape_of(k_cache)) != 4:
-        raise LaunchError(f"decode_attention: q must be (B, H, D) and k_cache (B, H_kv, S_max, D); got "
-                          f"{shape_of(q)} and {shape_of(k_cache)}")
+        raise LaunchError(f"{fn}: q must be (B, H, D) and k_cache (B, H_kv, S_max, D); got {shape_of(q)} and "
+                          f"{shape_of(k_cache)}")
     b, h, d = shape_of(q)
     _, h_kv, s_max, _ = shape_of(k_cache)
+    check_shape(k_cache, (b, h_kv, s_max, d), f"{fn}: k_cache")
+    check_shape(v_cache, (b, h_kv, s_max, d), f"{fn}: v_cache")
+    _check_decode(fn, q, {"k_cache": k_cache, "v_cache": v_cache}, seq_lens, h_kv, s_max)
+    out = output(fn, out, q, (b, h, d), dt, {"q": q, "k_cache": k_cache, "v_cache": v_cache, "seq_lens": seq_lens})
+    return _decode(fn, q, k_cache, v_cache, seq_lens, out, h_kv, s_max, (seq_lens, 1, 1), scale, backend, chunk)
+
+
+@planned
+def decode_attention_paged(q: Any, k_pages: Any, v_pages: Any, block_table: Any, seq_lens: Any,
+                           scale: float | None = None, out: Any = None, backend: str | None = None,
+                           chunk: int | None = None) -> Any:
+    """:func:`decode_attention` over a paged cache, as vLLM and FlashInfer keep it: k_pages, v_pages (pages, P,
+    H_kv, D) hold P keys a page (the NHD layout), and sequence b's key s is row s % P of page block_table[b, s //
+    P]; block_table (B, max_pages) int32 (entries outside [0, pages) read the nearest page: keep them valid up
+    to seq_lens[b]), seq_lens (B,) int32, clamped to [0, max_pages * P]."""
+    fn = "decode_attention_paged"
+    dt = check_float(q, f"{fn}: q")
+    if len(shape_of(q)) != 3 or len(shape_of(k_pages)) != 4 or len(shape_of(block_table)) != 2:
+        raise LaunchError(f"{fn}: q must be (B, H, D), k_pages (pages, P, H_kv, D) and block_table (B, max_pages); "
+                          f"got {shape_of(q)}, {shape_of(k_pages)} and {shape_of(block_table)}")
+    b, h, d = shape_of(q)
+    pages, page, h_kv, _ = shape_of(k_pages)
+    width = shape_of(block_table)[1]
+    check_shape(k_pages, (pages, page, h_kv, d), f"{fn}: k_pages")
+    check_shape(v_pages, (pages, page, h_kv, d), f"{fn}: v_pages")
+    check_shape(block_table, (b, width), f"{fn}: block_table")
+    if dtype_of(block_table, "block_table").name != "i32":
+        raise LaunchError(f"{fn}: block_table must be int32, got {dtype_of(block_table).name}")
+    if pages < 1 or page < 1:
+        raise LaunchError(f"{fn}: the cache holds no pages ({pages} pages of {page} keys)")
+    _check_decode(fn, q, {"k_pages": k_pages, "v_pages": v_pages}, seq_lens, h_kv, width * page)
+    out = output(fn, out, q, (b, h, d), dt, {"q": q, "k_pages": k_pages, "v_pages": v_pages,
+                                             "block_table": block_table, "seq_lens": seq_lens})
+    return _decode(fn, q, k_pages, v_pages, seq_lens, out, h_kv, width * page, (block_table, page, pages), scale,
+                   backend, chunk)
+
+
+def _check_decode(fn: str, q: Any, caches: dict[str, Any], seq_lens: Any, h_kv: int, s_max: int) -> None:
+    """What both decodes check of their arguments beyond the caches' shapes."""
+    b, h, d = shape_of(q)
     _check_heads(h, h_kv, d)
-    check_shape(k_cache, (b, h_kv, s_max, d), "decode_attention: k_cache")
-    check_shape(v_cache, (b, h_kv, s_max, d), "decode_attention: v_cache")
-    check_shape(seq_lens, (b,), "decode_attention: seq_lens")
-    for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if dtype_of(x, name) != dt:
-            raise LaunchError(f"decode_attention: {name} is {dtype_of(x).name}, q is {dt.name}")
+    check_shape(seq_lens, (b,), f"{fn}: seq_lens")
+    for name, x in caches.items():
+        if dtype_of(x, name) != dtype_of(q):
+            raise LaunchError(f"{fn}: {name} is {dtype_of(x).name}, q is {dtype_of(q).name}")
     if dtype_of(seq_lens, "seq_lens").name != "i32":
-        raise LaunchError(f"decode_attention: seq_lens must be int32, got {dtype_of(seq_lens).name}")
+        raise LaunchError(f"{fn}: seq_lens must be int32, got {dtype_of(seq_lens).name}")
     if s_max < 1:
-        raise LaunchError("decode_attention: the cache holds no positions (S_max = 0)")
-    out = output("decode_attention", out, q, (b, h, d), dt,
-                 {"q": q, "k_cache": k_cache, "v_cache": v_cache, "seq_lens": seq_lens})
+        raise LaunchError(f"{fn}: the cache holds no positions (S_max = 0)")
+
+
+def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int, s_max: int, paging: tuple,
+            scale: float | None, backend: str | None, chunk: int | None) -> Any:
+    """The split pass over chunks of the cache (dense, or pages where ``paging`` = (table, P, pages) names a
+    table; dense passes seq_lens for the unread table), then the combine."""
+    b, h, d = shape_of(q)
     if b == 0 or h == 0:
         return out
     gq = heads_per_group(h, h_kv)
     ch = decode_chunk(b, h // gq, s_max) if chunk is None else int(chunk)
     if ch < 1:
-        raise LaunchError(f"decode_attention: chunk must be positive, got {ch}")
+        raise LaunchError(f"{fn}: chunk must be positive, got {ch}")
     nch = ceil_div(s_max, ch)
     if b * h // gq > 65535 or nch > 65535:
-        raise LaunchError(f"decode_attention: B*H/{gq} = {b * h // gq} groups or {nch} chunks exceed 65535")
+        raise LaunchError(f"{fn}: B*H/{gq} = {b * h // gq} groups or {nch} chunks exceed 65535")
+    dt = dtype_of(q)
     part_o = empty_like(q, (b, h, nch, d), f32)
     part_lse = empty_like(q, (b, h, nch), f32)
     vec = vector_width(dt)
     tm = team_lanes(ch, d, vec, backend, (q,))
-    split = attention_decode_split.variant(T=dt, VEC=vec, D=d, GQ=gq, U=keys_in_flight(gq, tm), TM=tm)
-    split.launch(q, k_cache, v_cache, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, _scale(scale, d),
+    split = attention_decode_split.variant(T=dt, VEC=vec, D=d, GQ=gq, U=keys_in_flight(gq, tm), TM=tm,
+                                           PAGED=paging[0] is not seq_lens)
+    split.launch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, _scale(scale, d), *paging,
                  grid=(nch * DECODE_THREADS, b * h // gq), group=(DECODE_THREADS,), backend=backend)
     attention_decode_combine.variant(T=dt).launch(
         part_o, part_lse, out, h, d, nch, grid=(ceil_div(h * d, COMBINE_GROUP) * COMBINE_GROUP, b),
         group=(COMBINE_GROUP,), backend=backend)
     return out
+
+
+@kernel(variants(T=[f32, f16, bf16]))
+def paged_kv_append(k_new: In[T], v_new: In[T], k_pages: Tensor[T], v_pages: Tensor[T], table: In[i32],
+                    positions: In[i32], HD: int, P: int, width: int, pages: int, n: int):
+    """Row positions[b] of sequence b's pages takes its new key and value: k_pages, v_pages (pages, P, H_kv, D)
+    at page table[b, pos // P], row pos % P, from k_new, v_new (B, H_kv, D) (HD = H_kv * D elements a row).
+    A position outside [0, width * P) (``table`` (B, width)) or a page outside [0, pages) writes nothing.
+    Grid (n,) for n = B * HD, one element a thread."""
+    i = program_id(0)
+    if i < n:
+        b = i // HD
+        pos = positions[b]
+        if pos >= 0 and pos < width * P:
+            page = table[b * width + pos // P]
+            if page >= 0 and page < pages:
+                at = (page * P + pos % P) * HD + i % HD
+                k_pages[at] = k_new[i]
+                v_pages[at] = v_new[i]
+
+
+#: Threads of one group of the append.
+APPEND_GROUP = 256
+
+
+def append_paged_kv(k_new: Any, v_new: Any, k_pages: Any, v_pages: Any, block_table: Any, positions: Any,
+                    backend: str | None = None) -> tuple[Any, Any]:
+    """Writes each sequence's new key and value into its pages, in place, for :func:`decode_attention_paged`:
+    k_new, v_new (B, H_kv, D) at position positions[b] (int32 (B,)) of sequence b, i.e. row pos % P of page
+    block_table[b, pos // P] of k_pages, v_pages (pages, P, H_kv, D).  A position outside the table's reach or a
+    page outside [0, pages) is skipped.  Returns (k_pages, v_pages)."""
+    fn = "append_paged_kv"
+    dt = check_float(k_new, f"{fn}: k_new")
+    if len(shape_of(k_new)) != 3 or len(shape_of(k_pages)) != 4 or len(shape_of(block_table)) != 2:
+        raise LaunchError(f"{fn}: k_new must be (B, H_kv, D), k_pages (pages, P, H_kv, D) and block_table (B, "
+                          f"max_pages); got {shape_of(k_new)}, {shape_of(k_pages)} and {shape_of(block_table)}")
+    b, h_kv, d = shape_of(k_new)
+    pages, page, _, _ = shape_of(k_pages)
+    check_shape(v_new, (b, h_kv, d), f"{fn}: v_new")
+    check_shape(k_pages, (pages, page, h_kv, d), f"{fn}: k_pages")
+    check_shape(v_pages, (pages, page, h_kv, d), f"{fn}: v_pages")
+    check_shape(block_table, (b, shape_of(block_table)[1]), f"{fn}: block_table")
+    check_shape(positions, (b,), f"{fn}: positions")
+    for name, x in (("v_new", v_new), ("k_pages", k_pages), ("v_pages", v_pages)):
+        if dtype_of(x, name) != dt:
+            raise LaunchError(f"{fn}: {name} is {dtype_of(x).name}, k_new is {dt.name}")
+    for name, x in (("block_table", block_table), ("positions", positions)):
+        if dtype_of(x, name).name != "i32":
+            raise LaunchError(f"{fn}: {name} must be int32, got {dtype_of(x).name}")
+    n = b * h_kv * d
+    if n:
+        paged_kv_append.variant(T=dt).launch(
+            k_new, v_new, k_pages, v_pages, block_table, positions, h_kv * d, page, shape_of(block_table)[1], pages,
+            n, grid=(ceil_div(n, APPEND_GROUP) * APPEND_GROUP,), group=(APPEND_GROUP,), backend=backend)
+    return k_pages, v_pages
 
 
 def prefill_block(backend: str | None, like: Any = (), d: int = 128) -> int:
@@ -775,6 +885,7 @@ def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int
             backend=backend)
 
 
-__all__ = ["attention_decode_combine", "attention_decode_split", "attention_prefill", "attention_prefill_small",
-           "decode_attention", "decode_chunk", "heads_per_group", "keys_in_flight", "prefill_attention",
-           "prefill_attention_varlen", "prefill_block", "sequence_rows", "team_lanes"]
+__all__ = ["append_paged_kv", "attention_decode_combine", "attention_decode_split", "attention_prefill",
+           "attention_prefill_small", "decode_attention", "decode_attention_paged", "decode_chunk", "heads_per_group",
+           "keys_in_flight", "paged_kv_append", "prefill_attention", "prefill_attention_varlen", "prefill_block",
+           "sequence_rows", "team_lanes"]

@@ -271,6 +271,13 @@ def decode_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, seq_lens: Tens
 
 
 @library_op(_same_as("q"))
+def decode_attention_paged(q: Tensor, k_pages: Tensor, v_pages: Tensor, block_table: Tensor, seq_lens: Tensor,
+                           scale: Optional[float] = None, *, out: Optional[Tensor] = None) -> Tensor:
+    """:func:`iron.std.attention.decode_attention_paged` over a cache of pages."""
+    return attention.decode_attention_paged(q, k_pages, v_pages, block_table, seq_lens, scale, out=out)
+
+
+@library_op(_same_as("q"))
 def prefill_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: Optional[float] = None, *,
                       out: Optional[Tensor] = None) -> Tensor:
     """:func:`iron.std.attention.prefill_attention`."""
@@ -291,7 +298,7 @@ OPS: dict[str, LibraryOp] = {
     **{op.name: op for op in (unary, binary, clamp, fma, where, cast, copy, transpose, sum, mean, max, min, argmax,
                               softmax, log_softmax, layernorm, rmsnorm, add_rmsnorm, rope, rope_cached, gemv, gemm,
                               conv1d, conv2d, depthwise_conv2d, dequantize, quant_gemv, decode_attention,
-                              prefill_attention, prefill_attention_varlen)},
+                              decode_attention_paged, prefill_attention, prefill_attention_varlen)},
 }
 
 #: The std host function each op runs, for the completeness test: (module, function).
@@ -307,5 +314,6 @@ COVERS = {**{op: ("elementwise", op) for op in (*elementwise.UNARY_OPS, *element
           "conv1d": ("conv", "conv1d"), "conv2d": ("conv", "conv2d"),
           "depthwise_conv2d": ("conv", "depthwise_conv2d"), "dequantize": ("gguf", "dequantize"),
           "quant_gemv": ("quant_gemv", "quant_gemv"), "decode_attention": ("attention", "decode_attention"),
+          "decode_attention_paged": ("attention", "decode_attention_paged"),
           "prefill_attention": ("attention", "prefill_attention"),
           "prefill_attention_varlen": ("attention", "prefill_attention_varlen")}

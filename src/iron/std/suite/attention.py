@@ -98,7 +98,7 @@ DECODE_BENCH = {
 }
 
 
-def decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale):
+def decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale, table, page, pages):
     """Per chunk c of each (b, h): softmax over keys [c*CH, min((c+1)*CH, L_b)) of v, and the base-2 LSE.
 
     One sequence at a time, the H / H_kv query heads of a KV head against its chunks by broadcasting
@@ -163,7 +163,7 @@ def decode_args(case, full: bool) -> tuple[list, dict, float]:
     v = case.randn(b, h_kv, s_max, d)
     lens = np.full(b, s_max, np.int32) if full else _decode_lens(case, b, s_max)
     args = [q, k, v, lens, case.empty(b, h, nch, d, dtype=f32), case.empty(b, h, nch, dtype=f32), h, h_kv, s_max,
-            nch, ch, scale]
+            nch, ch, scale, lens, 1, 1]  # a dense cache: the page table (lens) unread
     tm = case.binding.get("TM") or A.team_lanes(ch, d, case.binding["VEC"], case.backend)
     return args, {"D": d, "GQ": gq, "U": case.binding.get("U") or A.keys_in_flight(gq, tm), "TM": tm}, float(scale)
 
@@ -171,7 +171,7 @@ def decode_args(case, full: bool) -> tuple[list, dict, float]:
 @test_kernel(A.attention_decode_split, shapes=DECODE_SHAPES, bindings=VECTORS, name="std/attention/decode_split")
 def decode_split_setup(case):
     args, binding, scale = decode_args(case, full=False)
-    q, k, _, _, _, _, h, _, _, nch, ch, _ = args
+    q, k, _, _, _, _, h, _, _, nch, ch, *_ = args
     a = score_magnitude(q[:, :, None, :], k, scale)
     groups = args[0].shape[0] * h // binding["GQ"]
     return Setup(args=args, grid=(nch * A.DECODE_THREADS, groups), group=(A.DECODE_THREADS,),
@@ -179,7 +179,7 @@ def decode_split_setup(case):
                  binding=binding)
 
 
-def _decode_torch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale):
+def _decode_torch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale, *paging):
     """torch SDPA on the same chunks (every sequence full): KV head i, chunk c is head i*NCH + c."""
     import torch
     import torch.nn.functional as F
@@ -201,7 +201,7 @@ def _decode_torch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, 
     return {"part_o": out.float()}
 
 
-def _decode_numpy(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale):
+def _decode_numpy(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale, *paging):
     """The same chunked softmax in numpy float32."""
     b, _, d = q.shape
     kc = expand_kv(k.astype(np.float32), h).reshape(b, h, nch, ch, d)
@@ -217,7 +217,7 @@ def _decode_numpy(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, 
 def decode_bench_setup(case):
     """The split pass (the whole KV stream; the combine reads B*H*NCH*(D+1) f32 more) at full lengths."""
     args, binding, scale = decode_args(case, full=True)
-    q, k, v, _, _, _, h, _, s_max, nch, ch, _ = args
+    q, k, v, _, _, _, h, _, s_max, nch, ch, *_ = args
     b, _, d = q.shape
     a = score_magnitude(q[:, :, None, :], k, scale)
     item = q.itemsize
