@@ -108,14 +108,17 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
     for g in static_range(GQ):
         m[g] = NEG
     row0 = (b * H_kv + kvh) * S_max
+    pg = local(i32, U)  # PAGED: the pages of an iteration's U keys, read one iteration ahead of their loads
+    if PAGED:
+        for u in static_range(U):
+            pg[u] = table[b * (S_max // P) + min(start + team + u * TEAMS, end - 1) // P]
     for j0 in range(start + team, end, U * TEAMS):
         kf = local(f32, U * E)
         vf = local(f32, U * E)
         for u in static_range(U):
             key = min(j0 + u * TEAMS, end - 1)
             if PAGED:
-                page = min(max(table[b * (S_max // P) + key // P], 0), pages - 1)
-                base = ((page * P + key % P) * H_kv + kvh) * D
+                base = ((min(max(pg[u], 0), pages - 1) * P + key % P) * H_kv + kvh) * D
             else:
                 base = (row0 + key) * D
             for jv in static_range(NV):
@@ -124,6 +127,9 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
                 for i in static_range(VEC):
                     kf[u * E + jv * VEC + i] = kx[i]
                     vf[u * E + jv * VEC + i] = vx[i]
+        if PAGED:  # the next iteration's pages, in flight while this one's keys are scored
+            for u in static_range(U):
+                pg[u] = table[b * (S_max // P) + min(j0 + (U + u) * TEAMS, end - 1) // P]
         # The U keys' scores (a key past the chunk, clamped above, scores -inf: weight 0), then one
         # rescale of (m, l, acc) per head for all U: m' = max(m, s_u), acc' = acc 2^(m-m') + sum_u
         # 2^(s_u-m') v_u in u order.
