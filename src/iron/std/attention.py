@@ -630,17 +630,8 @@ def decode_attention_paged(q: Any, k_pages: Any, v_pages: Any, block_table: Any,
     to seq_lens[b]), seq_lens (B,) int32, clamped to [0, max_pages * P]."""
     fn = "decode_attention_paged"
     dt = check_float(q, f"{fn}: q")
-    if len(shape_of(q)) != 3 or len(shape_of(k_pages)) != 4 or len(shape_of(block_table)) != 2:
-        raise LaunchError(f"{fn}: q must be (B, H, D), k_pages (pages, P, H_kv, D) and block_table (B, max_pages); "
-                          f"got {shape_of(q)}, {shape_of(k_pages)} and {shape_of(block_table)}")
+    pages, page, h_kv, width = _page_pool(fn, "q (B, H, D)", q, k_pages, v_pages, block_table)
     b, h, d = shape_of(q)
-    pages, page, h_kv, _ = shape_of(k_pages)
-    width = shape_of(block_table)[1]
-    check_shape(k_pages, (pages, page, h_kv, d), f"{fn}: k_pages")
-    check_shape(v_pages, (pages, page, h_kv, d), f"{fn}: v_pages")
-    check_shape(block_table, (b, width), f"{fn}: block_table")
-    if dtype_of(block_table, "block_table").name != "i32":
-        raise LaunchError(f"{fn}: block_table must be int32, got {dtype_of(block_table).name}")
     if pages < 1 or page < 1:
         raise LaunchError(f"{fn}: the cache holds no pages ({pages} pages of {page} keys)")
     _check_decode(fn, q, {"k_pages": k_pages, "v_pages": v_pages}, seq_lens, h_kv, width * page)
@@ -648,6 +639,23 @@ def decode_attention_paged(q: Any, k_pages: Any, v_pages: Any, block_table: Any,
                                              "block_table": block_table, "seq_lens": seq_lens})
     return _decode(fn, q, k_pages, v_pages, seq_lens, out, h_kv, width * page, (block_table, page, pages), scale,
                    backend, chunk)
+
+
+def _page_pool(fn: str, what: str, x: Any, k_pages: Any, v_pages: Any, block_table: Any) -> tuple[int, ...]:
+    """The checks of a cache of pages and its table against ``x`` (``what``: its name and shape, B rows of D):
+    the number of pages, keys a page, KV heads and table columns."""
+    if len(shape_of(x)) != 3 or len(shape_of(k_pages)) != 4 or len(shape_of(block_table)) != 2:
+        raise LaunchError(f"{fn}: {what}, k_pages (pages, P, H_kv, D) and block_table (B, max_pages) expected; "
+                          f"got {shape_of(x)}, {shape_of(k_pages)} and {shape_of(block_table)}")
+    b, _, d = shape_of(x)
+    pages, page, h_kv, _ = shape_of(k_pages)
+    width = shape_of(block_table)[1]
+    check_shape(k_pages, (pages, page, h_kv, d), f"{fn}: k_pages")
+    check_shape(v_pages, (pages, page, h_kv, d), f"{fn}: v_pages")
+    check_shape(block_table, (b, width), f"{fn}: block_table")
+    if dtype_of(block_table, "block_table").name != "i32":
+        raise LaunchError(f"{fn}: block_table must be int32, got {dtype_of(block_table).name}")
+    return pages, page, h_kv, width
 
 
 def _check_decode(fn: str, q: Any, caches: dict[str, Any], seq_lens: Any, h_kv: int, s_max: int) -> None:
@@ -724,27 +732,21 @@ def append_paged_kv(k_new: Any, v_new: Any, k_pages: Any, v_pages: Any, block_ta
     page outside [0, pages) is skipped.  Returns (k_pages, v_pages)."""
     fn = "append_paged_kv"
     dt = check_float(k_new, f"{fn}: k_new")
-    if len(shape_of(k_new)) != 3 or len(shape_of(k_pages)) != 4 or len(shape_of(block_table)) != 2:
-        raise LaunchError(f"{fn}: k_new must be (B, H_kv, D), k_pages (pages, P, H_kv, D) and block_table (B, "
-                          f"max_pages); got {shape_of(k_new)}, {shape_of(k_pages)} and {shape_of(block_table)}")
-    b, h_kv, d = shape_of(k_new)
-    pages, page, _, _ = shape_of(k_pages)
+    pages, page, h_kv, width = _page_pool(fn, "k_new (B, H_kv, D)", k_new, k_pages, v_pages, block_table)
+    b, _, d = shape_of(k_new)
+    check_shape(k_new, (b, h_kv, d), f"{fn}: k_new")
     check_shape(v_new, (b, h_kv, d), f"{fn}: v_new")
-    check_shape(k_pages, (pages, page, h_kv, d), f"{fn}: k_pages")
-    check_shape(v_pages, (pages, page, h_kv, d), f"{fn}: v_pages")
-    check_shape(block_table, (b, shape_of(block_table)[1]), f"{fn}: block_table")
     check_shape(positions, (b,), f"{fn}: positions")
     for name, x in (("v_new", v_new), ("k_pages", k_pages), ("v_pages", v_pages)):
         if dtype_of(x, name) != dt:
             raise LaunchError(f"{fn}: {name} is {dtype_of(x).name}, k_new is {dt.name}")
-    for name, x in (("block_table", block_table), ("positions", positions)):
-        if dtype_of(x, name).name != "i32":
-            raise LaunchError(f"{fn}: {name} must be int32, got {dtype_of(x).name}")
+    if dtype_of(positions, "positions").name != "i32":
+        raise LaunchError(f"{fn}: positions must be int32, got {dtype_of(positions).name}")
     n = b * h_kv * d
     if n:
         paged_kv_append.variant(T=dt).launch(
-            k_new, v_new, k_pages, v_pages, block_table, positions, h_kv * d, page, shape_of(block_table)[1], pages,
-            n, grid=(ceil_div(n, APPEND_GROUP) * APPEND_GROUP,), group=(APPEND_GROUP,), backend=backend)
+            k_new, v_new, k_pages, v_pages, block_table, positions, h_kv * d, page, width, pages, n,
+            grid=(ceil_div(n, APPEND_GROUP) * APPEND_GROUP,), group=(APPEND_GROUP,), backend=backend)
     return k_pages, v_pages
 
 
@@ -765,20 +767,7 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
 
     ``block``: queries per group, which picks the kernel: 128 (attention_ws.py: warp roles on Hopper; the
     interpreter runs it too), 64 (mma.sync) or 16 (the portable one); by default :func:`prefill_block`'s."""
-    dt = check_float(q, "prefill_attention: q")
-    if dt == f32:
-        raise LaunchError("prefill_attention: the matrix-unit kernel takes f16 or bf16 (cast f32 inputs)")
-    if len(shape_of(q)) != 4 or len(shape_of(k)) != 4:
-        raise LaunchError(f"prefill_attention: q must be (B, H, S, D) and k (B, H_kv, S, D); got {shape_of(q)} "
-                          f"and {shape_of(k)}")
-    b, h, s, d = shape_of(q)
-    h_kv = shape_of(k)[1]
-    _check_heads(h, h_kv, d, (64, 128, 256))
-    check_shape(k, (b, h_kv, s, d), "prefill_attention: k")
-    check_shape(v, (b, h_kv, s, d), "prefill_attention: v")
-    for name, x in (("k", k), ("v", v)):
-        if dtype_of(x, name) != dt:
-            raise LaunchError(f"prefill_attention: {name} is {dtype_of(x).name}, q is {dt.name}")
+    dt, (b, h, s, d), h_kv = _prefill_inputs("prefill_attention", q, k, v, "(B, H, S, D)")
     out = output("prefill_attention", out, q, (b, h, s, d), dt, {"q": q, "k": k, "v": v})
     if s == 0 or b * h == 0:
         return out
@@ -800,20 +789,7 @@ def prefill_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens: Any, max_seqlen
     ``max_seqlen``, the longest sequence, sizes the grid.  By default it is read from cu_seqlens, which is then
     checked (for a device tensor that is one copy to the host and a wait for it); a given one is trusted, as
     flash-attn's is: rows of a longer sequence past it are not computed.  ``block`` as in prefill_attention."""
-    dt = check_float(q, "prefill_attention_varlen: q")
-    if dt == f32:
-        raise LaunchError("prefill_attention_varlen: the matrix-unit kernel takes f16 or bf16 (cast f32 inputs)")
-    if len(shape_of(q)) != 3 or len(shape_of(k)) != 3:
-        raise LaunchError(f"prefill_attention_varlen: q must be (T, H, D) and k (T, H_kv, D); got {shape_of(q)} "
-                          f"and {shape_of(k)}")
-    t, h, d = shape_of(q)
-    h_kv = shape_of(k)[1]
-    _check_heads(h, h_kv, d, (64, 128, 256))
-    check_shape(k, (t, h_kv, d), "prefill_attention_varlen: k")
-    check_shape(v, (t, h_kv, d), "prefill_attention_varlen: v")
-    for name, x in (("k", k), ("v", v)):
-        if dtype_of(x, name) != dt:
-            raise LaunchError(f"prefill_attention_varlen: {name} is {dtype_of(x).name}, q is {dt.name}")
+    dt, (t, h, d), h_kv = _prefill_inputs("prefill_attention_varlen", q, k, v, "(T, H, D)")
     if len(shape_of(cu_seqlens)) != 1 or shape_of(cu_seqlens)[0] < 1:
         raise LaunchError(f"prefill_attention_varlen: cu_seqlens must be (B + 1,); got {shape_of(cu_seqlens)}")
     if dtype_of(cu_seqlens, "cu_seqlens").name != "i32":
@@ -829,6 +805,26 @@ def prefill_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens: Any, max_seqlen
     _launch_prefill("prefill_attention_varlen", bq, (q, k, v, out, cu_seqlens), dt, d, t, longest, b, h, h_kv,
                     causal, sl, True, backend)
     return out
+
+
+def _prefill_inputs(fn: str, q: Any, k: Any, v: Any, layout: str) -> tuple[Any, tuple[int, ...], int]:
+    """What both prefills check of q, k and v (``layout``: q's, "(B, H, S, D)" or "(T, H, D)"; k and v have H_kv
+    heads in its place): f16/bf16, the ranks, the heads, k's and v's shapes and dtypes.  Returns q's dtype and
+    shape and H_kv."""
+    dt = check_float(q, f"{fn}: q")
+    if dt == f32:
+        raise LaunchError(f"{fn}: the matrix-unit kernel takes f16 or bf16 (cast f32 inputs)")
+    rank = layout.count(",") + 1
+    if len(shape_of(q)) != rank or len(shape_of(k)) != rank:
+        raise LaunchError(f"{fn}: q must be {layout} and k {layout.replace('H,', 'H_kv,')}; got {shape_of(q)} and "
+                          f"{shape_of(k)}")
+    shape, h_kv = shape_of(q), shape_of(k)[1]
+    _check_heads(shape[1], h_kv, shape[-1], (64, 128, 256))
+    for name, x in (("k", k), ("v", v)):
+        check_shape(x, (shape[0], h_kv, *shape[2:]), f"{fn}: {name}")
+        if dtype_of(x, name) != dt:
+            raise LaunchError(f"{fn}: {name} is {dtype_of(x).name}, q is {dt.name}")
+    return dt, shape, h_kv
 
 
 def _unread_cu(q: Any) -> Any:
