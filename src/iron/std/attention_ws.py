@@ -71,7 +71,8 @@ FA_DEFAULT = {"BK": 128, "STAGES": 2, "OVERLAP": False}
 
 
 #: Heads of 256: 64-key blocks (the output's 128 accumulator registers beside S's 32), two slots, the output
-#: staged where Q was.  Not measured yet: built and checked by NVRTC here (no spills), run on the interpreter.
+#: staged where Q was.  Not timed: NVRTC 13.5 builds it with no spill, the GPU machines' NVRTC 13.0 with 1224 bytes
+#: of spills and serialised multiplies (right outputs on an H100, 2026-12-06; docs/std/attention.md).
 FA_WIDE = {"BK": 64, "STAGES": 2, "OVERLAP": False}
 
 
