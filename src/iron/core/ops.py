@@ -794,8 +794,8 @@ for _n in ("lane_id", "simd_size", "simd_group_id", "num_simd_groups"):
          traits=Trait.VARYING_INDEX if _n in ("lane_id", "simd_group_id") else Trait.UNIFORM_INDEX)
 
 #: Float-only unary math intrinsics.
-FLOAT_UNARY = ("exp", "exp2", "fast_exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "recip", "sin", "cos", "tan",
-               "asin", "acos", "atan", "sinh", "cosh", "tanh", "erf", "floor", "ceil", "round", "trunc")
+FLOAT_UNARY = ("exp", "exp2", "fast_exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "recip", "sin", "cos",
+               "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "erf", "floor", "ceil", "round", "trunc")
 for _n in FLOAT_UNARY:
     _reg(_n, "unary", 1, _float_unary)
 _reg("neg", "unary", 1, _num_unary)

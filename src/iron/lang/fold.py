@@ -14,6 +14,7 @@ import math
 from typing import Any, Callable
 
 from ..core.dtypes import DType
+from ..core.eval import F32_TINY
 
 
 class FoldError(Exception):
@@ -169,9 +170,9 @@ STATIC_MATH: dict[str, Callable[..., Any]] = {
 
 
 def _fast_exp2(x: float) -> float:
-    """``fast_exp2`` of a compile-time number: the evaluator's rule (results under 2^-126 are 0)."""
+    """``fast_exp2`` of a compile-time number: the evaluator's rule (results under f32's smallest normal are 0)."""
     r = _pow(2.0, x)
-    return 0.0 if r < 2.0 ** -126 else r
+    return 0.0 if r < F32_TINY else r
 
 
 def _guard(f: Callable[[float], float], x: float) -> float:
