@@ -90,6 +90,8 @@ f8e5m2 = DType("f8e5m2", "f", 8)
 ALL_DTYPES: tuple[DType, ...] = (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_, f8e4m3, f8e5m2)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 FLOAT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_float)
+#: f32's smallest normal: ``fast_exp2`` may return 0 below it (the evaluator and constant folding do).
+F32_TINY = 2.0 ** -126
 INT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_int)
 FP8_DTYPES = (f8e4m3, f8e5m2)
 

@@ -234,16 +234,12 @@ def _float_f64_unary(fn: Callable[[Array], Array]) -> Callable:
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
 
-#: f32's smallest normal: ``fast_exp2`` results below it are flushed to zero.
-F32_TINY = 2.0 ** -126
-
-
 def _fast_exp2(a: Array, dt: D.DType) -> Array:
     """2^x with results under f32's smallest normal flushed to +0 (for f32 and narrower): what the fast hardware
     instruction may return (CUDA's ex2.approx.ftz), so that the interpreter shows a kernel relying on denormals."""
     r = np.exp2(a.astype(_F64))
     if dt != D.f64:
-        r = np.where(r < F32_TINY, 0.0, r)
+        r = np.where(r < D.F32_TINY, 0.0, r)
     return round_f64(r, dt)
 
 

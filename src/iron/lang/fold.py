@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from ..core.dtypes import DType
-from ..core.eval import F32_TINY
+from ..core.dtypes import F32_TINY, DType
 
 
 class FoldError(Exception):
