@@ -828,17 +828,19 @@ def _prefill_inputs(fn: str, q: Any, k: Any, v: Any, layout: str) -> tuple[Any, 
 
 
 def _unread_cu(q: Any) -> Any:
-    """q seen as int32: the kernels' ``cu`` for dense tensors, which they never read.  One dtype view of the whole
-    array (1.2 us of host time on a CPU torch tensor here; slicing it down first took 6.4), so a dense call
-    allocates nothing; a strided q, which the launch then rejects with its own message, gets a zero instead."""
+    """q seen as int32: the kernels' ``cu`` for dense tensors, which they never read, so a dense call allocates
+    nothing for it.  A torch tensor: one dtype view of the whole tensor (1.2 us of host time here; slicing it down
+    first took 6.4), or a zero where q is strided (the launch then rejects q with its own message).  A numpy array:
+    its first four bytes (a device launch copies numpy arguments over, so not the whole of q)."""
     import numpy as np
 
     torch = sys.modules.get("torch")
-    is_torch = torch is not None and isinstance(q, torch.Tensor)
-    try:
-        return q.view(torch.int32 if is_torch else np.int32)
-    except (ValueError, RuntimeError):  # the last axis is not contiguous
-        return torch.zeros(1, dtype=torch.int32, device=q.device) if is_torch else np.zeros(1, np.int32)
+    if torch is not None and isinstance(q, torch.Tensor):
+        try:
+            return q.view(torch.int32)
+        except RuntimeError:  # the last dimension is not contiguous
+            return torch.zeros(1, dtype=torch.int32, device=q.device)
+    return q.reshape(-1)[:2].view(np.int32)
 
 
 def _longest_sequence(cu_seqlens: Any, t: int) -> int:
