@@ -29,6 +29,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "WSO_64_S3": {"BK": 64, "STAGES": 3, "OVERLAP": True},
     "WSO_64_S4": {"BK": 64, "STAGES": 4, "OVERLAP": True},
     "WS_64_S4": {"BK": 64, "STAGES": 4, "OVERLAP": False},
+    # WSP: the two consumer warpgroups take turns at the multipliers (PINGPONG)
+    "WSP_128_S2": {"BK": 128, "STAGES": 2, "OVERLAP": False, "PINGPONG": True},
+    "WSP_64_S2": {"BK": 64, "STAGES": 2, "OVERLAP": False, "PINGPONG": True},
+    "WSP_64_S4": {"BK": 64, "STAGES": 4, "OVERLAP": False, "PINGPONG": True},
 }
 
 

@@ -128,6 +128,10 @@ MUTANTS = [
      "seq = min(max(seq_lens[b], 0), S_max)", "seq = S_max"),
     ("decode: wrong GQA head mapping", "std/attention/decode_split", "attention_decode_split",
      "kvh = h0 // (H // H_kv)", "kvh = h0 % H_kv"),
+    ("prefill_ws ping-pong: warpgroup 0's first turn never opened (a hang)", "std/attention/prefill_ws",
+     "attention_prefill_ws", "    if wg == 1:\n        pass_turn(turn, wg)", "    if wg == 2:\n        pass_turn(turn, wg)"),
+    ("prefill_ws ping-pong: the output rows not rescaled after a block", "std/attention/prefill_ws",
+     "attention_prefill_ws", "        acc = frag_scale_rows(acc, alpha)  # no multiply in flight", "        # "),
     ("decode: no rescale of a team's accumulator when the max grows", "std/attention/decode_split",
      "attention_decode_split", "acc[g * E + e] = acc[g * E + e] * alpha", "acc[g * E + e] = acc[g * E + e]"),
     ("decode: team butterfly drops the partner's accumulator", "std/attention/decode_split", "attention_decode_split",
@@ -455,9 +459,10 @@ def test_decode_non_finite_policy(backend):
 # ---------------------------------------------------------------- the Hopper prefill's binary
 
 @pytest.mark.parametrize("d,binding", [(128, W.FA_DEFAULT), (64, W.FA_DEFAULT), (256, W.FA_WIDE),
+                                       (128, {"BK": 128, "STAGES": 2, "OVERLAP": False}),
                                        (128, {"BK": 64, "STAGES": 3, "OVERLAP": True}),
                                        (64, {"BK": 64, "STAGES": 3, "OVERLAP": True})],
-                         ids=["host-128", "host-64", "host-256", "overlap-128", "overlap-64"])
+                         ids=["host-128", "host-64", "host-256", "no-turns-128", "overlap-128", "overlap-64"])
 def test_hopper_prefill_keeps_its_registers_budgets_and_pipeline(binding, d, require_toolchain):
     """For sm_90a (NVRTC here): the roles' budgets kept, no serialised multiplies, no spills (the running max and
     sum held per row: written per element they spilled), and a main loop of D/16 HGMMA 64xBKx16 for S and BK/16

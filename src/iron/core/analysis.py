@@ -275,6 +275,37 @@ class IndexAnalysis:
 # ---------------------------------------------------------------- control flow
 
 
+def same_code(a: Block, b: Block) -> bool:
+    """Whether two blocks do the same thing: op for op the same opcodes, attributes and types, each operand the
+    same outer value or the matching value defined inside (source locations and names aside).  An ``if`` whose
+    two sides are the same code needs no branch on a compiled target; the interpreter keeps it (warpgroups that
+    take turns run its sides as fibers)."""
+    return _same_block(a, b, {})
+
+
+def _same_block(a: Block, b: Block, inner: dict[Value, Value]) -> bool:
+    if len(a.ops) != len(b.ops) or len(a.args) != len(b.args):
+        return False
+    for x, y in zip(a.args, b.args):
+        if x.type != y.type:
+            return False
+        inner[x] = y
+    return all(_same_op(x, y, inner) for x, y in zip(a.ops, b.ops))
+
+
+def _same_op(x: Op, y: Op, inner: dict[Value, Value]) -> bool:
+    if (x.opcode != y.opcode or len(x.operands) != len(y.operands) or len(x.regions) != len(y.regions)
+            or constant_key(x.attrs) != constant_key(y.attrs)):
+        return False
+    if any(inner.get(u, u) is not w for u, w in zip(x.operands, y.operands)):
+        return False
+    if (x.result is None) != (y.result is None) or (x.result is not None and x.result.type != y.result.type):
+        return False
+    if x.result is not None:
+        inner[x.result] = y.result
+    return all(_same_block(r, s, inner) for r, s in zip(x.regions, y.regions))
+
+
 def has_escaping_control(block: Block) -> bool:
     """Whether running ``block`` may leave it early for an enclosing construct.
 

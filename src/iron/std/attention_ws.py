@@ -7,7 +7,9 @@ warpgroups at 240 registers, are the consumers, each owning 64 query rows: per k
 multiplies from shared memory, the online softmax on the accumulator's registers (row max, exp2, row sum, the
 output rows rescaled), P fed back as the A operand of O += P V straight from registers, and the K and V slots
 released on their ``empty`` barriers.  S, P and O never touch shared memory; no block barrier runs in the loop.
-OVERLAP (FlashAttention-3's intra-warpgroup overlap): block j's softmax runs while P_{j-1} V_{j-1} multiplies.
+PINGPONG (FlashAttention-3's inter-warpgroup overlap, the host's choice): the two consumer warpgroups take turns at
+the multipliers, each issuing P_{j-1} V_{j-1} and S_j together, so one's softmax runs while the other's multiplies
+do.  OVERLAP (FlashAttention-3's intra-warpgroup overlap): block j's softmax runs while P_{j-1} V_{j-1} multiplies.
 
 Causal attention visits only the key blocks up to the group's last query and masks (a select per score) the
 blocks that reach past the sequence or a warpgroup's first query (with OVERLAP every block); groups take their
@@ -51,10 +53,10 @@ OWN_STAGING = 128
 
 def fa_shared_bytes(v: dict[str, Any]) -> int:
     """Shared memory of one group: Q, the K and V rings, the output staging rows (D <= 128; larger heads stage
-    the output where Q was) and the barriers."""
+    the output where Q was) and the barriers (two more for PINGPONG's turns)."""
     d, bk, stages = v["D"], v["BK"], v["STAGES"]
     staging = FA_BQ * (d + 8) if d <= OWN_STAGING else 0
-    return (FA_BQ * d + 2 * stages * bk * d + staging) * 2 + 8 * (1 + 4 * stages)
+    return (FA_BQ * d + 2 * stages * bk * d + staging) * 2 + 8 * (1 + 4 * stages + 2 * bool(v.get("PINGPONG")))
 
 
 def fa_fits(v: dict[str, Any]) -> bool:
@@ -62,18 +64,24 @@ def fa_fits(v: dict[str, Any]) -> bool:
     return fa_shared_bytes(v) <= 227 * 1024
 
 
-#: The host's binding: 128-key blocks through rings of two slots, each block's softmax between its multiplies (the
-#: two consumer warpgroups interleave on their own).  On an H100 (2026-12-06, B=1, H=32, D=128, bf16, NVRTC 13.0;
-#: docs/std/attention.md) it led at every S from 1024 to 16384, causal and not: 0.73x-0.84x of SDPA, against
-#: 0.67x-0.75x with 64-key blocks through four slots and 0.56x-0.66x for OVERLAP on 64-key blocks; OVERLAP on
-#: 128-key blocks needs more registers than that NVRTC's ptxas finds, which then serialises every multiply (C7512).
-FA_DEFAULT = {"BK": 128, "STAGES": 2, "OVERLAP": False}
+def fa_fits_modes(v: dict[str, Any]) -> bool:
+    """:func:`fa_fits`, and one loop shape at a time (OVERLAP or PINGPONG)."""
+    return fa_fits(v) and not (v["OVERLAP"] and v["PINGPONG"])
+
+
+#: The host's binding: 128-key blocks through rings of two slots, the two consumer warpgroups taking turns at the
+#: multipliers (PINGPONG).  On an H100 (2026-12-06, B=1, H=32, D=128, bf16, NVRTC 13.0; docs/std/attention.md) it
+#: led at every S from 1024 to 16384, causal and not: 0.79x-0.90x of SDPA, against 0.75x-0.87x for the same loop
+#: without turns, 0.70x-0.76x for turns on 64-key blocks through four slots, and 0.44x-0.53x for OVERLAP on
+#: 128-key blocks, which needs more registers than that NVRTC's ptxas finds and then serialises every multiply
+#: (C7512).
+FA_DEFAULT = {"BK": 128, "STAGES": 2, "OVERLAP": False, "PINGPONG": True}
 
 
 #: Heads of 256: 64-key blocks (the output's 128 accumulator registers beside S's 32), two slots, the output
 #: staged where Q was.  Not timed: NVRTC 13.5 builds it with no spill, the GPU machines' NVRTC 13.0 with 1224 bytes
 #: of spills and serialised multiplies (right outputs on an H100, 2026-12-06; docs/std/attention.md).
-FA_WIDE = {"BK": 64, "STAGES": 2, "OVERLAP": False}
+FA_WIDE = {"BK": 64, "STAGES": 2, "OVERLAP": False, "PINGPONG": False}
 
 
 def fa_config(d: int) -> dict[str, int]:
@@ -178,6 +186,65 @@ def overlapped_block(j, sc, m, l, sl2, acc, q_s, k_s, v_s, k_full, k_empty, v_fu
 
 
 @func
+def take_turn(turn, wg, t):
+    """Warpgroup ``wg``'s turn ``t`` (from 0) at the multipliers: the other warpgroup's previous turn (or, for
+    warpgroup 0's first, the arrival that opens the ring) has been issued."""
+    barrier_wait(turn, wg, t & 1)
+
+
+@func
+def pass_turn(turn, wg):
+    """Warpgroup ``wg`` issued its multiplies: the other one's turn comes (one lane of each subgroup arrives)."""
+    if lane_id() == 0:
+        barrier_arrive(turn, 1 - wg)
+
+
+@func
+def pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, n, causal, q0, row0, sl2, nb,
+                      bk, stages, d, dtype):
+    """Warpgroup ``wg``'s loop when the two consumer warpgroups take turns (FlashAttention-3's ping-pong): each turn
+    issues P_{j-1} V_{j-1} and S_j = Q K_j^T as one batch, hands the multipliers to the other warpgroup, and
+    waits for its batch; block j's softmax then runs while the other warpgroup's batch multiplies.  Nothing is in
+    flight during the softmax, so a block's registers are O, S_j and P_{j-1} at most.  Returns O (not yet divided)
+    and the row sums."""
+    acc = frag_acc(f32, 16, d)
+    m = frag_acc(f32, 16, bk, value=NEG)
+    l = frag_acc(f32, 16, bk)
+    if wg == 1:
+        pass_turn(turn, wg)  # warpgroup 0 takes the first turn
+    ks = full_slot(k_full, 0, stages)
+    take_turn(turn, wg, 0)
+    sc = issue_scores(q_s, k_s, wg, ks, nb, bk, 1)
+    pass_turn(turn, wg)
+    mma_wg_wait(0)
+    release_slot(k_empty, ks)
+    if bk > n or (causal != 0 and bk > q0 + wg * 64 + 1):
+        sc = mask_scores(sc, 0, n, causal, row0)
+    m, p, l, alpha = online_softmax(sc, m, l, sl2)
+    for j in range(1, blocks):
+        vs = full_slot(v_full, j - 1, stages)
+        ks = full_slot(k_full, j, stages)
+        take_turn(turn, wg, j)
+        acc = issue_pv(p, v_s, vs, acc, nb, bk, dtype, 2)
+        sc = issue_scores(q_s, k_s, wg, ks, nb, bk, 2)
+        pass_turn(turn, wg)
+        mma_wg_wait(0)
+        release_slot(v_empty, vs)
+        release_slot(k_empty, ks)
+        if (j + 1) * bk > n or (causal != 0 and (j + 1) * bk > q0 + wg * 64 + 1):
+            sc = mask_scores(sc, j * bk, n, causal, row0)  # only blocks that reach past S or a query
+        m, p, l, alpha = online_softmax(sc, m, l, sl2)
+        acc = frag_scale_rows(acc, alpha)  # no multiply in flight: O takes the new max now
+    vs = full_slot(v_full, blocks - 1, stages)
+    take_turn(turn, wg, blocks)
+    acc = issue_pv(p, v_s, vs, acc, nb, bk, dtype, 1)
+    pass_turn(turn, wg)
+    mma_wg_wait(0)
+    release_slot(v_empty, vs)
+    return acc, l
+
+
+@func
 def store_staged(o, stage, ld, base, rows, ct, d, stride):
     """The consumers' (thread ``ct`` of 256) store of the 128 staged output rows (``ld`` elements apart in
     ``stage``) to ``o[base ..]`` (rows ``stride`` elements apart) in 16-byte pieces, the first ``rows`` of them."""
@@ -189,7 +256,7 @@ def store_staged(o, stage, ld, base, rows, ct, d, stride):
 
 
 @kernel(variants(T=[f16, bf16], D=[128, 64, 256], BK=[128, 64], STAGES=[2, 3, 4], OVERLAP=[True, False],
-                 VARLEN=[False, True], where=fa_fits))
+                 VARLEN=[False, True], PINGPONG=[False, True], where=fa_fits_modes))
 def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int, BH: int,
                          BH_kv: int, causal: int, scale: f32):
     """o = softmax(scale * Q K^T + mask) V per (batch, head), attention.attention_prefill's contract on Hopper.
@@ -223,6 +290,8 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
     k_empty = async_barriers(STAGES, FA_RELEASES)
     v_full = async_barriers(STAGES, 1)
     v_empty = async_barriers(STAGES, FA_RELEASES)
+    if PINGPONG:
+        turn = async_barriers(2, FA_RELEASES // 2)  # warpgroup w's turns at the multipliers
     role = warp_roles(FA_ROLES, registers=FA_REGISTERS)
     tid = thread_id(0)
     bh = group_id(1)
@@ -258,7 +327,17 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
         sl2 = scale * LOG2E
         acc = frag_acc(f32, 16, D)
         barrier_wait(q_full, 0, 0)
-        if OVERLAP:
+        if PINGPONG:
+            # Each warpgroup runs the loop as its own side of a branch, the same code on both: a GPU runs them
+            # apart anyway, and the interpreter runs the two sides as fibers, so one waits for its turn while
+            # the other runs (in lock step a turn would pass for one warpgroup and not the other).
+            if wg == 0:
+                acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, n,
+                                           causal, q0, row0, sl2, NB, BK, STAGES, D, T)
+            else:
+                acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, n,
+                                           causal, q0, row0, sl2, NB, BK, STAGES, D, T)
+        elif OVERLAP:
             # Block j's scores are in registers when iteration j starts, and P_{j-1} V_{j-1} may still run: the
             # softmax of S_j overlaps it; once it retired, O is rescaled, S_{j+1} is issued and P_j V_j behind
             # it, and S_{j+1} is awaited while P_j V_j runs on.  The last block is peeled off, so that every

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core import dtypes as D
-from ...core.analysis import warpgroup_tiles_copied_only
+from ...core.analysis import same_code, warpgroup_tiles_copied_only
 from ...core.ir import Block, Kernel, Op, Value
 from ...core.ops import FRAGMENT_OPS, OPS
 from ...core.types import TILE_LAYOUTS, FragmentType
@@ -289,6 +289,11 @@ class KernelPrinter:
         then, other = op.regions
         # Only a top-level if (every thread of the group reaches it) may open with a role's register budget.
         first_then, first_else = self.d.branch_prologue(op) if self.depth == 1 else ([], [])
+        if first_then == first_else and same_code(then, other):
+            self.line("{  // both sides of an if are this code")
+            self._nested(then, first_then)
+            self.line("}")
+            return
         self.line(f"if ({cond}) {{")
         self._nested(then, first_then)
         if other.ops or first_else:

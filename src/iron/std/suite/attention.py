@@ -415,7 +415,9 @@ def prefill_small_setup(case):
 PREFILL_WS_SHAPES = [*PREFILL_SHAPES, {"B": 1, "H": 2, "Hkv": 1, "S": 300, "D": 128, "C": 1},
                      {"B": 1, "H": 2, "Hkv": 2, "S": 257, "D": 64, "C": 0}]
 PREFILL_WS_BINDINGS = [{"BK": 128, "STAGES": 2, "OVERLAP": False}, {"BK": 128, "STAGES": 2, "OVERLAP": True},
-                       {"BK": 64, "STAGES": 3, "OVERLAP": True}]
+                       {"BK": 64, "STAGES": 3, "OVERLAP": True},
+                       {"BK": 128, "STAGES": 2, "OVERLAP": False, "PINGPONG": True},
+                       {"BK": 64, "STAGES": 2, "OVERLAP": False, "PINGPONG": True}]
 
 
 def prefill_ws_oracle(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale):
