@@ -100,15 +100,17 @@ def main() -> None:
                 outs[name] = out
                 grid = ((s + W.FA_BQ - 1) // W.FA_BQ * W.FA_THREADS, b * h)
                 cu = (unread,) if any(p.name == "cu" for p in kern.kernel.params) else ()  # older kernels: none
-                calls[name] = (lambda kern=kern, out=out, grid=grid, cu=cu: kern.launch(
-                    q, k, v, out, *cu, s, h, hk, b * h, b * hk, causal, np.float32(scale), grid=grid,
+                pages = (unread, unread, 16, 1, 1) if any(p.name == "table" for p in kern.kernel.params) else ()
+                calls[name] = (lambda kern=kern, out=out, grid=grid, cu=cu, pages=pages: kern.launch(
+                    q, k, v, out, *cu, s, h, hk, b * h, b * hk, causal, np.float32(scale), *pages, grid=grid,
                     group=(W.FA_THREADS,), backend="cuda"))
             if args.old:
                 out = torch.empty_like(q)
                 outs["old"] = out
                 kern = A.attention_prefill.variant(T=idt, D=d, BQ=64)
                 calls["old"] = (lambda kern=kern, out=out: kern.launch(
-                    q, k, v, out, unread, s, h, hk, causal, np.float32(scale), grid=((s + 63) // 64 * 128, b * h),
+                    q, k, v, out, unread, s, h, hk, causal, np.float32(scale), unread, unread, 1, 1, 1,
+                    grid=((s + 63) // 64 * 128, b * h),
                     group=(128,), backend="cuda"))
             if args.host:
                 out = torch.empty_like(q)

@@ -124,6 +124,39 @@ def test_prefill_attention_varlen_takes_torch_tensors(cuda):
         assert np.max(np.abs(got[lo:hi] - want)) < 2.0 ** -6, (b, lens)
 
 
+@pytest.mark.parametrize("block,page", [(None, 16), (None, 64), (64, 16), (16, 32)])
+def test_prefill_attention_paged_runs_each_sequence_over_its_pages(cuda, block, page):
+    """Chunks after cached prefixes (and a whole prompt) over a shuffled pool of pages whose unused rows and pages
+    are NaN (the last 16-row piece of each sequence zero, which the Hopper kernel reads whole) on the host's kernel
+    (Hopper's on sm_90) and the mma.sync and portable ones, bottom-right causal, against float64."""
+    q_lens, k_lens = (130, 1, 64, 200), (300, 1, 70, 200)
+    h, h_kv, d = 4, 2, 128
+    rng = np.random.default_rng(page)
+    width = max(-(-n // page) for n in k_lens)
+    table = rng.permutation(len(k_lens) * width + 3)[: len(k_lens) * width].reshape(-1, width).astype(np.int32)
+    k_pages, v_pages = (np.full((len(k_lens) * width + 3, page, h_kv, d), np.nan, np.float16) for _ in range(2))
+    keys = []
+    for i, n in enumerate(k_lens):
+        kv = [rng.standard_normal((n, h_kv, d)).astype(np.float16) for _ in range(2)]
+        for s in range(-(-n // 16) * 16):
+            at = (table[i, s // page], s % page)
+            k_pages[at], v_pages[at] = (kv[0][s], kv[1][s]) if s < n else (0, 0)
+        keys.append(kv)
+    cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    q = rng.standard_normal((int(cu[-1]), h, d)).astype(np.float16)
+    got = A.prefill_attention_paged(q, k_pages, v_pages, table, cu, np.array(k_lens, np.int32), block=block,
+                                    backend="cuda").astype(np.float64)
+    for b, ((k, v), n, nk) in enumerate(zip(keys, q_lens, k_lens)):
+        rows = slice(int(cu[b]), int(cu[b + 1]))
+        want = np.empty((n, h, d))
+        for hi in range(h):
+            w = q[rows, hi].astype(np.float64) @ k[:, hi // 2].astype(np.float64).T / np.sqrt(d)
+            w = np.where(np.arange(nk)[None, :] <= np.arange(n)[:, None] + nk - n, w, -np.inf)
+            p = np.exp(w - w.max(axis=1, keepdims=True))
+            want[:, hi] = (p / p.sum(axis=1, keepdims=True)) @ v[:, hi // 2].astype(np.float64)
+        assert np.max(np.abs(got[rows] - want)) < 2.0 ** -7, b
+
+
 @pytest.mark.parametrize("h,h_kv", [(32, 8), (8, 8)])
 def test_decode_attention_paged_reads_what_the_dense_cache_holds(cuda, h, h_kv):
     """A shuffled pool of 16-key pages (every unused row NaN) gives the dense cache's decode bit for bit, and

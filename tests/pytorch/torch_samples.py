@@ -70,5 +70,10 @@ def samples(device: str = "cpu", seed: int = 0) -> dict[str, tuple[tuple, dict[s
         "prefill_attention_varlen": ((r(7, 2, 64, dtype=torch.float16), r(7, 1, 64, dtype=torch.float16),
                                       r(7, 1, 64, dtype=torch.float16),
                                       torch.tensor([0, 3, 7], dtype=torch.int32, device=device)), {"max_seqlen": 4}),
+        "prefill_attention_paged": ((r(5, 2, 64, dtype=torch.float16), r(3, 4, 1, 64, dtype=torch.float16),
+                                     r(3, 4, 1, 64, dtype=torch.float16),
+                                     torch.tensor([[2, 0], [1, 1]], dtype=torch.int32, device=device),
+                                     torch.tensor([0, 3, 5], dtype=torch.int32, device=device),
+                                     torch.tensor([6, 2], dtype=torch.int32, device=device)), {"max_seqlen": 3}),
     })
     return out

@@ -326,6 +326,128 @@ def test_prefill_attention_varlen_matches_each_sequence_alone(backend, block, dt
                dtype, SA.prefill_depth(d, n, a, 128 if block == 128 else 32))
 
 
+def _paged_prefill_case(rng, dtype, q_lens, k_lens, heads, d, page, finite_piece=False):
+    """Packed queries (the last q_lens[b] tokens of each sequence), each sequence's k_lens[b] keys and values (K, V
+    (H_kv, n, D) each) scattered over a pool of pages by a shuffled table with spare pages, every row no sequence
+    holds NaN and the table's unused entries out of range (none of them may be read)."""
+    h, h_kv = heads
+    b = len(q_lens)
+    width = max(-(-n // page) for n in k_lens) + 1
+    pool = b * width + 2
+    table = rng.permutation(pool)[: b * width].reshape(b, width).astype(np.int32)
+    k_pages, v_pages = (np.full((pool, page, h_kv, d), np.nan, dtype) for _ in range(2))
+    keys = []
+    for i, n in enumerate(k_lens):
+        kv = [_randn(rng, (h_kv, n, d), dtype) for _ in range(2)]
+        for s_ in range(n):
+            k_pages[table[i, s_ // page], s_ % page] = kv[0][:, s_]
+            v_pages[table[i, s_ // page], s_ % page] = kv[1][:, s_]
+        if finite_piece:  # the rest of the last 16-row piece: finite junk (read, weighted 0)
+            for s_ in range(n, min(-(-n // W.PAGE_PIECE) * W.PAGE_PIECE, -(-n // page) * page)):
+                k_pages[table[i, s_ // page], s_ % page] = 1e4
+                v_pages[table[i, s_ // page], s_ % page] = -1e4
+        table[i, -(-n // page):] = -7 if i % 2 else 10 ** 6  # unused: clamped if read, so a read shows in the values
+        keys.append(kv)
+    cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    q = _randn(rng, (int(cu[-1]), h, d), dtype)
+    return q, k_pages, v_pages, table, cu, np.array(k_lens, np.int32), keys
+
+
+def _check_paged_prefill(out, q, cu, keys, causal, scale, dtype, block):
+    h = q.shape[1]
+    for b, (k, v) in enumerate(keys):
+        rows = slice(int(cu[b]), int(cu[b + 1]))
+        n, nk = rows.stop - rows.start, k.shape[1]
+        if n == 0:
+            continue
+        f = lambda x: x.astype(np.float64)  # noqa: E731
+        qb = f(q[rows].transpose(1, 0, 2))[None]
+        mask = np.arange(nk)[None, :] <= np.arange(n)[:, None] + (nk - n) if causal else None
+        ref, mag, _ = SA.attention_reference(qb, SA.expand_kv(f(k)[None], h), SA.expand_kv(f(v)[None], h), scale,
+                                             mask)
+        a = SA.score_magnitude(qb, SA.expand_kv(f(k)[None], h), scale)
+        _check(np.ascontiguousarray(out[rows].transpose(1, 0, 2))[None], SA.Expect(ref, mag), dtype,
+               SA.prefill_depth(q.shape[-1], nk, a, 32))
+
+
+#: (dtype, q lens, k lens, (H, H_kv), D, P, causal): a chunk after a cached prefix, a whole prompt, an empty
+#: query set, a prefix ending inside a page; one token over a page and a bit; queries past a 64-query tile.
+PAGED_PREFILL_CASES = [(np.float16, (5, 0, 17, 20), (20, 3, 17, 21), (4, 2), 64, 16, True),
+                       (BF16, (1, 70), (19, 75), (2, 2), 128, 8, True),
+                       (np.float16, (9, 3), (12, 40), (2, 1), 64, 32, False)]
+
+
+@pytest.mark.parametrize("backend,block", [("interp", 128), ("interp", 64), ("interp", 16), ("vulkan", None)])
+@pytest.mark.parametrize("dtype,q_lens,k_lens,heads,d,page,causal", PAGED_PREFILL_CASES)
+def test_prefill_attention_paged_matches_each_sequence_over_its_keys(backend, block, dtype, q_lens, k_lens, heads,
+                                                                     d, page, causal):
+    """Each sequence's queries (its last tokens) against its keys gathered from the pages, with the bottom-right
+    causal mask, in float64: no unused row, page or table entry is read, no neighbour's key seen (block 128 reads
+    a sequence's last 16-row piece whole: its unused rows hold finite values there, later ones stay NaN)."""
+    if block == 128 and page % W.PAGE_PIECE:
+        page = W.PAGE_PIECE  # the Hopper kernel's pages hold a multiple of 16 keys
+    rng = np.random.default_rng(sum(k_lens) + d)
+    q, k_pages, v_pages, table, cu, lens, keys = _paged_prefill_case(rng, dtype, q_lens, k_lens, heads, d, page,
+                                                                     finite_piece=block == 128)
+    out = A.prefill_attention_paged(q, k_pages, v_pages, table, cu, lens, causal=causal, backend=backend,
+                                    block=block)
+    _check_paged_prefill(out, q, cu, keys, causal, 1.0 / math.sqrt(d), dtype, block)
+
+
+@pytest.mark.parametrize("kernel,block,old,new", [
+    ("attention_prefill_small", 16, "kj <= qi + shift", "kj <= qi"),                      # the top-left causal mask
+    ("attention_prefill", 64, "(page * P + j % P) * H_kv", "(page * P + j // P) * H_kv"),  # a key's row in its page
+    ("attention_prefill_ws", 128, "row = select(key < nk, page * P + key % P, rows)",      # pieces past the end
+     "row = page * P + key % P"),                                                           # read from the page
+    ("attention_prefill_ws", 128, "kq0, kd0 = q0 + shift, row0 + shift", "kq0, kd0 = q0, row0"),
+])
+def test_prefill_attention_paged_mutants_are_caught(kernel, block, old, new, tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    q, k_pages, v_pages, table, cu, lens, keys = _paged_prefill_case(rng, np.float16, (5, 17), (20, 49), (2, 1), 64,
+                                                                     32, finite_piece=True)
+    monkeypatch.setattr(A, kernel, mutant(tmp_path, kernel, old, new))
+    out = A.prefill_attention_paged(q, k_pages, v_pages, table, cu, lens, backend="interp", block=block)
+    with pytest.raises(AssertionError):
+        _check_paged_prefill(out, q, cu, keys, True, 1.0 / 8, np.float16, block)
+
+
+@pytest.mark.parametrize("kernel", ["attention_prefill_small", "attention_prefill_ws"])
+def test_paged_kernels_take_dense_queries(kernel):
+    """PAGED with q (B, H, S, D) not packed: every sequence's last S tokens as queries (a speculative decode's
+    verification step), against the same float64 oracle."""
+    rng = np.random.default_rng(9)
+    b, h, h_kv, s, d = 2, 2, 1, 5, 64
+    q, k_pages, v_pages, table, cu, lens, keys = _paged_prefill_case(rng, np.float16, (s, s), (21, 40), (h, h_kv), d,
+                                                                     16, finite_piece=True)
+    dense = np.ascontiguousarray(q.reshape(b, s, h, d).transpose(0, 2, 1, 3))
+    out = np.zeros_like(dense)
+    tail = (lens, table, 16, table.shape[1], k_pages.shape[0])
+    if kernel == "attention_prefill_small":
+        A.attention_prefill_small.variant(T=iron.f16, D=d, VARLEN=False, PAGED=True).launch(
+            dense, k_pages, v_pages, out, cu, s, h, h_kv, 1, np.float32(0.125), *tail, grid=(A.SNT, b * h),
+            group=(A.SNT,), backend="interp")
+    else:
+        W.attention_prefill_ws.variant(T=iron.f16, D=d, PAGED=True, **W.FA_DEFAULT).launch(
+            dense, k_pages, v_pages, out, cu, s, h, h_kv, b * h, k_pages.shape[0] * 16, 1, np.float32(0.125), *tail,
+            grid=(W.FA_THREADS, b * h), group=(W.FA_THREADS,), backend="interp")
+    packed = np.ascontiguousarray(out.transpose(0, 2, 1, 3)).reshape(b * s, h, d)
+    _check_paged_prefill(packed, q, cu, keys, True, 0.125, np.float16, 16)
+
+
+def test_prefill_attention_paged_rejects_bad_input():
+    q, pages, table, cu, lens = (np.zeros((3, 2, 64), np.float16), np.zeros((4, 16, 1, 64), np.float16),
+                                 np.zeros((1, 2), np.int32), np.array([0, 3], np.int32), np.full(1, 3, np.int32))
+    for args, kw, what in (((q, pages, pages, table.astype(np.int64), cu, lens), {}, "block_table must be i32"),
+                           ((q, pages, pages[:, :8], table, cu, lens), {}, "v_pages: expected shape"),
+                           ((q, pages.astype(np.float32), pages, table, cu, lens), {}, "k_pages must be f16"),
+                           ((q, pages, pages, table, cu[:1], lens), {}, "block_table: expected shape"),
+                           ((q, pages, pages, table, np.array([0, 2], np.int32), lens), {}, "run from 0 to T = 3"),
+                           ((q, pages[:, :8], pages[:, :8], table, cu, lens), {"block": 128},
+                            "a multiple of 16 keys")):
+        with pytest.raises(iron.LaunchError, match=re.escape(what)):
+            A.prefill_attention_paged(*args, backend="interp", **kw)
+
+
 def test_prefill_attention_varlen_checks_cu_seqlens_and_trusts_max_seqlen():
     q = np.zeros((10, 2, 64), np.float16)
     for cu, what in ((np.array([0, 4, 3, 10], np.int32), "without decreasing"),

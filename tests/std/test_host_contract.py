@@ -166,6 +166,16 @@ CASES = [
                   "cu_seqlens": np.array([0, 1, 4], I32)}, (4, 1, 64), F16,
          lambda: {"q": _z(0, 2, 64, dtype=F16), "k": _z(0, 1, 64, dtype=F16), "v": _z(0, 1, 64, dtype=F16),
                   "cu_seqlens": np.zeros(2, I32)}, (0, 2, 64), alias=("q", "k", "v")),
+    Case("prefill_attention_paged", attention.prefill_attention_paged,
+         lambda i, out: attention.prefill_attention_paged(i["q"], i["k_pages"], i["v_pages"], i["block_table"],
+                                                          i["cu_seqlens"], i["seq_lens"], out=out),
+         lambda: {"q": _r(3, 2, 64, dtype=F16), "k_pages": _r(3, 4, 1, 64, dtype=F16),
+                  "v_pages": _r(3, 4, 1, 64, dtype=F16), "block_table": np.array([[2, 0], [1, 1]], I32),
+                  "cu_seqlens": np.array([0, 1, 3], I32), "seq_lens": np.array([6, 2], I32)}, (3, 2, 64), F16,
+         lambda: {"q": _z(0, 2, 64, dtype=F16), "k_pages": _z(3, 4, 1, 64, dtype=F16),
+                  "v_pages": _z(3, 4, 1, 64, dtype=F16), "block_table": np.zeros((1, 2), I32),
+                  "cu_seqlens": np.zeros(2, I32), "seq_lens": np.zeros(1, I32)}, (0, 2, 64),
+         alias=("q", "k_pages", "v_pages")),
 ]
 BY_NAME = {c.name: c for c in CASES}
 

@@ -27,7 +27,8 @@ from iron.lang import (barrier, exp2, fma, frag_a, frag_acc, frag_b, frag_load_a
                        local, log2, mma, num_simd_groups, program_id, select, shared, simd_group_id, simd_shuffle_xor,
                        simd_size, static_range, thread_id, vec)
 from iron.std._plans import planned
-from iron.std.attention_ws import FA_BQ, FA_THREADS, attention_prefill_ws, fa_config, fa_shared_bytes
+from iron.std.attention_ws import (FA_BQ, FA_THREADS, PAGE_PIECE, attention_prefill_ws, fa_config, fa_shared_bytes,
+                                   sequence_keys)
 from iron.std.gemm_ws import runs_roles
 from iron.std._host import (ceil_div, check_float, check_shape, device_traits, dtype_of, empty_like, output,
                             shape_of, starts_aligned, tuned_for_cuda_mma, vector_width, view)
@@ -267,22 +268,37 @@ def sequence_rows(cu, bh, H, H_kv, S, D, packed):
     return qbase, kbase, q_row, kv_row, n
 
 
+@func
+def key_row(kbase, kv_row, j, table, bh, H, H_kv, W, P, N, D, paged):
+    """The first element of key ``j``'s row: ``kbase + j * kv_row``, or ``paged`` through sequence bh // H's row of
+    the block table (W pages of P keys a sequence, entries clamped into the pool's N pages (N, P, H_kv, D))."""
+    at = kbase + j * kv_row
+    if paged:
+        page = min(max(table[(bh // H) * W + j // P], 0), N - 1)
+        at = ((page * P + j % P) * H_kv + (bh % H) // (H // H_kv)) * D
+    return at
+
+
 #: Keys per block; output columns per P V pass (both one 16 x 32 strip of four 16x8 accumulators).
 BK = 32
 DC = 32
 PVEC = 8  # 16-byte vectors of f16/bf16
 
 
-@kernel(variants(T=[f16, bf16], D=[64, 128], BQ=[64], VARLEN=[False, True]))
+@kernel(variants(T=[f16, bf16], D=[64, 128], BQ=[64], VARLEN=[False, True], PAGED=[False, True]))
 def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int, causal: int,
-                      scale: f32):
+                      scale: f32, kv_lens: In[i32], table: In[i32], P: int, W: int, N: int):
     """Flash attention forward: o = softmax(scale * Q K^T + mask) V per (batch, head), for matrix units.
 
     q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128}; H a multiple of
     H_kv (query head h reads KV head h // (H / H_kv)); causal != 0 masks key j > query i; ``cu`` unread (any
     one element).  VARLEN: B packed sequences in q, o (S, H, D) and k, v (S, H_kv, D), sequence b in rows cu[b] ..
     cu[b + 1] - 1 (attention_ws.attention_prefill_ws's VARLEN contract), the grid's first extent sized for the
-    longest sequence in place of S.
+    longest sequence in place of S.  PAGED (q packed or not): k, v are page pools (N, P, H_kv, D); sequence b's keys
+    are its first kv_lens[b] positions, position j in page table[b * W + j // P] at row j % P (``table`` (B, W)
+    i32, entries clamped into [0, N), entries past kv_lens[b]'s pages unread); its queries are its last tokens
+    (causal: query i sees key j <= i + kv_lens[b] - n_b, n_b its rows of q; a query that sees no key gives NaN).
+    Otherwise kv_lens and table are unread (any one element) and P, W, N any.
     Grid (ceil(S / BQ) * 2*BQ, B * H), group (2*BQ,): a group owns BQ queries (rows past S computed on
     zeros, never stored) and walks key blocks of 32 (causal: only up to its last query); tails masked.
     Per block: S = Q K^T on 16x8x16 fragments (f32 accumulators; one 16 x 32 strip of four per subgroup
@@ -309,6 +325,7 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S
     q0 = group_id(0) * BQ
     bh = group_id(1)
     qbase, kbase, q_row, kv_row, n = sequence_rows(cu, bh, H, H_kv, S, D, VARLEN)
+    nk, shift = sequence_keys(kv_lens, bh, H, n, W, P, PAGED)
     sg = simd_group_id()
     nsg = num_simd_groups()
     zero = T(vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
@@ -329,9 +346,9 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S
     PER = BQ * DC // NT
     acc = local(f32, PER * (D // DC))
     sl2 = scale * LOG2E
-    kend = n
+    kend = nk
     if causal != 0:
-        kend = min(n, q0 + BQ)
+        kend = max(min(nk, q0 + BQ + shift), 0)
     if VARLEN:
         kend = select(q0 < n, kend, 0)  # a tile past its sequence reads no keys (and stores nothing)
     for k0 in range(0, kend, BK):
@@ -339,9 +356,10 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S
             e = t + i * NT
             r = e // NVR
             cc = (e % NVR) * PVEC
-            if k0 + r < n:
-                ks.store(r * LD + cc, k.load(kbase + (k0 + r) * kv_row + cc, width=PVEC))
-                vs.store(r * LD + cc, v.load(kbase + (k0 + r) * kv_row + cc, width=PVEC))
+            if k0 + r < nk:
+                at = key_row(kbase, kv_row, k0 + r, table, bh, H, H_kv, W, P, N, D, PAGED) + cc
+                ks.store(r * LD + cc, k.load(at, width=PVEC))
+                vs.store(r * LD + cc, v.load(at, width=PVEC))
             else:
                 ks.store(r * LD + cc, zero)
                 vs.store(r * LD + cc, zero)
@@ -367,7 +385,7 @@ def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S
         mx = NEG
         for j in static_range(BK // 2):
             kj = k0 + half * (BK // 2) + j
-            ok = kj < n and (causal == 0 or kj <= qi)
+            ok = kj < nk and (causal == 0 or kj <= qi + shift)
             sv[j] = select(ok, fs[row * FLD + half * (BK // 2) + j] * sl2, NEG)
             mx = max(mx, sv[j])
         mx = max(mx, simd_shuffle_xor(mx, 1))
@@ -425,11 +443,11 @@ SBK = 8
 SNT = 64
 
 
-@kernel(variants(T=[f16, bf16], D=[64, 128], VARLEN=[False, True]))
+@kernel(variants(T=[f16, bf16], D=[64, 128], VARLEN=[False, True], PAGED=[False, True]))
 def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int,
-                            causal: int, scale: f32):
-    """attention_prefill's contract (VARLEN too) with 16-query tiles, f32 staging and the accumulator in shared
-    memory.
+                            causal: int, scale: f32, kv_lens: In[i32], table: In[i32], P: int, W: int, N: int):
+    """attention_prefill's contract (VARLEN and PAGED too) with 16-query tiles, f32 staging and the accumulator in
+    shared memory.
 
     Grid (ceil(S / 16) * 64, B * H), group (64,).  For devices without a matrix unit and with 32 KB of
     shared memory (31 KB with the portable mma scratch of 8 subgroups of 8), and small enough for
@@ -456,6 +474,7 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i
     q0 = group_id(0) * SBQ
     bh = group_id(1)
     qbase, kbase, q_row, kv_row, n = sequence_rows(cu, bh, H, H_kv, S, D, VARLEN)
+    nk, shift = sequence_keys(kv_lens, bh, H, n, W, P, PAGED)
     sg = simd_group_id()
     nsg = num_simd_groups()
     zero = vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -471,17 +490,18 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i
     m_i = NEG
     l_i = 0.0
     sl2 = scale * LOG2E
-    kend = n
+    kend = nk
     if causal != 0:
-        kend = min(n, q0 + SBQ)
+        kend = max(min(nk, q0 + SBQ + shift), 0)
     if VARLEN:
         kend = select(q0 < n, kend, 0)  # a tile past its sequence reads no keys (and stores nothing)
     for k0 in range(0, kend, SBK):
         for e in range(t, SBK * NVR, SNT):
             cc = (e % NVR) * PVEC
-            if k0 + e // NVR < n:
-                ks.store((e // NVR) * LD + cc, f32(k.load(kbase + (k0 + e // NVR) * kv_row + cc, width=PVEC)))
-                vs.store((e // NVR) * LD + cc, f32(v.load(kbase + (k0 + e // NVR) * kv_row + cc, width=PVEC)))
+            if k0 + e // NVR < nk:
+                at = key_row(kbase, kv_row, k0 + e // NVR, table, bh, H, H_kv, W, P, N, D, PAGED) + cc
+                ks.store((e // NVR) * LD + cc, f32(k.load(at, width=PVEC)))
+                vs.store((e // NVR) * LD + cc, f32(v.load(at, width=PVEC)))
             else:
                 ks.store((e // NVR) * LD + cc, zero)
                 vs.store((e // NVR) * LD + cc, zero)
@@ -496,7 +516,7 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i
             mx = NEG
             for col in range(SBK):
                 kj = k0 + col
-                ok = kj < n and (causal == 0 or kj <= qi)
+                ok = kj < nk and (causal == 0 or kj <= qi + shift)
                 mx = max(mx, select(ok, fs[t * FLD + col] * sl2, NEG))
             m_new = max(m_i, mx)
             m_use = select(m_new == NEG, 0.0, m_new)
@@ -504,7 +524,7 @@ def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i
             psum = 0.0
             for col in range(SBK):
                 kj = k0 + col
-                ok = kj < n and (causal == 0 or kj <= qi)
+                ok = kj < nk and (causal == 0 or kj <= qi + shift)
                 p = f32(T(exp2(select(ok, fs[t * FLD + col] * sl2, NEG) - m_use)))
                 ps[t * FLD + col] = p
                 psum += p
@@ -807,6 +827,66 @@ def prefill_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens: Any, max_seqlen
     return out
 
 
+@planned
+def prefill_attention_paged(q: Any, k_pages: Any, v_pages: Any, block_table: Any, cu_seqlens: Any, seq_lens: Any,
+                            max_seqlen: int | None = None, causal: bool = True, scale: float | None = None,
+                            out: Any = None, backend: str | None = None, block: int | None = None) -> Any:
+    """o (T, H, D): the prefill of B packed sequences' newest tokens over a paged cache that holds their keys and
+    values already (:func:`append_paged_kv`), as serving engines run a chunked prefill or a prompt after a cached
+    prefix (flash-attn's varlen forward with a block table).
+
+    Sequence b's queries are rows cu_seqlens[b] .. cu_seqlens[b + 1] - 1 of q (T, H, D) (cu_seqlens (B + 1,)
+    int32, non-decreasing from 0 to T); its keys are the first seq_lens[b] positions of its pages, read as
+    :func:`decode_attention_paged` reads them (k_pages, v_pages (pages, P, H_kv, D), block_table (B, max_pages)
+    int32, seq_lens (B,) int32, clamped to [0, max_pages * P]).  The queries are the sequence's last tokens: under
+    ``causal`` query i of its n sees key j <= i + seq_lens[b] - n (the bottom-right aligned mask; a query that sees
+    no key, seq_lens[b] < n, gives NaN).  f16/bf16, heads of 64 or 128 (256 on the Hopper kernel).
+    ``max_seqlen``: the most queries of a sequence, as in :func:`prefill_attention_varlen`.  ``block`` as in
+    :func:`prefill_attention`; block 128 (Hopper) copies keys 16 rows at a time, so it needs pages of a multiple of
+    16 keys (others run on block 64 there) and reads the rows of a sequence's last 16-row piece past seq_lens[b]:
+    keep them finite (a zeroed pool, or older keys), as 0 * Inf is NaN."""
+    fn = "prefill_attention_paged"
+    dt = check_float(q, f"{fn}: q")
+    if dt == f32:
+        raise LaunchError(f"{fn}: the matrix-unit kernel takes f16 or bf16 (cast f32 inputs)")
+    if len(shape_of(q)) != 3 or len(shape_of(k_pages)) != 4 or len(shape_of(block_table)) != 2:
+        raise LaunchError(f"{fn}: q (T, H, D), k_pages (pages, P, H_kv, D) and block_table (B, max_pages) expected; "
+                          f"got {shape_of(q)}, {shape_of(k_pages)} and {shape_of(block_table)}")
+    t, h, d = shape_of(q)
+    pages, page, h_kv, _ = shape_of(k_pages)
+    _check_heads(h, h_kv, d, (64, 128, 256))
+    check_shape(k_pages, (pages, page, h_kv, d), f"{fn}: k_pages")
+    check_shape(v_pages, (pages, page, h_kv, d), f"{fn}: v_pages")
+    if len(shape_of(cu_seqlens)) != 1 or shape_of(cu_seqlens)[0] < 1:
+        raise LaunchError(f"{fn}: cu_seqlens must be (B + 1,); got {shape_of(cu_seqlens)}")
+    b = shape_of(cu_seqlens)[0] - 1
+    width = shape_of(block_table)[1]
+    check_shape(block_table, (b, width), f"{fn}: block_table")
+    check_shape(seq_lens, (b,), f"{fn}: seq_lens")
+    for name, x, want in (("k_pages", k_pages, dt), ("v_pages", v_pages, dt), ("cu_seqlens", cu_seqlens, i32),
+                          ("block_table", block_table, i32), ("seq_lens", seq_lens, i32)):
+        if dtype_of(x, name) != want:
+            raise LaunchError(f"{fn}: {name} must be {want.name}, got {dtype_of(x).name}")
+    if pages < 1 or page < 1:
+        raise LaunchError(f"{fn}: the cache holds no pages ({pages} pages of {page} keys)")
+    longest = _longest_sequence(cu_seqlens, t, fn) if max_seqlen is None else int(max_seqlen)
+    out = output(fn, out, q, (t, h, d), dt, {"q": q, "k_pages": k_pages, "v_pages": v_pages,
+                                             "block_table": block_table, "cu_seqlens": cu_seqlens,
+                                             "seq_lens": seq_lens})
+    if longest <= 0 or b * h == 0:
+        return out
+    sl = _scale(scale, d)
+    bq = _prefill_kernel_block(fn, backend, (q, k_pages, v_pages, out), d, sl, block)
+    if bq == 128 and page % PAGE_PIECE:
+        if block is not None or d == 256:
+            raise LaunchError(f"{fn}: block 128 copies keys {PAGE_PIECE} rows at a time, so pages must hold a "
+                              f"multiple of {PAGE_PIECE} keys; got {page}")
+        bq = 64 if tuned_for_cuda_mma(backend, (q,)) else 16
+    _launch_prefill(fn, bq, (q, k_pages, v_pages, out, cu_seqlens), dt, d, t, longest, b, h, h_kv, causal, sl,
+                    True, backend, (seq_lens, block_table, page, width, pages))
+    return out
+
+
 def _prefill_inputs(fn: str, q: Any, k: Any, v: Any, layout: str) -> tuple[Any, tuple[int, ...], int]:
     """What both prefills check of q, k and v (``layout``: q's, "(B, H, S, D)" or "(T, H, D)"; k and v have H_kv
     heads in its place): f16/bf16, the ranks, the heads, k's and v's shapes and dtypes.  Returns q's dtype and
@@ -843,14 +923,14 @@ def _unread_cu(q: Any) -> Any:
     return q.reshape(-1)[:2].view(np.int32)
 
 
-def _longest_sequence(cu_seqlens: Any, t: int) -> int:
+def _longest_sequence(cu_seqlens: Any, t: int, fn: str = "prefill_attention_varlen") -> int:
     """The longest sequence of ``cu_seqlens``, read to the host, after checking that it runs from 0 to ``t``
     without stepping back."""
     import numpy as np
 
     cu = np.asarray(cu_seqlens.cpu() if hasattr(cu_seqlens, "cpu") else cu_seqlens, dtype=np.int64)
     if cu[0] != 0 or cu[-1] != t or (np.diff(cu) < 0).any():
-        raise LaunchError(f"prefill_attention_varlen: cu_seqlens must run from 0 to T = {t} without decreasing; "
+        raise LaunchError(f"{fn}: cu_seqlens must run from 0 to T = {t} without decreasing; "
                           f"got {cu.tolist()[:8]}{' ...' if cu.size > 8 else ''}")
     return int(np.diff(cu).max(initial=0))
 
@@ -874,26 +954,31 @@ def _prefill_kernel_block(fn: str, backend: str | None, tensors: tuple, d: int, 
 
 
 def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int, longest: int, b: int, h: int,
-                    h_kv: int, causal: bool, scale: Any, varlen: bool, backend: str | None) -> None:
+                    h_kv: int, causal: bool, scale: Any, varlen: bool, backend: str | None,
+                    paging: tuple | None = None) -> None:
     """One launch of the prefill kernel for ``bq`` on (q, k, v, out, cu): ``rows`` per head (dense) or in all
-    (packed), the grid sized for the ``longest`` sequence."""
+    (packed), the grid sized for the ``longest`` sequence; ``paging`` (kv_lens, table, P, W, N) for a paged
+    cache (the portable kernels' PAGED variant)."""
     if b * h > 65535:
         raise LaunchError(f"{fn}: B*H = {b * h} exceeds 65535 groups")
     flags = (int(bool(causal)), scale)
+    pages = (tensors[4], tensors[4], PAGE_PIECE, 1, 1) if paging is None else paging
     if bq == 128:
-        attention_prefill_ws.variant(T=dt, D=d, VARLEN=varlen, **fa_config(d)).launch(
-            *tensors, rows, h, h_kv, b * h, b * h_kv, *flags, grid=(ceil_div(longest, FA_BQ) * FA_THREADS, b * h),
-            group=(FA_THREADS,), backend=backend)
+        kv_outer = b * h_kv if paging is None else paging[2] * paging[4]  # k's copy extent: B * H_kv or N * P rows
+        attention_prefill_ws.variant(T=dt, D=d, VARLEN=varlen, PAGED=paging is not None, **fa_config(d)).launch(
+            *tensors, rows, h, h_kv, b * h, kv_outer, *flags, *pages,
+            grid=(ceil_div(longest, FA_BQ) * FA_THREADS, b * h), group=(FA_THREADS,), backend=backend)
     elif bq == 64:
-        attention_prefill.variant(T=dt, D=d, BQ=64, VARLEN=varlen).launch(
-            *tensors, rows, h, h_kv, *flags, grid=(ceil_div(longest, 64) * 128, b * h), group=(128,), backend=backend)
+        attention_prefill.variant(T=dt, D=d, BQ=64, VARLEN=varlen, PAGED=paging is not None).launch(
+            *tensors, rows, h, h_kv, *flags, *pages, grid=(ceil_div(longest, 64) * 128, b * h), group=(128,),
+            backend=backend)
     else:
-        attention_prefill_small.variant(T=dt, D=d, VARLEN=varlen).launch(
-            *tensors, rows, h, h_kv, *flags, grid=(ceil_div(longest, SBQ) * SNT, b * h), group=(SNT,),
+        attention_prefill_small.variant(T=dt, D=d, VARLEN=varlen, PAGED=paging is not None).launch(
+            *tensors, rows, h, h_kv, *flags, *pages, grid=(ceil_div(longest, SBQ) * SNT, b * h), group=(SNT,),
             backend=backend)
 
 
 __all__ = ["append_paged_kv", "attention_decode_combine", "attention_decode_split", "attention_prefill",
            "attention_prefill_small", "decode_attention", "decode_attention_paged", "decode_chunk", "heads_per_group",
-           "keys_in_flight", "paged_kv_append", "prefill_attention", "prefill_attention_varlen", "prefill_block",
-           "sequence_rows", "team_lanes"]
+           "keys_in_flight", "paged_kv_append", "prefill_attention", "prefill_attention_paged",
+           "prefill_attention_varlen", "prefill_block", "sequence_rows", "team_lanes"]

@@ -41,6 +41,8 @@ FA_THREADS = sum(FA_ROLES)
 FA_RELEASES = FA_ROLES[1] // 32
 #: Columns of one swizzled block (64 16-bit values: 128 bytes a row).
 COLS = 64
+#: Rows of one tile copy from a page of a paged cache: P must be a multiple (the PAGED variant).
+PAGE_PIECE = 16
 #: A key index no query reaches: the diagonal of a mask that is not causal.
 NO_DIAGONAL = 1 << 30
 LOG2E = 1.4426950408889634
@@ -114,6 +116,36 @@ def copy_keys(ring, src, full, slot, heads, rows, head, k0, bk, d, item, packed)
 
 
 @func
+def sequence_keys(kv_lens, bh, H, n, W, P, paged):
+    """How many keys (batch, head) ``bh``'s sequence attends to and how far its causal diagonal is shifted: its
+    ``n`` own rows and 0, or ``paged``, kv_lens[b] (clamped into [0, W * P]) and kv_lens[b] - n (the queries are
+    the sequence's last tokens: query i sees key j <= i + kv_lens[b] - n, the bottom-right aligned causal mask of a
+    prefill after a cached prefix)."""
+    nk = n
+    if paged:
+        nk = min(max(kv_lens[bh // H], 0), W * P)
+    return nk, nk - n
+
+
+@func
+def copy_paged_keys(ring, src, full, slot, table, seq, W, P, N, rows, heads, head, k0, nk, bk, d, item):
+    """The producer's tile copies of keys k0 .. k0 + BK - 1 of sequence ``seq`` from a paged cache (pools (N, P,
+    heads, D) seen as ``rows`` = N * P rows; key j in page table[seq * W + j // P], clamped into [0, N), at row j %
+    P) into
+    ``ring``'s ``slot``, PAGE_PIECE rows a copy (P a multiple of it), and the arrival announcing their bytes.
+    Pieces at or past ``nk`` read rows past the pool, which tile copies fill with zeros: their pages are never
+    looked up."""
+    for c in static_range(bk // PAGE_PIECE):
+        key = k0 + c * PAGE_PIECE
+        page = min(max(table[seq * W + min(key // P, W - 1)], 0), N - 1)
+        row = select(key < nk, page * P + key % P, rows)
+        for cb in static_range(d // COLS):
+            copy_tile(ring, slot * d * bk + cb * bk * COLS + c * PAGE_PIECE * COLS, src, (rows, heads, d),
+                      (row, head, cb * COLS), (PAGE_PIECE, 1, COLS), full, slot)
+    barrier_arrive(full, slot, bytes=bk * d * item)
+
+
+@func
 def issue_scores(q_s, k_s, wg, slot, nb, bk, pending):
     """S = Q K^T for warpgroup ``wg``'s 64 queries and the BK keys in K's ring ``slot``: one group of multiplies
     (a 64-column block of D each), ``pending`` groups left in flight."""
@@ -144,8 +176,8 @@ def release_slot(empty, slot):
 
 @func
 def mask_scores(sc, k0, S, causal, row0):
-    """Scores of keys k0 .. with keys past the sequence, and under ``causal`` keys past the query, at -inf (the
-    kernel says which blocks take it)."""
+    """Scores of keys k0 .. with keys from ``S`` on, and under ``causal`` keys past the query's diagonal (``row0``:
+    the key on the first row's), at -inf (the kernel says which blocks take it)."""
     diagonal = NO_DIAGONAL
     if causal != 0:
         diagonal = row0 - k0
@@ -205,7 +237,8 @@ def pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty,
     """Warpgroup ``wg``'s loop when the two consumer warpgroups take turns (FlashAttention-3's ping-pong): each turn
     issues P_{j-1} V_{j-1} and S_j = Q K_j^T as one batch, hands the multipliers to the other warpgroup, and
     waits for its batch; block j's softmax then runs while the other warpgroup's batch multiplies.  Nothing is in
-    flight during the softmax, so a block's registers are O, S_j and P_{j-1} at most.  Returns O (not yet divided)
+    flight during the softmax, so a block's registers are O, S_j and P_{j-1} at most.  ``n``: the keys; ``q0``,
+    ``row0``: the keys on the diagonals of the tile's and the subgroup's first rows.  Returns O (not yet divided)
     and the row sums."""
     acc = frag_acc(f32, 16, d)
     m = frag_acc(f32, 16, bk, value=NEG)
@@ -256,9 +289,10 @@ def store_staged(o, stage, ld, base, rows, ct, d, stride):
 
 
 @kernel(variants(T=[f16, bf16], D=[128, 64, 256], BK=[128, 64], STAGES=[2, 3, 4], OVERLAP=[True, False],
-                 VARLEN=[False, True], PINGPONG=[False, True], where=fa_fits_modes))
+                 VARLEN=[False, True], PINGPONG=[False, True], PAGED=[False, True], where=fa_fits_modes))
 def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int, BH: int,
-                         BH_kv: int, causal: int, scale: f32):
+                         BH_kv: int, causal: int, scale: f32, kv_lens: In[i32], table: In[i32], P: int, W: int,
+                         N: int):
     """o = softmax(scale * Q K^T + mask) V per (batch, head), attention.attention_prefill's contract on Hopper.
 
     q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128, 256}; H a multiple of H_kv;
@@ -267,6 +301,14 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
     VARLEN: packed sequences, q, o (S, H, D) and k, v (S, H_kv, D) with S the tokens of all B sequences;
     sequence b holds rows cu[b] .. cu[b + 1] - 1 (``cu`` (B + 1,) i32, non-decreasing; values clamped into
     [0, S]), attending within itself; BH and BH_kv unread.
+    PAGED (q packed or not): k, v are page pools (N, P, H_kv, D), P a multiple of 16, and BH_kv = N * P (the tile
+    copies' extent); sequence b's keys are its first
+    kv_lens[b] positions (clamped into [0, W * P]), key j in page table[b * W + j // P] (``table`` (B, W) i32,
+    entries clamped into [0, N)) at row j % P; its queries are its last tokens (causal: query i of its n sees key
+    j <= i + kv_lens[b] - n; a query that sees no key gives NaN).  Keys are copied 16 rows at a time, so the rows
+    of a sequence's last 16-row piece past kv_lens[b] are read: keep them finite (their weights are 0, and 0 *
+    Inf is NaN); later pieces read as zeros.  Otherwise kv_lens and table are unread (any one element), P, W, N
+    any.
     Grid (ceil(L / 128) * 384, B * H) for L the longest sequence (S when not VARLEN), group (384,), subgroups of
     32: group (x, bh) owns queries [128 t, 128 t + 128) of head bh for t = ceil(L / 128) - 1 - x (the last tiles
     first); a tile past its sequence computes one block of keys and stores nothing.
@@ -306,24 +348,32 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
         start, n = 0, S
         q_head, kvh, q_heads, kv_heads, stride = bh, (bh // H) * H_kv + h // (H // H_kv), BH, BH_kv, D
         out_base = (bh * S + q0) * D
-    kend = n
+    nk, shift = sequence_keys(kv_lens, bh, H, n, W, P, PAGED)
+    kend = nk
     if causal != 0:
-        kend = min(n, q0 + FA_BQ)
+        kend = min(nk, q0 + FA_BQ + shift)
     if VARLEN:
-        kend = select(q0 < n, kend, 1)  # a tile past the sequence: one block (every role runs the same trips)
+        kend = select(q0 < n, max(kend, 1), 1)  # at least one block (every role runs the same trips)
     blocks = (kend + BK - 1) // BK
     if role == 0:
         if tid == 0:
             copy_rows(q_s, 0, q, q_full, 0, q_heads, S, q_head, start + q0, FA_BQ, D, VARLEN)
             barrier_arrive(q_full, 0, bytes=FA_BQ * D * T.itemsize)
             for j in range(blocks):
-                copy_keys(k_s, k, k_full, free_slot(k_empty, j, STAGES), kv_heads, S, kvh, start + j * BK, BK, D,
-                          T.itemsize, VARLEN)
-                copy_keys(v_s, v, v_full, free_slot(v_empty, j, STAGES), kv_heads, S, kvh, start + j * BK, BK, D,
-                          T.itemsize, VARLEN)
+                if PAGED:
+                    copy_paged_keys(k_s, k, k_full, free_slot(k_empty, j, STAGES), table, bh // H, W, P, N, BH_kv,
+                                    H_kv, h // (H // H_kv), j * BK, nk, BK, D, T.itemsize)
+                    copy_paged_keys(v_s, v, v_full, free_slot(v_empty, j, STAGES), table, bh // H, W, P, N, BH_kv,
+                                    H_kv, h // (H // H_kv), j * BK, nk, BK, D, T.itemsize)
+                else:
+                    copy_keys(k_s, k, k_full, free_slot(k_empty, j, STAGES), kv_heads, S, kvh, start + j * BK, BK, D,
+                              T.itemsize, VARLEN)
+                    copy_keys(v_s, v, v_full, free_slot(v_empty, j, STAGES), kv_heads, S, kvh, start + j * BK, BK, D,
+                              T.itemsize, VARLEN)
     else:
         wg = (tid - FA_ROLES[0]) // 128
         row0 = q0 + wg * 64 + (simd_group_id() % 4) * 16  # this subgroup's first query
+        kq0, kd0 = q0 + shift, row0 + shift  # the keys on the diagonals of the tile's and the subgroup's first rows
         sl2 = scale * LOG2E
         acc = frag_acc(f32, 16, D)
         barrier_wait(q_full, 0, 0)
@@ -332,11 +382,11 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
             # apart anyway, and the interpreter runs the two sides as fibers, so one waits for its turn while
             # the other runs (in lock step a turn would pass for one warpgroup and not the other).
             if wg == 0:
-                acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, n,
-                                           causal, q0, row0, sl2, NB, BK, STAGES, D, T)
+                acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, nk,
+                                           causal, kq0, kd0, sl2, NB, BK, STAGES, D, T)
             else:
-                acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, n,
-                                           causal, q0, row0, sl2, NB, BK, STAGES, D, T)
+                acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, nk,
+                                           causal, kq0, kd0, sl2, NB, BK, STAGES, D, T)
         elif OVERLAP:
             # Block j's scores are in registers when iteration j starts, and P_{j-1} V_{j-1} may still run: the
             # softmax of S_j overlaps it; once it retired, O is rescaled, S_{j+1} is issued and P_j V_j behind
@@ -349,11 +399,11 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
             m = frag_acc(f32, 16, BK, value=NEG)
             l = frag_acc(f32, 16, BK)
             for j in range(blocks - 1):
-                sc, m, l, acc = overlapped_block(j, mask_scores(sc, j * BK, n, causal, row0), m, l, sl2, acc, q_s,
+                sc, m, l, acc = overlapped_block(j, mask_scores(sc, j * BK, nk, causal, kd0), m, l, sl2, acc, q_s,
                                                  k_s, v_s, k_full, k_empty, v_full, v_empty, wg, NB, BK, STAGES, T)
             last = blocks - 1
             release_slot(k_empty, last % STAGES)
-            m, p, l, alpha = online_softmax(mask_scores(sc, last * BK, n, causal, row0), m, l, sl2)
+            m, p, l, alpha = online_softmax(mask_scores(sc, last * BK, nk, causal, kd0), m, l, sl2)
             mma_wg_wait(0)
             if last > 0:
                 release_slot(v_empty, (last - 1) % STAGES)
@@ -366,8 +416,8 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
                 s = full_slot(k_full, j, STAGES)
                 sc = issue_scores(q_s, k_s, wg, s, NB, BK, 0)
                 release_slot(k_empty, s)
-                if (j + 1) * BK > n or (causal != 0 and (j + 1) * BK > q0 + wg * 64 + 1):
-                    sc = mask_scores(sc, j * BK, n, causal, row0)  # only blocks that reach past S or a query
+                if (j + 1) * BK > nk or (causal != 0 and (j + 1) * BK > kq0 + wg * 64 + 1):
+                    sc = mask_scores(sc, j * BK, nk, causal, kd0)  # only blocks that reach past S or a query
                 m, p, l, alpha = online_softmax(sc, m, l, sl2)
                 acc = frag_scale_rows(acc, alpha)
                 s = full_slot(v_full, j, STAGES)

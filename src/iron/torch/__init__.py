@@ -16,8 +16,9 @@ docs/torch.md ("Iron in PyTorch") has a complete example.
 from .kernels import KernelOp, kernel_op, kernel_schema
 from .std_ops import (BINARY, OPS, UNARY, add_rmsnorm, argmax, binary, cast, clamp, conv1d, conv2d, copy,
                       decode_attention, decode_attention_paged, depthwise_conv2d, dequantize, fma, gemm, gemv,
-                      layernorm, log_softmax, max, mean, min, prefill_attention, prefill_attention_varlen, quant_gemv,
-                      rmsnorm, rope, rope_cached, softmax, sum, transpose, unary, where)
+                      layernorm, log_softmax, max, mean, min, prefill_attention, prefill_attention_paged,
+                      prefill_attention_varlen, quant_gemv, rmsnorm, rope, rope_cached, softmax, sum, transpose, unary,
+                      where)
 
 globals().update(UNARY)
 globals().update(BINARY)

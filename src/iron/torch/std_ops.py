@@ -292,13 +292,23 @@ def prefill_attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor
     return attention.prefill_attention_varlen(q, k, v, cu_seqlens, max_seqlen, causal, scale, out=out)
 
 
+@library_op(_same_as("q"))
+def prefill_attention_paged(q: Tensor, k_pages: Tensor, v_pages: Tensor, block_table: Tensor, cu_seqlens: Tensor,
+                            seq_lens: Tensor, max_seqlen: Optional[int] = None, causal: bool = True,
+                            scale: Optional[float] = None, *, out: Optional[Tensor] = None) -> Tensor:
+    """:func:`iron.std.attention.prefill_attention_paged`: packed queries over a cache of pages."""
+    return attention.prefill_attention_paged(q, k_pages, v_pages, block_table, cu_seqlens, seq_lens, max_seqlen,
+                                             causal, scale, out=out)
+
+
 #: Every op by name (``iron::<name>``), the elementwise ones included.
 OPS: dict[str, LibraryOp] = {
     **UNARY, **BINARY,
     **{op.name: op for op in (unary, binary, clamp, fma, where, cast, copy, transpose, sum, mean, max, min, argmax,
                               softmax, log_softmax, layernorm, rmsnorm, add_rmsnorm, rope, rope_cached, gemv, gemm,
                               conv1d, conv2d, depthwise_conv2d, dequantize, quant_gemv, decode_attention,
-                              decode_attention_paged, prefill_attention, prefill_attention_varlen)},
+                              decode_attention_paged, prefill_attention, prefill_attention_paged,
+                              prefill_attention_varlen)},
 }
 
 #: The std host function each op runs, for the completeness test: (module, function).
@@ -316,4 +326,5 @@ COVERS = {**{op: ("elementwise", op) for op in (*elementwise.UNARY_OPS, *element
           "quant_gemv": ("quant_gemv", "quant_gemv"), "decode_attention": ("attention", "decode_attention"),
           "decode_attention_paged": ("attention", "decode_attention_paged"),
           "prefill_attention": ("attention", "prefill_attention"),
-          "prefill_attention_varlen": ("attention", "prefill_attention_varlen")}
+          "prefill_attention_varlen": ("attention", "prefill_attention_varlen"),
+          "prefill_attention_paged": ("attention", "prefill_attention_paged")}

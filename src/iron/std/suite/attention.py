@@ -358,7 +358,7 @@ PREFILL_SHAPES = [
 PREFILL_DTYPES = [f16, bf16]
 
 
-def prefill_oracle(q, k, v, o, cu, s, h, h_kv, causal, scale):
+def prefill_oracle(q, k, v, o, cu, s, h, h_kv, causal, scale, *unpaged):
     mask = np.tril(np.ones((s, s), bool)) if causal else None
     out, mag, _ = attention_reference(q, expand_kv(k, h), expand_kv(v, h), float(scale), mask)
     return Expect(out, mag)
@@ -389,8 +389,10 @@ def prefill_args(case) -> tuple[list, float]:
 
 
 def _prefill_setup(case, bq: int, threads: int, **bench_fields) -> Setup:
+    """The portable kernels' rows: the prefill's arguments and their unread paging (kv_lens, table, P, W, N)."""
     args, scale = prefill_args(case)
-    q, k, _, _, _, s, h, _, _, _ = args
+    q, k, _, _, cu, s, h, _, _, _ = args
+    args = [*args, cu, cu, 1, 1, 1]
     b, d = q.shape[0], q.shape[-1]
     a = score_magnitude(q, k, scale)
     return Setup(args=args, grid=(-(-s // bq) * threads, b * h), group=(threads,), oracle=prefill_oracle,
@@ -420,15 +422,15 @@ PREFILL_WS_BINDINGS = [{"BK": 128, "STAGES": 2, "OVERLAP": False}, {"BK": 128, "
                        {"BK": 64, "STAGES": 2, "OVERLAP": False, "PINGPONG": True}]
 
 
-def prefill_ws_oracle(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale):
+def prefill_ws_oracle(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale, *unpaged):
     return prefill_oracle(q, k, v, o, cu, s, h, h_kv, causal, scale)
 
 
 def prefill_ws_args(case) -> tuple[list, float]:
     """attention_prefill_ws's arguments: the prefill's, with B * H and B * H_kv (the tile copies' extents)."""
     args, scale = prefill_args(case)
-    b, h, h_kv = args[0].shape[0], args[6], args[7]
-    return [*args[:8], b * h, b * h_kv, *args[8:]], scale
+    b, h, h_kv, cu = args[0].shape[0], args[6], args[7], args[4]
+    return [*args[:8], b * h, b * h_kv, *args[8:], cu, cu, W.PAGE_PIECE, 1, 1], scale
 
 
 def _prefill_ws_setup(case, **bench_fields) -> Setup:
@@ -455,7 +457,7 @@ def prefill_ws_setup(case):
     return _prefill_ws_setup(case)
 
 
-def _prefill_torch(q, k, v, o, cu, s, h, h_kv, causal, scale):
+def _prefill_torch(q, k, v, o, cu, s, h, h_kv, causal, scale, *unpaged):
     import torch.nn.functional as F
 
     if h != h_kv:
@@ -467,7 +469,7 @@ def _prefill_torch(q, k, v, o, cu, s, h, h_kv, causal, scale):
     return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=float(scale))
 
 
-def _prefill_numpy(q, k, v, o, cu, s, h, h_kv, causal, scale):
+def _prefill_numpy(q, k, v, o, cu, s, h, h_kv, causal, scale, *unpaged):
     out = np.empty(o.shape, np.float32)
     kx, vx = expand_kv(k, h), expand_kv(v, h)
     for b in range(q.shape[0]):
@@ -508,11 +510,11 @@ def prefill_small_bench_setup(case):
     return _prefill_setup(case, A.SBQ, A.SNT, **_prefill_bench_fields(case))
 
 
-def _prefill_ws_torch(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale):
+def _prefill_ws_torch(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale, *unpaged):
     return _prefill_torch(q, k, v, o, cu, s, h, h_kv, causal, scale)
 
 
-def _prefill_ws_numpy(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale):
+def _prefill_ws_numpy(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale, *unpaged):
     return _prefill_numpy(q, k, v, o, cu, s, h, h_kv, causal, scale)
 
 
