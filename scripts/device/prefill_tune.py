@@ -3,7 +3,7 @@ shape and kernel.
 
 For the GPU machine (the H200).  q (B, H, S, D), k and v (B, H_kv, S, D) of bf16 (or --dtype f16).  Iron runs
 iron.std.attention_ws.attention_prefill_ws in each listed configuration (``WS[O]_<BK>_S<STAGES>``) and, with --old,
-attention.py's mma.sync kernel; SDPA runs with ``is_causal`` (GQA through ``enable_gqa``).  Kernel time from the
+attention_prefill.py's mma.sync kernel; SDPA runs with ``is_causal`` (GQA through ``enable_gqa``).  Kernel time from the
 CUDA profiler (median of ``--rounds`` interleaved rounds of ``--reps`` calls), call time back to back.  Every
 Iron output is checked against SDPA's: the largest |difference| under 2**-6 (both round f32 sums to bf16 once,
 the weights P once; a wrong block or mask shows as O(0.1) or more).
@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--causal", nargs="+", type=int, default=[1, 0])
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--configs", nargs="+", default=["WSO_128_S2"])
-    ap.add_argument("--old", action="store_true", help="also attention.py's mma.sync kernel")
+    ap.add_argument("--old", action="store_true", help="also attention_prefill.py's mma.sync kernel")
     ap.add_argument("--before", help="a file holding an earlier attention_ws.py (its relative imports made "
                     "absolute): its --configs run too, as before:<name>, for an A/B in one process")
     ap.add_argument("--host", action="store_true", help="also iron.std.attention.prefill_attention (the host's pick)")

@@ -127,7 +127,7 @@ def test_prefill_attention_varlen_takes_torch_tensors(cuda):
 @pytest.mark.parametrize("block,page", [(None, 16), (None, 64), (64, 16), (16, 32)])
 def test_prefill_attention_paged_runs_each_sequence_over_its_pages(cuda, block, page):
     """Chunks after cached prefixes (and a whole prompt) over a shuffled pool of pages whose unused rows and pages
-    are NaN (the last 16-row piece of each sequence zero, which the Hopper kernel reads whole) on the host's kernel
+    are NaN (the rest of each sequence's last piece zero, which the Hopper kernel reads whole) on the host's kernel
     (Hopper's on sm_90) and the mma.sync and portable ones, bottom-right causal, against float64."""
     q_lens, k_lens = (130, 1, 64, 200), (300, 1, 70, 200)
     h, h_kv, d = 4, 2, 128
@@ -138,7 +138,8 @@ def test_prefill_attention_paged_runs_each_sequence_over_its_pages(cuda, block, 
     keys = []
     for i, n in enumerate(k_lens):
         kv = [rng.standard_normal((n, h_kv, d)).astype(np.float16) for _ in range(2)]
-        for s in range(-(-n // 16) * 16):
+        piece = max(p for p in (16, 64, 128) if page % p == 0)  # what the Hopper kernel copies at once
+        for s in range(min(-(-n // piece) * piece, width * page)):
             at = (table[i, s // page], s % page)
             k_pages[at], v_pages[at] = (kv[0][s], kv[1][s]) if s < n else (0, 0)
         keys.append(kv)

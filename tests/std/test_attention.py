@@ -19,6 +19,8 @@ from iron.core import dtypes as D
 from iron.core.errors import UnsupportedOnTarget
 from iron.harness.tolerance import compare, derive_tolerance
 from iron.std import attention as A
+from iron.std import attention_decode as AD
+from iron.std import attention_prefill as AP
 from iron.std import attention_ws as W
 from iron.std.suite import attention as SA
 
@@ -100,9 +102,9 @@ def test_tensor_core_prefill_elsewhere_is_a_clear_error(target, dtype, d, what, 
 # ---------------------------------------------------------------- mutants
 
 def mutant(tmp_path: Path, kernel: str, old: str, new: str):
-    """``kernel`` from a copy of its module (iron/std/attention.py or attention_ws.py) with every ``old`` replaced by
-    ``new``."""
-    module = W if kernel == "attention_prefill_ws" else A
+    """``kernel`` from a copy of its module (iron/std/attention_decode.py, attention_prefill.py or attention_ws.py)
+    with every ``old`` replaced by ``new``."""
+    module = next(m for m in (AD, AP, W) if hasattr(m, kernel) and getattr(m, kernel).__module__ == m.__name__)
     return getattr(edited_module(module, tmp_path, (old, new), unique=False), kernel)
 
 
@@ -342,8 +344,9 @@ def _paged_prefill_case(rng, dtype, q_lens, k_lens, heads, d, page, finite_piece
         for s_ in range(n):
             k_pages[table[i, s_ // page], s_ % page] = kv[0][:, s_]
             v_pages[table[i, s_ // page], s_ % page] = kv[1][:, s_]
-        if finite_piece:  # the rest of the last 16-row piece: finite junk (read, weighted 0)
-            for s_ in range(n, min(-(-n // W.PAGE_PIECE) * W.PAGE_PIECE, -(-n // page) * page)):
+        if finite_piece:  # the rest of the last piece the Hopper kernel copies: finite junk (read, weighted 0)
+            piece = max(p for p in (16, 64, 128) if page % p == 0)
+            for s_ in range(n, min(-(-n // piece) * piece, -(-n // page) * page)):
                 k_pages[table[i, s_ // page], s_ % page] = 1e4
                 v_pages[table[i, s_ // page], s_ % page] = -1e4
         table[i, -(-n // page):] = -7 if i % 2 else 10 ** 6  # unused: clamped if read, so a read shows in the values
@@ -371,10 +374,13 @@ def _check_paged_prefill(out, q, cu, keys, causal, scale, dtype, block):
 
 
 #: (dtype, q lens, k lens, (H, H_kv), D, P, causal): a chunk after a cached prefix, a whole prompt, an empty
-#: query set, a prefix ending inside a page; one token over a page and a bit; queries past a 64-query tile.
+#: query set, a prefix ending inside a page; one token over a page and a bit; queries past a 64-query tile; pages
+#: of 128 and 64 keys (the Hopper kernel's longer pieces).
 PAGED_PREFILL_CASES = [(np.float16, (5, 0, 17, 20), (20, 3, 17, 21), (4, 2), 64, 16, True),
                        (BF16, (1, 70), (19, 75), (2, 2), 128, 8, True),
-                       (np.float16, (9, 3), (12, 40), (2, 1), 64, 32, False)]
+                       (np.float16, (9, 3), (12, 40), (2, 1), 64, 32, False),
+                       (BF16, (3, 40), (130, 40), (2, 1), 64, 128, True),    # block 128: one piece of 128 a block
+                       (np.float16, (7,), (150,), (2, 2), 128, 64, True)]    # two pieces of 64 a block
 
 
 @pytest.mark.parametrize("backend,block", [("interp", 128), ("interp", 64), ("interp", 16), ("vulkan", None)])
@@ -397,8 +403,8 @@ def test_prefill_attention_paged_matches_each_sequence_over_its_keys(backend, bl
 @pytest.mark.parametrize("kernel,block,old,new", [
     ("attention_prefill_small", 16, "kj <= qi + shift", "kj <= qi"),                      # the top-left causal mask
     ("attention_prefill", 64, "(page * P + j % P) * H_kv", "(page * P + j // P) * H_kv"),  # a key's row in its page
-    ("attention_prefill_ws", 128, "row = select(key < nk, page * P + key % P, rows)",      # pieces past the end
-     "row = page * P + key % P"),                                                           # read from the page
+    ("attention_prefill_ws", 128, "return select(key < nk, page * P + key % P, rows)",     # pieces past the end
+     "return page * P + key % P"),                                                          # read from the page
     ("attention_prefill_ws", 128, "kq0, kd0 = q0 + shift, row0 + shift", "kq0, kd0 = q0, row0"),
 ])
 def test_prefill_attention_paged_mutants_are_caught(kernel, block, old, new, tmp_path, monkeypatch):
@@ -424,8 +430,8 @@ def test_paged_kernels_take_dense_queries(kernel):
     tail = (lens, table, 16, table.shape[1], k_pages.shape[0])
     if kernel == "attention_prefill_small":
         A.attention_prefill_small.variant(T=iron.f16, D=d, VARLEN=False, PAGED=True).launch(
-            dense, k_pages, v_pages, out, cu, s, h, h_kv, 1, np.float32(0.125), *tail, grid=(A.SNT, b * h),
-            group=(A.SNT,), backend="interp")
+            dense, k_pages, v_pages, out, cu, s, h, h_kv, 1, np.float32(0.125), *tail, grid=(AP.SNT, b * h),
+            group=(AP.SNT,), backend="interp")
     else:
         W.attention_prefill_ws.variant(T=iron.f16, D=d, PAGED=True, **W.FA_DEFAULT).launch(
             dense, k_pages, v_pages, out, cu, s, h, h_kv, b * h, k_pages.shape[0] * 16, 1, np.float32(0.125), *tail,

@@ -24,7 +24,7 @@ from iron.lang.annotations import VariantValues
 from iron.lang.frontend import lower_kernel
 from iron.lang.params import NO_DEFAULT
 
-MODULES = (*S.MODULES, "gemm_wg", "gemm_ws", "conv_mma")
+MODULES = (*S.MODULES, "gemm_wg", "gemm_ws", "conv_mma", "attention_decode", "attention_prefill")
 
 
 def _kernels() -> list[tuple[str, str, Any]]:

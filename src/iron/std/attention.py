@@ -1,19 +1,15 @@
-"""Scaled-dot-product attention: a KV-cache decode (flash-decoding: a split pass, then a combine pass) and
-a tiled flash-attention prefill whose two products run on the matrix units through the fragment API.
+"""Scaled-dot-product attention's host functions: a KV-cache decode (flash-decoding: a split pass, then a combine
+pass; dense or paged caches) and a tiled flash-attention prefill (dense, packed sequences, or over a paged cache).
 
 Scores are ``scale * q . k`` (``scale`` defaults to ``1/sqrt(D)``); the kernels work in base 2 (scores
 times ``log2(e)``, ``exp2``), accumulate in f32 and keep f32 softmax statistics (running max ``m`` and
 sum ``l``); an output is rounded to its dtype once.  No float atomics: every sum runs in a fixed order,
 so results are deterministic.
 
-Three prefill kernels: on Hopper ``attention_ws.attention_prefill_ws`` (128 queries per group, warp roles,
-tile copies, warpgroup multiplies, the softmax on the accumulator's registers); ``attention_prefill`` (64
-queries per group, 16x8x16 fragments, the output accumulator in registers: CUDA's ``mma.sync``) and
-``attention_prefill_small`` (16 queries, 8x8x8 f32 fragments, the accumulator in shared memory: 32 KB
-devices, lavapipe, Metal).  The last two predate the fragment row operations: they stage ``S = Q K^T``
-through shared memory, run the per-row softmax there and write ``P`` back (rounded to T) as the ``a``
-operand of ``P V``.  Each also runs packed sequences (its ``VARLEN`` variant, ``prefill_attention_varlen``):
-q (T, H, D) with ``cu_seqlens`` marking where each sequence starts.
+The kernels live beside this module: attention_decode.py (the decode's split and combine passes, the paged
+append), attention_prefill.py (the portable prefill kernels, ``attention_prefill`` on CUDA's ``mma.sync`` and
+``attention_prefill_small`` elsewhere) and attention_ws.py (Hopper's prefill: warp roles, tile copies, warpgroup
+multiplies).  The functions here check their arguments, pick a kernel and its tiles, and launch it.
 """
 
 from __future__ import annotations
@@ -22,535 +18,15 @@ import math
 import sys
 from typing import Any
 
-from iron import LaunchError, bf16, f16, f32, func, i32, In, T, Tensor, kernel, variants
-from iron.lang import (barrier, exp2, fma, frag_a, frag_acc, frag_b, frag_load_acc, frag_store, group_id, lane_id,
-                       local, log2, mma, num_simd_groups, program_id, select, shared, simd_group_id, simd_shuffle_xor,
-                       simd_size, static_range, thread_id, vec)
-from iron.std._plans import planned
-from iron.std.attention_ws import (FA_BQ, FA_THREADS, PAGE_PIECE, attention_prefill_ws, fa_config, fa_shared_bytes,
-                                   sequence_keys)
-from iron.std.gemm_ws import runs_roles
+from iron import LaunchError, f32, i32
 from iron.std._host import (ceil_div, check_float, check_shape, device_traits, dtype_of, empty_like, output,
                             shape_of, starts_aligned, tuned_for_cuda_mma, vector_width, view)
-
-NEG = -math.inf
-LOG2E = 1.4426950408889634
-
-# ---------------------------------------------------------------- decode: split pass
-
-#: Threads of one decode group; lanes of a team, which reads one K/V row at a time (8 lanes fit every
-#: subgroup width Iron runs: 8 on lavapipe, 32, 64; the TM = 16 variant needs subgroups of 16 or more).
-DECODE_THREADS = 128
-TEAM = 8
-
-
-def team_spans_head(v: dict[str, Any]) -> bool:
-    """a team's TM lanes read whole VEC-wide vectors of a head: D a multiple of TM * VEC"""
-    return v["D"] % (v["TM"] * v["VEC"]) == 0
-
-
-@kernel(variants(T=[f32, f16, bf16], VEC=[4, 8], D=[64, 128], GQ=[1, 2, 4], U=[1, 2, 4], TM=[TEAM, 16],
-                 PAGED=[False, True], where=team_spans_head))
-def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32],
-                           part_lse: Tensor[f32], H: int, H_kv: int, S_max: int, NCH: int, CH: int, scale: f32,
-                           table: In[i32], P: int, pages: int):
-    """One chunk of keys for GQ query heads sharing one KV head: the chunk's softmax-weighted V and its LSE.
-
-    q (B, H, D), k/v (B, H_kv, S_max, D) row-major in T; seq_lens (B,) i32, clamped to [0, S_max]; ``table``,
-    P and ``pages`` unread.  PAGED: a cache of pages, k/v (pages, P, H_kv, D) (P keys a page, FlashInfer's
-    and flash-attn's NHD layout), key s of sequence b in row s % P of page table[b, s // P] (``table`` (B,
-    S_max / P) i32, entries clamped to [0, pages)).
-    Grid (NCH * 128, B * H / GQ), group (128,): group (c, b * H/GQ + hg) owns keys
-    [c*CH, min((c+1)*CH, L_b)) of heads hg*GQ .. hg*GQ+GQ-1, KV head (hg*GQ) // (H / H_kv).
-    Out (f32): part_o (B, H, NCH, D) = sum_j softmax_j v_j over the chunk (normalised), part_lse
-    (B, H, NCH) = log2 sum_j 2^(s_j), s_j = scale * log2(e) * q.k_j; an empty chunk gives 0 and -inf.
-    Order: a team of TM lanes (8 or 16) owns U keys at a time, j0, j0 + 128/TM, ... (j0 = start + team,
-    + U 128/TM, ...): each score a lane's sequential FMA chain over D/TM elements (VEC-wide loads), then a
-    log2 TM-step xor butterfly; the U keys fold into the team's running (m, l, acc) at once (one rescale
-    by 2^(m - m'), then the U weighted rows in order); teams combine by an xor butterfly inside a
-    subgroup, then subgroups in id order.
-    D in {64, 128}, a multiple of TM VEC; TM at most the subgroup width; H a multiple of H_kv, H / H_kv a
-    multiple of GQ.  NaN/Inf in q or k give NaN for the head's chunk (and output); NaN/Inf in v propagate
-    to the outputs that weight them.
-    """
-    NV = D // (TM * VEC)
-    E = NV * VEC
-    TEAMS = DECODE_THREADS // TM
-    LEVELS = 3 if TM == 8 else 4
-    ml_s = shared(f32, TEAMS * GQ * 2)
-    acc_s = shared(f32, GQ * D)
-    t = thread_id(0)
-    team = t // TM
-    lt = t % TM
-    c = group_id(0)
-    hg = group_id(1)
-    b = hg // (H // GQ)
-    h0 = (hg % (H // GQ)) * GQ
-    kvh = h0 // (H // H_kv)
-    seq = min(max(seq_lens[b], 0), S_max)
-    start = c * CH
-    end = min(start + CH, seq)
-    obase = (b * H + h0) * NCH + c
-    if start >= end:
-        for i in range(t, GQ * D, DECODE_THREADS):
-            part_o[(obase + (i // D) * NCH) * D + i % D] = 0.0
-        if t < GQ:
-            part_lse[obase + t * NCH] = NEG
-        return
-    qv = local(f32, GQ * E)
-    for g in static_range(GQ):
-        for jv in static_range(NV):
-            x = f32(q.load((b * H + h0 + g) * D + (lt + jv * TM) * VEC, width=VEC))
-            for i in static_range(VEC):
-                qv[g * E + jv * VEC + i] = x[i] * (scale * LOG2E)
-    m = local(f32, GQ)
-    l = local(f32, GQ)
-    acc = local(f32, GQ * E)
-    for g in static_range(GQ):
-        m[g] = NEG
-    row0 = (b * H_kv + kvh) * S_max
-    pg = local(i32, U)  # PAGED: the pages of an iteration's U keys, read one iteration ahead of their loads
-    if PAGED:
-        for u in static_range(U):
-            pg[u] = table[b * (S_max // P) + min(start + team + u * TEAMS, end - 1) // P]
-    for j0 in range(start + team, end, U * TEAMS):
-        kf = local(f32, U * E)
-        vf = local(f32, U * E)
-        for u in static_range(U):
-            key = min(j0 + u * TEAMS, end - 1)
-            if PAGED:
-                base = ((min(max(pg[u], 0), pages - 1) * P + key % P) * H_kv + kvh) * D
-            else:
-                base = (row0 + key) * D
-            for jv in static_range(NV):
-                kx = f32(k.load(base + (lt + jv * TM) * VEC, width=VEC))
-                vx = f32(v.load(base + (lt + jv * TM) * VEC, width=VEC))
-                for i in static_range(VEC):
-                    kf[u * E + jv * VEC + i] = kx[i]
-                    vf[u * E + jv * VEC + i] = vx[i]
-        if PAGED:  # the next iteration's pages, in flight while this one's keys are scored
-            for u in static_range(U):
-                pg[u] = table[b * (S_max // P) + min(j0 + (U + u) * TEAMS, end - 1) // P]
-        # The U keys' scores (a key past the chunk, clamped above, scores -inf: weight 0), then one
-        # rescale of (m, l, acc) per head for all U: m' = max(m, s_u), acc' = acc 2^(m-m') + sum_u
-        # 2^(s_u-m') v_u in u order.
-        sc = local(f32, U * GQ)
-        for u in static_range(U):
-            for g in static_range(GQ):
-                s = 0.0
-                for e in static_range(E):
-                    s = fma(qv[g * E + e], kf[u * E + e], s)
-                sc[u * GQ + g] = s
-        for u in static_range(U):
-            for g in static_range(GQ):
-                s = sc[u * GQ + g]
-                for lv in static_range(LEVELS):
-                    s += simd_shuffle_xor(s, TM >> (lv + 1))
-                sc[u * GQ + g] = select(j0 + u * TEAMS < end, s, NEG)
-        for g in static_range(GQ):
-            mx = m[g]
-            for u in static_range(U):
-                mx = max(mx, sc[u * GQ + g])
-            alpha = exp2(m[g] - mx)
-            m[g] = mx
-            tot = l[g] * alpha
-            for e in static_range(E):
-                acc[g * E + e] = acc[g * E + e] * alpha
-            for u in static_range(U):
-                p = exp2(sc[u * GQ + g] - mx)
-                tot += p
-                for e in static_range(E):
-                    acc[g * E + e] = fma(p, vf[u * E + e], acc[g * E + e])
-            l[g] = tot
-    # Teams of one subgroup: an xor butterfly over the team index.
-    mask = TM
-    while mask < simd_size():
-        for g in static_range(GQ):
-            mo = simd_shuffle_xor(m[g], mask)
-            lo = simd_shuffle_xor(l[g], mask)
-            mn = max(m[g], mo)
-            mu = select(mn == NEG, 0.0, mn)
-            a0 = exp2(m[g] - mu)
-            a1 = exp2(mo - mu)
-            l[g] = l[g] * a0 + lo * a1
-            m[g] = mn
-            for e in static_range(E):
-                acc[g * E + e] = acc[g * E + e] * a0 + simd_shuffle_xor(acc[g * E + e], mask) * a1
-        mask = mask * 2
-    # Subgroups, in id order: (m, l) first, then each subgroup's lead team adds its rescaled, normalised acc.
-    sg = simd_group_id()
-    nsg = num_simd_groups()
-    lead = lane_id() < TM
-    if lane_id() == 0:
-        for g in static_range(GQ):
-            ml_s[(sg * GQ + g) * 2] = m[g]
-            ml_s[(sg * GQ + g) * 2 + 1] = l[g]
-    barrier()
-    f = local(f32, GQ)
-    big_m = local(f32, GQ)
-    big_l = local(f32, GQ)
-    for g in static_range(GQ):
-        mx = NEG
-        for r in range(nsg):
-            mx = max(mx, ml_s[(r * GQ + g) * 2])
-        mu = select(mx == NEG, 0.0, mx)
-        tot = 0.0
-        for r in range(nsg):
-            tot += ml_s[(r * GQ + g) * 2 + 1] * exp2(ml_s[(r * GQ + g) * 2] - mu)
-        f[g] = exp2(m[g] - mu) / tot
-        big_m[g] = mx
-        big_l[g] = tot
-    for r in range(nsg):
-        if sg == r and lead:
-            for g in static_range(GQ):
-                for jv in static_range(NV):
-                    for i in static_range(VEC):
-                        idx = g * D + (lt + jv * TM) * VEC + i
-                        if r == 0:
-                            acc_s[idx] = acc[g * E + jv * VEC + i] * f[g]
-                        else:
-                            acc_s[idx] = fma(acc[g * E + jv * VEC + i], f[g], acc_s[idx])
-        barrier()
-    for i in range(t, GQ * D, DECODE_THREADS):
-        part_o[(obase + (i // D) * NCH) * D + i % D] = acc_s[i]
-    for g in static_range(GQ):
-        if t == g:
-            part_lse[obase + g * NCH] = big_m[g] + log2(big_l[g])
-
-
-# ---------------------------------------------------------------- decode: combine pass
-
-@kernel(variants(T=[f32, f16, bf16]))
-def attention_decode_combine(part_o: In[f32], part_lse: In[f32], o: Tensor[T], H: int, D: int, NCH: int):
-    """o (B, H, D) in T from the chunks' normalised outputs and base-2 LSEs (decode_split's layout).
-
-    Grid (H * D, B): one thread per output element.  o = sum_c 2^(lse_c - M) o_c / sum_c 2^(lse_c - M),
-    M = max_c lse_c (NaN ignored), the sums over c = 0 .. NCH-1 in order, in f32, one rounding to T.
-    Every chunk -inf (no keys): o = 0.  A NaN or +Inf LSE gives NaN; NaN/Inf in o_c propagate.
-    """
-    i = program_id(0)
-    b = program_id(1)
-    if i < H * D:
-        bh = b * H + i // D
-        mx = NEG
-        for c in range(NCH):
-            mx = max(mx, part_lse[bh * NCH + c])
-        mu = select(mx == NEG, 0.0, mx)
-        num = 0.0
-        den = 0.0
-        for c in range(NCH):
-            w = exp2(part_lse[bh * NCH + c] - mu)
-            den += w
-            num = fma(w, part_o[(bh * NCH + c) * D + i % D], num)
-        o[bh * D + i % D] = T(select(den == 0.0, 0.0, num / den))
-
-
-COMBINE_GROUP = 128
-
-# ---------------------------------------------------------------- prefill
-
-@func
-def sequence_rows(cu, bh, H, H_kv, S, D, packed):
-    """Where (batch, head) ``bh``'s rows lie: the first element of its query (and output) rows and of its KV head's
-    key (and value) rows (grouped-query: H / H_kv query heads share one), the elements from one row to the next of
-    each, and the sequence's length.  Dense (B, heads, S, D) tensors: rows D apart, S of them.  ``packed`` (S,
-    heads, D) tensors of B sequences' tokens: sequence bh // H holds rows cu[b] .. cu[b + 1] - 1, clamped into
-    [0, S]."""
-    h = bh % H
-    kvh = h // (H // H_kv)
-    if packed:
-        start = min(max(cu[bh // H], 0), S)
-        n = min(max(cu[bh // H + 1], start), S) - start
-        qbase, kbase, q_row, kv_row = (start * H + h) * D, (start * H_kv + kvh) * D, H * D, H_kv * D
-    else:
-        n = S
-        qbase, kbase, q_row, kv_row = bh * S * D, ((bh // H) * H_kv + kvh) * S * D, D, D
-    return qbase, kbase, q_row, kv_row, n
-
-
-@func
-def key_row(kbase, kv_row, j, table, bh, H, H_kv, W, P, N, D, paged):
-    """The first element of key ``j``'s row: ``kbase + j * kv_row``, or ``paged`` through sequence bh // H's row of
-    the block table (W pages of P keys a sequence, entries clamped into the pool's N pages (N, P, H_kv, D))."""
-    at = kbase + j * kv_row
-    if paged:
-        page = min(max(table[(bh // H) * W + j // P], 0), N - 1)
-        at = ((page * P + j % P) * H_kv + (bh % H) // (H // H_kv)) * D
-    return at
-
-
-#: Keys per block; output columns per P V pass (both one 16 x 32 strip of four 16x8 accumulators).
-BK = 32
-DC = 32
-PVEC = 8  # 16-byte vectors of f16/bf16
-
-
-@kernel(variants(T=[f16, bf16], D=[64, 128], BQ=[64], VARLEN=[False, True], PAGED=[False, True]))
-def attention_prefill(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int, causal: int,
-                      scale: f32, kv_lens: In[i32], table: In[i32], P: int, W: int, N: int):
-    """Flash attention forward: o = softmax(scale * Q K^T + mask) V per (batch, head), for matrix units.
-
-    q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128}; H a multiple of
-    H_kv (query head h reads KV head h // (H / H_kv)); causal != 0 masks key j > query i; ``cu`` unread (any
-    one element).  VARLEN: B packed sequences in q, o (S, H, D) and k, v (S, H_kv, D), sequence b in rows cu[b] ..
-    cu[b + 1] - 1 (attention_ws.attention_prefill_ws's VARLEN contract), the grid's first extent sized for the
-    longest sequence in place of S.  PAGED (q packed or not): k, v are page pools (N, P, H_kv, D); sequence b's keys
-    are its first kv_lens[b] positions, position j in page table[b * W + j // P] at row j % P (``table`` (B, W)
-    i32, entries clamped into [0, N), entries past kv_lens[b]'s pages unread); its queries are its last tokens
-    (causal: query i sees key j <= i + kv_lens[b] - n_b, n_b its rows of q; a query that sees no key gives NaN).
-    Otherwise kv_lens and table are unread (any one element) and P, W, N any.
-    Grid (ceil(S / BQ) * 2*BQ, B * H), group (2*BQ,): a group owns BQ queries (rows past S computed on
-    zeros, never stored) and walks key blocks of 32 (causal: only up to its last query); tails masked.
-    Per block: S = Q K^T on 16x8x16 fragments (f32 accumulators; one 16 x 32 strip of four per subgroup
-    turn) staged to shared; two threads per row take the block's max (f32), rescale their running (m, l)
-    and write P = 2^(s - m) rounded to T; P V on fragments in 32-column passes, added into per-thread
-    f32 registers after scaling them by 2^(m_old - m_new); l sums the rounded P (the applied weights sum
-    to 1).  Output rounded once to T.  Shared arrays: 48 KB at BQ 64, D 128 (CUDA's static limit).
-    NaN/Inf in q or k give NaN rows; NaN/Inf in v reach the rows that weight them, and the rows of the
-    same query tile that share its key block of 32 (P V multiplies their zero weights by it).
-    """
-    NT = 2 * BQ
-    LD = D + 8
-    FLD = DC + 1
-    PLD = BK + 2
-    NVR = D // PVEC
-    qs = shared(T, BQ * LD)
-    ks = shared(T, BK * LD)
-    vs = shared(T, BK * LD)
-    fs = shared(f32, BQ * FLD)
-    ps = shared(T, BQ * PLD)
-    alpha_s = shared(f32, BQ)
-    l_s = shared(f32, BQ)
-    t = thread_id(0)
-    q0 = group_id(0) * BQ
-    bh = group_id(1)
-    qbase, kbase, q_row, kv_row, n = sequence_rows(cu, bh, H, H_kv, S, D, VARLEN)
-    nk, shift = sequence_keys(kv_lens, bh, H, n, W, P, PAGED)
-    sg = simd_group_id()
-    nsg = num_simd_groups()
-    zero = T(vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
-    for i in static_range(BQ * NVR // NT):
-        e = t + i * NT
-        r = e // NVR
-        cc = (e % NVR) * PVEC
-        if q0 + r < n:
-            qs.store(r * LD + cc, q.load(qbase + (q0 + r) * q_row + cc, width=PVEC))
-        else:
-            qs.store(r * LD + cc, zero)
-    row = t // 2
-    half = t % 2
-    qi = q0 + row
-    sv = local(f32, BK // 2)
-    m_i = NEG
-    l_i = 0.0
-    PER = BQ * DC // NT
-    acc = local(f32, PER * (D // DC))
-    sl2 = scale * LOG2E
-    kend = nk
-    if causal != 0:
-        kend = max(min(nk, q0 + BQ + shift), 0)
-    if VARLEN:
-        kend = select(q0 < n, kend, 0)  # a tile past its sequence reads no keys (and stores nothing)
-    for k0 in range(0, kend, BK):
-        for i in static_range(BK * NVR // NT):
-            e = t + i * NT
-            r = e // NVR
-            cc = (e % NVR) * PVEC
-            if k0 + r < nk:
-                at = key_row(kbase, kv_row, k0 + r, table, bh, H, H_kv, W, P, N, D, PAGED) + cc
-                ks.store(r * LD + cc, k.load(at, width=PVEC))
-                vs.store(r * LD + cc, v.load(at, width=PVEC))
-            else:
-                ks.store(r * LD + cc, zero)
-                vs.store(r * LD + cc, zero)
-        barrier()
-        # S = Q K^T: one 16 x 32 strip per 16 query rows, four 16x8 accumulators sharing each Q fragment.
-        for strip in range(sg, BQ // 16, nsg):
-            s0 = frag_acc(f32, 16, 8)
-            s1 = frag_acc(f32, 16, 8)
-            s2 = frag_acc(f32, 16, 8)
-            s3 = frag_acc(f32, 16, 8)
-            for kk in range(D // 16):
-                fa = frag_a(qs, strip * 16 * LD + kk * 16, LD, 16, 16)
-                s0 = mma(fa, frag_b(ks, kk * 16, LD, 16, 8, layout="col"), s0)
-                s1 = mma(fa, frag_b(ks, 8 * LD + kk * 16, LD, 16, 8, layout="col"), s1)
-                s2 = mma(fa, frag_b(ks, 16 * LD + kk * 16, LD, 16, 8, layout="col"), s2)
-                s3 = mma(fa, frag_b(ks, 24 * LD + kk * 16, LD, 16, 8, layout="col"), s3)
-            frag_store(fs, strip * 16 * FLD, FLD, s0)
-            frag_store(fs, strip * 16 * FLD + 8, FLD, s1)
-            frag_store(fs, strip * 16 * FLD + 16, FLD, s2)
-            frag_store(fs, strip * 16 * FLD + 24, FLD, s3)
-        barrier()
-        # Online softmax: threads 2r and 2r+1 own row r, 16 columns each, combined by one xor shuffle.
-        mx = NEG
-        for j in static_range(BK // 2):
-            kj = k0 + half * (BK // 2) + j
-            ok = kj < nk and (causal == 0 or kj <= qi + shift)
-            sv[j] = select(ok, fs[row * FLD + half * (BK // 2) + j] * sl2, NEG)
-            mx = max(mx, sv[j])
-        mx = max(mx, simd_shuffle_xor(mx, 1))
-        m_new = max(m_i, mx)
-        m_use = select(m_new == NEG, 0.0, m_new)
-        alpha = exp2(m_i - m_use)
-        psum = 0.0
-        for j in static_range(BK // 2):
-            p = T(exp2(sv[j] - m_use))
-            ps[row * PLD + half * (BK // 2) + j] = p
-            psum += f32(p)
-        psum += simd_shuffle_xor(psum, 1)
-        l_i = l_i * alpha + psum
-        m_i = m_new
-        if half == 0:
-            alpha_s[row] = alpha
-        barrier()
-        # O = O * alpha + P V, 32 output columns per pass.
-        for ch in static_range(D // DC):
-            for strip in range(sg, BQ // 16, nsg):
-                o0 = frag_acc(f32, 16, 8)
-                o1 = frag_acc(f32, 16, 8)
-                o2 = frag_acc(f32, 16, 8)
-                o3 = frag_acc(f32, 16, 8)
-                for kk in range(BK // 16):
-                    fp = frag_a(ps, strip * 16 * PLD + kk * 16, PLD, 16, 16)
-                    o0 = mma(fp, frag_b(vs, kk * 16 * LD + ch * DC, LD, 16, 8), o0)
-                    o1 = mma(fp, frag_b(vs, kk * 16 * LD + ch * DC + 8, LD, 16, 8), o1)
-                    o2 = mma(fp, frag_b(vs, kk * 16 * LD + ch * DC + 16, LD, 16, 8), o2)
-                    o3 = mma(fp, frag_b(vs, kk * 16 * LD + ch * DC + 24, LD, 16, 8), o3)
-                frag_store(fs, strip * 16 * FLD, FLD, o0)
-                frag_store(fs, strip * 16 * FLD + 8, FLD, o1)
-                frag_store(fs, strip * 16 * FLD + 16, FLD, o2)
-                frag_store(fs, strip * 16 * FLD + 24, FLD, o3)
-            barrier()
-            for i in static_range(PER):
-                e = t + i * NT
-                r = e // DC
-                acc[ch * PER + i] = fma(acc[ch * PER + i], alpha_s[r], fs[r * FLD + e % DC])
-            barrier()
-    if half == 0:
-        l_s[row] = l_i
-    barrier()
-    for ch in static_range(D // DC):
-        for i in static_range(PER):
-            e = t + i * NT
-            r = e // DC
-            if q0 + r < n:
-                o[qbase + (q0 + r) * q_row + ch * DC + e % DC] = T(acc[ch * PER + i] / l_s[r])
-
-
-#: The portable prefill's tile: 16 queries, 8 keys per block, 64 threads (any subgroup width up to 64).
-SBQ = 16
-SBK = 8
-SNT = 64
-
-
-@kernel(variants(T=[f16, bf16], D=[64, 128], VARLEN=[False, True], PAGED=[False, True]))
-def attention_prefill_small(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int,
-                            causal: int, scale: f32, kv_lens: In[i32], table: In[i32], P: int, W: int, N: int):
-    """attention_prefill's contract (VARLEN and PAGED too) with 16-query tiles, f32 staging and the accumulator in
-    shared memory.
-
-    Grid (ceil(S / 16) * 64, B * H), group (64,).  For devices without a matrix unit and with 32 KB of
-    shared memory (31 KB with the portable mma scratch of 8 subgroups of 8), and small enough for
-    lavapipe's LLVM to compile in seconds (its coroutine split of barriers grows fast with code size):
-    runtime loops, unroll=1 on the D loop, one 8x8x8 mma site per product.  Tiles are staged as f32 (T values are
-    exact in f32 and so are their products, so an f32 mma computes what a T one would; SPIR-V and HIP
-    cannot load bf16 fragments from shared memory).  Per key block of 8: S = Q K^T (two 8x8 tiles) to
-    shared; the online softmax, one thread per row, P rounded to T; the accumulator rows scaled by
-    2^(m_old - m_new) in shared; then O += P V (frag_load_acc / mma / frag_store on the same rows).
-    A NaN/Inf in v also reaches the rows of its query tile that share its key block of 8.
-    """
-    LD = D + 8
-    FLD = SBK + 1
-    NVR = D // PVEC
-    qs = shared(f32, SBQ * LD)
-    ks = shared(f32, SBK * LD)
-    vs = shared(f32, SBK * LD)
-    fs = shared(f32, SBQ * FLD)
-    ps = shared(f32, SBQ * FLD)
-    os_ = shared(f32, SBQ * D)
-    alpha_s = shared(f32, SBQ)
-    l_s = shared(f32, SBQ)
-    t = thread_id(0)
-    q0 = group_id(0) * SBQ
-    bh = group_id(1)
-    qbase, kbase, q_row, kv_row, n = sequence_rows(cu, bh, H, H_kv, S, D, VARLEN)
-    nk, shift = sequence_keys(kv_lens, bh, H, n, W, P, PAGED)
-    sg = simd_group_id()
-    nsg = num_simd_groups()
-    zero = vec(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    for e in range(t, SBQ * NVR, SNT):
-        cc = (e % NVR) * PVEC
-        if q0 + e // NVR < n:
-            qs.store((e // NVR) * LD + cc, f32(q.load(qbase + (q0 + e // NVR) * q_row + cc, width=PVEC)))
-        else:
-            qs.store((e // NVR) * LD + cc, zero)
-    for e in range(t, SBQ * D, SNT):
-        os_[e] = 0.0
-    qi = q0 + t
-    m_i = NEG
-    l_i = 0.0
-    sl2 = scale * LOG2E
-    kend = nk
-    if causal != 0:
-        kend = max(min(nk, q0 + SBQ + shift), 0)
-    if VARLEN:
-        kend = select(q0 < n, kend, 0)  # a tile past its sequence reads no keys (and stores nothing)
-    for k0 in range(0, kend, SBK):
-        for e in range(t, SBK * NVR, SNT):
-            cc = (e % NVR) * PVEC
-            if k0 + e // NVR < nk:
-                at = key_row(kbase, kv_row, k0 + e // NVR, table, bh, H, H_kv, W, P, N, D, PAGED) + cc
-                ks.store((e // NVR) * LD + cc, f32(k.load(at, width=PVEC)))
-                vs.store((e // NVR) * LD + cc, f32(v.load(at, width=PVEC)))
-            else:
-                ks.store((e // NVR) * LD + cc, zero)
-                vs.store((e // NVR) * LD + cc, zero)
-        barrier()
-        for tr in range(sg, SBQ // 8, nsg):
-            sc = frag_acc(f32, 8, 8)
-            for kk in range(D // 8, unroll=1):
-                sc = mma(frag_a(qs, tr * 8 * LD + kk * 8, LD, 8, 8), frag_b(ks, kk * 8, LD, 8, 8, layout="col"), sc)
-            frag_store(fs, tr * 8 * FLD, FLD, sc)
-        barrier()
-        if t < SBQ:
-            mx = NEG
-            for col in range(SBK):
-                kj = k0 + col
-                ok = kj < nk and (causal == 0 or kj <= qi + shift)
-                mx = max(mx, select(ok, fs[t * FLD + col] * sl2, NEG))
-            m_new = max(m_i, mx)
-            m_use = select(m_new == NEG, 0.0, m_new)
-            alpha = exp2(m_i - m_use)
-            psum = 0.0
-            for col in range(SBK):
-                kj = k0 + col
-                ok = kj < nk and (causal == 0 or kj <= qi + shift)
-                p = f32(T(exp2(select(ok, fs[t * FLD + col] * sl2, NEG) - m_use)))
-                ps[t * FLD + col] = p
-                psum += p
-            l_i = l_i * alpha + psum
-            m_i = m_new
-            alpha_s[t] = alpha
-        barrier()
-        for e in range(t, SBQ * D, SNT):
-            os_[e] = os_[e] * alpha_s[e // D]
-        barrier()
-        for tile in range(sg, (SBQ // 8) * (D // 8), nsg):
-            tr = tile // (D // 8)
-            tc = tile % (D // 8)
-            oc = frag_load_acc(os_, tr * 8 * D + tc * 8, D, 8, 8)
-            oc = mma(frag_a(ps, tr * 8 * FLD, FLD, 8, 8), frag_b(vs, tc * 8, LD, 8, 8), oc)
-            frag_store(os_, tr * 8 * D + tc * 8, D, oc)
-        barrier()
-    if t < SBQ:
-        l_s[t] = l_i
-    barrier()
-    for e in range(t, SBQ * D, SNT):
-        if q0 + e // D < n:
-            o[qbase + (q0 + e // D) * q_row + e % D] = T(os_[e] / l_s[e // D])
-
-
-# ---------------------------------------------------------------- host side
+from iron.std._plans import planned
+from iron.std.attention_decode import (APPEND_GROUP, COMBINE_GROUP, DECODE_THREADS, TEAM, attention_decode_combine,
+                                       attention_decode_split, paged_kv_append)
+from iron.std.attention_prefill import SBQ, SNT, attention_prefill, attention_prefill_small
+from iron.std.attention_ws import FA_BQ, FA_THREADS, PAGE_PIECE, attention_prefill_ws, fa_config, fa_shared_bytes
+from iron.std.gemm_ws import runs_roles
 
 #: Decode groups the split pass aims for: a few waves over a 132-SM GPU.
 TARGET_GROUPS = 1024
@@ -721,29 +197,6 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     return out
 
 
-@kernel(variants(T=[f32, f16, bf16]))
-def paged_kv_append(k_new: In[T], v_new: In[T], k_pages: Tensor[T], v_pages: Tensor[T], table: In[i32],
-                    positions: In[i32], HD: int, P: int, width: int, pages: int, n: int):
-    """Row positions[b] of sequence b's pages takes its new key and value: k_pages, v_pages (pages, P, H_kv, D)
-    at page table[b, pos // P], row pos % P, from k_new, v_new (B, H_kv, D) (HD = H_kv * D elements a row).
-    A position outside [0, width * P) (``table`` (B, width)) or a page outside [0, pages) writes nothing.
-    Grid (n,) for n = B * HD, one element a thread."""
-    i = program_id(0)
-    if i < n:
-        b = i // HD
-        pos = positions[b]
-        if pos >= 0 and pos < width * P:
-            page = table[b * width + pos // P]
-            if page >= 0 and page < pages:
-                at = (page * P + pos % P) * HD + i % HD
-                k_pages[at] = k_new[i]
-                v_pages[at] = v_new[i]
-
-
-#: Threads of one group of the append.
-APPEND_GROUP = 256
-
-
 def append_paged_kv(k_new: Any, v_new: Any, k_pages: Any, v_pages: Any, block_table: Any, positions: Any,
                     backend: str | None = None) -> tuple[Any, Any]:
     """Writes each sequence's new key and value into its pages, in place, for :func:`decode_attention_paged`:
@@ -842,9 +295,10 @@ def prefill_attention_paged(q: Any, k_pages: Any, v_pages: Any, block_table: Any
     ``causal`` query i of its n sees key j <= i + seq_lens[b] - n (the bottom-right aligned mask; a query that sees
     no key, seq_lens[b] < n, gives NaN).  f16/bf16, heads of 64 or 128 (256 on the Hopper kernel).
     ``max_seqlen``: the most queries of a sequence, as in :func:`prefill_attention_varlen`.  ``block`` as in
-    :func:`prefill_attention`; block 128 (Hopper) copies keys 16 rows at a time, so it needs pages of a multiple of
-    16 keys (others run on block 64 there) and reads the rows of a sequence's last 16-row piece past seq_lens[b]:
-    keep them finite (a zeroed pool, or older keys), as 0 * Inf is NaN."""
+    :func:`prefill_attention`; block 128 (Hopper) copies keys in pieces of 128, 64 or 16 rows (the longest the page
+    size is a multiple of), so it needs pages of a multiple of 16 keys (others run on block 64 there) and reads the
+    rows of a sequence's last piece past seq_lens[b]: keep them finite (a zeroed pool, or older keys), as 0 * Inf
+    is NaN."""
     fn = "prefill_attention_paged"
     dt = check_float(q, f"{fn}: q")
     if dt == f32:
@@ -965,7 +419,10 @@ def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int
     pages = (tensors[4], tensors[4], PAGE_PIECE, 1, 1) if paging is None else paging
     if bq == 128:
         kv_outer = b * h_kv if paging is None else paging[2] * paging[4]  # k's copy extent: B * H_kv or N * P rows
-        attention_prefill_ws.variant(T=dt, D=d, VARLEN=varlen, PAGED=paging is not None, **fa_config(d)).launch(
+        bk = fa_config(d)["BK"]
+        piece = max(p for p in (PAGE_PIECE, 64, 128) if p <= bk and (paging is None or paging[2] % p == 0))
+        attention_prefill_ws.variant(T=dt, D=d, VARLEN=varlen, PAGED=paging is not None, PIECE=piece,
+                                     **fa_config(d)).launch(
             *tensors, rows, h, h_kv, b * h, kv_outer, *flags, *pages,
             grid=(ceil_div(longest, FA_BQ) * FA_THREADS, b * h), group=(FA_THREADS,), backend=backend)
     elif bq == 64:
@@ -981,4 +438,4 @@ def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int
 __all__ = ["append_paged_kv", "attention_decode_combine", "attention_decode_split", "attention_prefill",
            "attention_prefill_small", "decode_attention", "decode_attention_paged", "decode_chunk", "heads_per_group",
            "keys_in_flight", "paged_kv_append", "prefill_attention", "prefill_attention_paged",
-           "prefill_attention_varlen", "prefill_block", "sequence_rows", "team_lanes"]
+           "prefill_attention_varlen", "prefill_block", "team_lanes"]

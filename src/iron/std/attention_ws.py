@@ -25,8 +25,8 @@ from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, fast_exp2, frag_acc, frag_acc_to_a,
-                       frag_mask, frag_row_max, frag_row_sum, frag_scale_rows, frag_store, group_id, lane_id, mma_wg,
-                       mma_wg_wait, num_groups, recip, role_barrier, select, shared, simd_group_id, static_range,
+                       frag_mask, frag_row_max, frag_row_sum, frag_scale_rows, frag_store, group_id, lane_id, local,
+                       mma_wg, mma_wg_wait, num_groups, recip, role_barrier, select, shared, simd_group_id, static_range,
                        thread_id, warp_roles)
 
 from .gemm_ws import free_slot, full_slot
@@ -41,7 +41,8 @@ FA_THREADS = sum(FA_ROLES)
 FA_RELEASES = FA_ROLES[1] // 32
 #: Columns of one swizzled block (64 16-bit values: 128 bytes a row).
 COLS = 64
-#: Rows of one tile copy from a page of a paged cache: P must be a multiple (the PAGED variant).
+#: The fewest rows of one tile copy from a page of a paged cache (the PAGED variant's PIECE, which P must be a
+#: multiple of: 16, 64 or 128 rows).
 PAGE_PIECE = 16
 #: A key index no query reaches: the diagonal of a mask that is not causal.
 NO_DIAGONAL = 1 << 30
@@ -67,8 +68,8 @@ def fa_fits(v: dict[str, Any]) -> bool:
 
 
 def fa_fits_modes(v: dict[str, Any]) -> bool:
-    """:func:`fa_fits`, and one loop shape at a time (OVERLAP or PINGPONG)."""
-    return fa_fits(v) and not (v["OVERLAP"] and v["PINGPONG"])
+    """:func:`fa_fits`, one loop shape at a time (OVERLAP or PINGPONG), and a key block of whole pieces."""
+    return fa_fits(v) and not (v["OVERLAP"] and v["PINGPONG"]) and v["BK"] % v["PIECE"] == 0
 
 
 #: The host's binding: 128-key blocks through rings of two slots, the two consumer warpgroups taking turns at the
@@ -128,21 +129,21 @@ def sequence_keys(kv_lens, bh, H, n, W, P, paged):
 
 
 @func
-def copy_paged_keys(ring, src, full, slot, table, seq, W, P, N, rows, heads, head, k0, nk, bk, d, item):
-    """The producer's tile copies of keys k0 .. k0 + BK - 1 of sequence ``seq`` from a paged cache (pools (N, P,
-    heads, D) seen as ``rows`` = N * P rows; key j in page table[seq * W + j // P], clamped into [0, N), at row j %
-    P) into
-    ``ring``'s ``slot``, PAGE_PIECE rows a copy (P a multiple of it), and the arrival announcing their bytes.
-    Pieces at or past ``nk`` read rows past the pool, which tile copies fill with zeros: their pages are never
-    looked up."""
-    for c in static_range(bk // PAGE_PIECE):
-        key = k0 + c * PAGE_PIECE
-        page = min(max(table[seq * W + min(key // P, W - 1)], 0), N - 1)
-        row = select(key < nk, page * P + key % P, rows)
-        for cb in static_range(d // COLS):
-            copy_tile(ring, slot * d * bk + cb * bk * COLS + c * PAGE_PIECE * COLS, src, (rows, heads, d),
-                      (row, head, cb * COLS), (PAGE_PIECE, 1, COLS), full, slot)
-    barrier_arrive(full, slot, bytes=bk * d * item)
+def piece_row(table, seq, W, P, N, rows, key, nk):
+    """The pool row of key ``key`` of sequence ``seq`` in a paged cache (pools (N, P, heads, D) seen as ``rows`` = N *
+    P rows; key j in page table[seq * W + j // P], clamped into [0, N), at row j % P), or for a key at or past
+    ``nk``, ``rows``: past the pool, where tile copies read zeros."""
+    page = min(max(table[seq * W + min(key // P, W - 1)], 0), N - 1)
+    return select(key < nk, page * P + key % P, rows)
+
+
+@func
+def copy_piece(ring, src, full, slot, row, rows, heads, head, c, bk, d, piece):
+    """The producer's tile copies of piece ``c`` of a key block (``piece`` rows from pool row ``row`` of KV head
+    ``head``) into ``ring``'s ``slot``, in the layout :func:`copy_keys` gives a block."""
+    for cb in static_range(d // COLS):
+        copy_tile(ring, slot * d * bk + cb * bk * COLS + c * piece * COLS, src, (rows, heads, d),
+                  (row, head, cb * COLS), (piece, 1, COLS), full, slot)
 
 
 @func
@@ -289,11 +290,13 @@ def store_staged(o, stage, ld, base, rows, ct, d, stride):
 
 
 @kernel(variants(T=[f16, bf16], D=[128, 64, 256], BK=[128, 64], STAGES=[2, 3, 4], OVERLAP=[True, False],
-                 VARLEN=[False, True], PINGPONG=[False, True], PAGED=[False, True], where=fa_fits_modes))
+                 VARLEN=[False, True], PINGPONG=[False, True], PAGED=[False, True], PIECE=[16, 64, 128],
+                 where=fa_fits_modes))
 def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int, BH: int,
                          BH_kv: int, causal: int, scale: f32, kv_lens: In[i32], table: In[i32], P: int, W: int,
                          N: int):
-    """o = softmax(scale * Q K^T + mask) V per (batch, head), attention.attention_prefill's contract on Hopper.
+    """o = softmax(scale * Q K^T + mask) V per (batch, head), attention_prefill.attention_prefill's contract on
+    Hopper.
 
     q, o (B, H, S, D); k, v (B, H_kv, S, D); row-major T in {f16, bf16}; D in {64, 128, 256}; H a multiple of H_kv;
     BH = B * H and BH_kv = B * H_kv (the tile copies' outer extents); causal != 0 masks key j > query i;
@@ -301,13 +304,13 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
     VARLEN: packed sequences, q, o (S, H, D) and k, v (S, H_kv, D) with S the tokens of all B sequences;
     sequence b holds rows cu[b] .. cu[b + 1] - 1 (``cu`` (B + 1,) i32, non-decreasing; values clamped into
     [0, S]), attending within itself; BH and BH_kv unread.
-    PAGED (q packed or not): k, v are page pools (N, P, H_kv, D), P a multiple of 16, and BH_kv = N * P (the tile
-    copies' extent); sequence b's keys are its first
+    PAGED (q packed or not): k, v are page pools (N, P, H_kv, D), P a multiple of PIECE, and BH_kv = N * P (the
+    tile copies' extent); sequence b's keys are its first
     kv_lens[b] positions (clamped into [0, W * P]), key j in page table[b * W + j // P] (``table`` (B, W) i32,
     entries clamped into [0, N)) at row j % P; its queries are its last tokens (causal: query i of its n sees key
-    j <= i + kv_lens[b] - n; a query that sees no key gives NaN).  Keys are copied 16 rows at a time, so the rows
-    of a sequence's last 16-row piece past kv_lens[b] are read: keep them finite (their weights are 0, and 0 *
-    Inf is NaN); later pieces read as zeros.  Otherwise kv_lens and table are unread (any one element), P, W, N
+    j <= i + kv_lens[b] - n; a query that sees no key gives NaN).  Keys are copied PIECE rows at a time (P a
+    multiple of PIECE), so the rows of a sequence's last piece past kv_lens[b] are read: keep them finite (their
+    weights are 0, and 0 * Inf is NaN); later pieces read as zeros.  Otherwise kv_lens and table are unread (any one element), P, W, N
     any.
     Grid (ceil(L / 128) * 384, B * H) for L the longest sequence (S when not VARLEN), group (384,), subgroups of
     32: group (x, bh) owns queries [128 t, 128 t + 128) of head bh for t = ceil(L / 128) - 1 - x (the last tiles
@@ -359,12 +362,20 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
         if tid == 0:
             copy_rows(q_s, 0, q, q_full, 0, q_heads, S, q_head, start + q0, FA_BQ, D, VARLEN)
             barrier_arrive(q_full, 0, bytes=FA_BQ * D * T.itemsize)
+            if PAGED:
+                at = local(i32, BK // PIECE)  # a block's pieces' rows in the pool, read once for K and V
             for j in range(blocks):
                 if PAGED:
-                    copy_paged_keys(k_s, k, k_full, free_slot(k_empty, j, STAGES), table, bh // H, W, P, N, BH_kv,
-                                    H_kv, h // (H // H_kv), j * BK, nk, BK, D, T.itemsize)
-                    copy_paged_keys(v_s, v, v_full, free_slot(v_empty, j, STAGES), table, bh // H, W, P, N, BH_kv,
-                                    H_kv, h // (H // H_kv), j * BK, nk, BK, D, T.itemsize)
+                    for c in static_range(BK // PIECE):  # the table's reads before the slots' waits
+                        at[c] = piece_row(table, bh // H, W, P, N, BH_kv, j * BK + c * PIECE, nk)
+                    s = free_slot(k_empty, j, STAGES)
+                    for c in static_range(BK // PIECE):
+                        copy_piece(k_s, k, k_full, s, at[c], BH_kv, H_kv, h // (H // H_kv), c, BK, D, PIECE)
+                    barrier_arrive(k_full, s, bytes=BK * D * T.itemsize)
+                    s = free_slot(v_empty, j, STAGES)
+                    for c in static_range(BK // PIECE):
+                        copy_piece(v_s, v, v_full, s, at[c], BH_kv, H_kv, h // (H // H_kv), c, BK, D, PIECE)
+                    barrier_arrive(v_full, s, bytes=BK * D * T.itemsize)
                 else:
                     copy_keys(k_s, k, k_full, free_slot(k_empty, j, STAGES), kv_heads, S, kvh, start + j * BK, BK, D,
                               T.itemsize, VARLEN)

@@ -22,6 +22,8 @@ import numpy as np
 
 from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 from iron.std import attention as A
+from iron.std import attention_decode as AD
+from iron.std import attention_prefill as AP
 from iron.std import attention_ws as W
 
 VECTORS = [{"T": f32, "VEC": 4}, {"T": f16, "VEC": 8}, {"T": bf16, "VEC": 8}]
@@ -126,7 +128,7 @@ def decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch
     return {"part_o": Expect(o, mag), "part_lse": Expect(lse2, lse_scale)}
 
 
-def decode_depth(d: int, a: float, ch: int, tm: int = A.TEAM) -> Depth:
+def decode_depth(d: int, a: float, ch: int, tm: int = AD.TEAM) -> Depth:
     """The split pass's rounding chain (all f32; its outputs are f32), for teams of ``tm`` lanes.
 
     Score: q * scale*log2(e) (2 roundings), a lane's FMA chain over E = D/TM elements, a log2 TM-step
@@ -137,7 +139,7 @@ def decode_depth(d: int, a: float, ch: int, tm: int = A.TEAM) -> Depth:
     """
     e = d // tm
     levels = tm.bit_length() - 1
-    return Depth(steps=0, f32_steps=math.ceil(2 * (e + 5 + levels) * a) + 2 * -(-ch // (A.DECODE_THREADS // tm))
+    return Depth(steps=0, f32_steps=math.ceil(2 * (e + 5 + levels) * a) + 2 * -(-ch // (AD.DECODE_THREADS // tm))
                  + 40)
 
 
@@ -168,13 +170,13 @@ def decode_args(case, full: bool) -> tuple[list, dict, float]:
     return args, {"D": d, "GQ": gq, "U": case.binding.get("U") or A.keys_in_flight(gq, tm), "TM": tm}, float(scale)
 
 
-@test_kernel(A.attention_decode_split, shapes=DECODE_SHAPES, bindings=VECTORS, name="std/attention/decode_split")
+@test_kernel(AD.attention_decode_split, shapes=DECODE_SHAPES, bindings=VECTORS, name="std/attention/decode_split")
 def decode_split_setup(case):
     args, binding, scale = decode_args(case, full=False)
     q, k, _, _, _, _, h, _, _, nch, ch, *_ = args
     a = score_magnitude(q[:, :, None, :], k, scale)
     groups = args[0].shape[0] * h // binding["GQ"]
-    return Setup(args=args, grid=(nch * A.DECODE_THREADS, groups), group=(A.DECODE_THREADS,),
+    return Setup(args=args, grid=(nch * AD.DECODE_THREADS, groups), group=(AD.DECODE_THREADS,),
                  oracle=decode_split_oracle, depth=decode_depth(binding["D"], a, ch, binding["TM"]),
                  binding=binding)
 
@@ -212,7 +214,7 @@ def _decode_numpy(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, 
     return {"part_o": np.einsum("bhcj,bhcjd->bhcd", w, vc)}
 
 
-@bench(A.attention_decode_split, shapes=DECODE_BENCH, bindings=VECTORS[1:], name="std/attention/decode",
+@bench(AD.attention_decode_split, shapes=DECODE_BENCH, bindings=VECTORS[1:], name="std/attention/decode",
        reference={"cuda": _decode_torch, "*": _decode_numpy})
 def decode_bench_setup(case):
     """The split pass (the whole KV stream; the combine reads B*H*NCH*(D+1) f32 more) at full lengths."""
@@ -223,7 +225,7 @@ def decode_bench_setup(case):
     item = q.itemsize
     # SDPA returns T: both sides are judged at T's tolerance (one rounding to T on top of the f32 chain).
     depth = Depth(steps=1, f32_steps=decode_depth(d, a, ch, binding["TM"]).f32_steps)
-    return Setup(args=args, grid=(nch * A.DECODE_THREADS, b * h // binding["GQ"]), group=(A.DECODE_THREADS,),
+    return Setup(args=args, grid=(nch * AD.DECODE_THREADS, b * h // binding["GQ"]), group=(AD.DECODE_THREADS,),
                  oracle=decode_split_oracle, outputs=["part_o"], depth=depth, out_dtype=case.T, binding=binding,
                  flops=4 * b * h * s_max * d, bytes_moved=(q.size + k.size + v.size + b * h * d) * item)
 
@@ -241,13 +243,13 @@ GQ4_BENCH = {"interp": [{"B": 1, "H": 8, "Hkv": 2, "S": 256, "D": 128}], "vulkan
 GQ4_BINDINGS = [{**v, "GQ": 4, "U": u} for v in VECTORS[1:] for u in (1, 2)]
 
 
-@test_kernel(A.attention_decode_split, shapes={"vulkan": GQ4_SHAPES[:1], "*": GQ4_SHAPES},
+@test_kernel(AD.attention_decode_split, shapes={"vulkan": GQ4_SHAPES[:1], "*": GQ4_SHAPES},
              bindings=[{**VECTORS[0], "GQ": 4, "U": 1}, *GQ4_BINDINGS[1:2]], name="std/attention/decode_split_gq4")
 def decode_split_gq4_setup(case):
     return decode_split_setup(case)
 
 
-@bench(A.attention_decode_split, shapes=GQ4_BENCH, bindings=GQ4_BINDINGS, name="std/attention/decode_gq4",
+@bench(AD.attention_decode_split, shapes=GQ4_BENCH, bindings=GQ4_BINDINGS, name="std/attention/decode_gq4",
        reference={"cuda": _decode_torch, "*": _decode_numpy})
 def decode_gq4_bench_setup(case):
     return decode_bench_setup(case)
@@ -265,19 +267,19 @@ TM16_TESTS = [{**VECTORS[0], "GQ": 2, "U": 1, "TM": 16}, {**VECTORS[1], "GQ": 4,
 TM16_BINDINGS = [{**v, "GQ": g, "U": u, "TM": 16} for v in VECTORS[1:] for g, u in ((4, 1), (4, 2), (2, 1), (2, 2))]
 
 
-@test_kernel(A.attention_decode_split, shapes={"vulkan": [], "*": TM16_SHAPES[:2]}, bindings=TM16_TESTS[1:],
+@test_kernel(AD.attention_decode_split, shapes={"vulkan": [], "*": TM16_SHAPES[:2]}, bindings=TM16_TESTS[1:],
              name="std/attention/decode_split_tm16")
 def decode_split_tm16_setup(case):
     return decode_split_setup(case)
 
 
-@test_kernel(A.attention_decode_split, shapes={"vulkan": [], "*": TM16_SHAPES}, bindings=TM16_TESTS[:1],
+@test_kernel(AD.attention_decode_split, shapes={"vulkan": [], "*": TM16_SHAPES}, bindings=TM16_TESTS[:1],
              name="std/attention/decode_split_tm16_f32")
 def decode_split_tm16_f32_setup(case):
     return decode_split_setup(case)
 
 
-@bench(A.attention_decode_split, shapes=GQ4_BENCH, bindings=TM16_BINDINGS, name="std/attention/decode_tm16",
+@bench(AD.attention_decode_split, shapes=GQ4_BENCH, bindings=TM16_BINDINGS, name="std/attention/decode_tm16",
        reference={"cuda": _decode_torch, "*": _decode_numpy})
 def decode_tm16_bench_setup(case):
     return decode_bench_setup(case)
@@ -293,13 +295,13 @@ CHUNK_BINDINGS = [{**VECTORS[1], "GQ": g, "U": u, "TM": tm}
 MHA_TM16_BENCH = {"interp": [], "vulkan": [], "*": DECODE_BENCH["*"][:2]}
 
 
-@bench(A.attention_decode_split, shapes=CHUNK_BENCH, bindings=CHUNK_BINDINGS, name="std/attention/decode_chunks",
+@bench(AD.attention_decode_split, shapes=CHUNK_BENCH, bindings=CHUNK_BINDINGS, name="std/attention/decode_chunks",
        reference={"cuda": _decode_torch, "*": _decode_numpy})
 def decode_chunks_bench_setup(case):
     return decode_bench_setup(case)
 
 
-@bench(A.attention_decode_split, shapes=MHA_TM16_BENCH, bindings=[{**VECTORS[1], "GQ": 1, "U": u, "TM": 16}
+@bench(AD.attention_decode_split, shapes=MHA_TM16_BENCH, bindings=[{**VECTORS[1], "GQ": 1, "U": u, "TM": 16}
                                                                   for u in (2, 4)],
        name="std/attention/decode_mha_tm16", reference={"cuda": _decode_torch, "*": _decode_numpy})
 def decode_mha_tm16_bench_setup(case):
@@ -325,7 +327,7 @@ def combine_oracle(part_o, part_lse, o, h, d, nch):
     return Expect(np.einsum("bhc,bhcd->bhd", wn, po), np.einsum("bhc,bhcd->bhd", wn, np.abs(po)))
 
 
-@test_kernel(A.attention_decode_combine, shapes=COMBINE_SHAPES, name="std/attention/decode_combine")
+@test_kernel(AD.attention_decode_combine, shapes=COMBINE_SHAPES, name="std/attention/decode_combine")
 def combine_setup(case):
     b, h, nch, d = (int(case[n]) for n in ("B", "H", "NCH", "D"))
     part_o = case.randn(b, h, nch, d, dtype=f32)
@@ -340,7 +342,7 @@ def combine_setup(case):
     # the chunks and the division: 2 * NCH + 1.  Then one rounding to T.
     f32_steps = math.ceil(2 * (math.log(2.0) * spread + 2)) + 2 * nch + 1
     return Setup(args=[part_o, lse, case.empty(b, h, d), h, d, nch],
-                 grid=(-(-h * d // A.COMBINE_GROUP) * A.COMBINE_GROUP, b), group=(A.COMBINE_GROUP,),
+                 grid=(-(-h * d // AD.COMBINE_GROUP) * AD.COMBINE_GROUP, b), group=(AD.COMBINE_GROUP,),
                  oracle=combine_oracle, depth=Depth(steps=1, f32_steps=f32_steps))
 
 
@@ -374,7 +376,7 @@ def prefill_depth(d: int, s: int, a: float, block: int = 32) -> Depth:
     of 8 keys (the smallest block), and the division (1).  T: P's rounding (2: weights and their sum) and the
     output's (1).
     """
-    return Depth(steps=3, f32_steps=math.ceil(2 * (d + 5) * a) + s + block + 4 * -(-s // A.SBK) + 1)
+    return Depth(steps=3, f32_steps=math.ceil(2 * (d + 5) * a) + s + block + 4 * -(-s // AP.SBK) + 1)
 
 
 def prefill_args(case) -> tuple[list, float]:
@@ -399,17 +401,17 @@ def _prefill_setup(case, bq: int, threads: int, **bench_fields) -> Setup:
                  depth=prefill_depth(d, s, a), binding={"D": d}, **bench_fields)
 
 
-@test_kernel(A.attention_prefill, shapes={"interp": PREFILL_SHAPES, "cuda": PREFILL_SHAPES, "*": []},
+@test_kernel(AP.attention_prefill, shapes={"interp": PREFILL_SHAPES, "cuda": PREFILL_SHAPES, "*": []},
              dtypes=PREFILL_DTYPES, name="std/attention/prefill")
 def prefill_setup(case):
     """The tensor-core kernel (64 queries, 48 KB of shared arrays): the interpreter and CUDA."""
     return _prefill_setup(case, 64, 128)
 
 
-@test_kernel(A.attention_prefill_small, shapes=PREFILL_SHAPES, dtypes=PREFILL_DTYPES,
+@test_kernel(AP.attention_prefill_small, shapes=PREFILL_SHAPES, dtypes=PREFILL_DTYPES,
              name="std/attention/prefill_small")
 def prefill_small_setup(case):
-    return _prefill_setup(case, A.SBQ, A.SNT)
+    return _prefill_setup(case, AP.SBQ, AP.SNT)
 
 
 #: The Hopper kernel on the shapes above and on several query tiles of 128 and key blocks with tails (causal and
@@ -496,18 +498,18 @@ PREFILL_BENCH = {"interp": [{"B": 1, "H": 2, "Hkv": 2, "S": 256, "D": 128, "C": 
                           {"B": 1, "H": 32, "Hkv": 32, "S": 4096, "D": 128, "C": 1}]}
 
 
-@bench(A.attention_prefill, shapes=PREFILL_BENCH, dtypes=PREFILL_DTYPES, name="std/attention/prefill",
+@bench(AP.attention_prefill, shapes=PREFILL_BENCH, dtypes=PREFILL_DTYPES, name="std/attention/prefill",
        reference={"cuda": _prefill_torch, "*": _prefill_numpy})
 def prefill_bench_setup(case):
     return _prefill_setup(case, 64, 128, **_prefill_bench_fields(case))
 
 
-@bench(A.attention_prefill_small, dtypes=PREFILL_DTYPES, name="std/attention/prefill_small",
+@bench(AP.attention_prefill_small, dtypes=PREFILL_DTYPES, name="std/attention/prefill_small",
        shapes={"interp": [{"B": 1, "H": 2, "Hkv": 2, "S": 256, "D": 128, "C": 1}],
                "vulkan": [{"B": 1, "H": 4, "Hkv": 4, "S": 256, "D": 128, "C": 1}]},
        reference={"cuda": _prefill_torch, "*": _prefill_numpy})
 def prefill_small_bench_setup(case):
-    return _prefill_setup(case, A.SBQ, A.SNT, **_prefill_bench_fields(case))
+    return _prefill_setup(case, AP.SBQ, AP.SNT, **_prefill_bench_fields(case))
 
 
 def _prefill_ws_torch(q, k, v, o, cu, s, h, h_kv, bh, bh_kv, causal, scale, *unpaged):
