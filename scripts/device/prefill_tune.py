@@ -33,6 +33,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "WSP_128_S2": {"BK": 128, "STAGES": 2, "OVERLAP": False, "PINGPONG": True},
     "WSP_64_S2": {"BK": 64, "STAGES": 2, "OVERLAP": False, "PINGPONG": True},
     "WSP_64_S4": {"BK": 64, "STAGES": 4, "OVERLAP": False, "PINGPONG": True},
+    # WSPP: WSP's loop in persistent groups (one a multiprocessor, each walking query tiles)
+    "WSPP_128_S2": {"BK": 128, "STAGES": 2, "OVERLAP": False, "PINGPONG": True, "PERSIST": True},
 }
 
 
@@ -99,6 +101,8 @@ def main() -> None:
                 out = torch.empty_like(q)
                 outs[name] = out
                 grid = ((s + W.FA_BQ - 1) // W.FA_BQ * W.FA_THREADS, b * h)
+                if CONFIGS[name.split(":")[-1]].get("PERSIST"):
+                    grid = (min((s + W.FA_BQ - 1) // W.FA_BQ * b * h, 132) * W.FA_THREADS, 1)
                 cu = (unread,) if any(p.name == "cu" for p in kern.kernel.params) else ()  # older kernels: none
                 pages = (unread, unread, 16, 1, 1) if any(p.name == "table" for p in kern.kernel.params) else ()
                 calls[name] = (lambda kern=kern, out=out, grid=grid, cu=cu, pages=pages: kern.launch(

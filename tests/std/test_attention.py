@@ -131,7 +131,8 @@ MUTANTS = [
     ("decode: wrong GQA head mapping", "std/attention/decode_split", "attention_decode_split",
      "kvh = h0 // (H // H_kv)", "kvh = h0 % H_kv"),
     ("prefill_ws ping-pong: warpgroup 0's first turn never opened (a hang)", "std/attention/prefill_ws",
-     "attention_prefill_ws", "    if wg == 1:\n        pass_turn(turn, wg)", "    if wg == 2:\n        pass_turn(turn, wg)"),
+     "attention_prefill_ws", "    if wg == 1 and turn0 == 0:\n        pass_turn(turn, wg)",
+     "    if wg == 2 and turn0 == 0:\n        pass_turn(turn, wg)"),
     ("prefill_ws ping-pong: the output rows not rescaled after a block", "std/attention/prefill_ws",
      "attention_prefill_ws", "        acc = frag_scale_rows(acc, alpha)  # no multiply in flight", "        # "),
     ("decode: no rescale of a team's accumulator when the max grows", "std/attention/decode_split",
@@ -440,6 +441,47 @@ def test_paged_kernels_take_dense_queries(kernel):
     _check_paged_prefill(packed, q, cu, keys, True, 0.125, np.float16, 16)
 
 
+@pytest.mark.parametrize("causal,groups", [(True, 2), (False, 4), (False, 1)])
+def test_persistent_prefill_walks_every_tile(causal, groups):
+    """PERSIST: fewer groups than query tiles (3 heads x 3 tiles of 128), each walking its tiles with the rings and
+    turns running on across them, gives the float64 attention on every row."""
+    rng = np.random.default_rng(groups)
+    b, h, h_kv, s, d = 1, 3, 1, 300, 64
+    q = _randn(rng, (b, h, s, d), np.float16)
+    k, v = _randn(rng, (b, h_kv, s, d), np.float16), _randn(rng, (b, h_kv, s, d), np.float16)
+    out, cu = np.zeros_like(q), np.zeros(1, np.int32)
+    W.attention_prefill_ws.variant(T=iron.f16, D=d, **W.FA_DEFAULT, PERSIST=True).launch(
+        q, k, v, out, cu, s, h, h_kv, b * h, b * h_kv, int(causal), np.float32(0.125), cu, cu, 16, 1, 1,
+        grid=(groups * W.FA_THREADS, 1), group=(W.FA_THREADS,), backend="interp")
+    a = SA.score_magnitude(q.astype(np.float64), SA.expand_kv(k.astype(np.float64), h), 0.125)
+    _check(out, _prefill_expect(q, k, v, causal, 0.125), np.float16, SA.prefill_depth(d, s, a, 128))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_host_runs_persistent_groups_where_told(causal, monkeypatch):
+    """prefill_attention on the Hopper kernel with persistent groups (two, for 2 heads x 2 tiles of 128)."""
+    monkeypatch.setattr(A, "FA_PERSIST_MASKS", (True, False))
+    monkeypatch.setattr(A, "WS_SMS", 2)
+    rng = np.random.default_rng(21)
+    q = _randn(rng, (1, 2, 190, 64), np.float16)
+    k, v = _randn(rng, (1, 1, 190, 64), np.float16), _randn(rng, (1, 1, 190, 64), np.float16)
+    out = A.prefill_attention(q, k, v, causal=causal, backend="interp", block=128)
+    a = SA.score_magnitude(q.astype(np.float64), SA.expand_kv(k.astype(np.float64), 2), 0.125)
+    _check(out, _prefill_expect(q, k, v, causal, 0.125), np.float16, SA.prefill_depth(64, 190, a, 128))
+
+
+def test_persistent_prefill_without_q_release_hangs_and_says_so(tmp_path):
+    """A mutant whose consumers never give Q's tile back: the producer's wait for the next tile cannot pass, which
+    the interpreter reports instead of hanging."""
+    kern = mutant(tmp_path, "attention_prefill_ws", "        release_slot(q_empty, 0)", "        pass")
+    q = np.zeros((1, 2, 130, 64), np.float16)
+    cu = np.zeros(1, np.int32)
+    with pytest.raises(iron.IronError, match="q_empty"):
+        kern.variant(T=iron.f16, D=64, **W.FA_DEFAULT, PERSIST=True).launch(
+            q, q[:, :1], q[:, :1], np.zeros_like(q), cu, 130, 2, 1, 2, 1, 0, np.float32(0.125), cu, cu, 16, 1, 1,
+            grid=(1 * W.FA_THREADS, 1), group=(W.FA_THREADS,), backend="interp")
+
+
 def test_prefill_attention_paged_rejects_bad_input():
     q, pages, table, cu, lens = (np.zeros((3, 2, 64), np.float16), np.zeros((4, 16, 1, 64), np.float16),
                                  np.zeros((1, 2), np.int32), np.array([0, 3], np.int32), np.full(1, 3, np.int32))
@@ -588,9 +630,11 @@ def test_decode_non_finite_policy(backend):
 
 @pytest.mark.parametrize("d,binding", [(128, W.FA_DEFAULT), (64, W.FA_DEFAULT), (256, W.FA_WIDE),
                                        (128, {"BK": 128, "STAGES": 2, "OVERLAP": False}),
+                                       (128, {**W.FA_DEFAULT, "PERSIST": True}),
                                        (128, {"BK": 64, "STAGES": 3, "OVERLAP": True}),
                                        (64, {"BK": 64, "STAGES": 3, "OVERLAP": True})],
-                         ids=["host-128", "host-64", "host-256", "no-turns-128", "overlap-128", "overlap-64"])
+                         ids=["host-128", "host-64", "host-256", "no-turns-128", "persistent-128", "overlap-128",
+                              "overlap-64"])
 def test_hopper_prefill_keeps_its_registers_budgets_and_pipeline(binding, d, require_toolchain):
     """For sm_90a (NVRTC here): the roles' budgets kept, no serialised multiplies, no spills (the running max and
     sum held per row: written per element they spilled), and a main loop of D/16 HGMMA 64xBKx16 for S and BK/16

@@ -26,7 +26,11 @@ from iron.std.attention_decode import (APPEND_GROUP, COMBINE_GROUP, DECODE_THREA
                                        attention_decode_split, paged_kv_append)
 from iron.std.attention_prefill import SBQ, SNT, attention_prefill, attention_prefill_small
 from iron.std.attention_ws import FA_BQ, FA_THREADS, PAGE_PIECE, attention_prefill_ws, fa_config, fa_shared_bytes
-from iron.std.gemm_ws import runs_roles
+from iron.std.gemm_ws import WS_SMS, runs_roles
+
+#: The masks (causal or not) under which the Hopper prefill runs persistent groups (``PERSIST``: one a
+#: multiprocessor walking the query tiles) where there are more tiles than multiprocessors.
+FA_PERSIST_MASKS: tuple[bool, ...] = ()
 
 #: Decode groups the split pass aims for: a few waves over a 132-SM GPU.
 TARGET_GROUPS = 1024
@@ -419,12 +423,15 @@ def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int
     pages = (tensors[4], tensors[4], PAGE_PIECE, 1, 1) if paging is None else paging
     if bq == 128:
         kv_outer = b * h_kv if paging is None else paging[2] * paging[4]  # k's copy extent: B * H_kv or N * P rows
-        bk = fa_config(d)["BK"]
-        piece = max(p for p in (PAGE_PIECE, 64, 128) if p <= bk and (paging is None or paging[2] % p == 0))
-        attention_prefill_ws.variant(T=dt, D=d, VARLEN=varlen, PAGED=paging is not None, PIECE=piece,
-                                     **fa_config(d)).launch(
-            *tensors, rows, h, h_kv, b * h, kv_outer, *flags, *pages,
-            grid=(ceil_div(longest, FA_BQ) * FA_THREADS, b * h), group=(FA_THREADS,), backend=backend)
+        config = fa_config(d)
+        piece = max(p for p in (PAGE_PIECE, 64, 128) if p <= config["BK"] and (paging is None or paging[2] % p == 0))
+        tiles = ceil_div(longest, FA_BQ) * b * h
+        persist = (config["PINGPONG"] and not varlen and paging is None and bool(causal) in FA_PERSIST_MASKS
+                   and tiles > WS_SMS)
+        grid = (min(tiles, WS_SMS) * FA_THREADS, 1) if persist else (ceil_div(longest, FA_BQ) * FA_THREADS, b * h)
+        attention_prefill_ws.variant(T=dt, D=d, VARLEN=varlen, PAGED=paging is not None, PIECE=piece, PERSIST=persist,
+                                     **config).launch(*tensors, rows, h, h_kv, b * h, kv_outer, *flags, *pages,
+                                                      grid=grid, group=(FA_THREADS,), backend=backend)
     elif bq == 64:
         attention_prefill.variant(T=dt, D=d, BQ=64, VARLEN=varlen, PAGED=paging is not None).launch(
             *tensors, rows, h, h_kv, *flags, *pages, grid=(ceil_div(longest, 64) * 128, b * h), group=(128,),

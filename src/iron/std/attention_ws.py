@@ -68,8 +68,10 @@ def fa_fits(v: dict[str, Any]) -> bool:
 
 
 def fa_fits_modes(v: dict[str, Any]) -> bool:
-    """:func:`fa_fits`, one loop shape at a time (OVERLAP or PINGPONG), and a key block of whole pieces."""
-    return fa_fits(v) and not (v["OVERLAP"] and v["PINGPONG"]) and v["BK"] % v["PIECE"] == 0
+    """:func:`fa_fits`, one loop shape at a time (OVERLAP or PINGPONG), a key block of whole pieces, and PERSIST on
+    the ping-pong loop over dense tensors with its own staging rows."""
+    persist_ok = not v["PERSIST"] or (v["PINGPONG"] and not v["VARLEN"] and not v["PAGED"] and v["D"] <= OWN_STAGING)
+    return fa_fits(v) and not (v["OVERLAP"] and v["PINGPONG"]) and v["BK"] % v["PIECE"] == 0 and persist_ok
 
 
 #: The host's binding: 128-key blocks through rings of two slots, the two consumer warpgroups taking turns at the
@@ -234,20 +236,21 @@ def pass_turn(turn, wg):
 
 @func
 def pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, n, causal, q0, row0, sl2, nb,
-                      bk, stages, d, dtype):
+                      bk, stages, d, dtype, step0, turn0, q_empty, persist):
     """Warpgroup ``wg``'s loop when the two consumer warpgroups take turns (FlashAttention-3's ping-pong): each turn
     issues P_{j-1} V_{j-1} and S_j = Q K_j^T as one batch, hands the multipliers to the other warpgroup, and
     waits for its batch; block j's softmax then runs while the other warpgroup's batch multiplies.  Nothing is in
     flight during the softmax, so a block's registers are O, S_j and P_{j-1} at most.  ``n``: the keys; ``q0``,
-    ``row0``: the keys on the diagonals of the tile's and the subgroup's first rows.  Returns O (not yet divided)
-    and the row sums."""
+    ``row0``: the keys on the diagonals of the tile's and the subgroup's first rows.  ``step0`` and ``turn0``: the
+    ring's steps and the warpgroup's turns of the group's earlier tiles; ``persist``: Q's tile goes back to the
+    producer (``q_empty``) once its last product was read.  Returns O (not yet divided) and the row sums."""
     acc = frag_acc(f32, 16, d)
     m = frag_acc(f32, 16, bk, value=NEG)
     l = frag_acc(f32, 16, bk)
-    if wg == 1:
+    if wg == 1 and turn0 == 0:
         pass_turn(turn, wg)  # warpgroup 0 takes the first turn
-    ks = full_slot(k_full, 0, stages)
-    take_turn(turn, wg, 0)
+    ks = full_slot(k_full, step0, stages)
+    take_turn(turn, wg, turn0)
     sc = issue_scores(q_s, k_s, wg, ks, nb, bk, 1)
     pass_turn(turn, wg)
     mma_wg_wait(0)
@@ -256,9 +259,9 @@ def pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty,
         sc = mask_scores(sc, 0, n, causal, row0)
     m, p, l, alpha = online_softmax(sc, m, l, sl2)
     for j in range(1, blocks):
-        vs = full_slot(v_full, j - 1, stages)
-        ks = full_slot(k_full, j, stages)
-        take_turn(turn, wg, j)
+        vs = full_slot(v_full, step0 + j - 1, stages)
+        ks = full_slot(k_full, step0 + j, stages)
+        take_turn(turn, wg, turn0 + j)
         acc = issue_pv(p, v_s, vs, acc, nb, bk, dtype, 2)
         sc = issue_scores(q_s, k_s, wg, ks, nb, bk, 2)
         pass_turn(turn, wg)
@@ -269,13 +272,32 @@ def pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty,
             sc = mask_scores(sc, j * bk, n, causal, row0)  # only blocks that reach past S or a query
         m, p, l, alpha = online_softmax(sc, m, l, sl2)
         acc = frag_scale_rows(acc, alpha)  # no multiply in flight: O takes the new max now
-    vs = full_slot(v_full, blocks - 1, stages)
-    take_turn(turn, wg, blocks)
+    if persist:
+        release_slot(q_empty, 0)  # every S of the tile was read: the next tile's Q may land
+    vs = full_slot(v_full, step0 + blocks - 1, stages)
+    take_turn(turn, wg, turn0 + blocks)
     acc = issue_pv(p, v_s, vs, acc, nb, bk, dtype, 1)
     pass_turn(turn, wg)
     mma_wg_wait(0)
     release_slot(v_empty, vs)
     return acc, l
+
+
+@func
+def persistent_tile(t, S, BH):
+    """(first query, batch-head) of tile ``t`` of a persistent launch: the tiles of the last query rows of every
+    head first (the longest under a causal mask), then the rows before them."""
+    return ((S + FA_BQ - 1) // FA_BQ - 1 - t // BH) * FA_BQ, t % BH
+
+
+@func
+def tile_blocks(S, q0, causal, bk):
+    """Key blocks of the query tile from ``q0`` of a dense sequence of S: all, or under ``causal`` those up to its
+    last query."""
+    kend = S
+    if causal != 0:
+        kend = min(S, q0 + FA_BQ)
+    return (kend + bk - 1) // bk
 
 
 @func
@@ -291,7 +313,7 @@ def store_staged(o, stage, ld, base, rows, ct, d, stride):
 
 @kernel(variants(T=[f16, bf16], D=[128, 64, 256], BK=[128, 64], STAGES=[2, 3, 4], OVERLAP=[True, False],
                  VARLEN=[False, True], PINGPONG=[False, True], PAGED=[False, True], PIECE=[16, 64, 128],
-                 where=fa_fits_modes))
+                 PERSIST=[False, True], where=fa_fits_modes))
 def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32], S: int, H: int, H_kv: int, BH: int,
                          BH_kv: int, causal: int, scale: f32, kv_lens: In[i32], table: In[i32], P: int, W: int,
                          N: int):
@@ -310,8 +332,11 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
     entries clamped into [0, N)) at row j % P; its queries are its last tokens (causal: query i of its n sees key
     j <= i + kv_lens[b] - n; a query that sees no key gives NaN).  Keys are copied PIECE rows at a time (P a
     multiple of PIECE), so the rows of a sequence's last piece past kv_lens[b] are read: keep them finite (their
-    weights are 0, and 0 * Inf is NaN); later pieces read as zeros.  Otherwise kv_lens and table are unread (any one element), P, W, N
-    any.
+    weights are 0, and 0 * Inf is NaN); later pieces read as zeros.  Otherwise kv_lens and table are unread (any
+    one element), P, W, N any.
+    PERSIST (with PINGPONG, dense tensors, D <= 128): grid (G * 384, 1) for any G: group g computes query tiles
+    g, g + G, ... of the ceil(S / 128) * BH (the tiles of every head's last 128 queries first), its rings and turns
+    running on across tiles, so a tile's Q and first keys land while the last tile's output is stored.
     Grid (ceil(L / 128) * 384, B * H) for L the longest sequence (S when not VARLEN), group (384,), subgroups of
     32: group (x, bh) owns queries [128 t, 128 t + 128) of head bh for t = ceil(L / 128) - 1 - x (the last tiles
     first); a tile past its sequence computes one block of keys and stores nothing.
@@ -337,6 +362,8 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
     v_empty = async_barriers(STAGES, FA_RELEASES)
     if PINGPONG:
         turn = async_barriers(2, FA_RELEASES // 2)  # warpgroup w's turns at the multipliers
+    if PERSIST:
+        q_empty = async_barriers(1, FA_RELEASES)  # Q's tile read by every S of a tile: the next one may land
     role = warp_roles(FA_ROLES, registers=FA_REGISTERS)
     tid = thread_id(0)
     bh = group_id(1)
@@ -358,7 +385,25 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
     if VARLEN:
         kend = select(q0 < n, max(kend, 1), 1)  # at least one block (every role runs the same trips)
     blocks = (kend + BK - 1) // BK
-    if role == 0:
+    if role == 0 and PERSIST:
+        if tid == 0:
+            step = 0  # key blocks through the rings so far, over every tile of this group
+            count = 0  # tiles so far
+            for t in range(group_id(0), (S + FA_BQ - 1) // FA_BQ * BH, num_groups(0)):
+                tq0, tbh = persistent_tile(t, S, BH)
+                tkvh = (tbh // H) * H_kv + (tbh % H) // (H // H_kv)
+                tblocks = tile_blocks(S, tq0, causal, BK)
+                barrier_wait(q_empty, 0, (count & 1) ^ 1)  # the last tile's products read its Q (the first passes)
+                copy_rows(q_s, 0, q, q_full, 0, BH, S, tbh, tq0, FA_BQ, D, False)
+                barrier_arrive(q_full, 0, bytes=FA_BQ * D * T.itemsize)
+                for j in range(tblocks):
+                    copy_keys(k_s, k, k_full, free_slot(k_empty, step + j, STAGES), BH_kv, S, tkvh, j * BK, BK, D,
+                              T.itemsize, False)
+                    copy_keys(v_s, v, v_full, free_slot(v_empty, step + j, STAGES), BH_kv, S, tkvh, j * BK, BK, D,
+                              T.itemsize, False)
+                step += tblocks
+                count += 1
+    elif role == 0:
         if tid == 0:
             copy_rows(q_s, 0, q, q_full, 0, q_heads, S, q_head, start + q0, FA_BQ, D, VARLEN)
             barrier_arrive(q_full, 0, bytes=FA_BQ * D * T.itemsize)
@@ -381,6 +426,32 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
                               T.itemsize, VARLEN)
                     copy_keys(v_s, v, v_full, free_slot(v_empty, j, STAGES), kv_heads, S, kvh, start + j * BK, BK, D,
                               T.itemsize, VARLEN)
+    elif PERSIST:
+        wg = (tid - FA_ROLES[0]) // 128
+        ct = tid - FA_ROLES[0]
+        sl2 = scale * LOG2E
+        step = 0
+        turns = 0  # this warpgroup's turns at the multipliers so far
+        count = 0
+        for t in range(group_id(0), (S + FA_BQ - 1) // FA_BQ * BH, num_groups(0)):
+            tq0, tbh = persistent_tile(t, S, BH)
+            tblocks = tile_blocks(S, tq0, causal, BK)
+            trow0 = tq0 + wg * 64 + (simd_group_id() % 4) * 16
+            barrier_wait(q_full, 0, count & 1)
+            if wg == 0:  # fibers on the interpreter, one loop on a GPU (see below)
+                acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, tblocks, S,
+                                           causal, tq0, trow0, sl2, NB, BK, STAGES, D, T, step, turns, q_empty, True)
+            else:
+                acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, tblocks, S,
+                                           causal, tq0, trow0, sl2, NB, BK, STAGES, D, T, step, turns, q_empty, True)
+            acc = frag_scale_rows(acc, recip(l))
+            role_barrier()  # the last tile's output rows left the staging rows
+            frag_store(o_s, (trow0 - tq0) * OLD, OLD, acc)
+            role_barrier()
+            store_staged(o, o_s, OLD, (tbh * S + tq0) * D, S - tq0, ct, D, D)
+            step += tblocks
+            turns += tblocks + 1
+            count += 1
     else:
         wg = (tid - FA_ROLES[0]) // 128
         row0 = q0 + wg * 64 + (simd_group_id() % 4) * 16  # this subgroup's first query
@@ -394,10 +465,10 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
             # the other runs (in lock step a turn would pass for one warpgroup and not the other).
             if wg == 0:
                 acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, nk,
-                                           causal, kq0, kd0, sl2, NB, BK, STAGES, D, T)
+                                           causal, kq0, kd0, sl2, NB, BK, STAGES, D, T, 0, 0, q_full, False)
             else:
                 acc, l = pingpong_consumer(wg, turn, q_s, k_s, v_s, k_full, k_empty, v_full, v_empty, blocks, nk,
-                                           causal, kq0, kd0, sl2, NB, BK, STAGES, D, T)
+                                           causal, kq0, kd0, sl2, NB, BK, STAGES, D, T, 0, 0, q_full, False)
         elif OVERLAP:
             # Block j's scores are in registers when iteration j starts, and P_{j-1} V_{j-1} may still run: the
             # softmax of S_j overlaps it; once it retired, O is rescaled, S_{j+1} is issued and P_j V_j behind
