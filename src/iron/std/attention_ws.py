@@ -26,8 +26,8 @@ from typing import Any
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (async_barriers, barrier_arrive, barrier_wait, copy_tile, fast_exp2, frag_acc, frag_acc_to_a,
                        frag_mask, frag_row_max, frag_row_sum, frag_scale_rows, frag_store, group_id, lane_id, local,
-                       mma_wg, mma_wg_wait, num_groups, recip, role_barrier, select, shared, simd_group_id, static_range,
-                       thread_id, warp_roles)
+                       mma_wg, mma_wg_wait, num_groups, recip, role_barrier, select, shared, simd_group_id,
+                       static_range, thread_id, warp_roles)
 
 from .gemm_ws import free_slot, full_slot
 
