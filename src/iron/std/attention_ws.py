@@ -56,10 +56,11 @@ OWN_STAGING = 128
 
 def fa_shared_bytes(v: dict[str, Any]) -> int:
     """Shared memory of one group: Q, the K and V rings, the output staging rows (D <= 128; larger heads stage
-    the output where Q was) and the barriers (two more for PINGPONG's turns)."""
+    the output where Q was) and the barriers (two more for PINGPONG's turns, one for PERSIST's Q)."""
     d, bk, stages = v["D"], v["BK"], v["STAGES"]
     staging = FA_BQ * (d + 8) if d <= OWN_STAGING else 0
-    return (FA_BQ * d + 2 * stages * bk * d + staging) * 2 + 8 * (1 + 4 * stages + 2 * bool(v.get("PINGPONG")))
+    barriers = 1 + 4 * stages + 2 * bool(v.get("PINGPONG")) + bool(v.get("PERSIST"))
+    return (FA_BQ * d + 2 * stages * bk * d + staging) * 2 + 8 * barriers
 
 
 def fa_fits(v: dict[str, Any]) -> bool:
@@ -327,10 +328,10 @@ def attention_prefill_ws(q: In[T], k: In[T], v: In[T], o: Tensor[T], cu: In[i32]
     sequence b holds rows cu[b] .. cu[b + 1] - 1 (``cu`` (B + 1,) i32, non-decreasing; values clamped into
     [0, S]), attending within itself; BH and BH_kv unread.
     PAGED (q packed or not): k, v are page pools (N, P, H_kv, D), P a multiple of PIECE, and BH_kv = N * P (the
-    tile copies' extent); sequence b's keys are its first
-    kv_lens[b] positions (clamped into [0, W * P]), key j in page table[b * W + j // P] (``table`` (B, W) i32,
-    entries clamped into [0, N)) at row j % P; its queries are its last tokens (causal: query i of its n sees key
-    j <= i + kv_lens[b] - n; a query that sees no key gives NaN).  Keys are copied PIECE rows at a time (P a
+    tile copies' extent); sequence b's keys are its first kv_lens[b] positions (clamped into [0, W * P]), key j
+    in page table[b * W + j // P] (``table`` (B, W) i32, entries clamped into [0, N)) at row j % P; its queries
+    are its last tokens (causal: query i of its n sees key j <= i + kv_lens[b] - n; a query that sees no key
+    gives NaN).  Keys are copied PIECE rows at a time (P a
     multiple of PIECE), so the rows of a sequence's last piece past kv_lens[b] are read: keep them finite (their
     weights are 0, and 0 * Inf is NaN); later pieces read as zeros.  Otherwise kv_lens and table are unread (any
     one element), P, W, N any.
