@@ -24,7 +24,8 @@ from iron.lang.annotations import VariantValues
 from iron.lang.frontend import lower_kernel
 from iron.lang.params import NO_DEFAULT
 
-MODULES = (*S.MODULES, "gemm_wg", "gemm_ws", "conv_mma", "attention_decode", "attention_prefill")
+MODULES = (*S.MODULES, "gemm_wg", "gemm_ws", "gemm_fp8", "conv_mma", "attention_decode", "attention_prefill",
+           "attention_ws")
 
 
 def _kernels() -> list[tuple[str, str, Any]]:
@@ -51,7 +52,7 @@ def _lower_raw(k: Any, binding: dict[str, Any]) -> Any:
 
 #: Rules that exclude what the kernel lowers but no device would launch (a configuration the host never picks,
 #: a ring larger than the shared memory of every device that runs it), not what its frontend rejects.
-DEVICE_RULES = ("mma_config_listed", "wg_ring_fits", "conv_config_listed", "ws_fits")
+DEVICE_RULES = ("mma_config_listed", "wg_ring_fits", "conv_config_listed", "ws_fits", "fp8_fits", "fp8_overlap_folds")
 RULED = [(m, n, k) for m, n, k in KERNELS if any(r.__name__ not in DEVICE_RULES for r in k._variants.where)]
 
 
