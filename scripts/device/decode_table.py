@@ -1,0 +1,74 @@
+"""Issue 21's decode table: ``iron.std.attention.decode_attention`` (its two launches) beside PyTorch's
+``scaled_dot_product_attention`` over the whole cache (``enable_gqa`` for grouped heads), what a user would call
+instead.  One JSON line per shape: kernel time (every kernel of one call, from the CUDA profiler), call time (host
+wall time per call, back to back, one synchronize), both outputs checked against each other (largest |difference|
+under 2**-7 of the largest |output|).
+
+Shapes: B in {1, 4, 16, 64}, S in {1024, 4096, 32768}, H = 32, H_kv in {8, 32}, D = 128, bf16, every sequence
+full (``--lengths ragged``: lengths spread down to a quarter of S; a mask for SDPA).
+Run on the GPU machine: ``PYTHONPATH=src:scripts/device python3 scripts/device/decode_table.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from cuda_events import call_us, kernel_us
+
+
+def main() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from iron.std import attention as A
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 4, 16, 64])
+    ap.add_argument("--seqs", nargs="+", type=int, default=[1024, 4096, 32768])
+    ap.add_argument("--kv-heads", nargs="+", type=int, default=[8, 32])
+    ap.add_argument("--lengths", choices=["full", "ragged"], default="full")
+    ap.add_argument("--calls", type=int, default=10)
+    args = ap.parse_args()
+    h, d = 32, 128
+    for hk in args.kv_heads:
+        for s in args.seqs:
+            for b in args.batches:
+                q = torch.randn(b, h, d, device="cuda", dtype=torch.bfloat16)
+                k, v = (torch.randn(b, hk, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+                if args.lengths == "full":
+                    lens = torch.full((b,), s, device="cuda", dtype=torch.int32)
+                    mask = None
+                else:
+                    lens = torch.linspace(s, s // 4, b, device="cuda").to(torch.int32)
+                    mask = (torch.arange(s, device="cuda")[None, :] < lens[:, None])[:, None, None, :]
+                out = torch.empty_like(q)
+                ref = {}
+                scale = 1.0 / math.sqrt(d)
+
+                def sdpa() -> None:
+                    ref["o"] = F.scaled_dot_product_attention(q[:, :, None], k, v, attn_mask=mask, scale=scale,
+                                                              enable_gqa=hk != h)[:, :, 0]
+
+                def iron_call() -> None:
+                    A.decode_attention(q, k, v, lens, scale=scale, out=out)
+
+                iron_call()
+                sdpa()
+                torch.cuda.synchronize()
+                err = float((out.float() - ref["o"].float()).abs().max() / ref["o"].float().abs().max())
+                ours, theirs = kernel_us(torch, iron_call, args.calls), kernel_us(torch, sdpa, args.calls)
+                our_call, their_call = call_us(torch, [iron_call, sdpa], args.calls, 3)
+                moved = 2 * b * hk * float(lens.sum().item() / b) * d * 2
+                print(json.dumps({"B": b, "S": s, "H": h, "H_kv": hk, "D": d, "lengths": args.lengths,
+                                  "iron_us": round(ours, 2), "sdpa_us": round(theirs, 2),
+                                  "iron_call_us": round(our_call, 2), "sdpa_call_us": round(their_call, 2),
+                                  "vs_sdpa": round(theirs / ours, 3), "iron_tb_s": round(moved / ours / 1e6, 2),
+                                  "max_rel_err": err, "ok": err < 2 ** -7}), flush=True)
+                del q, k, v, out, ref
+                torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
