@@ -485,7 +485,7 @@ def test_persistent_prefill_without_q_release_hangs_and_says_so(tmp_path):
 def test_prefill_attention_paged_rejects_bad_input():
     q, pages, table, cu, lens = (np.zeros((3, 2, 64), np.float16), np.zeros((4, 16, 1, 64), np.float16),
                                  np.zeros((1, 2), np.int32), np.array([0, 3], np.int32), np.full(1, 3, np.int32))
-    for args, kw, what in (((q, pages, pages, table.astype(np.int64), cu, lens), {}, "block_table must be i32"),
+    for args, kw, what in (((q, pages, pages, table.astype(np.int64), cu, lens), {}, "block_table must be int32"),
                            ((q, pages, pages[:, :8], table, cu, lens), {}, "v_pages: expected shape"),
                            ((q, pages.astype(np.float32), pages, table, cu, lens), {}, "k_pages must be f16"),
                            ((q, pages, pages, table, cu[:1], lens), {}, "block_table: expected shape"),

@@ -143,13 +143,16 @@ def decode_attention_paged(q: Any, k_pages: Any, v_pages: Any, block_table: Any,
                    backend, chunk)
 
 
-def _page_pool(fn: str, what: str, x: Any, k_pages: Any, v_pages: Any, block_table: Any) -> tuple[int, ...]:
-    """The checks of a cache of pages and its table against ``x`` (``what``: its name and shape, B rows of D):
-    the number of pages, keys a page, KV heads and table columns."""
+def _page_pool(fn: str, what: str, x: Any, k_pages: Any, v_pages: Any, block_table: Any,
+               sequences: int | None = None) -> tuple[int, ...]:
+    """The checks of a cache of pages and its table against ``x`` (``what``: its name and shape, rows of D; one row
+    a sequence unless ``sequences`` says how many): the number of pages, keys a page, KV heads and table
+    columns."""
     if len(shape_of(x)) != 3 or len(shape_of(k_pages)) != 4 or len(shape_of(block_table)) != 2:
         raise LaunchError(f"{fn}: {what}, k_pages (pages, P, H_kv, D) and block_table (B, max_pages) expected; "
                           f"got {shape_of(x)}, {shape_of(k_pages)} and {shape_of(block_table)}")
-    b, _, d = shape_of(x)
+    rows, _, d = shape_of(x)
+    b = rows if sequences is None else sequences
     pages, page, h_kv, _ = shape_of(k_pages)
     width = shape_of(block_table)[1]
     check_shape(k_pages, (pages, page, h_kv, d), f"{fn}: k_pages")
@@ -309,22 +312,15 @@ def prefill_attention_paged(q: Any, k_pages: Any, v_pages: Any, block_table: Any
     dt = check_float(q, f"{fn}: q")
     if dt == f32:
         raise LaunchError(f"{fn}: the matrix-unit kernel takes f16 or bf16 (cast f32 inputs)")
-    if len(shape_of(q)) != 3 or len(shape_of(k_pages)) != 4 or len(shape_of(block_table)) != 2:
-        raise LaunchError(f"{fn}: q (T, H, D), k_pages (pages, P, H_kv, D) and block_table (B, max_pages) expected; "
-                          f"got {shape_of(q)}, {shape_of(k_pages)} and {shape_of(block_table)}")
-    t, h, d = shape_of(q)
-    pages, page, h_kv, _ = shape_of(k_pages)
-    _check_heads(h, h_kv, d, (64, 128, 256))
-    check_shape(k_pages, (pages, page, h_kv, d), f"{fn}: k_pages")
-    check_shape(v_pages, (pages, page, h_kv, d), f"{fn}: v_pages")
     if len(shape_of(cu_seqlens)) != 1 or shape_of(cu_seqlens)[0] < 1:
         raise LaunchError(f"{fn}: cu_seqlens must be (B + 1,); got {shape_of(cu_seqlens)}")
     b = shape_of(cu_seqlens)[0] - 1
-    width = shape_of(block_table)[1]
-    check_shape(block_table, (b, width), f"{fn}: block_table")
+    pages, page, h_kv, width = _page_pool(fn, "q (T, H, D)", q, k_pages, v_pages, block_table, b)
+    t, h, d = shape_of(q)
+    _check_heads(h, h_kv, d, (64, 128, 256))
     check_shape(seq_lens, (b,), f"{fn}: seq_lens")
     for name, x, want in (("k_pages", k_pages, dt), ("v_pages", v_pages, dt), ("cu_seqlens", cu_seqlens, i32),
-                          ("block_table", block_table, i32), ("seq_lens", seq_lens, i32)):
+                          ("seq_lens", seq_lens, i32)):
         if dtype_of(x, name) != want:
             raise LaunchError(f"{fn}: {name} must be {want.name}, got {dtype_of(x).name}")
     if pages < 1 or page < 1:
@@ -339,8 +335,8 @@ def prefill_attention_paged(q: Any, k_pages: Any, v_pages: Any, block_table: Any
     bq = _prefill_kernel_block(fn, backend, (q, k_pages, v_pages, out), d, sl, block)
     if bq == 128 and page % PAGE_PIECE:
         if block is not None or d == 256:
-            raise LaunchError(f"{fn}: block 128 copies keys {PAGE_PIECE} rows at a time, so pages must hold a "
-                              f"multiple of {PAGE_PIECE} keys; got {page}")
+            raise LaunchError(f"{fn}: block 128 copies keys in pieces of {PAGE_PIECE}, 64 or 128 rows, so pages "
+                              f"must hold a multiple of {PAGE_PIECE} keys; got {page} (block 64 or 16 take any)")
         bq = 64 if tuned_for_cuda_mma(backend, (q,)) else 16
     _launch_prefill(fn, bq, (q, k_pages, v_pages, out, cu_seqlens), dt, d, t, longest, b, h, h_kv, causal, sl,
                     True, backend, (seq_lens, block_table, page, width, pages))
@@ -426,7 +422,8 @@ def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int
     if bq == 128:
         kv_outer = b * h_kv if paging is None else paging[2] * paging[4]  # k's copy extent: B * H_kv or N * P rows
         config = fa_config(d)
-        piece = max(p for p in (PAGE_PIECE, 64, 128) if p <= config["BK"] and (paging is None or paging[2] % p == 0))
+        piece = PAGE_PIECE if paging is None else max(p for p in (PAGE_PIECE, 64, 128)
+                                                      if p <= config["BK"] and paging[2] % p == 0)
         tiles = ceil_div(longest, FA_BQ) * b * h
         persist = (config["PINGPONG"] and not varlen and paging is None and bool(causal) in FA_PERSIST_MASKS
                    and tiles > WS_SMS)

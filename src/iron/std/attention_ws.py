@@ -69,10 +69,12 @@ def fa_fits(v: dict[str, Any]) -> bool:
 
 
 def fa_fits_modes(v: dict[str, Any]) -> bool:
-    """:func:`fa_fits`, one loop shape at a time (OVERLAP or PINGPONG), a key block of whole pieces, and PERSIST on
-    the ping-pong loop over dense tensors with its own staging rows."""
+    """:func:`fa_fits`, one loop shape at a time (OVERLAP or PINGPONG), a key block of whole pieces (longer ones for
+    PAGED alone: elsewhere PIECE is unread), and PERSIST on the ping-pong loop over dense tensors with its own
+    staging rows."""
     persist_ok = not v["PERSIST"] or (v["PINGPONG"] and not v["VARLEN"] and not v["PAGED"] and v["D"] <= OWN_STAGING)
-    return fa_fits(v) and not (v["OVERLAP"] and v["PINGPONG"]) and v["BK"] % v["PIECE"] == 0 and persist_ok
+    pieces_ok = v["BK"] % v["PIECE"] == 0 and (v["PAGED"] or v["PIECE"] == PAGE_PIECE)
+    return fa_fits(v) and not (v["OVERLAP"] and v["PINGPONG"]) and pieces_ok and persist_ok
 
 
 #: The host's binding: 128-key blocks through rings of two slots, the two consumer warpgroups taking turns at the
