@@ -22,6 +22,7 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
+    import iron
     from iron.std import attention as A
 
     ap = argparse.ArgumentParser()
@@ -30,7 +31,11 @@ def main() -> None:
     ap.add_argument("--kv-heads", nargs="+", type=int, default=[8, 32])
     ap.add_argument("--lengths", choices=["full", "ragged"], default="full")
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--plan", default="", help="attention.MMA_PLAN entries for this run, e.g. SUBS=4,STAGES=2")
     args = ap.parse_args()
+    for item in filter(None, args.plan.split(",")):
+        key, value = item.split("=")
+        A.MMA_PLAN[key] = int(value)
     h, d = 32, 128
     for hk in args.kv_heads:
         for s in args.seqs:
@@ -62,6 +67,8 @@ def main() -> None:
                 our_call, their_call = call_us(torch, [iron_call, sdpa], args.calls, 3)
                 moved = 2 * b * hk * float(lens.sum().item() / b) * d * 2
                 print(json.dumps({"B": b, "S": s, "H": h, "H_kv": hk, "D": d, "lengths": args.lengths,
+                                  "plan": A.MMA_PLAN if A.decode_on_matrix_units(h, hk, iron.bf16, None, (q,)) else
+                                  "split",
                                   "iron_us": round(ours, 2), "sdpa_us": round(theirs, 2),
                                   "iron_call_us": round(our_call, 2), "sdpa_call_us": round(their_call, 2),
                                   "vs_sdpa": round(theirs / ours, 3), "iron_tb_s": round(moved / ours / 1e6, 2),

@@ -174,19 +174,53 @@ def test_other_shapes_and_dtypes_stay_portable_on_cuda(case_name, binding) -> No
 
 
 @kernel
-def shared_a_operand(a: In[f16], b: In[f16], c: Tensor[f32]):
-    """One ``a`` fragment type in a 16x8x16 multiply (mma.sync) and a 16x16x16 one (not): all portable."""
+def shared_a_operand(a: In[f16], b: In[f16], c: Tensor[f32], c16: Tensor[f16]):
+    """One ``a`` fragment type in a 16x8x16 multiply (mma.sync) and a 16x16x16 one into f16 (not): all
+    portable."""
     fa = frag_a(a, 0, 16, 16, 16)
     frag_store(c, 0, 8, mma(fa, frag_b(b, 0, 8, 16, 8), frag_acc(f32, 16, 8)))
-    frag_store(c, 128, 16, mma(fa, frag_b(b, 0, 16, 16, 16), frag_acc(f32, 16, 16)))
+    frag_store(c16, 0, 16, mma(fa, frag_b(b, 0, 16, 16, 16), frag_acc(f16, 16, 16)))
 
 
 def test_a_type_that_meets_an_unsupported_mma_keeps_every_operand_portable() -> None:
-    a, b, c = np.zeros(256, np.float16), np.zeros(256, np.float16), np.zeros(384, np.float32)
+    a, b, c = np.zeros(256, np.float16), np.zeros(256, np.float16), np.zeros(128, np.float32)
     ctx = PassContext(target="cuda", fp_contract=None, unroll_max=64, opt_level=2, verify=True)
-    k = run_pipeline(shared_a_operand.lower(a, b, c), ctx)
+    k = run_pipeline(shared_a_operand.lower(a, b, c, np.zeros(256, np.float16)), ctx)
     assert native_fragment_types(k, profile("cuda", "sm_90")) == frozenset()
     assert "mma.sync" not in emit_kernel(k, "cuda").source
+
+
+@pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
+def test_cuda_runs_16x16x16_as_two_mma_sync(dtype, require_toolchain) -> None:
+    """A 16x16x16 multiply into f32 on CUDA: two m16n8k16 on one A, each on its half of b and the accumulator
+    (their registers 2 h, 2 h + 1 and 4 h .. 4 h + 3), as the interpreter's layout of the unit says; no scratch."""
+    require_toolchain("nvrtc")
+    from iron.codegen.toolchains import nvrtc
+
+    k = _slot_16x16x16("cuda") if dtype == bf16 else optimized_slot_f16()
+    prof = profile("cuda", "sm_90")
+    assert {(t.role, t.rows, t.cols) for t in native_fragment_types(k, prof)} == \
+        {("a", 16, 16), ("b", 16, 16), ("acc", 16, 16)}
+    _assert_lanes_follow_the_interpreter(k, prof)
+    source = emit_kernel(k, "cuda", prof).source
+    instruction = f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype.name}.{dtype.name}.f32"
+    assert source.count(instruction) == 2 and "scratch" not in source
+    halves = re.findall(r'"r"\((\w+)\[(\d)\]\), "r"\((\w+)\[(\d)\]\),\s*"f"\((\w+)\[(\d)\]\)', source)
+    assert [(int(b0), int(c0)) for _, b0, _, _, _, c0 in halves] == [(0, 0), (2, 4)]
+    assert nvrtc.compile_cuda(source, arch="sm_90").report["kernels"]
+
+
+def optimized_slot_f16():
+    """mma_16x16x16_slot's shape in f16 (the slot kernel is bf16)."""
+    a, b = np.zeros(256, np.float16), np.zeros(256, np.float16)
+    ctx = PassContext(target="cuda", fp_contract=None, unroll_max=64, opt_level=2, verify=True)
+    return run_pipeline(f16_16x16x16.lower(a, b, np.zeros(256, np.float32)), ctx)
+
+
+@kernel
+def f16_16x16x16(a: In[f16], b: In[f16], c: Tensor[f32]):
+    """One 16x16x16 f16 multiply into f32 with B row-major."""
+    frag_store(c, 0, 16, mma(frag_a(a, 0, 16, 16, 16), frag_b(b, 0, 16, 16, 16), frag_acc(f32, 16, 16)))
 
 
 # ---------------------------------------------------------------- Metal simdgroup_matrix (8x8x8)

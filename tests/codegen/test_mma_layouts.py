@@ -104,11 +104,18 @@ SLOTS = {"cuda_mma_sync_m16n8k16": {"a": 8, "b": 4, "acc": 4}, "amd_mfma_gfx90a"
 def test_register_counts_match_the_isa(strategy, combo, role, width, layout):
     dtype = combo.acc_dtype if role == "acc" else combo.in_dtype
     if strategy.name in SLOTS:
-        assert layout.registers_per_lane == SLOTS[strategy.name][role]
+        assert layout.registers_per_lane == SLOTS[strategy.name][role] * instructions(strategy, combo, role)
     else:  # portable: the fragment spread evenly
         assert layout.registers_per_lane == layout.rows * layout.cols // width
     if (strategy.name, role, dtype) in REGISTER_WORDS:
-        assert register_words(layout, dtype) == REGISTER_WORDS[strategy.name, role, dtype]
+        assert register_words(layout, dtype) == (REGISTER_WORDS[strategy.name, role, dtype]
+                                                 * instructions(strategy, combo, role))
+
+
+def instructions(strategy, combo, role) -> int:
+    """How many of the strategy's instructions hold ``role``'s fragment side by side: CUDA runs 16x16x16 as two
+    m16n8k16 on one A (b and the accumulator twice the registers), every other combo as one instruction."""
+    return combo.n // 8 if strategy.name == "cuda_mma_sync_m16n8k16" and role != "a" else 1
 
 
 def test_the_register_table_covers_every_strategy_with_hardware_registers():
@@ -118,7 +125,11 @@ def test_the_register_table_covers_every_strategy_with_hardware_registers():
 # ---------------------------------------------------------------- the vendors' formulas, as written
 
 def ptx_m16n8k16(role: str, lane: int, i: int) -> tuple[int, int]:
-    """PTX ISA 9.7.14.5.8, "Matrix Fragments for mma.m16n8k16 with floating point type"."""
+    """PTX ISA 9.7.14.5.8, "Matrix Fragments for mma.m16n8k16 with floating point type"; registers past the
+    instruction's four (b, c of a 16x16x16, two instructions) are the second instruction's, 8 columns further."""
+    if role != "a" and i >= 4:
+        row, col = ptx_m16n8k16(role, lane, i - 4)
+        return row, col + 8
     group_id, tid = lane >> 2, lane % 4
     if role == "a":
         row = group_id if (i < 2 or 4 <= i < 6) else group_id + 8
@@ -194,6 +205,8 @@ SPOT_CHECKS = [
     ("cuda_mma_sync_m16n8k16", (16, 8, 16), "a", D.bf16, 0, 2, (8, 0)),
     # b3 of lane 30 (groupID 7, tid 2): row = 4 + 1 + 8 = 13, col = 7.
     ("cuda_mma_sync_m16n8k16", (16, 8, 16), "b", D.f16, 30, 3, (13, 7)),
+    # 16x16x16 (two instructions): slot 6 of lane 30 is the second one's b2: row = 4 + 0 + 8 = 12, col = 8 + 7.
+    ("cuda_mma_sync_m16n8k16", (16, 16, 16), "b", D.bf16, 30, 6, (12, 15)),
     # c2 of lane 9 (groupID 2, tid 1): row = 2 + 8 = 10, col = 2.
     ("cuda_mma_sync_m16n8k16", (16, 8, 16), "acc", D.f32, 9, 2, (10, 2)),
     # MFMA 16x16x16: A[5][10] is held by lane 5 + 16*2 = 37, item 2.

@@ -20,6 +20,7 @@ from iron.core.errors import UnsupportedOnTarget
 from iron.harness.tolerance import compare, derive_tolerance
 from iron.std import attention as A
 from iron.std import attention_decode as AD
+from iron.std import attention_decode_mma as DM
 from iron.std import attention_prefill as AP
 from iron.std import attention_ws as W
 from iron.std.suite import attention as SA
@@ -31,10 +32,11 @@ def _entry(name: str):
     return next(e for e in ENTRIES if e.name == name)
 
 
-#: The 48 KB tensor-core prefill, the Hopper one (warpgroup multiplies), and decode teams of 16 lanes (lavapipe's
-#: subgroups have 8).
+#: The 48 KB tensor-core prefill, the Hopper one (warpgroup multiplies), decode teams of 16 lanes (lavapipe's
+#: subgroups have 8), and the decode on the matrix units (bf16 fragments from shared memory).
 NOT_ON_LAVAPIPE = ("std/attention/prefill", "std/attention/prefill_ws", "std/attention/prefill_ws_d256",
-                   "std/attention/decode_split_tm16", "std/attention/decode_split_tm16_f32")
+                   "std/attention/decode_split_tm16", "std/attention/decode_split_tm16_f32",
+                   "std/attention/decode_mma")
 
 
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
@@ -75,7 +77,7 @@ def test_rows_pass_at_other_subgroup_widths(width, seed):
 
 #: Where the host launches each kernel: the tensor-core prefill on CUDA only (48 KB of static shared
 #: arrays; bf16 fragments read from shared memory, which SPIR-V and HIP store as bits and cannot load).
-HOST_TARGETS = {"attention_prefill": ("cuda",), "attention_prefill_ws": ("cuda",)}
+HOST_TARGETS = {"attention_prefill": ("cuda",), "attention_prefill_ws": ("cuda",), "attention_decode_mma": ("cuda",)}
 POINTS = compile_points("attention")
 
 
@@ -102,9 +104,9 @@ def test_tensor_core_prefill_elsewhere_is_a_clear_error(target, dtype, d, what, 
 # ---------------------------------------------------------------- mutants
 
 def mutant(tmp_path: Path, kernel: str, old: str, new: str):
-    """``kernel`` from a copy of its module (iron/std/attention_decode.py, attention_prefill.py or attention_ws.py)
-    with every ``old`` replaced by ``new``."""
-    module = next(m for m in (AD, AP, W) if hasattr(m, kernel) and getattr(m, kernel).__module__ == m.__name__)
+    """``kernel`` from a copy of its module (iron/std/attention_decode.py, attention_decode_mma.py,
+    attention_prefill.py or attention_ws.py) with every ``old`` replaced by ``new``."""
+    module = next(m for m in (AD, DM, AP, W) if hasattr(m, kernel) and getattr(m, kernel).__module__ == m.__name__)
     return getattr(edited_module(module, tmp_path, (old, new), unique=False), kernel)
 
 
@@ -145,6 +147,15 @@ MUTANTS = [
      "attention_decode_split", "                tot += p\n", "                tot += p * f32(u < U - 1)\n"),
     ("decode TM=16: the score butterfly stops a level short", "std/attention/decode_split_tm16",
      "attention_decode_split", "LEVELS = 3 if TM == 8 else 4", "LEVELS = 3"),
+    ("decode_mma: keys past the chunk's end left unmasked", "std/attention/decode_mma", "attention_decode_mma",
+     "sc = frag_mask(sc, NEG, cols=end - k0)", "sc = sc"),
+    ("decode_mma: the output not rescaled when the max grows", "std/attention/decode_mma", "attention_decode_mma",
+     "o0 = mma(pa, frag_b(vp, base, LD, 16, 16), frag_scale_rows(o0, alpha))",
+     "o0 = mma(pa, frag_b(vp, base, LD, 16, 16), o0)"),
+    ("decode_mma: a subgroup's share merged without its weight", "std/attention/decode_mma", "attention_decode_mma",
+     "    part = frag_scale_rows(o, f)", "    part = o"),
+    ("decode_mma: the ring refilled one block early (a race)", "std/attention/decode_mma", "attention_decode_mma",
+     "        ahead = j + STAGES - 1", "        ahead = j + STAGES"),
     ("combine drops the last chunk", "std/attention/decode_combine", "attention_decode_combine",
      "        for c in range(NCH):\n            w =", "        for c in range(NCH - 1):\n            w ="),
 ]
@@ -263,6 +274,44 @@ def test_decode_attention_paged_reads_what_the_dense_cache_holds(backend, dtype,
     grown = np.minimum(lens + 1, s_max - 1).astype(np.int32)
     np.testing.assert_array_equal(A.decode_attention_paged(q, k_pages, v_pages, table, grown, backend=backend),
                                   A.decode_attention(q, k, v, grown, backend=backend))
+
+
+@pytest.mark.parametrize("dtype,shape,page,chunk", [
+    (np.float16, (2, 8, 2, 150, 64), 16, None),  # four heads a KV head, the host's chunk, partial blocks
+    (BF16, (3, 32, 1, 70, 128), 14, 64),          # 32 heads of one KV head (two groups of 16), pages of 14
+])
+def test_decode_on_the_matrix_units(dtype, shape, page, chunk, monkeypatch):
+    """The host's matrix-unit decode (attention_decode_mma, then the combine; chosen on CUDA, forced here on the
+    interpreter): the oracle's values with its rounding chain, and over a paged cache the dense cache's bits."""
+    monkeypatch.setattr(A, "decode_on_matrix_units", lambda *args, **kw: True)
+    b, h, h_kv, s_max, d = shape
+    rng = np.random.default_rng(s_max)
+    q, k, v = _randn(rng, (b, h, d), dtype), _randn(rng, (b, h_kv, s_max, d), dtype), _randn(
+        rng, (b, h_kv, s_max, d), dtype)
+    lens = rng.integers(1, s_max + 1, size=b).astype(np.int32)
+    lens[0] = s_max
+    out = A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk)
+    scale = 1.0 / math.sqrt(d)
+    ch = chunk or A.decode_mma_chunk(b, h // min(h // h_kv, DM.DM_ROWS), s_max)
+    a = SA.score_magnitude(q.astype(np.float64)[:, :, None, :], SA.expand_kv(k.astype(np.float64), h), scale)
+    split = SA.decode_mma_depth(d, a, ch)
+    nch = -(-s_max // ch)
+    spread = 2 * a / math.log(2.0) + math.log2(ch)
+    depth = Depth(steps=split.steps + 1, f32_steps=split.f32_steps + math.ceil(2 * (math.log(2.0) * spread + 2))
+                  + 2 * nch + 1)
+    _check(out, _decode_expect(q, k, v, lens, scale), dtype, depth)
+    width = -(-s_max // page)
+    pool = b * width + 1
+    table = rng.permutation(pool)[: b * width].reshape(b, width).astype(np.int32)
+    k_pages, v_pages = (np.full((pool, page, h_kv, d), np.nan, dtype) for _ in range(2))
+    for i in range(b):
+        for s in range(lens[i]):
+            k_pages[table[i, s // page], s % page] = k[i, :, s]
+            v_pages[table[i, s // page], s % page] = v[i, :, s]
+    grow = ((0, 0), (0, 0), (0, width * page - s_max), (0, 0))  # the dense cache as long as the table's reach
+    dense = A.decode_attention(q, np.pad(k, grow), np.pad(v, grow), lens, backend="interp", chunk=chunk)
+    got = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="interp", chunk=chunk)
+    np.testing.assert_array_equal(got, dense)
 
 
 def test_paged_decode_and_append_reject_bad_input():

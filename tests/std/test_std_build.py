@@ -24,8 +24,8 @@ from iron.lang.annotations import VariantValues
 from iron.lang.frontend import lower_kernel
 from iron.lang.params import NO_DEFAULT
 
-MODULES = (*S.MODULES, "gemm_wg", "gemm_ws", "gemm_fp8", "conv_mma", "attention_decode", "attention_prefill",
-           "attention_ws")
+MODULES = (*S.MODULES, "gemm_wg", "gemm_ws", "gemm_fp8", "conv_mma", "attention_decode", "attention_decode_mma",
+           "attention_prefill", "attention_ws")
 
 
 def _kernels() -> list[tuple[str, str, Any]]:

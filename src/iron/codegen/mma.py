@@ -524,6 +524,9 @@ class MmaStrategy:
 _PTX_A = BitFieldLayout(16, 16, 32, 8, row_bits=("l2", "l3", "l4", "r1"), col_bits=("r0", "l0", "l1", "r2"))
 _PTX_B = BitFieldLayout(16, 8, 32, 4, row_bits=("r0", "l0", "l1", "r1"), col_bits=("l2", "l3", "l4"))
 _PTX_C = BitFieldLayout(16, 8, 32, 4, row_bits=("l2", "l3", "l4", "r1"), col_bits=("r0", "l0", "l1"))
+#: 16x16x16 runs as two m16n8k16 on one A: b (16x16) is two b fragments side by side (registers 2-3 hold columns
+#: 8-15), and the accumulator two C fragments (registers 4-7: columns 8-15, as wgmma's 16 x 16 share).
+_PTX_B2 = BitFieldLayout(16, 16, 32, 8, row_bits=("r0", "l0", "l1", "r1"), col_bits=("l2", "l3", "l4", "r2"))
 
 
 def _wgmma_acc(n: int) -> FragmentLayout:
@@ -543,10 +546,14 @@ CUDA_MMA_SYNC_M16N8K16 = MmaStrategy(
         MmaCombo(16, 8, 16, D.f16, D.f32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
         MmaCombo(16, 8, 16, D.bf16, D.f32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
         MmaCombo(16, 8, 16, D.f16, D.f16, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"),
+        # two of the instruction, one per 8 columns of b and the accumulator
+        MmaCombo(16, 16, 16, D.f16, D.f32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+        MmaCombo(16, 16, 16, D.bf16, D.f32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
     ),
     layouts=(
         LayoutRule("a", 16, 16, (D.f16, D.bf16), _PTX_A),
         LayoutRule("b", 16, 8, (D.f16, D.bf16), _PTX_B),
+        LayoutRule("b", 16, 16, (D.f16, D.bf16), _PTX_B2),
         LayoutRule("acc", 16, 8, (D.f32, D.f16), _PTX_C),
         # mma_wg's accumulators (sm_90's wgmma): each subgroup's 16 x N rows of the warpgroup's 64 x N.
         *(LayoutRule("acc", 16, n, (D.f32,), _wgmma_acc(n)) for n in WG_N),

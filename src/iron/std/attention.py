@@ -24,6 +24,7 @@ from iron.std._host import (ceil_div, check_float, check_shape, device_traits, d
 from iron.std._plans import planned
 from iron.std.attention_decode import (APPEND_GROUP, COMBINE_GROUP, DECODE_THREADS, TEAM, attention_decode_combine,
                                        attention_decode_split, paged_kv_append)
+from iron.std.attention_decode_mma import DM_KEYS, DM_ROWS, attention_decode_mma, decode_mma_threads
 from iron.std.attention_prefill import SBQ, SNT, attention_prefill, attention_prefill_small
 from iron.std.attention_ws import FA_BQ, FA_THREADS, PAGE_PIECE, attention_prefill_ws, fa_config, fa_shared_bytes
 from iron.std.gemm_ws import WS_SMS, runs_roles
@@ -63,6 +64,32 @@ def keys_in_flight(gq: int, tm: int = TEAM) -> int:
     if tm == 16:
         return 2 if gq == 1 else 1
     return 4 if gq == 1 else 2
+
+
+#: Query heads a KV head must serve for the decode to run on the matrix units (attention_decode_mma).
+MMA_MIN_HEADS = 2
+#: attention_decode_mma's plan: subgroups a group and ring buffers (its variant), the groups its chunks aim for,
+#: and the shortest and longest chunk (keys).
+MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 256, "min_chunk": 256, "max_chunk": 2048}
+
+
+def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like: Any = ()) -> bool:
+    """Whether the decode's split pass runs on the matrix units (attention_decode_mma): f16 / bf16 on a device
+    whose kernels were tuned for mma.sync, with at least MMA_MIN_HEADS query heads a KV head (where the FMA
+    kernel runs out of issue slots: docs/std/attention.md), in groups of at most 16 that divide them."""
+    r = h // h_kv
+    return (dt.name in ("f16", "bf16") and r >= MMA_MIN_HEADS and (r <= DM_ROWS or r % DM_ROWS == 0)
+            and tuned_for_cuda_mma(backend, like))
+
+
+def decode_mma_chunk(batch: int, head_groups: int, s_max: int) -> int:
+    """Keys per chunk of attention_decode_mma: enough chunks for about MMA_PLAN's groups, each within its shortest
+    and longest chunk and whole ring buffers, and no longer than the cache."""
+    block = MMA_PLAN["SUBS"] * DM_KEYS
+    want = max(1, ceil_div(MMA_PLAN["groups"], batch * head_groups))
+    ch = ceil_div(ceil_div(s_max, want), block) * block
+    ch = min(max(ch, MMA_PLAN["min_chunk"]), MMA_PLAN["max_chunk"])
+    return min(ch, ceil_div(s_max, block) * block)
 
 
 #: Chunks of at most this many keys (decode_chunk's plans at batch 1) go to teams of 16 lanes on CUDA.
@@ -184,22 +211,33 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     b, h, d = shape_of(q)
     if b == 0 or h == 0:
         return out
-    gq = heads_per_group(h, h_kv)
-    ch = decode_chunk(b, h // gq, s_max) if chunk is None else int(chunk)
+    dt = dtype_of(q)
+    mma = decode_on_matrix_units(h, h_kv, dt, backend, (q,))
+    gq = min(h // h_kv, DM_ROWS) if mma else heads_per_group(h, h_kv)
+    if chunk is not None:
+        ch = int(chunk)
+    else:
+        ch = decode_mma_chunk(b, h // gq, s_max) if mma else decode_chunk(b, h // gq, s_max)
     if ch < 1:
         raise LaunchError(f"{fn}: chunk must be positive, got {ch}")
     nch = ceil_div(s_max, ch)
     if b * h // gq > 65535 or nch > 65535:
         raise LaunchError(f"{fn}: B*H/{gq} = {b * h // gq} groups or {nch} chunks exceed 65535")
-    dt = dtype_of(q)
     part_o = empty_like(q, (b, h, nch, d), f32)
     part_lse = empty_like(q, (b, h, nch), f32)
-    vec = vector_width(dt)
-    tm = team_lanes(ch, d, vec, backend, (q,))
-    split = attention_decode_split.variant(T=dt, VEC=vec, D=d, GQ=gq, U=keys_in_flight(gq, tm), TM=tm,
-                                           PAGED=paging[0] is not seq_lens)
-    split.launch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, _scale(scale, d), *paging,
-                 grid=(nch * DECODE_THREADS, b * h // gq), group=(DECODE_THREADS,), backend=backend)
+    paged = paging[0] is not seq_lens
+    if mma:
+        threads = decode_mma_threads(MMA_PLAN["SUBS"])
+        attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged).launch(
+            q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
+            grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
+    else:
+        vec = vector_width(dt)
+        tm = team_lanes(ch, d, vec, backend, (q,))
+        split = attention_decode_split.variant(T=dt, VEC=vec, D=d, GQ=gq, U=keys_in_flight(gq, tm), TM=tm,
+                                               PAGED=paged)
+        split.launch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, _scale(scale, d), *paging,
+                     grid=(nch * DECODE_THREADS, b * h // gq), group=(DECODE_THREADS,), backend=backend)
     attention_decode_combine.variant(T=dt).launch(
         part_o, part_lse, out, h, d, nch, grid=(ceil_div(h * d, COMBINE_GROUP) * COMBINE_GROUP, b),
         group=(COMBINE_GROUP,), backend=backend)
@@ -441,7 +479,8 @@ def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int
             backend=backend)
 
 
-__all__ = ["append_paged_kv", "attention_decode_combine", "attention_decode_split", "attention_prefill",
-           "attention_prefill_small", "decode_attention", "decode_attention_paged", "decode_chunk", "heads_per_group",
+__all__ = ["append_paged_kv", "attention_decode_combine", "attention_decode_mma", "attention_decode_split",
+           "attention_prefill", "attention_prefill_small", "decode_attention", "decode_attention_paged", "decode_chunk",
+           "decode_mma_chunk", "decode_on_matrix_units", "heads_per_group",
            "keys_in_flight", "paged_kv_append", "prefill_attention", "prefill_attention_paged",
            "prefill_attention_varlen", "prefill_block", "team_lanes"]

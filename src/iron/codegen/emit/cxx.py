@@ -416,16 +416,21 @@ class CudaDialect(CxxDialect):
         p.line(f'{self.indent * 2}:: "r"({shared}), "l"({source}), "r"({valid.atom} ? {size} : 0) : "memory");')
 
     def frag_native_mma(self, combo: Any, out: str, a: Operand, b: Operand, c: Operand) -> list[str]:
-        """``mma.sync`` m16n8k16 on registers in the PTX layout: 16-bit slots packed in pairs, low slot first."""
-        outs = [f'"=f"({out}[{i}])' for i in range(4)]
-        ins = [f'"r"({x.text}[{i}])' for x, words in ((a, 4), (b, 2)) for i in range(words)]
-        ins += [f'"f"({c.text}[{i}])' for i in range(4)]
+        """``mma.sync`` m16n8k16 on registers in the PTX layout: 16-bit slots packed in pairs, low slot first.  A
+        16x16x16 multiply is two of them on the same A: columns 8 h .. 8 h + 7 from b's words 2 h, 2 h + 1 into the
+        accumulator's registers 4 h .. 4 h + 3 (``iron.codegen.mma``'s 16 x 16 layouts)."""
         ind = self.indent
-        return [f'asm volatile("{combo.instruction} "',
-                f'{ind * 2}"{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%10, %11, %12, %13}};"',
-                f"{ind * 2}: {', '.join(outs)}",
-                f"{ind * 2}: {', '.join(ins[:6])},",
-                f"{ind * 4}{', '.join(ins[6:])});"]
+        lines = []
+        for h in range(combo.n // 8):
+            outs = [f'"=f"({out}[{4 * h + i}])' for i in range(4)]
+            ins = [f'"r"({a.text}[{i}])' for i in range(4)] + [f'"r"({b.text}[{2 * h + i}])' for i in range(2)]
+            ins += [f'"f"({c.text}[{4 * h + i}])' for i in range(4)]
+            lines += [f'asm volatile("{combo.instruction} "',
+                      f'{ind * 2}"{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%10, %11, %12, %13}};"',
+                      f"{ind * 2}: {', '.join(outs)}",
+                      f"{ind * 2}: {', '.join(ins[:6])},",
+                      f"{ind * 4}{', '.join(ins[6:])});"]
+        return lines
 
     def frag_warpgroup_mma(self, op: Op, out: str, args: list[Any]) -> list[str]:
         """``mma_wg`` as ``wgmma.mma_async`` (sm_90a) on shared-memory descriptors, one per K slice of 16.

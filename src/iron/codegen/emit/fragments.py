@@ -104,7 +104,8 @@ _AMD_16 = frozenset({((16, 16, 16), D.f16, D.f32), ((16, 16, 16), D.bf16, D.f32)
 #: a device runs only the combos it reports (``TargetProfile.mma_offered``).
 _COOPMAT = frozenset((shape, D.f16, acc) for shape in MMA_SHAPES for acc in (D.f32, D.f16))
 NATIVE_UNITS: dict[str, NativeUnit] = {
-    "cuda_mma_sync_m16n8k16": NativeUnit(frozenset({((16, 8, 16), D.f16, D.f32), ((16, 8, 16), D.bf16, D.f32)}),
+    "cuda_mma_sync_m16n8k16": NativeUnit(frozenset({((16, 8, 16), D.f16, D.f32), ((16, 8, 16), D.bf16, D.f32),
+                                                    ((16, 16, 16), D.f16, D.f32), ((16, 16, 16), D.bf16, D.f32)}),
                                          whole_matrix=False),
     "metal_simdgroup_8x8": NativeUnit(frozenset({(_EIGHT, D.f32, D.f32), (_EIGHT, D.f16, D.f16),
                                                  (_EIGHT, D.bf16, D.bf16), (_EIGHT, D.f16, D.f32),

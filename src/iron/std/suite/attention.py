@@ -23,6 +23,7 @@ import numpy as np
 from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 from iron.std import attention as A
 from iron.std import attention_decode as AD
+from iron.std import attention_decode_mma as DM
 from iron.std import attention_prefill as AP
 from iron.std import attention_ws as W
 
@@ -253,6 +254,49 @@ def decode_split_gq4_setup(case):
        reference={"cuda": _decode_torch, "*": _decode_numpy})
 def decode_gq4_bench_setup(case):
     return decode_bench_setup(case)
+
+
+# ---------------------------------------------------------------- decode on the matrix units
+
+#: (B, H, H_kv, S_max, D, CH): four heads a KV head with partial blocks and chunks; one head a group (15 padding
+#: rows) at D = 128 with a zero length and a chunk past most sequences; 32 heads of one KV head (two groups of 16).
+MMA_SHAPES = [{"B": 2, "H": 8, "Hkv": 2, "S": 100, "D": 64, "CH": 64},
+              {"B": 2, "H": 4, "Hkv": 4, "S": 70, "D": 128, "CH": 256},
+              {"B": 1, "H": 32, "Hkv": 1, "S": 40, "D": 64, "CH": 32}]
+MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False}, {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False}]
+
+
+def decode_mma_depth(d: int, a: float, ch: int) -> Depth:
+    """attention_decode_mma's rounding chain.  Score: the unit's D exact products in its order (D steps), times
+    scale*log2(e) less m (2), exp2 (2): (D + 5) * A per weight, twice for the normalisation.  Per 16 keys of a
+    subgroup: l's block sum (16) and l * alpha + sum (2), the output's P V sum (16) and rescale (2); the
+    subgroups' merge (up to four: l 8, the output's factors and adds 8) and the division (2).  T: P's rounding, with l
+    summing the unrounded weights (2)."""
+    return Depth(steps=2, f32_steps=math.ceil(2 * (d + 5) * a) + 36 * -(-ch // 16) + 18)
+
+
+@test_kernel(DM.attention_decode_mma, shapes={"vulkan": [], "*": MMA_SHAPES}, bindings=MMA_BINDINGS,
+             name="std/attention/decode_mma")
+def decode_mma_setup(case):
+    b, h, h_kv, s_max, d, ch = (int(case[n]) for n in ("B", "H", "Hkv", "S", "D", "CH"))
+    gr = min(h // h_kv, DM.DM_ROWS)
+    nch = -(-s_max // ch)
+    scale = np.float32(1.0 / math.sqrt(d))
+    q = case.randn(b, h, d)
+    k = case.randn(b, h_kv, s_max, d)
+    v = case.randn(b, h_kv, s_max, d)
+    lens = _decode_lens(case, b, s_max)
+    args = [q, k, v, lens, case.empty(b, h, nch, d, dtype=f32), case.empty(b, h, nch, dtype=f32), h, h_kv, s_max,
+            nch, ch, gr, scale, lens, 1, 1]
+
+    def oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, gr, scale, table, page, pages):
+        return decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale, table, page,
+                                   pages)
+
+    a = score_magnitude(q[:, :, None, :], k, scale)
+    threads = DM.decode_mma_threads(case.binding["SUBS"])
+    return Setup(args=args, grid=(nch * threads, b * h // gr), group=(threads,), oracle=oracle,
+                 depth=decode_mma_depth(d, a, ch), out_dtype=case.T, binding={"D": d})  # P's rounding: T's steps
 
 
 # ---------------------------------------------------------------- decode, teams of 16 lanes

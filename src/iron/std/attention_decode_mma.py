@@ -1,0 +1,238 @@
+"""The KV-cache decode's split pass on the matrix units: the query heads that share a KV head as the 16 rows of one
+fragment, so grouped-query attention reads each K and V row once and multiplies it on the tensor cores.
+
+attention_decode.attention_decode_split scores a key on the FMA units (a team of lanes per row, a dot product per
+query head): at four query heads a KV head that is 8 FMAs per K/V element pair, more issue slots than an SM has for
+the cache's bytes at full bandwidth.  Here a subgroup's ``S = Q K^T`` is 16 x 16 (16 query rows, GQ of them real,
+16 keys) by ``mma``, the online softmax runs on the accumulator's registers (``frag_row_max`` / ``frag_row_sum``),
+and ``O += P V`` takes P straight from them (``frag_acc_to_a``): the padding rows cost tensor-core time, which the
+cache's bytes leave idle anyway.  K and V reach shared memory through a ring of ``STAGES`` buffers of asynchronous
+16-byte copies (``copy_async``), blocks of 16 keys per subgroup (``SUBS`` of them), so ``STAGES - 1`` blocks are in
+flight while one is multiplied; each subgroup takes 16 keys of a block.  The subgroups' partial softmaxes merge at
+the end through shared memory.  Its output is attention_decode_split's (normalised chunk outputs and base-2 LSEs, f32), so the same
+combine pass finishes it.  Runs where 16x16x16 fragments of T run from shared memory: CUDA (``mma.sync``, two
+m16n8k16 a multiply) and the interpreter.
+"""
+
+from __future__ import annotations
+
+from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
+from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, exp2, frag_a, frag_acc, frag_acc_to_a,
+                       frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store, group_id, log2, mma, recip,
+                       select, shared, simd_group_id, static_range, thread_id)
+from iron.std.attention_ws import LOG2E, NEG, online_softmax
+
+#: Query rows of a fragment, keys a subgroup multiplies at a time, and lanes of a subgroup (a group of SUBS
+#: subgroups has 32 SUBS threads and fills ring buffers of 16 SUBS keys).
+DM_ROWS = 16
+DM_KEYS = 16
+DM_LANES = 32
+#: A running max below every score (so a subgroup that saw no key yet rescales by 2^0, never by NaN).
+FLOOR = -1.0e30
+
+
+@func
+def stage_block(kp, vp, k, v, ring, j0, end, tid, row0, kvh, H_kv, D, LD, table, b, W, P, pages, paged, subs):
+    """Asynchronous copies of the 16 ``subs`` keys from j0 on (K and V rows) into ring buffer ``ring``, D / 16 16-byte
+    pieces of each a thread; keys at or past ``end`` are zero-filled (never read).  A dense cache's key j is row
+    row0 + j; a paged one's is row j % P of page table[b * W + j // P] (clamped into [0, pages)), KV head ``kvh`` of
+    H_kv."""
+    pieces = D // 8
+    for i in static_range(pieces // 2):
+        e = tid + i * subs * DM_LANES
+        r = e // pieces
+        col = (e % pieces) * 8
+        key = j0 + r
+        ok = key < end
+        if paged:
+            page = min(max(table[b * W + min(key, end - 1) // P], 0), pages - 1)
+            at = ((page * P + min(key, end - 1) % P) * H_kv + kvh) * D + col
+        else:
+            at = (row0 + min(key, end - 1)) * D + col
+        dst = (ring * subs * DM_KEYS + r) * LD + col
+        copy_async(kp, dst, k, at, 8, ok)
+        copy_async(vp, dst, v, at, 8, ok)
+
+
+@func
+def scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, base, LD, D):
+    """S = Q K^T for 16 keys, K's rows ``LD`` apart from ``kp[base]``, Q as its D / 16 A fragments: two chains of
+    multiplies (even and odd 16-column slices of D), added at the end, so each waits on half as many."""
+    se = frag_acc(f32, DM_ROWS, DM_KEYS)
+    so = frag_acc(f32, DM_ROWS, DM_KEYS)
+    se = mma(qa0, frag_b(kp, base, LD, 16, DM_KEYS, layout="col"), se)
+    so = mma(qa1, frag_b(kp, base + 16, LD, 16, DM_KEYS, layout="col"), so)
+    se = mma(qa2, frag_b(kp, base + 32, LD, 16, DM_KEYS, layout="col"), se)
+    so = mma(qa3, frag_b(kp, base + 48, LD, 16, DM_KEYS, layout="col"), so)
+    if D > 64:
+        se = mma(qa4, frag_b(kp, base + 64, LD, 16, DM_KEYS, layout="col"), se)
+        so = mma(qa5, frag_b(kp, base + 80, LD, 16, DM_KEYS, layout="col"), so)
+        se = mma(qa6, frag_b(kp, base + 96, LD, 16, DM_KEYS, layout="col"), se)
+        so = mma(qa7, frag_b(kp, base + 112, LD, 16, DM_KEYS, layout="col"), so)
+    return se + so
+
+
+@func
+def add_pv(pa, vp, base, LD, alpha, o0, o1, o2, o3, o4, o5, o6, o7, D):
+    """The output's 16-column blocks rescaled by ``alpha`` plus P V for 16 keys (V's rows from ``vp[base]``)."""
+    o0 = mma(pa, frag_b(vp, base, LD, 16, 16), frag_scale_rows(o0, alpha))
+    o1 = mma(pa, frag_b(vp, base + 16, LD, 16, 16), frag_scale_rows(o1, alpha))
+    o2 = mma(pa, frag_b(vp, base + 32, LD, 16, 16), frag_scale_rows(o2, alpha))
+    o3 = mma(pa, frag_b(vp, base + 48, LD, 16, 16), frag_scale_rows(o3, alpha))
+    if D > 64:
+        o4 = mma(pa, frag_b(vp, base + 64, LD, 16, 16), frag_scale_rows(o4, alpha))
+        o5 = mma(pa, frag_b(vp, base + 80, LD, 16, 16), frag_scale_rows(o5, alpha))
+        o6 = mma(pa, frag_b(vp, base + 96, LD, 16, 16), frag_scale_rows(o6, alpha))
+        o7 = mma(pa, frag_b(vp, base + 112, LD, 16, 16), frag_scale_rows(o7, alpha))
+    return o0, o1, o2, o3, o4, o5, o6, o7
+
+
+@func
+def merge_block(out_s, c0, o, f, first, D):
+    """Round of one subgroup: its output block ``o`` (columns c0 .. c0 + 15) times the row factors ``f``, stored
+    (the first subgroup) or added to what the subgroups before it left in ``out_s`` (16 x D, f32)."""
+    part = frag_scale_rows(o, f)
+    if first:
+        frag_store(out_s, c0, D, part)
+    else:
+        frag_store(out_s, c0, D, frag_load_acc(out_s, c0, D, DM_ROWS, 16) + part)
+
+
+def decode_mma_threads(subs: int) -> int:
+    """Threads of one attention_decode_mma group of ``subs`` subgroups (its launch's group size)."""
+    return subs * DM_LANES
+
+
+@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True]))
+def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32], part_lse: Tensor[f32],
+                         H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32, table: In[i32], P: int,
+                         pages: int):
+    """One chunk of keys for GR query heads sharing one KV head, on the matrix units: attention_decode_split's
+    contract and outputs (its combine pass finishes them).
+
+    q (B, H, D), k/v (B, H_kv, S_max, D) row-major in T; seq_lens (B,) i32, clamped to [0, S_max].  PAGED: k/v
+    (pages, P, H_kv, D), key s of sequence b in row s % P of page table[b, s // P] (``table`` (B, S_max / P) i32,
+    entries clamped to [0, pages)); otherwise ``table``, P and ``pages`` unread.  GR = min(H / H_kv, 16) heads a
+    group (H / H_kv a multiple of GR).
+    Grid (NCH * 32 SUBS, B * H / GR), group (32 SUBS,): group (c, b * H/GR + hg) owns keys [c*CH, min((c+1)*CH,
+    L_b)) of heads hg*GR .. hg*GR+GR-1, KV head (hg*GR) // (H / H_kv).
+    Out (f32): part_o (B, H, NCH, D) = sum_j softmax_j v_j over the chunk (normalised), part_lse (B, H, NCH) =
+    log2 sum_j 2^(s_j), s_j = scale * log2(e) * q.k_j; an empty chunk gives 0 and -inf.
+    Order: keys in blocks of 16 SUBS, subgroup w taking keys 16 w .. 16 w + 15 of each: S by the unit (exact
+    products, f32 sums in its order, the even and odd 16-column slices of D apart, then added), the running max m of raw scores and sum l of the unrounded weights 2^(scale log2(e)
+    (s - m)) in f32, the weights rounded to T for P V (f32 sums), the output rescaled by 2^(scale log2(e) (m_old -
+    m_new)) before each; then the subgroups' (m, l, O) merge in id order.  NaN/Inf in q or k give NaN for the
+    head's chunk; NaN/Inf in v reach the outputs that weight them, and the other query heads of the group, whose
+    zero weights multiply them in the same 16 keys.
+    """
+    LD = D + 8  # rows 16 bytes longer than D: ldmatrix's eight rows start in different banks
+    NT = SUBS * DM_LANES  # threads
+    BLOCK = SUBS * DM_KEYS  # keys of a ring buffer
+    kp = shared(T, STAGES * BLOCK * LD)
+    vp = shared(T, STAGES * BLOCK * LD)
+    qs = shared(T, DM_ROWS * LD)
+    out_s = shared(f32, DM_ROWS * D)
+    stat_s = shared(f32, SUBS * 2 * DM_ROWS * DM_KEYS)  # each subgroup's m and l, as fragments
+    tid = thread_id(0)
+    sg = simd_group_id()
+    c = group_id(0)
+    hg = group_id(1)
+    b = hg // (H // GR)
+    h0 = (hg % (H // GR)) * GR
+    kvh = h0 // (H // H_kv)
+    seq = min(max(seq_lens[b], 0), S_max)
+    start = c * CH
+    end = min(start + CH, seq)
+    obase = (b * H + h0) * NCH + c
+    if start >= end:
+        for i in range(tid, GR * D, NT):
+            part_o[(obase + (i // D) * NCH) * D + i % D] = 0.0
+        if tid < GR:
+            part_lse[obase + tid * NCH] = NEG
+        return
+    W = S_max // P
+    row0 = (b * H_kv + kvh) * S_max
+    blocks = (end - start + BLOCK - 1) // BLOCK
+    for st in static_range(STAGES - 1):
+        if st < blocks:
+            stage_block(kp, vp, k, v, st, start + st * BLOCK, end, tid, row0, kvh, H_kv, D, LD, table, b, W, P,
+                        pages, PAGED, SUBS)
+        copy_async_commit()
+    for i in range(tid, DM_ROWS * D, NT):  # Q's rows past the group's heads are zeros
+        r = i // D
+        qs[r * LD + i % D] = select(r < GR, q[(b * H + h0 + min(r, GR - 1)) * D + i % D], T(0.0))
+    barrier()
+    qa0 = frag_a(qs, 0, LD, 16, 16)
+    qa1 = frag_a(qs, 16, LD, 16, 16)
+    qa2 = frag_a(qs, 32, LD, 16, 16)
+    qa3 = frag_a(qs, 48, LD, 16, 16)
+    qa4 = frag_a(qs, 64 % D, LD, 16, 16)
+    qa5 = frag_a(qs, 80 % D, LD, 16, 16)
+    qa6 = frag_a(qs, 96 % D, LD, 16, 16)
+    qa7 = frag_a(qs, 112 % D, LD, 16, 16)
+    sl2 = scale * LOG2E
+    m = frag_acc(f32, DM_ROWS, DM_KEYS, value=FLOOR)
+    l = frag_acc(f32, DM_ROWS, DM_KEYS)
+    o0 = frag_acc(f32, DM_ROWS, 16)
+    o1 = frag_acc(f32, DM_ROWS, 16)
+    o2 = frag_acc(f32, DM_ROWS, 16)
+    o3 = frag_acc(f32, DM_ROWS, 16)
+    o4 = frag_acc(f32, DM_ROWS, 16)
+    o5 = frag_acc(f32, DM_ROWS, 16)
+    o6 = frag_acc(f32, DM_ROWS, 16)
+    o7 = frag_acc(f32, DM_ROWS, 16)
+    for j in range(blocks):
+        # This thread's copies of block j landed; after the barrier everyone's have, and every subgroup is done
+        # with block j - 1's buffer, which block j + STAGES - 1 now refills.
+        copy_async_wait(STAGES - 2)
+        barrier()
+        ahead = j + STAGES - 1
+        if ahead < blocks:
+            stage_block(kp, vp, k, v, ahead % STAGES, start + ahead * BLOCK, end, tid, row0, kvh, H_kv, D, LD,
+                        table, b, W, P, pages, PAGED, SUBS)
+        copy_async_commit()  # one group per iteration (maybe empty): the wait above counts on it
+        base = ((j % STAGES) * BLOCK + sg * DM_KEYS) * LD
+        k0 = start + j * BLOCK + sg * DM_KEYS  # this subgroup's first key
+        sc = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, base, LD, D)
+        if k0 + DM_KEYS > end:
+            sc = frag_mask(sc, NEG, cols=end - k0)
+        m, p, l, alpha = online_softmax(sc, m, l, sl2)
+        o0, o1, o2, o3, o4, o5, o6, o7 = add_pv(frag_acc_to_a(p, 0, T), vp, base, LD, alpha, o0, o1, o2, o3, o4,
+                                                o5, o6, o7, D)
+    copy_async_wait()  # only empty groups remain; leave none in flight
+    # The subgroups' softmaxes: M = max m_w, L = sum l_w 2^(sl2 (m_w - M)); subgroup w's rows weigh
+    # 2^(sl2 (m_w - M)) / L.  Every running max is finite (FLOOR), so an idle subgroup weighs 0.
+    frag_store(stat_s, sg * 2 * DM_ROWS * DM_KEYS, DM_KEYS, m)
+    frag_store(stat_s, (sg * 2 + 1) * DM_ROWS * DM_KEYS, DM_KEYS, l)
+    barrier()
+    big_m = m
+    for w in static_range(SUBS):
+        big_m = max(big_m, frag_load_acc(stat_s, w * 2 * DM_ROWS * DM_KEYS, DM_KEYS, DM_ROWS, DM_KEYS))
+    big_l = frag_acc(f32, DM_ROWS, DM_KEYS)
+    for w in static_range(SUBS):
+        mw = frag_load_acc(stat_s, w * 2 * DM_ROWS * DM_KEYS, DM_KEYS, DM_ROWS, DM_KEYS)
+        lw = frag_load_acc(stat_s, (w * 2 + 1) * DM_ROWS * DM_KEYS, DM_KEYS, DM_ROWS, DM_KEYS)
+        big_l = big_l + lw * exp2((mw - big_m) * sl2)
+    f = exp2((m - big_m) * sl2) * recip(big_l)
+    for w in static_range(SUBS):
+        if sg == w:
+            merge_block(out_s, 0, o0, f, w == 0, D)
+            merge_block(out_s, 16, o1, f, w == 0, D)
+            merge_block(out_s, 32, o2, f, w == 0, D)
+            merge_block(out_s, 48, o3, f, w == 0, D)
+            if D > 64:
+                merge_block(out_s, 64, o4, f, w == 0, D)
+                merge_block(out_s, 80, o5, f, w == 0, D)
+                merge_block(out_s, 96, o6, f, w == 0, D)
+                merge_block(out_s, 112, o7, f, w == 0, D)
+        barrier()
+    if sg == 0:  # the LSE of each row, staged where subgroup 0's m was (read below, after the barrier)
+        frag_store(stat_s, 0, DM_KEYS, big_m * sl2 + log2(big_l))
+    barrier()
+    for i in range(tid, GR * D, NT):
+        part_o[(obase + (i // D) * NCH) * D + i % D] = out_s[i]
+    if tid < GR:
+        part_lse[obase + tid * NCH] = stat_s[tid * DM_KEYS]
+
+
+__all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "attention_decode_mma", "decode_mma_threads"]
