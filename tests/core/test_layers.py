@@ -39,7 +39,7 @@ def test_no_module_reads_iron_settings_from_the_environment_directly():
 #: The layers, lowest first (docs/architecture.md): a module may import its own layer and those below.
 #: ``iron`` itself (the public façade: the language and ``@iron.kernel``) sits with ``jit``.
 LAYERS = {"core": 0, "config": 0, "_version": 0, "lang": 1, "codegen": 2, "runtime": 3, "jit": 4, "": 4,
-          "harness": 5, "std": 6, "torch": 7, "runner": 7, "cli": 8, "__main__": 9}
+          "harness": 5, "std": 6, "torch": 7, "models": 7, "runner": 7, "cli": 8, "__main__": 9}
 
 
 def _imports(py: Path) -> list[tuple[int, str]]:

@@ -1,0 +1,66 @@
+"""The same Llama decoder in plain PyTorch (float64 on the CPU by default), from the same GGUF tensors: the
+reference :mod:`iron.models.llama` is checked against, step by step.  Nothing here calls Iron."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .gguf_file import LlamaConfig
+from .llama import _dequantised
+
+
+class TorchLlama:
+    """Greedy decoding with an explicit KV cache; :meth:`step` returns the logits of one position."""
+
+    def __init__(self, config: LlamaConfig, tensors: dict[str, Any], dtype: Any = None) -> None:
+        import torch
+
+        self.torch, self.config = torch, config
+        self.dtype = dtype or torch.float64
+        self.w = {name: torch.from_numpy(_dequantised(t).astype(np.float64)).to(self.dtype)
+                  for name, t in tensors.items()}
+        self.w.setdefault("output.weight", self.w["token_embd.weight"])
+        self.k: list[list[Any]] = [[] for _ in range(config.layers)]
+        self.v: list[list[Any]] = [[] for _ in range(config.layers)]
+
+    def _rms(self, x: Any, weight: Any) -> Any:
+        return x * self.torch.rsqrt((x * x).mean(-1, keepdim=True) + self.config.eps) * weight
+
+    def _rope(self, x: Any, position: int) -> Any:
+        """Adjacent pairs (2i, 2i + 1) rotated by position * theta^(-2i / d)."""
+        d = x.shape[-1]
+        freq = self.config.rope_theta ** (-self.torch.arange(0, d, 2, dtype=self.torch.float64) / d)
+        cos, sin = self.torch.cos(position * freq).to(x.dtype), self.torch.sin(position * freq).to(x.dtype)
+        even, odd = x[..., 0::2], x[..., 1::2]
+        out = self.torch.empty_like(x)
+        out[..., 0::2] = even * cos - odd * sin
+        out[..., 1::2] = even * sin + odd * cos
+        return out
+
+    def step(self, tokens: np.ndarray, position: int) -> np.ndarray:
+        """Logits (batch, vocab) of feeding ``tokens`` at ``position`` (every sequence at the same one)."""
+        torch, c, w = self.torch, self.config, self.w
+        b, d = len(tokens), c.head_dim
+        x = w["token_embd.weight"][torch.from_numpy(np.asarray(tokens, np.int64))]
+        for i in range(c.layers):
+            p = f"blk.{i}."
+            h = self._rms(x, w[p + "attn_norm.weight"])
+            q = self._rope((h @ w[p + "attn_q.weight"].T).view(b, c.heads, d), position)
+            k = self._rope((h @ w[p + "attn_k.weight"].T).view(b, c.kv_heads, d), position)
+            v = (h @ w[p + "attn_v.weight"].T).view(b, c.kv_heads, d)
+            self.k[i].append(k)
+            self.v[i].append(v)
+            keys = torch.stack(self.k[i], 2).repeat_interleave(c.heads // c.kv_heads, 1)  # (b, H, t, d)
+            values = torch.stack(self.v[i], 2).repeat_interleave(c.heads // c.kv_heads, 1)
+            weights = torch.softmax((keys @ q[..., None])[..., 0] / d ** 0.5, -1)  # (b, H, t)
+            a = (weights[:, :, None, :] @ values)[:, :, 0, :].reshape(b, c.heads * d)
+            x = x + a @ w[p + "attn_output.weight"].T
+            h = self._rms(x, w[p + "ffn_norm.weight"])
+            gate, up = h @ w[p + "ffn_gate.weight"].T, h @ w[p + "ffn_up.weight"].T
+            x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "ffn_down.weight"].T
+        return (self._rms(x, w["output_norm.weight"]) @ w["output.weight"].T).numpy()
+
+
+__all__ = ["TorchLlama"]

@@ -1,0 +1,113 @@
+"""iron.models.llama: a tiny Llama GGUF written with the gguf package's writer (random weights, one tensor Q8_0)
+and read back by the real loader; Iron's greedy decoding on the interpreter against the PyTorch reference's
+logits at every step, two prompts of different lengths in one batch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from iron import LaunchError
+from iron.models.gguf_file import LlamaConfig, QuantTensor, read_llama, write_llama
+from iron.models.llama import Llama
+
+TINY = LlamaConfig(vocab=96, hidden=128, layers=2, heads=2, kv_heads=1, ffn=192, rope_theta=10000.0, eps=1e-5,
+                   context=64)
+
+
+def tiny_weights(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random weights of llama.cpp's names and shapes: projections N(0, 1/in), norms near 1, embeddings N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    c, d = config, config.head_dim
+
+    def linear(out: int, inp: int) -> np.ndarray:
+        return (rng.standard_normal((out, inp)) / np.sqrt(inp)).astype(np.float32)
+
+    def norm(n: int) -> np.ndarray:
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    w = {"token_embd.weight": rng.standard_normal((c.vocab, c.hidden)).astype(np.float32),
+         "output_norm.weight": norm(c.hidden), "output.weight": linear(c.vocab, c.hidden)}
+    for i in range(c.layers):
+        p = f"blk.{i}."
+        w.update({p + "attn_norm.weight": norm(c.hidden), p + "attn_q.weight": linear(c.heads * d, c.hidden),
+                  p + "attn_k.weight": linear(c.kv_heads * d, c.hidden),
+                  p + "attn_v.weight": linear(c.kv_heads * d, c.hidden),
+                  p + "attn_output.weight": linear(c.hidden, c.heads * d), p + "ffn_norm.weight": norm(c.hidden),
+                  p + "ffn_gate.weight": linear(c.ffn, c.hidden), p + "ffn_up.weight": linear(c.ffn, c.hidden),
+                  p + "ffn_down.weight": linear(c.hidden, c.ffn)})
+    return w
+
+
+@pytest.fixture(scope="module")
+def tiny_file(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf"
+    write_llama(path, TINY, tiny_weights(TINY), qtypes={"blk.1.ffn_down.weight": "Q8_0"})
+    return str(path)
+
+
+def test_the_loader_reads_what_the_writer_wrote(tiny_file):
+    config, tensors = read_llama(tiny_file)
+    # GGUF keeps the base and the epsilon as f32
+    assert config == replace(TINY, eps=float(np.float32(TINY.eps)), rope_theta=float(np.float32(TINY.rope_theta)))
+    weights = tiny_weights(TINY)
+    np.testing.assert_array_equal(tensors["blk.0.attn_q.weight"], weights["blk.0.attn_q.weight"])
+    down = tensors["blk.1.ffn_down.weight"]
+    assert isinstance(down, QuantTensor) and (down.qtype, down.rows, down.cols) == ("Q8_0", TINY.hidden, TINY.ffn)
+    assert down.data.shape == (TINY.hidden, TINY.ffn // 32 * 34)  # 32 values a block: an f16 scale, 32 int8
+
+
+def test_greedy_decoding_matches_the_pytorch_reference_at_every_step(tiny_file):
+    torch = pytest.importorskip("torch")
+    from iron.models.reference import TorchLlama
+
+    model = Llama.from_gguf(tiny_file, backend="interp")
+    prompts, max_new = [[1, 5, 7, 9], [3]], 3
+    seen: list[np.ndarray] = []
+    new = model.generate(prompts, max_new, on_step=lambda pos, logits: seen.append(logits))
+    assert [len(n) for n in new] == [max_new, max_new]
+    config, tensors = read_llama(tiny_file)
+    ref = TorchLlama(config, tensors)
+    full = [p + n for p, n in zip(prompts, new)]
+    assert len(seen) == max(map(len, prompts)) + max_new - 1
+    for pos, logits in enumerate(seen):
+        fed = np.array([f[min(pos, len(f) - 1)] for f in full], np.int32)
+        want = ref.step(fed, pos)
+        # f32 throughout: each logit ends a chain of a few hundred roundings (dot products of 128-192 terms in
+        # two blocks); 1e-5 of the largest logit is about 80 f32 epsilons (seen: 6.5e-7; RoPE on the other pairs
+        # gives 0.35).
+        np.testing.assert_allclose(logits, want, rtol=0, atol=1e-5 * np.abs(want).max())
+        for i, f in enumerate(full):
+            if len(prompts[i]) - 1 <= pos < len(prompts[i]) - 1 + max_new:
+                assert f[pos + 1] == int(np.argmax(want[i])), f"sequence {i}, position {pos}"
+    del torch
+
+
+def test_bad_input_is_a_clear_error(tiny_file, tmp_path):
+    model = Llama.from_gguf(tiny_file, backend="interp")
+    with pytest.raises(LaunchError, match="prompt of at least one token"):
+        model.generate([[1], []], 2)
+    with pytest.raises(LaunchError, match=r"prompt tokens must lie in \[0, 96\)"):
+        model.generate([[96]], 1)
+    with pytest.raises(LaunchError, match="no file"):
+        read_llama(tmp_path / "missing.gguf")
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a gguf file at all")
+    with pytest.raises(LaunchError, match="not a GGUF file"):
+        read_llama(junk)
+
+
+def test_the_command_line_generates_and_reports(tiny_file, capsys):
+    from iron.models.__main__ import main
+
+    assert main(["generate", tiny_file, "--prompt", "1,5,7,9", "--prompt", "3", "--max-new", "2",
+                 "--backend", "interp"]) == 0
+    out, err = capsys.readouterr()
+    model = Llama.from_gguf(tiny_file, backend="interp")
+    want = model.generate([[1, 5, 7, 9], [3]], 2)
+    assert out.splitlines() == [f"1,5,7,9 -> {want[0][0]},{want[0][1]}", f"3 -> {want[1][0]},{want[1][1]}"]
+    assert "time to first token" in err and "tokens/s" in err
+    assert main(["generate", tiny_file, "--prompt", "1,x"]) == 2
+    assert "comma-separated integer token ids" in capsys.readouterr().err
