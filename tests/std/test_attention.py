@@ -131,7 +131,7 @@ MUTANTS = [
     ("decode ignores seq_lens", "std/attention/decode_split", "attention_decode_split",
      "seq = min(max(seq_lens[b], 0), S_max)", "seq = S_max"),
     ("decode: wrong GQA head mapping", "std/attention/decode_split", "attention_decode_split",
-     "kvh = h0 // (H // H_kv)", "kvh = h0 % H_kv"),
+     "h0 // (H // H_kv), start", "h0 % H_kv, start"),
     ("prefill_ws ping-pong: warpgroup 0's first turn never opened (a hang)", "std/attention/prefill_ws",
      "attention_prefill_ws", "    if wg == 1 and turn0 == 0:\n        pass_turn(turn, wg)",
      "    if wg == 2 and turn0 == 0:\n        pass_turn(turn, wg)"),
@@ -237,6 +237,18 @@ def test_decode_attention_scale_out_and_zero_length():
            _decode_depth(q[1:], k[1:], 0.3, 16))
 
 
+def _scatter_pages(k, v, lens, table, pool, page):
+    """Pools (pool, page, H_kv, D) holding each sequence's first lens[b] keys and values of the dense caches k, v
+    where ``table`` says (key s of sequence b in row s % page of page table[b, s // page]); every other row NaN."""
+    _, h_kv, _, d = k.shape
+    k_pages, v_pages = (np.full((pool, page, h_kv, d), np.nan, k.dtype) for _ in range(2))
+    for i in range(k.shape[0]):
+        for s in range(lens[i]):
+            k_pages[table[i, s // page], s % page] = k[i, :, s]
+            v_pages[table[i, s // page], s % page] = v[i, :, s]
+    return k_pages, v_pages
+
+
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
 @pytest.mark.parametrize("dtype,page,heads,d", [(np.float16, 16, (4, 2), 64), (np.float32, 8, (2, 2), 128)])
 def test_decode_attention_paged_reads_what_the_dense_cache_holds(backend, dtype, page, heads, d):
@@ -252,11 +264,7 @@ def test_decode_attention_paged_reads_what_the_dense_cache_holds(backend, dtype,
     k, v = _randn(rng, (b, h_kv, s_max, d), dtype), _randn(rng, (b, h_kv, s_max, d), dtype)
     pool = b * width + 2
     table = rng.permutation(pool)[: b * width].reshape(b, width).astype(np.int32)
-    k_pages, v_pages = (np.full((pool, page, h_kv, d), np.nan, dtype) for _ in range(2))
-    for i in range(b):
-        for s in range(lens[i]):
-            k_pages[table[i, s // page], s % page] = k[i, :, s]
-            v_pages[table[i, s // page], s % page] = v[i, :, s]
+    k_pages, v_pages = _scatter_pages(k, v, lens, table, pool, page)
     got = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend=backend)
     np.testing.assert_array_equal(got, A.decode_attention(q, k, v, lens, backend=backend))
 
@@ -303,11 +311,7 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, monkeypatch):
     width = -(-s_max // page)
     pool = b * width + 1
     table = rng.permutation(pool)[: b * width].reshape(b, width).astype(np.int32)
-    k_pages, v_pages = (np.full((pool, page, h_kv, d), np.nan, dtype) for _ in range(2))
-    for i in range(b):
-        for s in range(lens[i]):
-            k_pages[table[i, s // page], s % page] = k[i, :, s]
-            v_pages[table[i, s // page], s % page] = v[i, :, s]
+    k_pages, v_pages = _scatter_pages(k, v, lens, table, pool, page)
     grow = ((0, 0), (0, 0), (0, width * page - s_max), (0, 0))  # the dense cache as long as the table's reach
     dense = A.decode_attention(q, np.pad(k, grow), np.pad(v, grow), lens, backend="interp", chunk=chunk)
     got = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="interp", chunk=chunk)

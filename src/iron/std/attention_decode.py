@@ -8,12 +8,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
+from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (barrier, exp2, fma, group_id, lane_id, local, log2, num_simd_groups, program_id, select, shared,
                        simd_group_id, simd_shuffle_xor, simd_size, static_range, thread_id)
 from iron.std.attention_ws import LOG2E, NEG
 
 # ---------------------------------------------------------------- split pass
+
+@func
+def group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, heads):
+    """The split group (c, b * H/heads + hg)'s work: its sequence b, first query head h0 = hg * heads, KV head,
+    keys [start, end) (chunk c of sequence b's seq_lens[b], clamped into [0, S_max]) and the partials' index of
+    its first head's chunk."""
+    c = group_id(0)
+    hg = group_id(1)
+    b = hg // (H // heads)
+    h0 = (hg % (H // heads)) * heads
+    seq = min(max(seq_lens[b], 0), S_max)
+    start = c * CH
+    return b, h0, h0 // (H // H_kv), start, min(start + CH, seq), (b * H + h0) * NCH + c
+
+
+@func
+def empty_chunk(part_o, part_lse, obase, NCH, D, heads, t, threads):
+    """A chunk with no keys: output 0 and LSE -inf for each of the group's heads (``threads`` threads, t of them)."""
+    for i in range(t, heads * D, threads):
+        part_o[(obase + (i // D) * NCH) * D + i % D] = 0.0
+    if t < heads:
+        part_lse[obase + t * NCH] = NEG
+
 
 #: Threads of one decode group; lanes of a team, which reads one K/V row at a time (8 lanes fit every
 #: subgroup width Iron runs: 8 on lavapipe, 32, 64; the TM = 16 variant needs subgroups of 16 or more).
@@ -59,20 +82,9 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
     t = thread_id(0)
     team = t // TM
     lt = t % TM
-    c = group_id(0)
-    hg = group_id(1)
-    b = hg // (H // GQ)
-    h0 = (hg % (H // GQ)) * GQ
-    kvh = h0 // (H // H_kv)
-    seq = min(max(seq_lens[b], 0), S_max)
-    start = c * CH
-    end = min(start + CH, seq)
-    obase = (b * H + h0) * NCH + c
+    b, h0, kvh, start, end, obase = group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, GQ)
     if start >= end:
-        for i in range(t, GQ * D, DECODE_THREADS):
-            part_o[(obase + (i // D) * NCH) * D + i % D] = 0.0
-        if t < GQ:
-            part_lse[obase + t * NCH] = NEG
+        empty_chunk(part_o, part_lse, obase, NCH, D, GQ, t, DECODE_THREADS)
         return
     qv = local(f32, GQ * E)
     for g in static_range(GQ):
@@ -248,4 +260,4 @@ APPEND_GROUP = 256
 
 
 __all__ = ["APPEND_GROUP", "COMBINE_GROUP", "DECODE_THREADS", "TEAM", "attention_decode_combine",
-           "attention_decode_split", "paged_kv_append", "team_spans_head"]
+           "attention_decode_split", "empty_chunk", "group_chunk", "paged_kv_append", "team_spans_head"]

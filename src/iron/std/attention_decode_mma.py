@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, exp2, frag_a, frag_acc, frag_acc_to_a,
-                       frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store, group_id, log2, mma, recip,
+                       frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store, log2, mma, recip,
                        select, shared, simd_group_id, static_range, thread_id)
+from iron.std.attention_decode import empty_chunk, group_chunk
 from iron.std.attention_ws import LOG2E, NEG, online_softmax
 
 #: Query rows of a fragment, keys a subgroup multiplies at a time, and lanes of a subgroup (a group of SUBS
@@ -135,20 +136,9 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     stat_s = shared(f32, SUBS * 2 * DM_ROWS * DM_KEYS)  # each subgroup's m and l, as fragments
     tid = thread_id(0)
     sg = simd_group_id()
-    c = group_id(0)
-    hg = group_id(1)
-    b = hg // (H // GR)
-    h0 = (hg % (H // GR)) * GR
-    kvh = h0 // (H // H_kv)
-    seq = min(max(seq_lens[b], 0), S_max)
-    start = c * CH
-    end = min(start + CH, seq)
-    obase = (b * H + h0) * NCH + c
+    b, h0, kvh, start, end, obase = group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, GR)
     if start >= end:
-        for i in range(tid, GR * D, NT):
-            part_o[(obase + (i // D) * NCH) * D + i % D] = 0.0
-        if tid < GR:
-            part_lse[obase + tid * NCH] = NEG
+        empty_chunk(part_o, part_lse, obase, NCH, D, GR, tid, NT)
         return
     W = S_max // P
     row0 = (b * H_kv + kvh) * S_max
