@@ -1,6 +1,7 @@
-"""iron.models.llama: a tiny Llama GGUF written with the gguf package's writer (random weights, one tensor Q8_0)
-and read back by the real loader; Iron's greedy decoding on the interpreter against the PyTorch reference's
-logits at every step, two prompts of different lengths in one batch."""
+"""iron.models.llama: a tiny Llama GGUF written with the gguf package's writer (random weights, two projections
+quantised: Q4_0 and Q8_0) and read back by the real loader; Iron's greedy decoding on the interpreter against the
+PyTorch reference's logits at every step: two prompts of different lengths in one batch (the quantised weights
+dequantised on the device), and one alone (products on the quantised bytes)."""
 
 from __future__ import annotations
 
@@ -41,10 +42,14 @@ def tiny_weights(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
     return w
 
 
+#: The projections the tiny file stores quantised (rows of 128 and 192 weights: whole blocks of 32).
+QUANTISED = {"blk.1.ffn_down.weight": "Q8_0", "blk.0.attn_q.weight": "Q4_0"}
+
+
 @pytest.fixture(scope="module")
 def tiny_file(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf"
-    write_llama(path, TINY, tiny_weights(TINY), qtypes={"blk.1.ffn_down.weight": "Q8_0"})
+    write_llama(path, TINY, tiny_weights(TINY), qtypes=QUANTISED)
     return str(path)
 
 
@@ -53,21 +58,23 @@ def test_the_loader_reads_what_the_writer_wrote(tiny_file):
     # GGUF keeps the base and the epsilon as f32
     assert config == replace(TINY, eps=float(np.float32(TINY.eps)), rope_theta=float(np.float32(TINY.rope_theta)))
     weights = tiny_weights(TINY)
-    np.testing.assert_array_equal(tensors["blk.0.attn_q.weight"], weights["blk.0.attn_q.weight"])
+    np.testing.assert_array_equal(tensors["blk.0.attn_k.weight"], weights["blk.0.attn_k.weight"])
     down = tensors["blk.1.ffn_down.weight"]
     assert isinstance(down, QuantTensor) and (down.qtype, down.rows, down.cols) == ("Q8_0", TINY.hidden, TINY.ffn)
     assert down.data.shape == (TINY.hidden, TINY.ffn // 32 * 34)  # 32 values a block: an f16 scale, 32 int8
+    assert tensors["blk.0.attn_q.weight"].qtype == "Q4_0"
 
 
-def test_greedy_decoding_matches_the_pytorch_reference_at_every_step(tiny_file):
+@pytest.mark.parametrize("prompts", [[[1, 5, 7, 9], [3]], [[2, 8]]], ids=["batch-2", "batch-1"])
+def test_greedy_decoding_matches_the_pytorch_reference_at_every_step(tiny_file, prompts):
     torch = pytest.importorskip("torch")
     from iron.models.reference import TorchLlama
 
     model = Llama.from_gguf(tiny_file, backend="interp")
-    prompts, max_new = [[1, 5, 7, 9], [3]], 3
+    max_new = 3
     seen: list[np.ndarray] = []
     new = model.generate(prompts, max_new, on_step=lambda pos, logits: seen.append(logits))
-    assert [len(n) for n in new] == [max_new, max_new]
+    assert [len(n) for n in new] == [max_new] * len(prompts)
     config, tensors = read_llama(tiny_file)
     ref = TorchLlama(config, tensors)
     full = [p + n for p, n in zip(prompts, new)]

@@ -2,8 +2,8 @@
 attention over a paged KV cache with grouped-query heads -> output projection -> residual add + RMSNorm -> SwiGLU
 MLP -> residual, the final norm and the LM head; greedy decoding.
 
-Every step is an iron.std call (``norms.rmsnorm`` / ``add_rmsnorm``, ``gemm.gemm`` (gemv at one row),
-``rope.rope``, ``attention.append_paged_kv`` and ``decode_attention_paged``, ``elementwise.binary``) or one of
+Every step is an iron.std call (``norms.rmsnorm`` / ``add_rmsnorm``, ``gemm.gemm`` (gemv at one row) or
+``quant_gemv.quant_gemv`` and ``gguf.dequantize`` on quantised weights, ``rope.rope``, ``attention.append_paged_kv`` and ``decode_attention_paged``, ``elementwise.binary``) or one of
 two Iron kernels of this package (the embedding's gather and SwiGLU, :mod:`iron.models.kernels`).  On the CPU the
 arrays are numpy (the interpreter, or Vulkan through ``backend``); with ``device="cuda"`` they are torch CUDA
 tensors and the kernels run on CUDA.
@@ -11,8 +11,10 @@ tensors and the kernels run on CUDA.
 Sequences of a batch run in lock step, one position a step: sequence b feeds its prompt's tokens while it has
 any, then its own greedy tokens, so prompts of different lengths need no padding (each sequence's first new token
 comes from the step of its prompt's last).  RoPE rotates adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM, which
-its converters permute Q and K weights for).  Quantised GGUF weights are dequantised to the activations' dtype
-when the model loads (``gguf.quants``); products on the quantised bytes (iron.std.quant_gemv) are the next step.
+its converters permute Q and K weights for).  Quantised GGUF projections stay quantised: a step of one sequence
+multiplies their bytes directly (``quant_gemv.quant_gemv``: a decode reads 4-8 bits a weight, not 16), a batch
+multiplies a float copy that ``gguf.dequantize`` makes on the device the first time one is needed; a quantised
+embedding table is dequantised when the model loads (the gather reads floats).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from iron import LaunchError
-from iron.std import attention, elementwise, gemm, norms, rope
+from iron.std import attention, elementwise, gemm, gguf, norms, quant_gemv, rope
 from iron.std._host import ceil_div, dtype_of, empty_like
 
 from .gguf_file import LlamaConfig, QuantTensor, read_llama
@@ -35,18 +37,41 @@ PAGE = 16
 
 
 @dataclass
+class Linear:
+    """A projection's (out, in) weight: a float array, or ``data`` quantised as ``qtype`` (its float copy made on
+    the device when a batch first needs it)."""
+
+    rows: int
+    cols: int
+    weight: Any = None
+    data: Any = None
+    qtype: str = ""
+
+    def __call__(self, h: Any, backend: str | None) -> Any:
+        """h (batch, in) @ W^T: (batch, out)."""
+        batch = h.shape[0]
+        if self.data is not None and batch == 1:
+            return quant_gemv.quant_gemv(self.data, self.qtype, h.reshape(self.cols), self.rows, self.cols,
+                                         backend=backend).reshape(1, self.rows)
+        if self.weight is None:
+            self.weight = gguf.dequantize(self.data, self.qtype, (self.rows, self.cols), dtype_of(h),
+                                          backend=backend)
+        return gemm.gemm(h, self.weight, transpose_b=True, backend=backend)
+
+
+@dataclass
 class Block:
-    """One decoder block's weights, (out, in) each."""
+    """One decoder block's norms and projections."""
 
     attn_norm: Any
-    wq: Any
-    wk: Any
-    wv: Any
-    wo: Any
+    wq: Linear
+    wk: Linear
+    wv: Linear
+    wo: Linear
     ffn_norm: Any
-    w_gate: Any
-    w_up: Any
-    w_down: Any
+    w_gate: Linear
+    w_up: Linear
+    w_down: Linear
 
 
 def _dequantised(t: Any) -> np.ndarray:
@@ -75,12 +100,21 @@ class Llama:
                 raise LaunchError(f"llama: the weights have no {name!r}")
             return self._to_device(_dequantised(tensors[name]).astype(self.dtype))
 
+        def linear(name: str) -> Linear:
+            t = tensors.get(name)
+            if isinstance(t, QuantTensor):
+                return Linear(t.rows, t.cols, data=self._to_device(np.ascontiguousarray(t.data)), qtype=t.qtype)
+            w = weight(name)
+            return Linear(w.shape[0], w.shape[1], weight=w)
+
         self.embedding = weight("token_embd.weight")
-        self.blocks = [Block(*(weight(f"blk.{i}.{n}.weight") for n in (
-            "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")))
-            for i in range(config.layers)]
+        self.blocks = [Block(weight(f"blk.{i}.attn_norm.weight"), *(linear(f"blk.{i}.{n}.weight") for n in (
+            "attn_q", "attn_k", "attn_v", "attn_output")), weight(f"blk.{i}.ffn_norm.weight"),
+            *(linear(f"blk.{i}.{n}.weight") for n in ("ffn_gate", "ffn_up", "ffn_down"))) for i in range(config.layers)]
         self.output_norm = weight("output_norm.weight")
-        self.output = weight("output.weight") if "output.weight" in tensors else self.embedding  # tied
+        tied = "output.weight" not in tensors
+        self.output = (Linear(config.vocab, config.hidden, weight=self.embedding) if tied  # tied to the embedding
+                       else linear("output.weight"))
 
     @classmethod
     def from_gguf(cls, path: str | Path, **kwargs: Any) -> "Llama":
@@ -135,23 +169,22 @@ class Llama:
         d = c.head_dim
         for blk, (k_pages, v_pages) in zip(self.blocks, pools):
             h = norms.rmsnorm(x, blk.attn_norm, eps=c.eps, backend=be)
-            q = gemm.gemm(h, blk.wq, transpose_b=True, backend=be).reshape(b, c.heads, d)
-            k = gemm.gemm(h, blk.wk, transpose_b=True, backend=be).reshape(b, c.kv_heads, d)
-            v = gemm.gemm(h, blk.wv, transpose_b=True, backend=be).reshape(b, c.kv_heads, d)
+            q = blk.wq(h, be).reshape(b, c.heads, d)
+            k = blk.wk(h, be).reshape(b, c.kv_heads, d)
+            v = blk.wv(h, be).reshape(b, c.kv_heads, d)
             q = rope.rope(q, pos, layout="interleaved", theta=c.rope_theta, out=q, backend=be)
             k = rope.rope(k, pos, layout="interleaved", theta=c.rope_theta, out=k, backend=be)
             attention.append_paged_kv(k, v, k_pages, v_pages, table, pos, backend=be)
             a = attention.decode_attention_paged(q, k_pages, v_pages, table, lens, backend=be)
-            o = gemm.gemm(a.reshape(b, c.heads * d), blk.wo, transpose_b=True, backend=be)
+            o = blk.wo(a.reshape(b, c.heads * d), be)
             h, x = norms.add_rmsnorm(o, x, blk.ffn_norm, eps=c.eps, backend=be)
-            gate = gemm.gemm(h, blk.w_gate, transpose_b=True, backend=be)
-            up = gemm.gemm(h, blk.w_up, transpose_b=True, backend=be)
+            gate = blk.w_gate(h, be)
+            up = blk.w_up(h, be)
             m = b * c.ffn
             swiglu.variant(T=dtype_of(gate)).launch(gate, up, gate, m, grid=(ceil_div(m, GROUP) * GROUP,),
                                                      group=(GROUP,), backend=be)
-            x = elementwise.binary("add", gemm.gemm(gate, blk.w_down, transpose_b=True, backend=be), x, backend=be)
-        h = norms.rmsnorm(x, self.output_norm, eps=c.eps, backend=be)
-        return gemm.gemm(h, self.output, transpose_b=True, backend=be)
+            x = elementwise.binary("add", blk.w_down(gate, be), x, backend=be)
+        return self.output(norms.rmsnorm(x, self.output_norm, eps=c.eps, backend=be), be)
 
     # ------------------------------------------------------------ decoding
 
@@ -182,4 +215,4 @@ class Llama:
         return new
 
 
-__all__ = ["Block", "Llama", "PAGE"]
+__all__ = ["Block", "Linear", "Llama", "PAGE"]
