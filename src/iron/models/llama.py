@@ -3,8 +3,9 @@ attention over a paged KV cache with grouped-query heads -> output projection ->
 MLP -> residual, the final norm and the LM head; greedy decoding.
 
 Every step is an iron.std call (``norms.rmsnorm`` / ``add_rmsnorm``, ``gemm.gemm`` (gemv at one row) or
-``quant_gemv.quant_gemv`` and ``gguf.dequantize`` on quantised weights, ``rope.rope``, ``attention.append_paged_kv`` and ``decode_attention_paged``, ``elementwise.binary``) or one of
-two Iron kernels of this package (the embedding's gather and SwiGLU, :mod:`iron.models.kernels`).  On the CPU the
+``quant_gemv.quant_gemv`` and ``gguf.dequantize`` on quantised weights, ``rope.rope``,
+``attention.append_paged_kv`` and ``decode_attention_paged``, ``elementwise.binary``) or one of two Iron kernels
+of this package (the embedding's gather and SwiGLU, :mod:`iron.models.kernels`).  On the CPU the
 arrays are numpy (the interpreter, or Vulkan through ``backend``); with ``device="cuda"`` they are torch CUDA
 tensors and the kernels run on CUDA.
 

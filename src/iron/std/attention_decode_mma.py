@@ -9,9 +9,9 @@ and ``O += P V`` takes P straight from them (``frag_acc_to_a``): the padding row
 cache's bytes leave idle anyway.  K and V reach shared memory through a ring of ``STAGES`` buffers of asynchronous
 16-byte copies (``copy_async``), blocks of 16 keys per subgroup (``SUBS`` of them), so ``STAGES - 1`` blocks are in
 flight while one is multiplied; each subgroup takes 16 keys of a block.  The subgroups' partial softmaxes merge at
-the end through shared memory.  Its output is attention_decode_split's (normalised chunk outputs and base-2 LSEs, f32), so the same
-combine pass finishes it.  Runs where 16x16x16 fragments of T run from shared memory: CUDA (``mma.sync``, two
-m16n8k16 a multiply) and the interpreter.
+the end through shared memory.  Its output is attention_decode_split's (normalised chunk outputs and base-2 LSEs,
+f32), so the same combine pass finishes it.  Runs where 16x16x16 fragments of T run from shared memory: CUDA
+(``mma.sync``, two m16n8k16 a multiply) and the interpreter.
 """
 
 from __future__ import annotations
@@ -120,9 +120,10 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     Out (f32): part_o (B, H, NCH, D) = sum_j softmax_j v_j over the chunk (normalised), part_lse (B, H, NCH) =
     log2 sum_j 2^(s_j), s_j = scale * log2(e) * q.k_j; an empty chunk gives 0 and -inf.
     Order: keys in blocks of 16 SUBS, subgroup w taking keys 16 w .. 16 w + 15 of each: S by the unit (exact
-    products, f32 sums in its order, the even and odd 16-column slices of D apart, then added), the running max m of raw scores and sum l of the unrounded weights 2^(scale log2(e)
-    (s - m)) in f32, the weights rounded to T for P V (f32 sums), the output rescaled by 2^(scale log2(e) (m_old -
-    m_new)) before each; then the subgroups' (m, l, O) merge in id order.  NaN/Inf in q or k give NaN for the
+    products, f32 sums in its order, the even and odd 16-column slices of D apart, then added), the running max m
+    of raw scores and sum l of the unrounded weights 2^(scale log2(e) (s - m)) in f32, the weights rounded to T for
+    P V (f32 sums), the output rescaled by 2^(scale log2(e) (m_old - m_new)) before each; then the subgroups' (m, l,
+    O) merge in id order.  NaN/Inf in q or k give NaN for the
     head's chunk; NaN/Inf in v reach the outputs that weight them, and the other query heads of the group, whose
     zero weights multiply them in the same 16 keys.
     """
