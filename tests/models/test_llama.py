@@ -95,6 +95,35 @@ def test_greedy_decoding_matches_the_pytorch_reference_at_every_step(tiny_file, 
     del torch
 
 
+def test_f16_prefill_then_decode_matches_the_pytorch_reference(tiny_file):
+    """f16 activations: both prompts as one packed prefill (prefill_attention_paged over the pages just written),
+    then each sequence decodes at its own position; the reference runs each sequence alone, a token a step."""
+    pytest.importorskip("torch")
+    from iron.models.reference import TorchLlama
+
+    model = Llama.from_gguf(tiny_file, backend="interp", dtype=np.float16)
+    assert model.prefills
+    prompts, max_new = [[1, 5, 7, 9], [3]], 3
+    seen: list[np.ndarray] = []
+    new = model.generate(prompts, max_new, on_step=lambda step, logits: seen.append(logits))
+    assert len(seen) == max_new and all(len(n) == max_new for n in new)
+    config, tensors = read_llama(tiny_file)
+    for i, prompt in enumerate(prompts):
+        ref = TorchLlama(config, tensors)
+        for pos, token in enumerate(prompt):
+            want = ref.step(np.array([token]), pos)[0]
+        for j in range(max_new):
+            if j:
+                want = ref.step(np.array([new[i][j - 1]]), len(prompt) + j - 1)[0]
+            # f16 activations rounded after every op of two blocks: 1e-2 of the largest logit is about 20 f16
+            # epsilons (seen: 1.3e-3)
+            tol = 1e-2 * np.abs(want).max()
+            np.testing.assert_allclose(seen[j][i], want, rtol=0, atol=tol)
+            top = np.sort(want)
+            if top[-1] - top[-2] > 2 * tol:  # a clear winner: the same greedy token
+                assert new[i][j] == int(np.argmax(want)), f"sequence {i}, token {j}"
+
+
 def test_bad_input_is_a_clear_error(tiny_file, tmp_path):
     model = Llama.from_gguf(tiny_file, backend="interp")
     with pytest.raises(LaunchError, match="prompt of at least one token"):

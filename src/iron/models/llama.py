@@ -9,9 +9,11 @@ of this package (the embedding's gather and SwiGLU, :mod:`iron.models.kernels`).
 arrays are numpy (the interpreter, or Vulkan through ``backend``); with ``device="cuda"`` they are torch CUDA
 tensors and the kernels run on CUDA.
 
-Sequences of a batch run in lock step, one position a step: sequence b feeds its prompt's tokens while it has
-any, then its own greedy tokens, so prompts of different lengths need no padding (each sequence's first new token
-comes from the step of its prompt's last).  RoPE rotates adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM, which
+With f16 / bf16 activations the prompts run as one prefill (every prompt's tokens packed, attention by
+``prefill_attention_paged`` over the cache they were just written to), then each sequence decodes at its own
+position.  With f32 (which the prefill kernels do not take) the sequences run in lock step, one position a step:
+sequence b feeds its prompt's tokens while it has any, then its own greedy tokens (each sequence's first new token
+comes from the step of its prompt's last).  Either way prompts of different lengths need no padding.  RoPE rotates adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM, which
 its converters permute Q and K weights for).  Quantised GGUF projections stay quantised: a step of one sequence
 multiplies their bytes directly (``quant_gemv.quant_gemv``: a decode reads 4-8 bits a weight, not 16), a batch
 multiplies a float copy that ``gguf.dequantize`` makes on the device the first time one is needed; a quantised
@@ -142,70 +144,129 @@ class Llama:
             return x
         return x.float().cpu().numpy()
 
-    # ------------------------------------------------------------ one step
+    # ------------------------------------------------------------ the forward pass
 
-    def new_cache(self, batch: int, positions: int) -> tuple[list[tuple[Any, Any]], Any]:
-        """A paged KV cache for ``batch`` sequences of up to ``positions`` tokens: per block (k_pages, v_pages)
-        (pages, PAGE, H_kv, D), and the block table (batch, pages a sequence), sequence b on pages b W .. ."""
+    def new_cache(self, batch: int, positions: int) -> "Cache":
+        """A paged KV cache for ``batch`` sequences of up to ``positions`` tokens (sequence b on pages b W ..)."""
         c = self.config
         width = ceil_div(positions, PAGE)
         pools = [tuple(self._to_device(np.zeros((batch * width, PAGE, c.kv_heads, c.head_dim), self.dtype))
                        for _ in range(2)) for _ in range(c.layers)]
-        table = self._to_device(np.arange(batch * width, dtype=np.int32).reshape(batch, width))
-        return pools, table
+        rows = np.arange(batch * width, dtype=np.int32).reshape(batch, width)
+        return Cache(pools, rows, self._to_device(rows))
 
-    def step(self, tokens: np.ndarray, position: int, cache: tuple[list[tuple[Any, Any]], Any]) -> Any:
-        """The logits (batch, vocab) after feeding ``tokens`` (batch,) at ``position`` of every sequence, whose
-        keys and values go into ``cache`` (:meth:`new_cache`)."""
+    def _forward(self, tokens: np.ndarray, seqs: np.ndarray, positions: np.ndarray, cache: "Cache",
+                 attend: Callable[[Any, Any, Any], Any]) -> Any:
+        """The residual stream (T, hidden) after every block for ``tokens`` (T,) of sequences ``seqs`` at
+        ``positions``; their keys and values go into ``cache``, and ``attend(q, k_pages, v_pages)`` reads it."""
         c, be = self.config, self.backend
-        pools, table = cache
-        b = len(tokens)
-        ids = self._to_device(np.asarray(tokens, np.int32))
-        pos = self._to_device(np.full(b, position, np.int32))
-        lens = self._to_device(np.full(b, position + 1, np.int32))
-        x = self._empty((b, c.hidden), self.embedding)
-        n = b * c.hidden
-        embedding_rows.variant(T=dtype_of(x)).launch(self.embedding, ids, x, c.vocab, c.hidden, n,
-                                                     grid=(ceil_div(n, GROUP) * GROUP,), group=(GROUP,), backend=be)
-        d = c.head_dim
-        for blk, (k_pages, v_pages) in zip(self.blocks, pools):
+        t, d = len(tokens), c.head_dim
+        ids, pos = self._to_device(np.asarray(tokens, np.int32)), self._to_device(np.asarray(positions, np.int32))
+        rows = self._to_device(np.ascontiguousarray(cache.rows[np.asarray(seqs)]))  # each token's table row
+        x = self._empty((t, c.hidden), self.embedding)
+        self._gather(self.embedding, ids, x)
+        for blk, (k_pages, v_pages) in zip(self.blocks, cache.pools):
             h = norms.rmsnorm(x, blk.attn_norm, eps=c.eps, backend=be)
-            q = blk.wq(h, be).reshape(b, c.heads, d)
-            k = blk.wk(h, be).reshape(b, c.kv_heads, d)
-            v = blk.wv(h, be).reshape(b, c.kv_heads, d)
+            q = blk.wq(h, be).reshape(t, c.heads, d)
+            k = blk.wk(h, be).reshape(t, c.kv_heads, d)
+            v = blk.wv(h, be).reshape(t, c.kv_heads, d)
             q = rope.rope(q, pos, layout="interleaved", theta=c.rope_theta, out=q, backend=be)
             k = rope.rope(k, pos, layout="interleaved", theta=c.rope_theta, out=k, backend=be)
-            attention.append_paged_kv(k, v, k_pages, v_pages, table, pos, backend=be)
-            a = attention.decode_attention_paged(q, k_pages, v_pages, table, lens, backend=be)
-            o = blk.wo(a.reshape(b, c.heads * d), be)
+            attention.append_paged_kv(k, v, k_pages, v_pages, rows, pos, backend=be)
+            o = blk.wo(attend(q, k_pages, v_pages).reshape(t, c.heads * d), be)
             h, x = norms.add_rmsnorm(o, x, blk.ffn_norm, eps=c.eps, backend=be)
             gate = blk.w_gate(h, be)
             up = blk.w_up(h, be)
-            m = b * c.ffn
+            m = t * c.ffn
             swiglu.variant(T=dtype_of(gate)).launch(gate, up, gate, m, grid=(ceil_div(m, GROUP) * GROUP,),
                                                      group=(GROUP,), backend=be)
             x = elementwise.binary("add", blk.w_down(gate, be), x, backend=be)
-        return self.output(norms.rmsnorm(x, self.output_norm, eps=c.eps, backend=be), be)
+        return x
+
+    def _gather(self, table: Any, rows: Any, out: Any) -> None:
+        """out[i] = table[rows[i]] (the embedding_rows kernel)."""
+        count, width = out.shape
+        n = count * width
+        embedding_rows.variant(T=dtype_of(out)).launch(table, rows, out, table.shape[0], width, n,
+                                                       grid=(ceil_div(n, GROUP) * GROUP,), group=(GROUP,),
+                                                       backend=self.backend)
+
+    def _logits(self, x: Any) -> Any:
+        return self.output(norms.rmsnorm(x, self.output_norm, eps=self.config.eps, backend=self.backend),
+                           self.backend)
+
+    def step(self, tokens: np.ndarray, positions: Any, cache: "Cache") -> Any:
+        """The logits (batch, vocab) after feeding sequence b its token ``tokens[b]`` at ``positions[b]`` (an int:
+        the same for all), attending over its cache up to there."""
+        b = len(tokens)
+        positions = np.broadcast_to(np.asarray(positions, np.int32), (b,))
+        lens = self._to_device(np.ascontiguousarray(positions + 1))
+
+        def attend(q: Any, k_pages: Any, v_pages: Any) -> Any:
+            return attention.decode_attention_paged(q, k_pages, v_pages, cache.table, lens, backend=self.backend)
+
+        return self._logits(self._forward(tokens, np.arange(b), positions, cache, attend))
+
+    def prefill(self, prompts: list[list[int]], cache: "Cache") -> Any:
+        """Every prompt's tokens at once (packed, from position 0; f16 / bf16, which prefill_attention_paged
+        takes): their keys and values into ``cache`` and the logits (batch, vocab) of each prompt's last token."""
+        lens = np.array([len(p) for p in prompts], np.int32)
+        cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+        seqs = np.repeat(np.arange(len(prompts)), lens)
+        positions = np.arange(int(cu[-1]), dtype=np.int32) - cu[seqs]
+        cu_dev, lens_dev = self._to_device(cu), self._to_device(lens)
+
+        def attend(q: Any, k_pages: Any, v_pages: Any) -> Any:
+            return attention.prefill_attention_paged(q, k_pages, v_pages, cache.table, cu_dev, lens_dev,
+                                                     max_seqlen=int(lens.max()), causal=True, backend=self.backend)
+
+        x = self._forward(np.concatenate(prompts).astype(np.int32), seqs, positions, cache, attend)
+        last = self._empty((len(prompts), self.config.hidden), x)
+        self._gather(x, self._to_device(cu[1:] - 1), last)
+        return self._logits(last)
 
     # ------------------------------------------------------------ decoding
 
+    @property
+    def prefills(self) -> bool:
+        """Whether :meth:`generate` runs the prompts as one prefill (f16 / bf16) rather than a position a step."""
+        return self.dtype.name in ("float16", "bfloat16")
+
     def generate(self, prompts: list[list[int]], max_new: int,
                  on_step: Callable[[int, np.ndarray], None] | None = None) -> list[list[int]]:
-        """Greedy continuations of ``max_new`` tokens for each prompt (token ids, at least one each), the
-        sequences in lock step (module docstring).  ``on_step(position, logits)`` sees every step's logits
-        (batch, vocab) as numpy f32."""
+        """Greedy continuations of ``max_new`` tokens for each prompt (token ids, at least one each).
+        ``on_step(step, logits)`` sees every step's logits (batch, vocab) as numpy f32: with :attr:`prefills`
+        step 0 is the prefill's (each prompt's last token) and step j the j-th token's; otherwise the sequences
+        run in lock step (module docstring) and step j is position j."""
         if not prompts or any(len(p) == 0 for p in prompts):
             raise LaunchError("llama: give every sequence a prompt of at least one token")
         if any(t < 0 or t >= self.config.vocab for p in prompts for t in p):
             raise LaunchError(f"llama: prompt tokens must lie in [0, {self.config.vocab})")
+        if max_new < 1:
+            return [[] for _ in prompts]
         total = max(len(p) for p in prompts) + max_new - 1
         cache = self.new_cache(len(prompts), total)
-        new: list[list[int]] = [[] for _ in prompts]
+
+        def logits_of(x: Any, step: int) -> np.ndarray:
+            out = self._host(x).astype(np.float32)
+            if on_step is not None:
+                on_step(step, out)
+            return out
+
+        if self.prefills:
+            first = logits_of(self.prefill(prompts, cache), 0)
+            new = [[int(np.argmax(row))] for row in first]
+            positions = np.array([len(p) for p in prompts], np.int32)
+            for j in range(1, max_new):
+                logits = logits_of(self.step(np.array([n[-1] for n in new], np.int32), positions, cache), j)
+                for i, row in enumerate(logits):
+                    new[i].append(int(np.argmax(row)))
+                positions += 1
+            return new
+        new = [[] for _ in prompts]
         fed = [p[0] for p in prompts]
         for position in range(total):
-            logits = self._host(self.step(np.asarray(fed, np.int32), position, cache)).astype(np.float32)
-            if on_step is not None:
-                on_step(position, logits)
+            logits = logits_of(self.step(np.asarray(fed, np.int32), position, cache), position)
             for i, p in enumerate(prompts):
                 if position + 1 < len(p):
                     fed[i] = p[position + 1]
@@ -216,4 +277,14 @@ class Llama:
         return new
 
 
-__all__ = ["Block", "Linear", "Llama", "PAGE"]
+@dataclass
+class Cache:
+    """A paged KV cache: per block (k_pages, v_pages) (pages, PAGE, H_kv, D), the block table (batch, pages a
+    sequence) on the host (``rows``) and on the device (``table``)."""
+
+    pools: list[tuple[Any, Any]]
+    rows: np.ndarray
+    table: Any
+
+
+__all__ = ["Block", "Cache", "Linear", "Llama", "PAGE"]
