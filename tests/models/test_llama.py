@@ -139,14 +139,21 @@ def test_bad_input_is_a_clear_error(tiny_file, tmp_path):
 
 
 def test_the_command_line_generates_and_reports(tiny_file, capsys):
+    from iron.cli.main import main as iron_main
     from iron.models.__main__ import main
 
-    assert main(["generate", tiny_file, "--prompt", "1,5", "--prompt", "3", "--max-new", "1",
-                 "--backend", "interp"]) == 0
+    assert main(["generate", tiny_file, "--prompt", "1,5", "--prompt", "3", "--max-new", "2",
+                 "--device", "cpu", "--backend", "interp"]) == 0
     out, err = capsys.readouterr()
     model = Llama.from_gguf(tiny_file, backend="interp")
-    want = model.generate([[1, 5], [3]], 1)
-    assert out.splitlines() == [f"1,5 -> {want[0][0]}", f"3 -> {want[1][0]}"]
+    want = model.generate([[1, 5], [3]], 2)
+    assert out.splitlines() == [f"1,5 -> {','.join(map(str, want[0]))}", f"3 -> {','.join(map(str, want[1]))}"]
     assert "time to first token" in err and "tokens/s" in err
+    # `iron run` is the same command
+    assert iron_main(["run", tiny_file, "--prompt", "1,5", "--prompt", "3", "--max-new", "2", "--device", "cpu",
+                      "--backend", "interp"]) == 0
+    assert capsys.readouterr().out.splitlines() == out.splitlines()
     assert main(["generate", tiny_file, "--prompt", "1,x"]) == 2
     assert "comma-separated integer token ids" in capsys.readouterr().err
+    assert main(["generate", tiny_file, "--prompt", "1", "--device", "cpu", "--graphs"]) == 2
+    assert "--graphs replays CUDA graphs" in capsys.readouterr().err

@@ -1,29 +1,55 @@
-"""``python -m iron.models generate MODEL.gguf --prompt 1,2,3 [--prompt 4,5] --max-new N``: greedy decoding of a
-Llama GGUF file with iron.models.llama, the new token ids printed per prompt, with time to first token and
-tokens/s (every sequence's new tokens over the whole run's wall time, prompt steps included)."""
+"""``python -m iron.models generate MODEL.gguf --prompt 1,2,3 [--prompt 4,5] --max-new N`` (also ``iron run
+MODEL.gguf ...``): greedy decoding of a Llama GGUF file with iron.models.llama, the new token ids printed per
+prompt, with progress, the time to the first tokens and the decode rate (new tokens a second after the first)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
 from iron import LaunchError, IronError
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iron.models", description=__doc__)
-    sub = ap.add_subparsers(dest="command", required=True)
-    gen = sub.add_parser("generate", help="greedy decoding of a Llama GGUF file")
-    gen.add_argument("model", help="a Llama-architecture GGUF file")
-    gen.add_argument("--prompt", action="append", required=True, help="comma-separated token ids (repeat: a batch)")
-    gen.add_argument("--max-new", type=int, default=16)
-    gen.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    gen.add_argument("--backend", default=None, help="iron backend on the CPU (interp, vulkan); default: Iron's")
-    gen.add_argument("--dtype", choices=["f32", "f16", "bf16"], default="f32")
-    args = ap.parse_args(argv)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``generate`` (and ``iron run``)."""
+    p.add_argument("model", help="a Llama-architecture GGUF file")
+    p.add_argument("--prompt", action="append", required=True, help="comma-separated token ids (repeat: a batch)")
+    p.add_argument("--max-new", type=int, default=16)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="where the model runs (auto: cuda where torch sees a GPU, else the CPU)")
+    p.add_argument("--backend", default=None, help="iron backend on the CPU (interp, vulkan); default: Iron's")
+    p.add_argument("--dtype", choices=["auto", "f32", "f16", "bf16"], default="auto",
+                   help="activations and weights (auto: bf16 on a GPU, f32 on the CPU)")
+    p.add_argument("--graphs", action="store_true", help="replay each decode step as one CUDA graph (cuda)")
+
+
+def _device(name: str) -> str:
+    if name != "auto":
+        return name
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def _dtype(name: str, device: str) -> Any:
+    if name == "auto":
+        name = "bf16" if device == "cuda" else "f32"
+    if name == "bf16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return {"f32": np.float32, "f16": np.float16}[name]
+
+
+def generate(args: argparse.Namespace) -> int:
+    """Run ``generate``; the exit code (2: bad arguments, 1: the model or the run failed)."""
     from iron.models.llama import Llama
 
     try:
@@ -31,34 +57,42 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print("error: --prompt takes comma-separated integer token ids, e.g. --prompt 1,15043,29892", file=sys.stderr)
         return 2
-    dtype = {"f32": np.float32, "f16": np.float16}.get(args.dtype)
-    if dtype is None:
-        import ml_dtypes
-
-        dtype = ml_dtypes.bfloat16
+    device = _device(args.device)
+    if args.graphs and device != "cuda":
+        print("error: --graphs replays CUDA graphs: add --device cuda (on a machine with an NVIDIA GPU)",
+              file=sys.stderr)
+        return 2
+    marks: list[float] = []
     try:
-        model = Llama.from_gguf(args.model, dtype=dtype, device=args.device, backend=args.backend)
-        marks: list[float] = []
+        model = Llama.from_gguf(args.model, dtype=_dtype(args.dtype, device), device=device, backend=args.backend)
         start = time.perf_counter()
-        first = min(map(len, prompts))
 
-        def progress(position: int, logits: np.ndarray) -> None:
+        def progress(step: int, tokens: list[int]) -> None:
             marks.append(time.perf_counter())
-            print(f"\rposition {position + 1}", end="", file=sys.stderr, flush=True)
+            print(f"\rstep {step + 1}", end="", file=sys.stderr, flush=True)
 
-        new = model.generate(prompts, args.max_new, on_step=progress)
+        new = model.generate(prompts, args.max_new, graphs=args.graphs, on_tokens=progress)
     except (LaunchError, IronError) as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
         return 1
     print(file=sys.stderr)
     for p, n in zip(prompts, new):
         print(",".join(map(str, p)), "->", ",".join(map(str, n)))
-    ttft = marks[first - 1] - start
-    total = marks[-1] - start
-    count = sum(map(len, new))
-    print(f"time to first token {ttft * 1e3:.1f} ms; {count} new tokens in {total:.2f} s: {count / total:.1f} "
-          f"tokens/s (batch {len(prompts)}, {len(marks)} steps)", file=sys.stderr)
+    # the first tokens: the prefill's (f16 / bf16), or the step of the shortest prompt's last token (lock step)
+    first = 0 if model.prefills else min(map(len, prompts)) - 1
+    line = f"time to first token {(marks[first] - start) * 1e3:.1f} ms"
+    if len(marks) > first + 1:
+        rate = len(prompts) * (len(marks) - 1 - first) / (marks[-1] - marks[first])
+        line += f"; decode {rate:.1f} tokens/s (batch {len(prompts)}, {len(marks)} steps, {device})"
+    print(line, file=sys.stderr)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m iron.models", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    add_arguments(sub.add_parser("generate", help="greedy decoding of a Llama GGUF file"))
+    return generate(ap.parse_args(argv))
 
 
 if __name__ == "__main__":

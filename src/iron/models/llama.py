@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from iron import LaunchError
-from iron.std import attention, elementwise, gemm, gguf, norms, quant_gemv, rope
+from iron.std import attention, elementwise, gemm, gguf, norms, quant_gemv, reduce, rope
 from iron.std._host import ceil_div, dtype_of, empty_like
 
 from .gguf_file import LlamaConfig, QuantTensor, read_llama
@@ -142,7 +142,7 @@ class Llama:
     def _host(self, x: Any) -> np.ndarray:
         if isinstance(x, np.ndarray):
             return x
-        return x.float().cpu().numpy()
+        return (x.float() if x.is_floating_point() else x).cpu().numpy()
 
     # ------------------------------------------------------------ the forward pass
 
@@ -155,14 +155,12 @@ class Llama:
         rows = np.arange(batch * width, dtype=np.int32).reshape(batch, width)
         return Cache(pools, rows, self._to_device(rows))
 
-    def _forward(self, tokens: np.ndarray, seqs: np.ndarray, positions: np.ndarray, cache: "Cache",
-                 attend: Callable[[Any, Any, Any], Any]) -> Any:
-        """The residual stream (T, hidden) after every block for ``tokens`` (T,) of sequences ``seqs`` at
-        ``positions``; their keys and values go into ``cache``, and ``attend(q, k_pages, v_pages)`` reads it."""
+    def _forward(self, ids: Any, pos: Any, rows: Any, cache: "Cache", attend: Callable[[Any, Any, Any], Any]) -> Any:
+        """The residual stream (T, hidden) after every block for the device arrays ``ids`` (T,) of tokens at
+        ``pos`` (T,), token t of the sequence whose block table row is ``rows[t]``; their keys and values go into
+        ``cache``, and ``attend(q, k_pages, v_pages)`` reads it."""
         c, be = self.config, self.backend
-        t, d = len(tokens), c.head_dim
-        ids, pos = self._to_device(np.asarray(tokens, np.int32)), self._to_device(np.asarray(positions, np.int32))
-        rows = self._to_device(np.ascontiguousarray(cache.rows[np.asarray(seqs)]))  # each token's table row
+        t, d = ids.shape[0], c.head_dim
         x = self._empty((t, c.hidden), self.embedding)
         self._gather(self.embedding, ids, x)
         for blk, (k_pages, v_pages) in zip(self.blocks, cache.pools):
@@ -200,12 +198,17 @@ class Llama:
         the same for all), attending over its cache up to there."""
         b = len(tokens)
         positions = np.broadcast_to(np.asarray(positions, np.int32), (b,))
-        lens = self._to_device(np.ascontiguousarray(positions + 1))
+        ids, pos = self._to_device(np.asarray(tokens, np.int32)), self._to_device(np.ascontiguousarray(positions))
+        return self.decode(ids, pos, self._to_device(np.ascontiguousarray(positions + 1)), cache)
+
+    def decode(self, ids: Any, pos: Any, lens: Any, cache: "Cache") -> Any:
+        """:meth:`step` on device arrays (batch,) int32: tokens, positions and lengths (positions + 1); every
+        shape is fixed by the batch and the cache, so a CUDA graph can hold it (:class:`DecodeGraph`)."""
 
         def attend(q: Any, k_pages: Any, v_pages: Any) -> Any:
             return attention.decode_attention_paged(q, k_pages, v_pages, cache.table, lens, backend=self.backend)
 
-        return self._logits(self._forward(tokens, np.arange(b), positions, cache, attend))
+        return self._logits(self._forward(ids, pos, cache.table, cache, attend))
 
     def prefill(self, prompts: list[list[int]], cache: "Cache") -> Any:
         """Every prompt's tokens at once (packed, from position 0; f16 / bf16, which prefill_attention_paged
@@ -220,7 +223,9 @@ class Llama:
             return attention.prefill_attention_paged(q, k_pages, v_pages, cache.table, cu_dev, lens_dev,
                                                      max_seqlen=int(lens.max()), causal=True, backend=self.backend)
 
-        x = self._forward(np.concatenate(prompts).astype(np.int32), seqs, positions, cache, attend)
+        ids = self._to_device(np.concatenate(prompts).astype(np.int32))
+        rows = self._to_device(np.ascontiguousarray(cache.rows[seqs]))  # each token's table row
+        x = self._forward(ids, self._to_device(positions), rows, cache, attend)
         last = self._empty((len(prompts), self.config.hidden), x)
         self._gather(x, self._to_device(cu[1:] - 1), last)
         return self._logits(last)
@@ -233,11 +238,14 @@ class Llama:
         return self.dtype.name in ("float16", "bfloat16")
 
     def generate(self, prompts: list[list[int]], max_new: int,
-                 on_step: Callable[[int, np.ndarray], None] | None = None) -> list[list[int]]:
-        """Greedy continuations of ``max_new`` tokens for each prompt (token ids, at least one each).
-        ``on_step(step, logits)`` sees every step's logits (batch, vocab) as numpy f32: with :attr:`prefills`
-        step 0 is the prefill's (each prompt's last token) and step j the j-th token's; otherwise the sequences
-        run in lock step (module docstring) and step j is position j."""
+                 on_step: Callable[[int, np.ndarray], None] | None = None, graphs: bool = False,
+                 on_tokens: Callable[[int, list[int]], None] | None = None) -> list[list[int]]:
+        """Greedy continuations of ``max_new`` tokens for each prompt (token ids, at least one each; the argmax
+        on the device).  ``on_step(step, logits)`` sees every step's logits (batch, vocab) as numpy f32: with
+        :attr:`prefills` step 0 is the prefill's (each prompt's last token) and step j the j-th token's;
+        otherwise the sequences run in lock step (module docstring) and step j is position j.  ``on_tokens(step,
+        tokens)`` sees each step's chosen tokens (one a sequence) without copying the logits.  ``graphs`` (CUDA):
+        every decode step replays one captured CUDA graph (:class:`DecodeGraph`)."""
         if not prompts or any(len(p) == 0 for p in prompts):
             raise LaunchError("llama: give every sequence a prompt of at least one token")
         if any(t < 0 or t >= self.config.vocab for p in prompts for t in p):
@@ -246,35 +254,92 @@ class Llama:
             return [[] for _ in prompts]
         total = max(len(p) for p in prompts) + max_new - 1
         cache = self.new_cache(len(prompts), total)
+        if graphs:
+            run: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]] = DecodeGraph(self, cache)
+        else:
+            def run(tokens: np.ndarray, positions: np.ndarray) -> tuple[Any, Any]:
+                logits = self.step(tokens, positions, cache)
+                return logits, reduce.argmax(logits, backend=self.backend)
 
-        def logits_of(x: Any, step: int) -> np.ndarray:
-            out = self._host(x).astype(np.float32)
+        def chosen(logits: Any, tokens: Any, step: int) -> list[int]:
             if on_step is not None:
-                on_step(step, out)
-            return out
+                on_step(step, self._host(logits).astype(np.float32))
+            picked = self._host(tokens).tolist()
+            if on_tokens is not None:
+                on_tokens(step, picked)
+            return picked
 
         if self.prefills:
-            first = logits_of(self.prefill(prompts, cache), 0)
-            new = [[int(np.argmax(row))] for row in first]
+            logits = self.prefill(prompts, cache)
+            new = [[t] for t in chosen(logits, reduce.argmax(logits, backend=self.backend), 0)]
             positions = np.array([len(p) for p in prompts], np.int32)
             for j in range(1, max_new):
-                logits = logits_of(self.step(np.array([n[-1] for n in new], np.int32), positions, cache), j)
-                for i, row in enumerate(logits):
-                    new[i].append(int(np.argmax(row)))
+                for seq, t in zip(new, chosen(*run(np.array([n[-1] for n in new], np.int32), positions), j)):
+                    seq.append(t)
                 positions += 1
             return new
         new = [[] for _ in prompts]
         fed = [p[0] for p in prompts]
         for position in range(total):
-            logits = logits_of(self.step(np.asarray(fed, np.int32), position, cache), position)
+            picked = chosen(*run(np.asarray(fed, np.int32), np.full(len(prompts), position, np.int32)), position)
             for i, p in enumerate(prompts):
                 if position + 1 < len(p):
                     fed[i] = p[position + 1]
                     continue
                 if len(new[i]) < max_new:
-                    new[i].append(int(np.argmax(logits[i])))
+                    new[i].append(picked[i])
                 fed[i] = new[i][-1]
         return new
+
+
+class DecodeGraph:
+    """:meth:`Llama.decode` and the greedy argmax of one batch over one cache, captured once as a CUDA graph
+    (``torch.cuda.CUDAGraph``) and replayed each step: a step costs one graph launch instead of a few hundred
+    kernel launches.  Its inputs (tokens, positions, lengths) live in one static device array, filled from pinned
+    host memory before each replay; its outputs (logits, tokens) are static arrays that the next replay
+    overwrites.  The first call runs the step eagerly twice on a side stream (compiling and planning every launch,
+    and making the dequantised copies), then captures and replays it: the same keys and values written three
+    times."""
+
+    def __init__(self, model: Llama, cache: "Cache") -> None:
+        if model.device == "cpu":
+            raise LaunchError("llama: CUDA graphs need the model on a CUDA device (device='cuda')")
+        import torch
+
+        self.torch, self.model, self.cache = torch, model, cache
+        batch = cache.rows.shape[0]
+        self.host = torch.zeros((3, batch), dtype=torch.int32, pin_memory=True)
+        self.inputs = torch.zeros((3, batch), dtype=torch.int32, device=model.device)
+        self.graph: Any = None
+        self.outputs: tuple[Any, Any] = ()
+
+    def _eager(self) -> tuple[Any, Any]:
+        ids, pos, lens = self.inputs
+        logits = self.model.decode(ids, pos, lens, self.cache)
+        return logits, reduce.argmax(logits, backend=self.model.backend)
+
+    def _capture(self) -> None:
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self._eager()
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.outputs = self._eager()
+
+    def __call__(self, tokens: np.ndarray, positions: np.ndarray) -> tuple[Any, Any]:
+        """(logits, greedy tokens) after feeding ``tokens`` at ``positions``; the caller reads them (a
+        synchronising copy) before the next call, which reuses the pinned inputs."""
+        host = self.host.numpy()
+        host[0], host[1], host[2] = tokens, positions, np.asarray(positions) + 1
+        self.inputs.copy_(self.host, non_blocking=True)
+        if self.graph is None:
+            self._capture()
+        self.graph.replay()
+        return self.outputs
 
 
 @dataclass
@@ -287,4 +352,4 @@ class Cache:
     table: Any
 
 
-__all__ = ["Block", "Cache", "Linear", "Llama", "PAGE"]
+__all__ = ["Block", "Cache", "DecodeGraph", "Linear", "Llama", "PAGE"]

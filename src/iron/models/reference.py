@@ -1,5 +1,8 @@
-"""The same Llama decoder in plain PyTorch (float64 on the CPU by default), from the same GGUF tensors: the
-reference :mod:`iron.models.llama` is checked against, step by step.  Nothing here calls Iron."""
+"""The same Llama decoder in plain PyTorch, from the same GGUF tensors.  :class:`TorchLlama` (float64 on the CPU by
+default, a growing list of keys) is the reference :mod:`iron.models.llama` is checked against, step by step;
+:class:`EagerLlama` is what a PyTorch user would run instead (any device and dtype, a preallocated KV cache, SDPA,
+static shapes so ``torch.compile(mode="reduce-overhead")`` can capture a step): the speed baseline.  Nothing here
+calls Iron."""
 
 from __future__ import annotations
 
@@ -63,4 +66,66 @@ class TorchLlama:
         return (self._rms(x, w["output_norm.weight"]) @ w["output.weight"].T).numpy()
 
 
-__all__ = ["TorchLlama"]
+class EagerLlama:
+    """Decoding with a static KV cache (batch, H_kv, positions, D) per block: :meth:`step` takes each sequence's
+    token and position as device tensors and attends over the cache under a mask of the positions up to its own,
+    so every step has the same shapes (no recompilation, graph-capturable)."""
+
+    def __init__(self, config: LlamaConfig, tensors: dict[str, Any], batch: int, positions: int,
+                 device: str = "cuda", dtype: Any = None) -> None:
+        import torch
+
+        self.torch, self.config = torch, config
+        self.dtype = dtype or torch.bfloat16
+
+        def put(t: Any) -> Any:
+            return torch.from_numpy(np.array(_dequantised(t), np.float32)).to(device, self.dtype)
+
+        self.w = {name: put(t) for name, t in tensors.items()}
+        self.w.setdefault("output.weight", self.w["token_embd.weight"])
+        c, d = config, config.head_dim
+        shape = (batch, c.kv_heads, positions, d)
+        self.k = [torch.zeros(shape, device=device, dtype=self.dtype) for _ in range(c.layers)]
+        self.v = [torch.zeros(shape, device=device, dtype=self.dtype) for _ in range(c.layers)]
+        freq = c.rope_theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        angle = torch.arange(positions, dtype=torch.float64)[:, None] * freq
+        self.cos, self.sin = angle.cos().float().to(device), angle.sin().float().to(device)
+        self.keys = torch.arange(positions, device=device)
+
+    def _rms(self, x: Any, weight: Any) -> Any:
+        f = x.float()
+        return (f * self.torch.rsqrt((f * f).mean(-1, keepdim=True) + self.config.eps)).to(x.dtype) * weight
+
+    def _rope(self, x: Any, cos: Any, sin: Any) -> Any:
+        """x (batch, heads, D), adjacent pairs rotated; cos / sin (batch, 1, D / 2)."""
+        f = x.float()
+        even, odd = f[..., 0::2], f[..., 1::2]
+        return self.torch.stack((even * cos - odd * sin, even * sin + odd * cos), -1).flatten(-2).to(x.dtype)
+
+    def step(self, tokens: Any, positions: Any) -> Any:
+        """Logits (batch, vocab) after feeding ``tokens[b]`` at ``positions[b]`` (int64 device tensors)."""
+        torch, c, w = self.torch, self.config, self.w
+        b, d = tokens.shape[0], c.head_dim
+        F = torch.nn.functional
+        cos, sin = self.cos[positions][:, None], self.sin[positions][:, None]
+        mask = (self.keys[None, :] <= positions[:, None])[:, None, None, :]  # (b, 1, 1, positions)
+        rows = torch.arange(b, device=tokens.device)
+        x = w["token_embd.weight"][tokens]
+        for i in range(c.layers):
+            p = f"blk.{i}."
+            h = self._rms(x, w[p + "attn_norm.weight"])
+            q = self._rope((h @ w[p + "attn_q.weight"].T).view(b, c.heads, d), cos, sin)
+            k = self._rope((h @ w[p + "attn_k.weight"].T).view(b, c.kv_heads, d), cos, sin)
+            v = (h @ w[p + "attn_v.weight"].T).view(b, c.kv_heads, d)
+            self.k[i][rows, :, positions] = k
+            self.v[i][rows, :, positions] = v
+            a = F.scaled_dot_product_attention(q[:, :, None], self.k[i], self.v[i], attn_mask=mask,
+                                               enable_gqa=c.heads != c.kv_heads)
+            x = x + a.reshape(b, c.heads * d) @ w[p + "attn_output.weight"].T
+            h = self._rms(x, w[p + "ffn_norm.weight"])
+            gate, up = h @ w[p + "ffn_gate.weight"].T, h @ w[p + "ffn_up.weight"].T
+            x = x + (F.silu(gate) * up) @ w[p + "ffn_down.weight"].T
+        return self._rms(x, w["output_norm.weight"]) @ w["output.weight"].T
+
+
+__all__ = ["EagerLlama", "TorchLlama"]

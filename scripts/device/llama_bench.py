@@ -1,0 +1,186 @@
+"""iron.models.llama at real sizes on the GPU (issue 22): a GGUF file of random weights written with the gguf
+package's writer (hidden 4096, 32 heads, 8 KV heads, MLP 14336, vocab 32000, ``--layers`` blocks), loaded by the
+real loader, greedy decoding by Iron beside PyTorch eager (``iron.models.reference.EagerLlama``: static KV cache,
+SDPA) and, with ``--compile``, ``torch.compile(mode="reduce-overhead")`` of the same step (CUDA graphs).
+
+Every Iron step's logits are checked against an f32 EagerLlama fed the same tokens (largest |difference| over the
+largest |logit|).  One JSON line per batch size: Iron's time to first token (the packed prefill), decode tokens/s
+and ms a step, torch's tokens/s, the weight bytes a step reads and the step time that reading them at
+``--copy-gbs`` would take (the B=1 bound).
+
+    PYTHONPATH=/tmp/site:src python3 scripts/device/llama_bench.py --layers 4 --batch 1 16 [--compile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def write_model(path: Path, config, qtype: str | None, seed: int = 0) -> None:
+    """Random f16 weights at llama.cpp's names (projections N(0, 1/in), norms near 1)."""
+    from iron.models.gguf_file import write_llama
+
+    rng = np.random.default_rng(seed)
+    c, d = config, config.head_dim
+
+    def linear(out: int, inp: int) -> np.ndarray:
+        return (rng.standard_normal((out, inp), dtype=np.float32) / np.sqrt(inp)).astype(np.float16)
+
+    def norm(n: int) -> np.ndarray:
+        return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32)
+
+    w = {"token_embd.weight": rng.standard_normal((c.vocab, c.hidden), dtype=np.float32).astype(np.float16),
+         "output_norm.weight": norm(c.hidden), "output.weight": linear(c.vocab, c.hidden)}
+    quant = {}
+    for i in range(c.layers):
+        p = f"blk.{i}."
+        w.update({p + "attn_norm.weight": norm(c.hidden), p + "attn_q.weight": linear(c.heads * d, c.hidden),
+                  p + "attn_k.weight": linear(c.kv_heads * d, c.hidden),
+                  p + "attn_v.weight": linear(c.kv_heads * d, c.hidden),
+                  p + "attn_output.weight": linear(c.hidden, c.heads * d), p + "ffn_norm.weight": norm(c.hidden),
+                  p + "ffn_gate.weight": linear(c.ffn, c.hidden), p + "ffn_up.weight": linear(c.ffn, c.hidden),
+                  p + "ffn_down.weight": linear(c.hidden, c.ffn)})
+        if qtype:
+            quant.update({p + n + ".weight": qtype for n in ("attn_q", "attn_k", "attn_v", "attn_output",
+                                                              "ffn_gate", "ffn_up", "ffn_down")})
+    write_llama(path, config, w, qtypes=quant)
+
+
+def weight_bytes(config, qtype: str | None) -> int:
+    """Bytes of weights a decode step reads: every projection and the LM head (bf16, or the quantised blocks)."""
+    c, d = config, config.head_dim
+    per_block = c.hidden * (c.heads * d * 2 + c.kv_heads * d * 2) + 3 * c.hidden * c.ffn
+    scale = {None: 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32}[qtype]
+    return int(c.layers * per_block * scale + c.vocab * c.hidden * 2)
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def run_iron(model, prompts: list[list[int]], max_new: int, graphs: bool = False):
+    """(new tokens, every step's logits) of one run, then, from a run without the logits' copies to the host, the
+    time to the first tokens (the prefill) and the seconds a decode step takes from the third on (after a CUDA
+    graph's capture)."""
+    logits: list[np.ndarray] = []
+    new = model.generate(prompts, max_new, on_step=lambda step, out: logits.append(out), graphs=graphs)
+    marks: list[float] = []
+    sync(model.device)
+    start = time.perf_counter()
+    model.generate(prompts, max_new, graphs=graphs, on_tokens=lambda step, tokens: marks.append(time.perf_counter()))
+    return new, logits, marks[0] - start, (marks[-1] - marks[2]) / (len(marks) - 3)
+
+
+def check_against_f32(config, tensors, prompts, new, logits, positions: int, device: str) -> float:
+    """Largest |Iron - f32 torch| / largest |torch logit| over every step (prefill's last token, then decode)."""
+    import torch
+
+    from iron.models.reference import EagerLlama
+
+    b = len(prompts)
+    ref = EagerLlama(config, tensors, b, positions, device=device, dtype=torch.float32)
+    worst, fed = 0.0, [p + n for p, n in zip(prompts, new)]
+    lens = [len(p) for p in prompts]
+    for pos in range(max(lens) + len(new[0]) - 1):
+        toks = torch.tensor([f[min(pos, len(f) - 1)] for f in fed], device=device)
+        out = ref.step(toks, torch.full((b,), pos, device=device)).float().cpu().numpy()
+        for i in range(b):
+            step = pos - (lens[i] - 1)
+            if 0 <= step < len(logits) and pos < len(fed[i]) - 1:
+                worst = max(worst, float(np.abs(logits[step][i] - out[i]).max() / np.abs(out[i]).max()))
+    return worst
+
+
+def run_torch(config, tensors, batch: int, start: int, steps: int, compiled: bool, device: str) -> float:
+    """ms per decode step of EagerLlama in bf16 (greedy: the argmax back on the host each step, as Iron's)."""
+    import torch
+
+    from iron.models.reference import EagerLlama
+
+    model = EagerLlama(config, tensors, batch, start + steps + 8, device=device, dtype=torch.bfloat16)
+    step = torch.compile(model.step, mode="reduce-overhead", fullgraph=True) if compiled else model.step
+    toks = torch.ones(batch, dtype=torch.long, device=device)
+    for pos in range(start):  # the prompt, a position a step (warm-up; compiled: capture)
+        toks = step(toks, torch.full((batch,), pos, device=device)).argmax(-1)
+        toks = torch.tensor(toks.tolist(), device=device)
+    sync(device)
+    t0 = time.perf_counter()
+    for pos in range(start, start + steps):
+        toks = step(toks, torch.full((batch,), pos, device=device)).argmax(-1)
+        toks = torch.tensor(toks.tolist(), device=device)
+    elapsed = (time.perf_counter() - t0) / steps
+    return elapsed * 1e3
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--ffn", type=int, default=14336)
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 16])
+    ap.add_argument("--prompt", type=int, default=64, help="longest prompt (the others shorter, down to half)")
+    ap.add_argument("--new", type=int, default=32)
+    ap.add_argument("--qtype", choices=["Q8_0", "Q4_0"], default=None)
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="a small model on the CPU interpreter (checks this script)")
+    ap.add_argument("--copy-gbs", type=float, default=4300.0, help="the device's copy ceiling, GB/s")
+    args = ap.parse_args(argv)
+    import ml_dtypes
+
+    from iron.models.gguf_file import LlamaConfig, read_llama
+    from iron.models.llama import Llama
+
+    config = LlamaConfig(vocab=32000, hidden=4096, layers=args.layers, heads=32, kv_heads=8, ffn=args.ffn,
+                         rope_theta=500000.0, eps=1e-5, context=4096)
+    device, backend = "cuda", "cuda"
+    if args.tiny:
+        config = LlamaConfig(vocab=96, hidden=128, layers=2, heads=2, kv_heads=1, ffn=192, rope_theta=10000.0,
+                             eps=1e-5, context=64)
+        device, backend = "cpu", "interp"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "llama.gguf"
+        t0 = time.perf_counter()
+        write_model(path, config, args.qtype)
+        written = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        model = Llama.from_gguf(path, dtype=ml_dtypes.bfloat16, device=device, backend=backend)
+        loaded = time.perf_counter() - t0
+        config, tensors = read_llama(path)
+        print(json.dumps({"written_s": round(written, 1), "loaded_s": round(loaded, 1),
+                          "file_gb": round(path.stat().st_size / 1e9, 2)}), flush=True)
+        rng = np.random.default_rng(1)
+        for batch in args.batch:
+            lens = np.linspace(args.prompt, args.prompt // 2, batch).astype(int) if batch > 1 else [args.prompt]
+            prompts = [rng.integers(0, config.vocab, n).tolist() for n in lens]
+            new, logits, ttft, step_s = run_iron(model, prompts, args.new)
+            error = check_against_f32(config, tensors, prompts, new, logits, args.prompt + args.new + 8,
+                                     device)
+            row = {"layers": config.layers, "batch": batch, "qtype": args.qtype or "bf16", "prompt": args.prompt,
+                   "new": args.new, "iron_ttft_ms": round(ttft * 1e3, 2), "iron_step_ms": round(step_s * 1e3, 3),
+                   "iron_tokens_s": round(batch / step_s, 1), "logit_error": float(f"{error:.2e}"),
+                   "weight_gb": round(weight_bytes(config, args.qtype) / 1e9, 3)}
+            if device == "cuda":
+                new_g, _, _, graph_s = run_iron(model, prompts, args.new, graphs=True)
+                row.update({"iron_graph_step_ms": round(graph_s * 1e3, 3), "iron_graph_tokens_s":
+                            round(batch / graph_s, 1), "graph_tokens_equal": new_g == new})
+            row["bound_step_ms"] = round(weight_bytes(config, args.qtype) / (args.copy_gbs * 1e9) * 1e3, 3)
+            eager = run_torch(config, tensors, batch, int(max(lens)), args.new, False, device)
+            row.update({"torch_step_ms": round(eager, 3), "torch_tokens_s": round(batch / eager * 1e3, 1)})
+            if args.compile:
+                graphs = run_torch(config, tensors, batch, int(max(lens)), args.new, True, device)
+                row.update({"compiled_step_ms": round(graphs, 3), "compiled_tokens_s": round(batch / graphs * 1e3, 1)})
+            print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
