@@ -15,7 +15,7 @@ from iron import LaunchError
 from iron.models.gguf_file import LlamaConfig, QuantTensor, read_llama, write_llama
 from iron.models.llama import Llama
 
-TINY = LlamaConfig(vocab=96, hidden=128, layers=2, heads=2, kv_heads=1, ffn=192, rope_theta=10000.0, eps=1e-5,
+TINY = LlamaConfig(vocab=96, hidden=128, layers=2, heads=2, kv_heads=1, ffn=256, rope_theta=10000.0, eps=1e-5,
                    context=64)
 
 
@@ -43,8 +43,10 @@ def tiny_weights(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
     return w
 
 
-#: The projections the tiny file stores quantised (rows of 128 and 192 weights: whole blocks of 32).
-QUANTISED = {"blk.1.ffn_down.weight": "Q8_0", "blk.0.attn_q.weight": "Q4_0"}
+#: The projections the tiny file stores quantised, one of each format the loader takes (rows of 128 weights:
+#: whole blocks of 32; the K-quants' super-blocks of 256 need ffn_down's rows of 256).
+QUANTISED = {"blk.1.attn_v.weight": "Q8_0", "blk.0.attn_q.weight": "Q4_0", "blk.0.ffn_down.weight": "Q4_K",
+             "blk.1.ffn_down.weight": "Q6_K"}
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +62,13 @@ def test_the_loader_reads_what_the_writer_wrote(tiny_file):
     assert config == replace(TINY, eps=float(np.float32(TINY.eps)), rope_theta=float(np.float32(TINY.rope_theta)))
     weights = tiny_weights(TINY)
     np.testing.assert_array_equal(tensors["blk.0.attn_k.weight"], weights["blk.0.attn_k.weight"])
-    down = tensors["blk.1.ffn_down.weight"]
-    assert isinstance(down, QuantTensor) and (down.qtype, down.rows, down.cols) == ("Q8_0", TINY.hidden, TINY.ffn)
-    assert down.data.shape == (TINY.hidden, TINY.ffn // 32 * 34)  # 32 values a block: an f16 scale, 32 int8
+    v = tensors["blk.1.attn_v.weight"]
+    assert isinstance(v, QuantTensor) and (v.qtype, v.rows, v.cols) == ("Q8_0", TINY.head_dim, TINY.hidden)
+    assert v.data.shape == (TINY.head_dim, TINY.hidden // 32 * 34)  # 32 values a block: an f16 scale, 32 int8
     assert tensors["blk.0.attn_q.weight"].qtype == "Q4_0"
+    down = tensors["blk.0.ffn_down.weight"]
+    assert (down.qtype, down.data.shape) == ("Q4_K", (TINY.hidden, 144))  # one super-block of 256 a row
+    assert (tensors["blk.1.ffn_down.weight"].qtype, tensors["blk.1.ffn_down.weight"].data.shape[1]) == ("Q6_K", 210)
 
 
 @pytest.mark.parametrize("backend,prompts", [("interp", [[1, 5, 7, 9], [3]]), ("interp", [[2, 8]]),
@@ -85,7 +90,7 @@ def test_greedy_decoding_matches_the_pytorch_reference_at_every_step(tiny_file, 
     for pos, logits in enumerate(seen):
         fed = np.array([f[min(pos, len(f) - 1)] for f in full], np.int32)
         want = ref.step(fed, pos)
-        # f32 throughout: each logit ends a chain of a few hundred roundings (dot products of 128-192 terms in
+        # f32 throughout: each logit ends a chain of a few hundred roundings (dot products of 128-256 terms in
         # two blocks); 1e-5 of the largest logit is about 80 f32 epsilons (seen: 6.5e-7; RoPE on the other pairs
         # gives 0.35).
         np.testing.assert_allclose(logits, want, rtol=0, atol=1e-5 * np.abs(want).max())

@@ -111,8 +111,11 @@ def write_llama(path: str | Path, config: LlamaConfig, tensors: dict[str, np.nda
                 qtypes: dict[str, str] | None = None) -> None:
     """A Llama GGUF file at ``path`` through the ``gguf`` package's writer (the writer a user's file came from):
     ``config`` as llama.cpp's metadata keys, ``tensors`` (float, by llama.cpp's names) stored as their dtype or,
-    for the names in ``qtypes``, quantised to that GGUF type (Q8_0 or Q4_0: the package's own quantisers)."""
+    for the names in ``qtypes``, quantised to that GGUF type (Q8_0 and Q4_0 by the package's own quantisers; Q4_K
+    and Q6_K, which gguf 0.19 cannot quantise, by iron.std.suite.gguf's absmax packers)."""
     import gguf
+
+    from iron.std.suite.gguf import quantize
 
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_context_length(config.context)
@@ -130,7 +133,7 @@ def write_llama(path: str | Path, config: LlamaConfig, tensors: dict[str, np.nda
             writer.add_tensor(name, np.ascontiguousarray(array))
             continue
         kind = getattr(gguf.GGMLQuantizationType, qtype)
-        data = gguf.quants.quantize(np.ascontiguousarray(array, dtype=np.float32), kind)
+        data = quantize(np.ascontiguousarray(array, dtype=np.float32), qtype)
         writer.add_tensor(name, data, raw_dtype=kind)  # the logical shape follows from the bytes
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
