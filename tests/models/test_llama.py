@@ -44,8 +44,11 @@ def tiny_weights(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 #: The projections the tiny file stores quantised, one of each format the loader takes (rows of 128 weights:
-#: whole blocks of 32; the K-quants' super-blocks of 256 need ffn_down's rows of 256).
-QUANTISED = {"blk.1.attn_v.weight": "Q8_0", "blk.0.attn_q.weight": "Q4_0", "blk.0.ffn_down.weight": "Q4_K",
+#: whole blocks of 32; the K-quants' super-blocks of 256 need ffn_down's rows of 256).  Block 0's Q, K and V are
+#: all quantised (one stacked projection of two parts: Q4_0 rows, then Q8_0) and its gate and up all float (one
+#: stacked float projection); block 1 mixes float and quantised in both (three and two separate projections).
+QUANTISED = {"blk.0.attn_q.weight": "Q4_0", "blk.0.attn_k.weight": "Q4_0", "blk.0.attn_v.weight": "Q8_0",
+             "blk.0.ffn_down.weight": "Q4_K", "blk.1.attn_k.weight": "Q8_0", "blk.1.ffn_gate.weight": "Q8_0",
              "blk.1.ffn_down.weight": "Q6_K"}
 
 
@@ -61,14 +64,24 @@ def test_the_loader_reads_what_the_writer_wrote(tiny_file):
     # GGUF keeps the base and the epsilon as f32
     assert config == replace(TINY, eps=float(np.float32(TINY.eps)), rope_theta=float(np.float32(TINY.rope_theta)))
     weights = tiny_weights(TINY)
-    np.testing.assert_array_equal(tensors["blk.0.attn_k.weight"], weights["blk.0.attn_k.weight"])
-    v = tensors["blk.1.attn_v.weight"]
+    np.testing.assert_array_equal(tensors["blk.1.attn_q.weight"], weights["blk.1.attn_q.weight"])
+    v = tensors["blk.0.attn_v.weight"]
     assert isinstance(v, QuantTensor) and (v.qtype, v.rows, v.cols) == ("Q8_0", TINY.head_dim, TINY.hidden)
     assert v.data.shape == (TINY.head_dim, TINY.hidden // 32 * 34)  # 32 values a block: an f16 scale, 32 int8
     assert tensors["blk.0.attn_q.weight"].qtype == "Q4_0"
     down = tensors["blk.0.ffn_down.weight"]
     assert (down.qtype, down.data.shape) == ("Q4_K", (TINY.hidden, 144))  # one super-block of 256 a row
     assert (tensors["blk.1.ffn_down.weight"].qtype, tensors["blk.1.ffn_down.weight"].data.shape[1]) == ("Q6_K", 210)
+
+
+def test_projections_are_stacked_where_their_storage_allows(tiny_file):
+    model = Llama.from_gguf(tiny_file, backend="interp")
+    first, second = model.blocks
+    (qkv,) = first.qkv
+    assert [(q, r) for q, r, _ in qkv.parts] == [("Q4_0", 3 * TINY.head_dim), ("Q8_0", TINY.head_dim)]
+    (gate_up,) = first.gate_up
+    assert gate_up.weight.shape == (2 * TINY.ffn, TINY.hidden) and not gate_up.parts
+    assert len(second.qkv) == 3 and len(second.gate_up) == 2
 
 
 @pytest.mark.parametrize("backend,prompts", [("interp", [[1, 5, 7, 9], [3]]), ("interp", [[2, 8]]),

@@ -22,6 +22,7 @@ embedding table is dequantised when the model loads (the gather reads floats).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -33,7 +34,7 @@ from iron.std import attention, elementwise, gemm, gguf, norms, quant_gemv, redu
 from iron.std._host import ceil_div, dtype_of, empty_like
 
 from .gguf_file import LlamaConfig, QuantTensor, read_llama
-from .kernels import GROUP, embedding_rows, swiglu
+from .kernels import GROUP, embedding_rows, rope_qkv_append, swiglu
 
 #: Keys a page of the KV cache holds.
 PAGE = 16
@@ -41,39 +42,44 @@ PAGE = 16
 
 @dataclass
 class Linear:
-    """A projection's (out, in) weight: a float array, or ``data`` quantised as ``qtype`` (its float copy made on
-    the device when a batch first needs it)."""
+    """A projection's (out, in) weight, possibly several stacked along the rows (Q, K and V; gate and up): a float
+    array, or ``parts`` of quantised bytes, (qtype, rows, data) in row order, whose float copy is made on the
+    device when a batch first needs it."""
 
     rows: int
     cols: int
     weight: Any = None
-    data: Any = None
-    qtype: str = ""
+    parts: tuple[tuple[str, int, Any], ...] = ()
 
     def __call__(self, h: Any, backend: str | None) -> Any:
         """h (batch, in) @ W^T: (batch, out)."""
-        batch = h.shape[0]
-        if self.data is not None and batch == 1:
-            return quant_gemv.quant_gemv(self.data, self.qtype, h.reshape(self.cols), self.rows, self.cols,
-                                         backend=backend).reshape(1, self.rows)
+        if self.parts and h.shape[0] == 1:
+            out = empty_like(h, (1, self.rows), dtype_of(h))
+            flat, x, at = out.reshape(self.rows), h.reshape(self.cols), 0
+            for qtype, rows, data in self.parts:
+                quant_gemv.quant_gemv(data, qtype, x, rows, self.cols, out=flat[at:at + rows], backend=backend)
+                at += rows
+            return out
         if self.weight is None:
-            self.weight = gguf.dequantize(self.data, self.qtype, (self.rows, self.cols), dtype_of(h),
-                                          backend=backend)
+            self.weight = empty_like(h, (self.rows, self.cols), dtype_of(h))
+            at = 0
+            for qtype, rows, data in self.parts:
+                gguf.dequantize(data, qtype, (rows, self.cols), dtype_of(h), out=self.weight[at:at + rows],
+                                backend=backend)
+                at += rows
         return gemm.gemm(h, self.weight, transpose_b=True, backend=backend)
 
 
 @dataclass
 class Block:
-    """One decoder block's norms and projections."""
+    """One decoder block's norms and projections: ``qkv`` is one Linear of Q, K and V stacked (one product, then
+    rope_qkv_append) or, where the file mixes float and quantised ones, the three; ``gate_up`` likewise."""
 
     attn_norm: Any
-    wq: Linear
-    wk: Linear
-    wv: Linear
+    qkv: list[Linear]
     wo: Linear
     ffn_norm: Any
-    w_gate: Linear
-    w_up: Linear
+    gate_up: list[Linear]
     w_down: Linear
 
 
@@ -103,21 +109,43 @@ class Llama:
                 raise LaunchError(f"llama: the weights have no {name!r}")
             return self._to_device(_dequantised(tensors[name]).astype(self.dtype))
 
-        def linear(name: str) -> Linear:
-            t = tensors.get(name)
-            if isinstance(t, QuantTensor):
-                return Linear(t.rows, t.cols, data=self._to_device(np.ascontiguousarray(t.data)), qtype=t.qtype)
-            w = weight(name)
-            return Linear(w.shape[0], w.shape[1], weight=w)
+        def linear(*names: str) -> Linear | None:
+            """The named projections stacked along the rows as one; None where float and quantised ones mix."""
+            for name in names:
+                if name not in tensors:
+                    raise LaunchError(f"llama: the weights have no {name!r}")
+            ts = [tensors[n] for n in names]
+            quantised = [isinstance(t, QuantTensor) for t in ts]
+            if all(quantised):
+                parts: list[tuple[str, int, Any]] = []
+                for t in ts:  # neighbours of one type share a launch
+                    if parts and parts[-1][0] == t.qtype:
+                        qtype, rows, data = parts.pop()
+                        parts.append((qtype, rows + t.rows, np.concatenate([data, t.data])))
+                    else:
+                        parts.append((t.qtype, t.rows, t.data))
+                return Linear(sum(t.rows for t in ts), ts[0].cols,
+                              parts=tuple((q, r, self._to_device(np.ascontiguousarray(d))) for q, r, d in parts))
+            if any(quantised):
+                return None
+            w = np.concatenate([_dequantised(t) for t in ts]).astype(self.dtype)
+            return Linear(w.shape[0], w.shape[1], weight=self._to_device(w))
+
+        def linears(prefix: str, *names: str) -> list[Linear]:
+            full = [f"{prefix}{n}.weight" for n in names]
+            stacked = linear(*full)
+            return [stacked] if stacked is not None else [linear(n) for n in full]
 
         self.embedding = weight("token_embd.weight")
-        self.blocks = [Block(weight(f"blk.{i}.attn_norm.weight"), *(linear(f"blk.{i}.{n}.weight") for n in (
-            "attn_q", "attn_k", "attn_v", "attn_output")), weight(f"blk.{i}.ffn_norm.weight"),
-            *(linear(f"blk.{i}.{n}.weight") for n in ("ffn_gate", "ffn_up", "ffn_down"))) for i in range(config.layers)]
+        self.blocks = [Block(weight(f"blk.{i}.attn_norm.weight"), linears(f"blk.{i}.", "attn_q", "attn_k", "attn_v"),
+                             linear(f"blk.{i}.attn_output.weight"), weight(f"blk.{i}.ffn_norm.weight"),
+                             linears(f"blk.{i}.", "ffn_gate", "ffn_up"), linear(f"blk.{i}.ffn_down.weight"))
+                       for i in range(config.layers)]
         self.output_norm = weight("output_norm.weight")
         tied = "output.weight" not in tensors
         self.output = (Linear(config.vocab, config.hidden, weight=self.embedding) if tied  # tied to the embedding
                        else linear("output.weight"))
+        self.log2_theta = np.float32(math.log2(config.rope_theta))
 
     @classmethod
     def from_gguf(cls, path: str | Path, **kwargs: Any) -> "Llama":
@@ -156,30 +184,62 @@ class Llama:
         return Cache(pools, rows, self._to_device(rows))
 
     def _forward(self, ids: Any, pos: Any, rows: Any, cache: "Cache", attend: Callable[[Any, Any, Any], Any]) -> Any:
-        """The residual stream (T, hidden) after every block for the device arrays ``ids`` (T,) of tokens at
-        ``pos`` (T,), token t of the sequence whose block table row is ``rows[t]``; their keys and values go into
-        ``cache``, and ``attend(q, k_pages, v_pages)`` reads it."""
+        """The final norm's output (T, hidden) for the device arrays ``ids`` (T,) of tokens at ``pos`` (T,), token
+        t of the sequence whose block table row is ``rows[t]``; their keys and values go into ``cache``, and
+        ``attend(q, k_pages, v_pages)`` reads it.  Each block's last residual add is the next norm's
+        (``add_rmsnorm``), the last block's the final norm's."""
         c, be = self.config, self.backend
-        t, d = ids.shape[0], c.head_dim
+        t = ids.shape[0]
         x = self._empty((t, c.hidden), self.embedding)
         self._gather(self.embedding, ids, x)
+        down = None
         for blk, (k_pages, v_pages) in zip(self.blocks, cache.pools):
-            h = norms.rmsnorm(x, blk.attn_norm, eps=c.eps, backend=be)
-            q = blk.wq(h, be).reshape(t, c.heads, d)
-            k = blk.wk(h, be).reshape(t, c.kv_heads, d)
-            v = blk.wv(h, be).reshape(t, c.kv_heads, d)
-            q = rope.rope(q, pos, layout="interleaved", theta=c.rope_theta, out=q, backend=be)
-            k = rope.rope(k, pos, layout="interleaved", theta=c.rope_theta, out=k, backend=be)
-            attention.append_paged_kv(k, v, k_pages, v_pages, rows, pos, backend=be)
-            o = blk.wo(attend(q, k_pages, v_pages).reshape(t, c.heads * d), be)
+            if down is None:
+                h = norms.rmsnorm(x, blk.attn_norm, eps=c.eps, backend=be)
+            else:
+                h, x = norms.add_rmsnorm(down, x, blk.attn_norm, eps=c.eps, backend=be)
+            q = self._qkv(blk, h, pos, rows, k_pages, v_pages)
+            o = blk.wo(attend(q, k_pages, v_pages).reshape(t, c.heads * c.head_dim), be)
             h, x = norms.add_rmsnorm(o, x, blk.ffn_norm, eps=c.eps, backend=be)
-            gate = blk.w_gate(h, be)
-            up = blk.w_up(h, be)
-            m = t * c.ffn
-            swiglu.variant(T=dtype_of(gate)).launch(gate, up, gate, m, grid=(ceil_div(m, GROUP) * GROUP,),
-                                                     group=(GROUP,), backend=be)
-            x = elementwise.binary("add", blk.w_down(gate, be), x, backend=be)
-        return x
+            down = blk.w_down(self._swiglu(blk, h), be)
+        return norms.add_rmsnorm(down, x, self.output_norm, eps=c.eps, backend=be)[0]
+
+    def _qkv(self, blk: Block, h: Any, pos: Any, rows: Any, k_pages: Any, v_pages: Any) -> Any:
+        """The rotated queries (T, heads, D); the rotated keys and the values written into the pages."""
+        c, be = self.config, self.backend
+        t, d = h.shape[0], c.head_dim
+        if len(blk.qkv) == 1:
+            qkv = blk.qkv[0](h, be)
+            q = self._empty((t, c.heads, d), qkv)
+            n = t * (c.heads + 2 * c.kv_heads) * d // 2
+            pages, page = k_pages.shape[0], k_pages.shape[1]
+            rope_qkv_append.variant(T=dtype_of(qkv)).launch(
+                qkv, pos, rows, q, k_pages, v_pages, c.heads, c.kv_heads, d, page, rows.shape[1], pages, n,
+                self.log2_theta, grid=(ceil_div(n, GROUP) * GROUP,), group=(GROUP,), backend=be)
+            return q
+        wq, wk, wv = blk.qkv
+        q = wq(h, be).reshape(t, c.heads, d)
+        k = wk(h, be).reshape(t, c.kv_heads, d)
+        v = wv(h, be).reshape(t, c.kv_heads, d)
+        q = rope.rope(q, pos, layout="interleaved", theta=c.rope_theta, out=q, backend=be)
+        k = rope.rope(k, pos, layout="interleaved", theta=c.rope_theta, out=k, backend=be)
+        attention.append_paged_kv(k, v, k_pages, v_pages, rows, pos, backend=be)
+        return q
+
+    def _swiglu(self, blk: Block, h: Any) -> Any:
+        """silu(h W_gate^T) * (h W_up^T): (T, ffn)."""
+        ffn, t = self.config.ffn, h.shape[0]
+        if len(blk.gate_up) == 1:
+            gate = up = blk.gate_up[0](h, self.backend)
+            ld, up_at = 2 * ffn, ffn
+        else:
+            gate, up = (w(h, self.backend) for w in blk.gate_up)
+            ld, up_at = ffn, 0
+        out = self._empty((t, ffn), gate)
+        n = t * ffn
+        swiglu.variant(T=dtype_of(gate)).launch(gate, up, out, n, ffn, ld, up_at, grid=(ceil_div(n, GROUP) * GROUP,),
+                                                group=(GROUP,), backend=self.backend)
+        return out
 
     def _gather(self, table: Any, rows: Any, out: Any) -> None:
         """out[i] = table[rows[i]] (the embedding_rows kernel)."""
@@ -189,9 +249,8 @@ class Llama:
                                                        grid=(ceil_div(n, GROUP) * GROUP,), group=(GROUP,),
                                                        backend=self.backend)
 
-    def _logits(self, x: Any) -> Any:
-        return self.output(norms.rmsnorm(x, self.output_norm, eps=self.config.eps, backend=self.backend),
-                           self.backend)
+    def _logits(self, h: Any) -> Any:
+        return self.output(h, self.backend)
 
     def step(self, tokens: np.ndarray, positions: Any, cache: "Cache") -> Any:
         """The logits (batch, vocab) after feeding sequence b its token ``tokens[b]`` at ``positions[b]`` (an int:
