@@ -81,6 +81,38 @@ def run_iron(model, prompts: list[list[int]], max_new: int, graphs: bool = False
     return new, logits, marks[0] - start, (marks[-1] - marks[2]) / (len(marks) - 3)
 
 
+def profile_decode(model, prompts: list[list[int]], steps: int) -> dict:
+    """Eager decode steps under the CUDA profiler: GPU time a step by kernel (the largest first, µs and share of
+    the GPU time), the GPU's busy time a step against its wall time (the rest is the host's share)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from iron.std import reduce
+
+    lens = np.array([len(p) for p in prompts], np.int32)
+    cache = model.new_cache(len(prompts), int(lens.max()) + steps + 1)
+    tokens = model._host(reduce.argmax(model.prefill(prompts, cache), backend=model.backend)).astype(np.int32)
+    positions = lens.copy()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            logits = model.step(tokens, positions, cache)
+            tokens = model._host(reduce.argmax(logits, backend=model.backend)).astype(np.int32)
+            positions += 1
+        wall = (time.perf_counter() - start) / steps
+    kernels: dict[str, float] = {}
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
+        if us > 0:
+            kernels[e.key[:60]] = kernels.get(e.key[:60], 0.0) + us / steps
+    busy = sum(kernels.values())
+    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:12]
+    return {"gpu_us_per_step": round(busy, 1), "wall_us_per_step": round(wall * 1e6, 1),
+            "host_share": round(1 - busy / (wall * 1e6), 3),
+            "kernels": [[name, round(us, 1), round(us / busy, 3)] for name, us in top]}
+
+
 def check_against_f32(config, tensors, prompts, new, logits, positions: int, device: str) -> float:
     """Largest |Iron - f32 torch| / largest |torch logit| over every step (prefill's last token, then decode)."""
     import torch
@@ -131,6 +163,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--qtype", choices=["Q8_0", "Q4_0"], default=None)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="kernel shares of Iron's eager decode (CUDA profiler)")
     ap.add_argument("--tiny", action="store_true", help="a small model on the CPU interpreter (checks this script)")
     ap.add_argument("--copy-gbs", type=float, default=4300.0, help="the device's copy ceiling, GB/s")
     args = ap.parse_args(argv)
@@ -179,6 +212,8 @@ def main(argv: list[str]) -> int:
                 graphs = run_torch(config, tensors, batch, int(max(lens)), args.new, True, device)
                 row.update({"compiled_step_ms": round(graphs, 3), "compiled_tokens_s": round(batch / graphs * 1e3, 1)})
             print(json.dumps(row), flush=True)
+            if args.profile and device == "cuda":
+                print(json.dumps({"batch": batch, "profile": profile_decode(model, prompts, 16)}), flush=True)
     return 0
 
 
