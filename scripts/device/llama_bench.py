@@ -18,39 +18,10 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-
-
-def write_model(path: Path, config, qtype: str | None, seed: int = 0) -> None:
-    """Random f16 weights at llama.cpp's names (projections N(0, 1/in), norms near 1)."""
-    from iron.models.gguf_file import write_llama
-
-    rng = np.random.default_rng(seed)
-    c, d = config, config.head_dim
-
-    def linear(out: int, inp: int) -> np.ndarray:
-        return (rng.standard_normal((out, inp), dtype=np.float32) / np.sqrt(inp)).astype(np.float16)
-
-    def norm(n: int) -> np.ndarray:
-        return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32)
-
-    w = {"token_embd.weight": rng.standard_normal((c.vocab, c.hidden), dtype=np.float32).astype(np.float16),
-         "output_norm.weight": norm(c.hidden), "output.weight": linear(c.vocab, c.hidden)}
-    quant = {}
-    for i in range(c.layers):
-        p = f"blk.{i}."
-        w.update({p + "attn_norm.weight": norm(c.hidden), p + "attn_q.weight": linear(c.heads * d, c.hidden),
-                  p + "attn_k.weight": linear(c.kv_heads * d, c.hidden),
-                  p + "attn_v.weight": linear(c.kv_heads * d, c.hidden),
-                  p + "attn_output.weight": linear(c.hidden, c.heads * d), p + "ffn_norm.weight": norm(c.hidden),
-                  p + "ffn_gate.weight": linear(c.ffn, c.hidden), p + "ffn_up.weight": linear(c.ffn, c.hidden),
-                  p + "ffn_down.weight": linear(c.hidden, c.ffn)})
-        if qtype:
-            quant.update({p + n + ".weight": qtype for n in ("attn_q", "attn_k", "attn_v", "attn_output",
-                                                              "ffn_gate", "ffn_up", "ffn_down")})
-    write_llama(path, config, w, qtypes=quant)
 
 
 def weight_bytes(config, qtype: str | None) -> int:
@@ -169,20 +140,18 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     import ml_dtypes
 
-    from iron.models.gguf_file import LlamaConfig, read_llama
+    from iron.models.gguf_file import read_llama
     from iron.models.llama import Llama
+    from iron.models.random_model import PRESETS, write_random
 
-    config = LlamaConfig(vocab=32000, hidden=4096, layers=args.layers, heads=32, kv_heads=8, ffn=args.ffn,
-                         rope_theta=500000.0, eps=1e-5, context=4096)
+    config = replace(PRESETS["llama-4l"], layers=args.layers, ffn=args.ffn)
     device, backend = "cuda", "cuda"
     if args.tiny:
-        config = LlamaConfig(vocab=96, hidden=128, layers=2, heads=2, kv_heads=1, ffn=192, rope_theta=10000.0,
-                             eps=1e-5, context=64)
-        device, backend = "cpu", "interp"
+        config, device, backend = PRESETS["tiny"], "cpu", "interp"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "llama.gguf"
         t0 = time.perf_counter()
-        write_model(path, config, args.qtype)
+        write_random(path, config, args.qtype)
         written = time.perf_counter() - t0
         t0 = time.perf_counter()
         model = Llama.from_gguf(path, dtype=ml_dtypes.bfloat16, device=device, backend=backend)

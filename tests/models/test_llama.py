@@ -14,33 +14,14 @@ import pytest
 from iron import LaunchError
 from iron.models.gguf_file import LlamaConfig, QuantTensor, read_llama, write_llama
 from iron.models.llama import Llama
+from iron.models.random_model import PRESETS, PROJECTIONS, random_weights
 
-TINY = LlamaConfig(vocab=96, hidden=128, layers=2, heads=2, kv_heads=1, ffn=256, rope_theta=10000.0, eps=1e-5,
-                   context=64)
+TINY = PRESETS["tiny"]
 
 
 def tiny_weights(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random weights of llama.cpp's names and shapes: projections N(0, 1/in), norms near 1, embeddings N(0, 1)."""
-    rng = np.random.default_rng(seed)
-    c, d = config, config.head_dim
-
-    def linear(out: int, inp: int) -> np.ndarray:
-        return (rng.standard_normal((out, inp)) / np.sqrt(inp)).astype(np.float32)
-
-    def norm(n: int) -> np.ndarray:
-        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
-
-    w = {"token_embd.weight": rng.standard_normal((c.vocab, c.hidden)).astype(np.float32),
-         "output_norm.weight": norm(c.hidden), "output.weight": linear(c.vocab, c.hidden)}
-    for i in range(c.layers):
-        p = f"blk.{i}."
-        w.update({p + "attn_norm.weight": norm(c.hidden), p + "attn_q.weight": linear(c.heads * d, c.hidden),
-                  p + "attn_k.weight": linear(c.kv_heads * d, c.hidden),
-                  p + "attn_v.weight": linear(c.kv_heads * d, c.hidden),
-                  p + "attn_output.weight": linear(c.hidden, c.heads * d), p + "ffn_norm.weight": norm(c.hidden),
-                  p + "ffn_gate.weight": linear(c.ffn, c.hidden), p + "ffn_up.weight": linear(c.ffn, c.hidden),
-                  p + "ffn_down.weight": linear(c.hidden, c.ffn)})
-    return w
+    """Random f32 weights of llama.cpp's names and shapes (iron.models.random_model)."""
+    return random_weights(config, seed, np.float32)
 
 
 #: The projections the tiny file stores quantised, one of each format the loader takes (rows of 128 weights:
@@ -104,7 +85,7 @@ def test_greedy_decoding_matches_the_pytorch_reference_at_every_step(tiny_file, 
         fed = np.array([f[min(pos, len(f) - 1)] for f in full], np.int32)
         want = ref.step(fed, pos)
         # f32 throughout: each logit ends a chain of a few hundred roundings (dot products of 128-256 terms in
-        # two blocks); 1e-5 of the largest logit is about 80 f32 epsilons (seen: 6.5e-7; RoPE on the other pairs
+        # two blocks); 1e-5 of the largest logit is about 80 f32 epsilons (seen: 6.4e-7; RoPE on the other pairs
         # gives 0.35).
         np.testing.assert_allclose(logits, want, rtol=0, atol=1e-5 * np.abs(want).max())
         for i, f in enumerate(full):
@@ -134,7 +115,7 @@ def test_f16_prefill_then_decode_matches_the_pytorch_reference(tiny_file):
             if j:
                 want = ref.step(np.array([new[i][j - 1]]), len(prompt) + j - 1)[0]
             # f16 activations rounded after every op of two blocks: 1e-2 of the largest logit is about 20 f16
-            # epsilons (seen: 1.3e-3)
+            # epsilons (seen: 1.1e-3)
             tol = 1e-2 * np.abs(want).max()
             np.testing.assert_allclose(seen[j][i], want, rtol=0, atol=tol)
             top = np.sort(want)
@@ -175,3 +156,18 @@ def test_the_command_line_generates_and_reports(tiny_file, capsys):
     assert "comma-separated integer token ids" in capsys.readouterr().err
     assert main(["generate", tiny_file, "--prompt", "1", "--device", "cpu", "--graphs"]) == 2
     assert "--graphs replays CUDA graphs" in capsys.readouterr().err
+
+
+def test_the_random_command_writes_a_whole_file_or_none(tmp_path, capsys):
+    from iron.models.__main__ import main
+
+    out = tmp_path / "random.gguf"
+    assert main(["random", str(out), "--preset", "tiny", "--qtype", "Q4_K"]) == 2  # rows of 128: no K-quant
+    assert "blocks of 256 weights" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    assert main(["random", str(out), "--preset", "tiny", "--qtype", "Q8_0", "--seed", "3"]) == 0
+    config, tensors = read_llama(out)
+    assert config.hidden == TINY.hidden and config.layers == TINY.layers
+    assert all(isinstance(tensors[f"blk.{i}.{n}.weight"], QuantTensor) for i in range(2) for n in PROJECTIONS)
+    assert tensors["token_embd.weight"].dtype == np.float16
+    assert main(["random", str(tmp_path / "missing" / "x.gguf")]) == 2

@@ -1,6 +1,8 @@
 """``python -m iron.models generate MODEL.gguf --prompt 1,2,3 [--prompt 4,5] --max-new N`` (also ``iron run
 MODEL.gguf ...``): greedy decoding of a Llama GGUF file with iron.models.llama, the new token ids printed per
-prompt, with progress, the time to the first tokens and the decode rate (new tokens a second after the first)."""
+prompt, with progress, the time to the first tokens and the decode rate (new tokens a second after the first).
+``python -m iron.models random OUT.gguf --preset tiny|llama-4l [--qtype Q4_K]``: a GGUF file of random weights to
+try it on (iron.models.random_model)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from iron import LaunchError, IronError
+from iron.models.random_model import PRESETS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -92,7 +95,42 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m iron.models", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
     add_arguments(sub.add_parser("generate", help="greedy decoding of a Llama GGUF file"))
-    return generate(ap.parse_args(argv))
+    rnd = sub.add_parser("random", help="write a Llama GGUF file of random weights")
+    rnd.add_argument("out", help="the file to write (replaced only once the new one is whole)")
+    rnd.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    rnd.add_argument("--qtype", choices=["Q8_0", "Q4_0", "Q4_K", "Q6_K"], default=None,
+                     help="quantise every block projection (default: f16)")
+    rnd.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.command == "random":
+        return write_random_file(args)
+    return generate(args)
+
+
+def write_random_file(args: argparse.Namespace) -> int:
+    """Write ``random``'s file next to its destination, then move it there: an interrupted run leaves no half file."""
+    from pathlib import Path
+
+    from iron.models.random_model import write_random
+
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        print(f"error: no folder {out.parent} to write {out.name} into", file=sys.stderr)
+        return 2
+    partial = out.with_name(out.name + ".partial")
+    try:
+        write_random(partial, PRESETS[args.preset], args.qtype, args.seed)
+        partial.replace(out)
+    except LaunchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        partial.unlink(missing_ok=True)
+    config = PRESETS[args.preset]
+    print(f"{out}: {args.preset} ({config.layers} blocks, hidden {config.hidden}, {config.heads} heads, "
+          f"{config.kv_heads} KV heads, vocabulary {config.vocab}), {args.qtype or 'f16'}, "
+          f"{out.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
