@@ -69,7 +69,8 @@ def keys_in_flight(gq: int, tm: int = TEAM) -> int:
 #: Query heads a KV head must serve for the decode to run on the matrix units (attention_decode_mma).
 MMA_MIN_HEADS = 2
 #: attention_decode_mma's plan: subgroups a group and ring buffers (its variant), the groups its chunks aim for,
-#: and the shortest and longest chunk (keys).
+#: and the shortest and longest chunk (keys); within 1-3% of the best configuration on every row measured on an H100
+#: (docs/std/attention.md, 2026-12-07).
 MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 256, "min_chunk": 256, "max_chunk": 2048}
 
 
