@@ -28,6 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=["auto", "f32", "f16", "bf16"], default="auto",
                    help="activations and weights (auto: bf16 on a GPU, f32 on the CPU)")
     p.add_argument("--graphs", action="store_true", help="replay each decode step as one CUDA graph (cuda)")
+    p.add_argument("--top-k", type=int, default=None,
+                   help="sample each token from the K most likely (0: all of them); default: greedy")
+    p.add_argument("--temperature", type=float, default=1.0, help="with --top-k: softmax(logits / T)")
+    p.add_argument("--seed", type=int, default=None, help="with --top-k: the uniform numbers' seed")
 
 
 def _device(name: str) -> str:
@@ -54,6 +58,7 @@ def _dtype(name: str, device: str) -> Any:
 def generate(args: argparse.Namespace) -> int:
     """Run ``generate``; the exit code (2: bad arguments, 1: the model or the run failed)."""
     from iron.models.llama import Llama
+    from iron.models.sampling import Sampling
 
     try:
         prompts = [[int(t) for t in p.split(",") if t.strip()] for p in args.prompt]
@@ -67,6 +72,7 @@ def generate(args: argparse.Namespace) -> int:
         return 2
     marks: list[float] = []
     try:
+        sampling = Sampling(args.top_k, args.temperature, args.seed) if args.top_k is not None else None
         model = Llama.from_gguf(args.model, dtype=_dtype(args.dtype, device), device=device, backend=args.backend)
         start = time.perf_counter()
 
@@ -74,7 +80,7 @@ def generate(args: argparse.Namespace) -> int:
             marks.append(time.perf_counter())
             print(f"\rstep {step + 1}", end="", file=sys.stderr, flush=True)
 
-        new = model.generate(prompts, args.max_new, graphs=args.graphs, on_tokens=progress)
+        new = model.generate(prompts, args.max_new, graphs=args.graphs, on_tokens=progress, sampling=sampling)
     except (LaunchError, IronError) as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
         return 1

@@ -4,8 +4,8 @@ merged Q/K/V projection fused with the paged cache's append."""
 
 from __future__ import annotations
 
-from iron import In, T, Tensor, bf16, f16, f32, i32, kernel, variants
-from iron.lang import exp, program_id
+from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
+from iron.lang import barrier, bitcast, exp, group_id, max, min, program_id, shared, thread_id
 from iron.std.rope import _angle_sincos
 
 #: Threads of one group of every kernel here.
@@ -81,4 +81,130 @@ def rope_qkv_append(qkv: In[T], pos: In[i32], table: In[i32], q: Tensor[T], k_pa
                     v_pages[at + 1] = T(b)
 
 
-__all__ = ["GROUP", "embedding_rows", "rope_qkv_append", "swiglu"]
+@func
+def _group_reduce(buf, t, v, op):
+    """``v`` of every thread of the group combined by ``op`` ("sum", "max" or "min") as a tree over ``buf``
+    (shared, GROUP elements): the same order on every target; every thread gets the result."""
+    buf[t] = v
+    barrier()
+    s = GROUP // 2
+    while s > 0:
+        if t < s:
+            if op == "sum":
+                buf[t] = buf[t] + buf[t + s]
+            elif op == "max":
+                buf[t] = max(buf[t], buf[t + s])
+            else:
+                buf[t] = min(buf[t], buf[t + s])
+        barrier()
+        s = s // 2
+    r = buf[0]
+    barrier()
+    return r
+
+
+@func
+def _order_key(x):
+    """An i32 that orders like the f32 ``x`` (not NaN): its bits, the magnitude bits flipped when negative."""
+    b = bitcast(x, i32)
+    return b ^ ((b >> 31) & 0x7FFFFFFF)
+
+
+@kernel(variants(T=[f32, f16, bf16]))
+def topk_sample(logits: In[T], uniform: In[f32], out: Tensor[i32], vocab: int, k: int, inv_temp: f32):
+    """out[r] = a token drawn from row r of ``logits`` (rows, vocab) restricted to its k largest values, with
+    probabilities softmax(inv_temp x) over them, by the inverse of their distribution at uniform[r] in [0, 1).
+
+    One group of GROUP threads a row (grid (rows GROUP,)).  The k-th largest value is found exactly by bisection
+    on the values' order keys (32 rounds of counting the row); every value equal to it is kept, so ties
+    can keep more than k.  NaN logits are never drawn (a row of NaN gives token 0).  Weights are exp((x - max)
+    inv_temp) in f32; thread t sums its contiguous slice of the row in index order, thread 0 adds the slices in
+    order and finds the slice holding uniform * total, and that slice's thread walks it to the token: the first
+    whose running sum passes the target (the last kept token if rounding leaves none)."""
+    row = group_id(0)
+    t = thread_id(0)
+    base = row * vocab
+    ints = shared(i32, GROUP)
+    floats = shared(f32, GROUP)
+    pick = shared(f32, 2)
+    lo = 2147483647
+    hi = -2147483647
+    top = -3.4028234663852886e38
+    i = t
+    while i < vocab:
+        x = f32(logits[base + i])
+        if x == x:
+            key = _order_key(x)
+            lo = min(lo, key)
+            hi = max(hi, key)
+            top = max(top, x)
+        i += GROUP
+    lo = _group_reduce(ints, t, lo, "min")
+    hi = _group_reduce(ints, t, hi, "max") + 1
+    top = _group_reduce(floats, t, top, "max")
+    # count(key >= lo) >= k and count(key >= hi) < k; 32 halvings of a range of at most 2**32 keys leave hi =
+    # lo + 1, and lo is the k-th key (once there, mid = lo and nothing moves)
+    for _ in range(32):
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)
+        count = 0
+        i = t
+        while i < vocab:
+            x = f32(logits[base + i])
+            if x == x and _order_key(x) >= mid:
+                count += 1
+            i += GROUP
+        if _group_reduce(ints, t, count, "sum") >= k:
+            lo = mid
+        else:
+            hi = mid
+    chunk = (vocab + GROUP - 1) // GROUP
+    start = min(t * chunk, vocab)
+    end = min(start + chunk, vocab)
+    part = 0.0
+    for j in range(start, end):
+        x = f32(logits[base + j])
+        if x == x and _order_key(x) >= lo:
+            part += exp((x - top) * inv_temp)
+    floats[t] = part
+    barrier()
+    if t == 0:
+        total = 0.0
+        for c in range(GROUP):
+            total += floats[c]
+        target = uniform[row] * total
+        owner = -1
+        last = 0
+        below = 0.0
+        acc = 0.0
+        for c in range(GROUP):
+            if floats[c] > 0.0:
+                if owner < 0 and acc + floats[c] > target:
+                    owner = c
+                    below = acc
+                last = c
+            acc += floats[c]
+        if owner < 0:  # rounding: target at the very top
+            owner = last
+            below = acc - floats[last]
+            target = acc
+        pick[0] = f32(owner)
+        pick[1] = target - below
+    barrier()
+    if t == i32(pick[0]):
+        goal = pick[1]
+        run = 0.0
+        chosen = -1
+        kept = 0
+        for j in range(start, end):
+            x = f32(logits[base + j])
+            if x == x and _order_key(x) >= lo:
+                run += exp((x - top) * inv_temp)
+                kept = j
+                if chosen < 0 and run > goal:
+                    chosen = j
+        if chosen < 0:
+            chosen = kept
+        out[row] = chosen
+
+
+__all__ = ["GROUP", "embedding_rows", "rope_qkv_append", "swiglu", "topk_sample"]

@@ -5,8 +5,9 @@ MLP -> residual, the final norm and the LM head; greedy decoding.
 Every step is an iron.std call (``norms.rmsnorm`` / ``add_rmsnorm``, ``gemm.gemm`` (gemv at one row) or
 ``quant_gemv.quant_gemv`` and ``gguf.dequantize`` on quantised weights, ``decode_attention_paged``,
 ``reduce.argmax``) or an Iron kernel of this package (:mod:`iron.models.kernels`: the embedding's gather, RoPE of
-the stacked Q/K/V projection fused with the cache's append, SwiGLU).  On the CPU the arrays are numpy (the interpreter, or Vulkan through ``backend``); with ``device="cuda"`` they are torch CUDA
-tensors and the kernels run on CUDA.
+the stacked Q/K/V projection fused with the cache's append, SwiGLU, top-k sampling).  On the CPU the arrays are
+numpy (the interpreter, or Vulkan through ``backend``); with ``device="cuda"`` they are torch CUDA tensors and the
+kernels run on CUDA.
 
 With f16 / bf16 activations the prompts run as one prefill (every prompt's tokens packed, attention by
 ``prefill_attention_paged`` over the cache they were just written to), then each sequence decodes at its own
@@ -29,11 +30,12 @@ from typing import Any, Callable
 import numpy as np
 
 from iron import LaunchError
-from iron.std import attention, elementwise, gemm, gguf, norms, quant_gemv, reduce, rope
+from iron.std import attention, gemm, gguf, norms, quant_gemv, rope
 from iron.std._host import ceil_div, dtype_of, empty_like
 
 from .gguf_file import LlamaConfig, QuantTensor, read_llama
 from .kernels import GROUP, embedding_rows, rope_qkv_append, swiglu
+from .sampling import Sampling, choose
 
 #: Keys a page of the KV cache holds.
 PAGE = 16
@@ -297,9 +299,11 @@ class Llama:
 
     def generate(self, prompts: list[list[int]], max_new: int,
                  on_step: Callable[[int, np.ndarray], None] | None = None, graphs: bool = False,
-                 on_tokens: Callable[[int, list[int]], None] | None = None) -> list[list[int]]:
-        """Greedy continuations of ``max_new`` tokens for each prompt (token ids, at least one each; the argmax
-        on the device).  ``on_step(step, logits)`` sees every step's logits (batch, vocab) as numpy f32: with
+                 on_tokens: Callable[[int, list[int]], None] | None = None,
+                 sampling: Sampling | None = None) -> list[list[int]]:
+        """Continuations of ``max_new`` tokens for each prompt (token ids, at least one each): greedy (the argmax
+        on the device), or drawn as ``sampling`` says (:class:`~iron.models.sampling.Sampling`: top-k with a
+        temperature).  ``on_step(step, logits)`` sees every step's logits (batch, vocab) as numpy f32: with
         :attr:`prefills` step 0 is the prefill's (each prompt's last token) and step j the j-th token's;
         otherwise the sequences run in lock step (module docstring) and step j is position j.  ``on_tokens(step,
         tokens)`` sees each step's chosen tokens (one a sequence) without copying the logits.  ``graphs`` (CUDA):
@@ -312,12 +316,17 @@ class Llama:
             return [[] for _ in prompts]
         total = max(len(p) for p in prompts) + max_new - 1
         cache = self.new_cache(len(prompts), total)
+        rng = np.random.default_rng(sampling.seed if sampling else None)
+
+        def uniform() -> np.ndarray:
+            return rng.random(len(prompts), dtype=np.float32)
+
         if graphs:
-            run: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]] = DecodeGraph(self, cache)
+            run: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[Any, Any]] = DecodeGraph(self, cache, sampling)
         else:
-            def run(tokens: np.ndarray, positions: np.ndarray) -> tuple[Any, Any]:
+            def run(tokens: np.ndarray, positions: np.ndarray, u: np.ndarray) -> tuple[Any, Any]:
                 logits = self.step(tokens, positions, cache)
-                return logits, reduce.argmax(logits, backend=self.backend)
+                return logits, choose(logits, self._to_device(u), sampling, self.backend)
 
         def chosen(logits: Any, tokens: Any, step: int) -> list[int]:
             if on_step is not None:
@@ -329,17 +338,18 @@ class Llama:
 
         if self.prefills:
             logits = self.prefill(prompts, cache)
-            new = [[t] for t in chosen(logits, reduce.argmax(logits, backend=self.backend), 0)]
+            new = [[t] for t in chosen(logits, choose(logits, self._to_device(uniform()), sampling, self.backend), 0)]
             positions = np.array([len(p) for p in prompts], np.int32)
             for j in range(1, max_new):
-                for seq, t in zip(new, chosen(*run(np.array([n[-1] for n in new], np.int32), positions), j)):
+                for seq, t in zip(new, chosen(*run(np.array([n[-1] for n in new], np.int32), positions, uniform()), j)):
                     seq.append(t)
                 positions += 1
             return new
         new = [[] for _ in prompts]
         fed = [p[0] for p in prompts]
         for position in range(total):
-            picked = chosen(*run(np.asarray(fed, np.int32), np.full(len(prompts), position, np.int32)), position)
+            step = run(np.asarray(fed, np.int32), np.full(len(prompts), position, np.int32), uniform())
+            picked = chosen(*step, position)
             for i, p in enumerate(prompts):
                 if position + 1 < len(p):
                     fed[i] = p[position + 1]
@@ -351,30 +361,30 @@ class Llama:
 
 
 class DecodeGraph:
-    """:meth:`Llama.decode` and the greedy argmax of one batch over one cache, captured once as a CUDA graph
-    (``torch.cuda.CUDAGraph``) and replayed each step: a step costs one graph launch instead of a few hundred
-    kernel launches.  Its inputs (tokens, positions, lengths) live in one static device array, filled from pinned
-    host memory before each replay; its outputs (logits, tokens) are static arrays that the next replay
-    overwrites.  The first call runs the step eagerly twice on a side stream (compiling and planning every launch,
-    and making the dequantised copies), then captures and replays it: the same keys and values written three
-    times."""
+    """:meth:`Llama.decode` and the choice of the next tokens (argmax or top-k sampling) of one batch over one
+    cache, captured once as a CUDA graph (``torch.cuda.CUDAGraph``) and replayed each step: a step costs one
+    graph launch instead of a few hundred kernel launches.  Its inputs (tokens, positions, lengths and the
+    uniform numbers' bits) live in one static device array, filled from pinned host memory before each replay;
+    its outputs (logits, tokens) are static arrays that the next replay overwrites.  The first call runs the step
+    eagerly twice on a side stream (compiling and planning every launch, and making the dequantised copies),
+    then captures and replays it: the same keys and values written three times."""
 
-    def __init__(self, model: Llama, cache: "Cache") -> None:
+    def __init__(self, model: Llama, cache: "Cache", sampling: Sampling | None = None) -> None:
         if model.device == "cpu":
             raise LaunchError("llama: CUDA graphs need the model on a CUDA device (device='cuda')")
         import torch
 
-        self.torch, self.model, self.cache = torch, model, cache
+        self.torch, self.model, self.cache, self.sampling = torch, model, cache, sampling
         batch = cache.rows.shape[0]
-        self.host = torch.zeros((3, batch), dtype=torch.int32, pin_memory=True)
-        self.inputs = torch.zeros((3, batch), dtype=torch.int32, device=model.device)
+        self.host = torch.zeros((4, batch), dtype=torch.int32, pin_memory=True)
+        self.inputs = torch.zeros((4, batch), dtype=torch.int32, device=model.device)
         self.graph: Any = None
         self.outputs: tuple[Any, Any] = ()
 
     def _eager(self) -> tuple[Any, Any]:
-        ids, pos, lens = self.inputs
+        ids, pos, lens, bits = self.inputs
         logits = self.model.decode(ids, pos, lens, self.cache)
-        return logits, reduce.argmax(logits, backend=self.model.backend)
+        return logits, choose(logits, bits.view(self.torch.float32), self.sampling, self.model.backend)
 
     def _capture(self) -> None:
         torch = self.torch
@@ -388,11 +398,12 @@ class DecodeGraph:
         with torch.cuda.graph(self.graph):
             self.outputs = self._eager()
 
-    def __call__(self, tokens: np.ndarray, positions: np.ndarray) -> tuple[Any, Any]:
-        """(logits, greedy tokens) after feeding ``tokens`` at ``positions``; the caller reads them (a
-        synchronising copy) before the next call, which reuses the pinned inputs."""
+    def __call__(self, tokens: np.ndarray, positions: np.ndarray, uniform: np.ndarray) -> tuple[Any, Any]:
+        """(logits, tokens) after feeding ``tokens`` at ``positions`` (``uniform``: the sampling's numbers); the
+        caller reads them (a synchronising copy) before the next call, which reuses the pinned inputs."""
         host = self.host.numpy()
         host[0], host[1], host[2] = tokens, positions, np.asarray(positions) + 1
+        host[3] = np.asarray(uniform, np.float32).view(np.int32)
         self.inputs.copy_(self.host, non_blocking=True)
         if self.graph is None:
             self._capture()
