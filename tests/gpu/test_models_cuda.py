@@ -70,11 +70,15 @@ def test_half_precision_prefill_then_decode_on_cuda(tiny_file, dtype):
             np.testing.assert_allclose(seen[j][i], w, rtol=0, atol=tol)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_decode_steps_replayed_as_a_cuda_graph_equal_the_eager_steps(tiny_file, dtype):
+@pytest.mark.parametrize("dtype,sampling", [("float32", None), ("bfloat16", None), ("bfloat16", (8, 0.9, 3))],
+                         ids=["f32", "bf16", "bf16-top-8"])
+def test_decode_steps_replayed_as_a_cuda_graph_equal_the_eager_steps(tiny_file, dtype, sampling):
     """The same kernels on the same inputs: every step's logits bit for bit, so every token too (f32: lock step
-    through the prompts; bf16: prefill, then graph replays at each sequence's own position)."""
+    through the prompts; bf16: prefill, then graph replays at each sequence's own position; top-k sampling with
+    one seed draws the same tokens)."""
     import ml_dtypes
+
+    from iron.models.sampling import Sampling
 
     model = Llama.from_gguf(tiny_file, device="cuda", backend="cuda",
                             dtype=np.float32 if dtype == "float32" else ml_dtypes.bfloat16)
@@ -82,7 +86,8 @@ def test_decode_steps_replayed_as_a_cuda_graph_equal_the_eager_steps(tiny_file, 
     runs = []
     for graphs in (False, True):
         seen: list[np.ndarray] = []
-        new = model.generate(prompts, 5, on_step=lambda step, logits: seen.append(logits), graphs=graphs)
+        new = model.generate(prompts, 5, on_step=lambda step, logits: seen.append(logits), graphs=graphs,
+                             sampling=Sampling(*sampling) if sampling else None)
         runs.append((new, seen))
     (eager_new, eager_seen), (graph_new, graph_seen) = runs
     assert graph_new == eager_new

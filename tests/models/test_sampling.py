@@ -31,9 +31,10 @@ def _draw(logits: np.ndarray, uniform: np.ndarray, k: int, temperature: float, b
     return out
 
 
-@pytest.mark.parametrize("vocab,k,temperature", [(96, 5, 1.0), (1000, 40, 0.7), (1000, 1, 1.0), (700, 700, 2.0),
-                                                 (300, 1000, 1.0)])
-def test_each_draw_is_the_inverse_distribution_of_the_top_k_at_its_uniform(vocab, k, temperature):
+@pytest.mark.parametrize("vocab,k,temperature,backend", [
+    (96, 5, 1.0, "interp"), (1000, 40, 0.7, "interp"), (1000, 1, 1.0, "interp"), (700, 700, 2.0, "interp"),
+    (300, 1000, 1.0, "interp"), (1000, 40, 0.7, "vulkan")])
+def test_each_draw_is_the_inverse_distribution_of_the_top_k_at_its_uniform(vocab, k, temperature, backend):
     rng = np.random.default_rng(vocab + k)
     rows = 6
     logits = (rng.standard_normal((rows, vocab)) * 3).astype(np.float32)
@@ -41,7 +42,7 @@ def test_each_draw_is_the_inverse_distribution_of_the_top_k_at_its_uniform(vocab
     logits[2, ::7] = np.nan                     # NaNs are never drawn
     logits[3] = np.round(logits[3])             # many ties at the k-th value
     uniform = np.array([0.0, 0.31, 0.5, 0.77, 0.9999, 0.05], np.float32)
-    got = _draw(logits, uniform, k, temperature)
+    got = _draw(logits, uniform, k, temperature, backend)
     for r in range(rows):
         keep, c, target = _bracket(logits[r], float(uniform[r]), k, temperature)
         t = int(got[r])
