@@ -20,7 +20,7 @@ DOCUMENTED_BUILTINS = """
 program_id thread_id group_id group_size num_groups grid_size lane_id simd_size simd_group_id num_simd_groups
 load store vload vstore shared barrier copy_async copy_async_commit copy_async_wait
 async_barriers barrier_arrive barrier_wait copy_async_barrier copy_tile store_tile store_tile_wait warp_roles role_barrier
-cluster_groups cluster_sync
+cluster_groups cluster_sync fence
 atomic_add atomic_max atomic_min atomic_xchg atomic_cas
 exp exp2 fast_exp2 log log2 log1p expm1 sqrt rsqrt recip sin cos tan asin acos atan sinh cosh tanh erf floor
 ceil round trunc abs sign isnan isinf isfinite pow atan2 min max fma select cast bitcast widen fma_f32 vec

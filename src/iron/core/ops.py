@@ -863,6 +863,8 @@ _reg("role_barrier", "role", 0, _role_barrier, pure=False, attrs=("sizes",), tra
 _reg("tensor_size", "memory", 1, _tensor_size)
 _reg("shared_alloc", "memory", 0, _shared_alloc, pure=False, attrs=("dtype", "shape"), traits=Trait.REMOVABLE)
 _reg("barrier", "sync", 0, _none, pure=False, traits=Trait.FENCE | Trait.WHOLE_GROUP)
+# A device-scope memory fence: no access moves across it; any thread may run it alone.
+_reg("fence", "sync", 0, _none, pure=False, traits=Trait.FENCE)
 
 _ATOMIC_TRAITS = Trait.READS | Trait.WRITES | Trait.ATOMIC
 for _n in ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg"):

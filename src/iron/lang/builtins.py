@@ -242,6 +242,16 @@ def cluster_groups(size):
 
 
 @_builtin("sync")
+def fence():
+    """Order this thread's global memory accesses for every thread of the launch (a device-scope fence): its
+    writes before the fence are seen by any thread that sees an atomic it made after it and then fences too.
+    The last-group pattern: each group writes its part, fences, ``barrier()``, one thread counts the group in
+    with an atomic; the group that counts last fences and reads every part (docs/language.md, "Fences").
+    CUDA and HIP: ``__threadfence()``; Vulkan: ``memoryBarrierBuffer()`` on coherent buffers; Metal (MSL 3.1
+    has no device-scope fence): a compile-time error."""
+
+
+@_builtin("sync")
 def cluster_sync():
     """Wait until every thread of every group of this group's cluster arrives; orders memory among them.  Once
     after the barriers are made, before any group reaches another's, and before a group ends while others may

@@ -181,6 +181,9 @@ class CxxDialect(Dialect):
     def barrier(self) -> str:
         return "__syncthreads()"
 
+    def fence(self, op: Op) -> str:
+        return "__threadfence()"
+
     def loop_hint(self, unroll: int | None) -> list[str]:
         return [f"#pragma unroll {unroll}"] if unroll else []
 

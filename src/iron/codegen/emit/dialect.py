@@ -206,6 +206,8 @@ class Dialect:
             return self.tensor_size(args[0])
         if code == "barrier":
             return self.barrier()
+        if code == "fence":
+            return self.fence(op)
         if cat == "atomic":
             return self.atomic(op, args)
         if cat == "subgroup":
@@ -458,6 +460,10 @@ class Dialect:
 
     def barrier(self) -> str:
         raise NotImplementedError
+
+    def fence(self, op: Op) -> str:
+        """A device-scope memory fence (the ``fence()`` builtin)."""
+        raise self.unsupported(op, "fence() (a device-scope memory fence)")
 
     def atomic(self, op: Op, args: list[Operand]) -> str:
         raise NotImplementedError

@@ -154,6 +154,8 @@ class GlslDialect(Dialect):
         self.extensions: set[str] = set()
         #: tensor name -> {element type of an aliased view: view name}
         self.views: dict[str, dict[str, str]] = {}
+        #: Whether the kernel has a fence() (its written buffers are then declared coherent).
+        self.fenced = False
         self.loop_guard = loop_guard
         #: The loop guard's status buffer binding, where this kernel has one (set in :meth:`attach`).
         self.loop_status_binding: int | None = None
@@ -420,6 +422,12 @@ class GlslDialect(Dialect):
         self.printer.line("groupMemoryBarrier();")
         return "barrier()"
 
+    def fence(self, op: Op) -> str:
+        """memoryBarrierBuffer() orders this invocation's buffer accesses; a kernel with a fence declares its
+        written buffers ``coherent`` so other workgroups' reads see them (GLSL 4.50, 4.10 "Memory Qualifiers")."""
+        self.fenced = True
+        return "memoryBarrierBuffer()"
+
     # ------------------------------------------------------------ indices
 
     def global_id_unsigned(self, axis: int) -> str:
@@ -515,6 +523,8 @@ class GlslDialect(Dialect):
                   "layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;", ""]
         for (name, value), arg in zip(parts.tensors, abi.tensors):
             access = {"read": "readonly ", "write": "writeonly "}.get(arg.access, "")
+            if self.fenced and arg.access != "read":
+                access = "coherent " + access
             layout = f"layout(std430, set = 0, binding = {arg.binding}) {access}buffer"
             element = _NAMES[value.type.dtype]
             lines.append(f"{layout} IronBuffer{arg.binding} {{ {element} {name}[]; }};")

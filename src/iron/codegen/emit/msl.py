@@ -161,6 +161,10 @@ class MslDialect(Dialect):
     def barrier(self) -> str:
         return "threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device)"
 
+    def fence(self, op: Op) -> str:
+        raise self.unsupported(op, "fence(): MSL 3.1 orders device memory only within a threadgroup (a "
+                                   "device-scope atomic_thread_fence needs MSL 3.2)")
+
     def frag_subgroup_sync(self) -> list[str]:
         return ["simdgroup_barrier(mem_flags::mem_threadgroup);"]
 

@@ -361,6 +361,12 @@ def barrier(lw: Any, a: CallArgs) -> FValue:
     return Py(None)
 
 
+@handles("fence")
+def fence(lw: Any, a: CallArgs) -> FValue:
+    lw.emit("fence", (), a.node)
+    return Py(None)
+
+
 @handles("async_barriers")
 def async_barriers(lw: Any, a: CallArgs) -> FValue:
     count = lw.static_int(a["count"], a.node_of("count"), "the number of barriers")

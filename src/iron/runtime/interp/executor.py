@@ -100,7 +100,7 @@ class Executor:
             "tile_store_wait": self._tile_store_wait,
             "warp_role": self._warp_role, "role_barrier": self._role_barrier,
             "abar_arrive_peer": self._abar_arrive_peer, "cluster_groups": self._cluster_groups,
-            "cluster_sync": self._cluster_sync,
+            "cluster_sync": self._cluster_sync, "fence": self._fence,
         }
 
     @property
@@ -464,6 +464,11 @@ class Executor:
     def _cluster_groups(self, op: Op, env: Env, mask: Mask) -> np.ndarray:
         self._whole_groups(op, mask)
         return self.clusters.join(op)
+
+    def _fence(self, op: Op, env: Env, mask: Mask) -> None:
+        """Global memory is one coherent array here, so a fence changes no value; the opt-in global race check
+        takes it as publishing the fencing threads' earlier accesses to other groups (memory.fence)."""
+        self.memory.fence(mask.bits)
 
     def _cluster_sync(self, op: Op, env: Env, mask: Mask) -> None:
         """Every thread of every group of a cluster arrives; their memory is ordered as by a barrier."""

@@ -54,6 +54,11 @@ class GlobalRaces:
         race = self.across.record(kind, op_id, whole, index, actors)
         return race if race is not None else self.within.record(kind, op_id, whole, index, actors)
 
+    def fence(self, threads: np.ndarray) -> None:
+        """``threads`` (bool over threads) fenced: their accesses so far no longer race other groups' later ones."""
+        t = self.threads
+        self.across.forget(lambda actors: np.where(actors < t.size, threads[np.minimum(actors, t.size - 1)], False))
+
     def barrier(self, groups: np.ndarray) -> None:
         """``groups`` (bool over groups) passed a barrier: their threads' accesses no longer race each other."""
         self.within.forget(lambda actors: groups[self.group_of(actors)])

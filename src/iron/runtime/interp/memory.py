@@ -253,6 +253,13 @@ class Memory:
             if isinstance(buf.races, RaceTracker):
                 buf.races.forget(lambda a: actors[a])
 
+    def fence(self, threads: np.ndarray) -> None:
+        """``threads`` (bool over the launch's threads) ran a device-scope fence: the global race check no longer
+        holds their accesses so far against other groups (it cannot see the atomic that orders a reader after
+        them, so it trusts the fence; docs/language.md, "Fences")."""
+        for tracker in self.global_races:
+            tracker.fence(threads)
+
     def barrier(self, groups: np.ndarray) -> None:
         """``groups`` (bool over groups) passed a barrier: their race history starts afresh."""
         for buf in self._shared.values():
