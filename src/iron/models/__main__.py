@@ -47,7 +47,7 @@ def _device(name: str) -> str:
 
 def _dtype(name: str, device: str) -> Any:
     if name == "auto":
-        name = "bf16" if device == "cuda" else "f32"
+        name = "bf16" if device != "cpu" else "f32"
     if name == "bf16":
         import ml_dtypes
 
@@ -66,7 +66,7 @@ def generate(args: argparse.Namespace) -> int:
         print("error: --prompt takes comma-separated integer token ids, e.g. --prompt 1,15043,29892", file=sys.stderr)
         return 2
     device = _device(args.device)
-    if args.graphs and device != "cuda":
+    if args.graphs and device == "cpu":
         print("error: --graphs replays CUDA graphs: add --device cuda (on a machine with an NVIDIA GPU)",
               file=sys.stderr)
         return 2
