@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (atomic_add, atomic_xchg, barrier, cast, copy_async, copy_async_commit, copy_async_wait, exp2,
-                       fence, fma, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_scale_rows,
+                       fence, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_scale_rows,
                        frag_store, group_id, log2, mma, recip, select, shared, simd_group_id, static_range, thread_id)
-from iron.std.attention_decode import empty_chunk, group_chunk
+from iron.std.attention_decode import combine_chunks, empty_chunk, group_chunk
 from iron.std.attention_ws import LOG2E, NEG, online_softmax
 
 #: Query rows of a fragment, keys a subgroup multiplies at a time, and lanes of a subgroup (a group of SUBS
@@ -113,17 +113,7 @@ def combine_last(part_o, part_lse, o, count, flag, obase, NCH, D, GR, tid, NT):
         fence()  # no partial is read before the count was seen
         for i in range(tid, GR * D, NT):
             bh = obase // NCH + i // D  # (b * H + head) of output element i
-            mx = NEG
-            for c in range(NCH):
-                mx = max(mx, part_lse[bh * NCH + c])
-            mu = select(mx == NEG, 0.0, mx)
-            num = 0.0
-            den = 0.0
-            for c in range(NCH):
-                w = exp2(part_lse[bh * NCH + c] - mu)
-                den += w
-                num = fma(w, part_o[(bh * NCH + c) * D + i % D], num)
-            o[bh * D + i % D] = cast(select(den == 0.0, 0.0, num / den), o.dtype)
+            o[bh * D + i % D] = cast(combine_chunks(part_o, part_lse, bh, i % D, NCH, D), o.dtype)
         if tid == 0:
             atomic_xchg(count, group_id(1), 0)
 
