@@ -163,7 +163,8 @@ class Llama:
 
         if x.dtype.name == "bfloat16":
             return torch.from_numpy(x.view(np.uint16).astype(np.int16)).view(torch.bfloat16).to(self.device)
-        return torch.from_numpy(np.ascontiguousarray(x)).to(self.device)
+        x = np.ascontiguousarray(x)
+        return torch.from_numpy(x if x.flags.writeable else x.copy()).to(self.device)  # broadcasts are read-only
 
     def _empty(self, shape: tuple[int, ...], like: Any) -> Any:
         return empty_like(like, shape, dtype_of(like))
