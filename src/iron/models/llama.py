@@ -364,7 +364,7 @@ class Llama:
 class DecodeGraph:
     """:meth:`Llama.decode` and the choice of the next tokens (argmax or top-k sampling) of one batch over one
     cache, captured once as a CUDA graph (``torch.cuda.CUDAGraph``) and replayed each step: a step costs one
-    graph launch instead of a few hundred kernel launches.  Its inputs (tokens, positions, lengths and the
+    graph launch instead of one launch a kernel (ten a block).  Its inputs (tokens, positions, lengths and the
     uniform numbers' bits) live in one static device array, filled from pinned host memory before each replay;
     its outputs (logits, tokens) are static arrays that the next replay overwrites.  The first call runs the step
     eagerly twice on a side stream (compiling and planning every launch, and making the dequantised copies),
