@@ -4,8 +4,7 @@ call, from the CUDA profiler) for each ring depth and chunk length, every output
 |difference| under 2**-7 of the largest |output|).  One JSON line per (shape, configuration).
 
 Run on the GPU machine: ``PYTHONPATH=src:scripts/device python3 scripts/device/decode_mma_tune.py`` (``--shapes
-B,S,H_kv ...``, ``--configs SUBSxSTAGES ...``, ``--chunks``).  A config ending in ``f`` (``2x3f``) runs the FUSED
-variant: the combine in the split's last group, one launch (its counts zeroed once, reset by every launch).
+B,S,H_kv ...``, ``--configs SUBSxSTAGES ...``, ``--chunks``).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", nargs="+", default=["16,4096,8", "1,4096,8", "4,4096,8", "64,4096,8", "16,32768,8",
                                                     "1,32768,8", "16,4096,32", "1,4096,32", "16,1024,8"])
-    ap.add_argument("--configs", nargs="+", default=["4x2", "2x3", "2x4", "2x2"], help="SUBSxSTAGES[f]")
+    ap.add_argument("--configs", nargs="+", default=["4x2", "2x3", "2x4", "2x2"], help="SUBSxSTAGES")
     ap.add_argument("--chunks", nargs="+", type=int, default=[128, 256, 512, 1024, 2048, 4096])
     ap.add_argument("--calls", type=int, default=10)
     args = ap.parse_args()
@@ -65,21 +64,17 @@ def main() -> None:
             nch = -(-s // ch)
             part_o = torch.empty(b, h, nch, d, device="cuda", dtype=torch.float32)
             part_lse = torch.empty(b, h, nch, device="cuda", dtype=torch.float32)
-            count = torch.zeros(b * h // gr, device="cuda", dtype=torch.int32)
             for config in args.configs:
-                fused = config.endswith("f")
-                subs, stages = (int(x) for x in config.rstrip("f").split("x"))
-                split = attention_decode_mma.variant(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False,
-                                                     FUSED=fused)
+                subs, stages = (int(x) for x in config.split("x"))
+                split = attention_decode_mma.variant(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False)
                 combine = attention_decode_combine.variant(T=iron.bf16)
                 nt = decode_mma_threads(subs)
 
                 def ours() -> None:
-                    split.launch(q, k, v, lens, part_o, part_lse, h, hk, s, nch, ch, gr, scale, lens, 1, 1, out,
-                                 count, grid=(nch * nt, b * h // gr), group=(nt,))
-                    if not fused:
-                        combine.launch(part_o, part_lse, out, h, d, nch,
-                                       grid=(-(-h * d // COMBINE_GROUP) * COMBINE_GROUP, b), group=(COMBINE_GROUP,))
+                    split.launch(q, k, v, lens, part_o, part_lse, h, hk, s, nch, ch, gr, scale, lens, 1, 1,
+                                 grid=(nch * nt, b * h // gr), group=(nt,))
+                    combine.launch(part_o, part_lse, out, h, d, nch,
+                                   grid=(-(-h * d // COMBINE_GROUP) * COMBINE_GROUP, b), group=(COMBINE_GROUP,))
 
                 out.zero_()
                 ours()
@@ -87,9 +82,7 @@ def main() -> None:
                 err = float((out.float() - ref).abs().max()) / top
                 us = kernel_us(torch, ours, args.calls)
                 moved = 2 * b * hk * s * d * 2
-                name = f"MMA_W{subs}_S{stages}_CH{ch}" + ("_FUSED" if fused else "")
-                print(json.dumps({**base, "config": name, "groups": nch * b * h // gr, "counts_zero":
-                                  int(count.abs().sum()) == 0,
+                print(json.dumps({**base, "config": f"MMA_W{subs}_S{stages}_CH{ch}", "groups": nch * b * h // gr,
                                   "us": round(us, 2), "sdpa_us": round(sdpa_us, 2), "vs_sdpa": round(sdpa_us / us, 3),
                                   "tb_s": round(moved / us / 1e6, 2), "ok": err < 2 ** -7, "err": err}), flush=True)
         del q, k, v, out

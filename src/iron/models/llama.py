@@ -319,15 +319,19 @@ class Llama:
         cache = self.new_cache(len(prompts), total)
         rng = np.random.default_rng(sampling.seed if sampling else None)
 
-        def uniform() -> np.ndarray:
-            return rng.random(len(prompts), dtype=np.float32)
+        def uniform() -> np.ndarray | None:
+            """The step's uniform numbers, one a sequence; none for greedy decoding (no copy to the device)."""
+            return rng.random(len(prompts), dtype=np.float32) if sampling else None
+
+        def on_device(u: np.ndarray | None) -> Any:
+            return None if u is None else self._to_device(u)
 
         if graphs:
             run: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[Any, Any]] = DecodeGraph(self, cache, sampling)
         else:
-            def run(tokens: np.ndarray, positions: np.ndarray, u: np.ndarray) -> tuple[Any, Any]:
+            def run(tokens: np.ndarray, positions: np.ndarray, u: np.ndarray | None) -> tuple[Any, Any]:
                 logits = self.step(tokens, positions, cache)
-                return logits, choose(logits, self._to_device(u), sampling, self.backend)
+                return logits, choose(logits, on_device(u), sampling, self.backend)
 
         def chosen(logits: Any, tokens: Any, step: int) -> list[int]:
             if on_step is not None:
@@ -339,7 +343,7 @@ class Llama:
 
         if self.prefills:
             logits = self.prefill(prompts, cache)
-            new = [[t] for t in chosen(logits, choose(logits, self._to_device(uniform()), sampling, self.backend), 0)]
+            new = [[t] for t in chosen(logits, choose(logits, on_device(uniform()), sampling, self.backend), 0)]
             positions = np.array([len(p) for p in prompts], np.int32)
             for j in range(1, max_new):
                 for seq, t in zip(new, chosen(*run(np.array([n[-1] for n in new], np.int32), positions, uniform()), j)):
@@ -399,12 +403,13 @@ class DecodeGraph:
         with torch.cuda.graph(self.graph):
             self.outputs = self._eager()
 
-    def __call__(self, tokens: np.ndarray, positions: np.ndarray, uniform: np.ndarray) -> tuple[Any, Any]:
+    def __call__(self, tokens: np.ndarray, positions: np.ndarray, uniform: np.ndarray | None) -> tuple[Any, Any]:
         """(logits, tokens) after feeding ``tokens`` at ``positions`` (``uniform``: the sampling's numbers); the
         caller reads them (a synchronising copy) before the next call, which reuses the pinned inputs."""
         host = self.host.numpy()
         host[0], host[1], host[2] = tokens, positions, np.asarray(positions) + 1
-        host[3] = np.asarray(uniform, np.float32).view(np.int32)
+        if uniform is not None:
+            host[3] = np.asarray(uniform, np.float32).view(np.int32)
         self.inputs.copy_(self.host, non_blocking=True)
         if self.graph is None:
             self._capture()

@@ -33,8 +33,8 @@ class Sampling:
 
 
 def choose(logits: Any, uniform: Any, sampling: Sampling | None, backend: str | None) -> Any:
-    """The (rows,) i32 tokens of logits (rows, vocab): the argmax without ``sampling``, else topk_sample at the
-    (rows,) f32 ``uniform`` numbers in [0, 1)."""
+    """The (rows,) i32 tokens of logits (rows, vocab): the argmax without ``sampling`` (``uniform`` unread, may be
+    None), else topk_sample at the (rows,) f32 ``uniform`` numbers in [0, 1)."""
     if sampling is None:
         return reduce.argmax(logits, backend=backend)
     rows, vocab = logits.shape

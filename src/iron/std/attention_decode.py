@@ -209,22 +209,6 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
 
 # ---------------------------------------------------------------- combine pass
 
-@func
-def combine_chunks(part_o, part_lse, bh, e, NCH, D):
-    """Element e of head bh's output (f32) from its NCH chunks (the combine's formula, below)."""
-    mx = NEG
-    for c in range(NCH):
-        mx = max(mx, part_lse[bh * NCH + c])
-    mu = select(mx == NEG, 0.0, mx)
-    num = 0.0
-    den = 0.0
-    for c in range(NCH):
-        w = exp2(part_lse[bh * NCH + c] - mu)
-        den += w
-        num = fma(w, part_o[(bh * NCH + c) * D + e], num)
-    return select(den == 0.0, 0.0, num / den)
-
-
 @kernel(variants(T=[f32, f16, bf16]))
 def attention_decode_combine(part_o: In[f32], part_lse: In[f32], o: Tensor[T], H: int, D: int, NCH: int):
     """o (B, H, D) in T from the chunks' normalised outputs and base-2 LSEs (decode_split's layout).
@@ -237,7 +221,17 @@ def attention_decode_combine(part_o: In[f32], part_lse: In[f32], o: Tensor[T], H
     b = program_id(1)
     if i < H * D:
         bh = b * H + i // D
-        o[bh * D + i % D] = T(combine_chunks(part_o, part_lse, bh, i % D, NCH, D))
+        mx = NEG
+        for c in range(NCH):
+            mx = max(mx, part_lse[bh * NCH + c])
+        mu = select(mx == NEG, 0.0, mx)
+        num = 0.0
+        den = 0.0
+        for c in range(NCH):
+            w = exp2(part_lse[bh * NCH + c] - mu)
+            den += w
+            num = fma(w, part_o[(bh * NCH + c) * D + i % D], num)
+        o[bh * D + i % D] = T(select(den == 0.0, 0.0, num / den))
 
 
 COMBINE_GROUP = 128
@@ -265,5 +259,5 @@ def paged_kv_append(k_new: In[T], v_new: In[T], k_pages: Tensor[T], v_pages: Ten
 APPEND_GROUP = 256
 
 
-__all__ = ["APPEND_GROUP", "COMBINE_GROUP", "DECODE_THREADS", "TEAM", "attention_decode_combine", "combine_chunks",
+__all__ = ["APPEND_GROUP", "COMBINE_GROUP", "DECODE_THREADS", "TEAM", "attention_decode_combine",
            "attention_decode_split", "empty_chunk", "group_chunk", "paged_kv_append", "team_spans_head"]

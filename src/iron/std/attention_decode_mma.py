@@ -17,10 +17,10 @@ f32), so the same combine pass finishes it.  Runs where 16x16x16 fragments of T 
 from __future__ import annotations
 
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
-from iron.lang import (atomic_add, atomic_xchg, barrier, cast, copy_async, copy_async_commit, copy_async_wait, exp2,
-                       fence, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_scale_rows,
-                       frag_store, group_id, log2, mma, recip, select, shared, simd_group_id, static_range, thread_id)
-from iron.std.attention_decode import combine_chunks, empty_chunk, group_chunk
+from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, exp2, frag_a, frag_acc, frag_acc_to_a,
+                       frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store, log2, mma, recip,
+                       select, shared, simd_group_id, static_range, thread_id)
+from iron.std.attention_decode import empty_chunk, group_chunk
 from iron.std.attention_ws import LOG2E, NEG, online_softmax
 
 #: Query rows of a fragment, keys a subgroup multiplies at a time, and lanes of a subgroup (a group of SUBS
@@ -99,35 +99,15 @@ def merge_block(out_s, c0, o, f, first, D):
         frag_store(out_s, c0, D, frag_load_acc(out_s, c0, D, DM_ROWS, 16) + part)
 
 
-@func
-def combine_last(part_o, part_lse, o, count, flag, obase, NCH, D, GR, tid, NT):
-    """FUSED's end: this group's partials are written; it counts itself in for its heads, and the group that
-    counts last combines every chunk of them into ``o`` (attention_decode_combine's arithmetic and order) and
-    sets the count back to 0.  ``flag``: one shared i32."""
-    fence()  # this thread's partials are visible before the count says so
-    barrier()
-    if tid == 0:
-        flag[0] = atomic_add(count, group_id(1), 1)
-    barrier()
-    if flag[0] == NCH - 1:
-        fence()  # no partial is read before the count was seen
-        for i in range(tid, GR * D, NT):
-            bh = obase // NCH + i // D  # (b * H + head) of output element i
-            o[bh * D + i % D] = cast(combine_chunks(part_o, part_lse, bh, i % D, NCH, D), o.dtype)
-        if tid == 0:
-            atomic_xchg(count, group_id(1), 0)
-
-
 def decode_mma_threads(subs: int) -> int:
     """Threads of one attention_decode_mma group of ``subs`` subgroups (its launch's group size)."""
     return subs * DM_LANES
 
 
-@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True],
-                 FUSED=[False, True]))
+@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True]))
 def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32], part_lse: Tensor[f32],
                          H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32, table: In[i32], P: int,
-                         pages: int, o: Tensor[T], count: Tensor[i32]):
+                         pages: int):
     """One chunk of keys for GR query heads sharing one KV head, on the matrix units: attention_decode_split's
     contract and outputs (its combine pass finishes them).
 
@@ -139,9 +119,6 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     L_b)) of heads hg*GR .. hg*GR+GR-1, KV head (hg*GR) // (H / H_kv).
     Out (f32): part_o (B, H, NCH, D) = sum_j softmax_j v_j over the chunk (normalised), part_lse (B, H, NCH) =
     log2 sum_j 2^(s_j), s_j = scale * log2(e) * q.k_j; an empty chunk gives 0 and -inf.
-    FUSED: the combine too, in one launch: o (B, H, D) in T as attention_decode_combine computes it, by the group
-    that counts in last for its heads on ``count`` (B * H / GR i32, zeros before the launch and after it: the
-    last group resets its entry); without FUSED, o and count are unread.
     Order: keys in blocks of 16 SUBS, subgroup w taking keys 16 w .. 16 w + 15 of each: S by the unit (exact
     products, f32 sums in its order, the even and odd 16-column slices of D apart, then added), the running max m
     of raw scores and sum l of the unrounded weights 2^(scale log2(e) (s - m)) in f32, the weights rounded to T for
@@ -158,14 +135,11 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     qs = shared(T, DM_ROWS * LD)
     out_s = shared(f32, DM_ROWS * D)
     stat_s = shared(f32, SUBS * 2 * DM_ROWS * DM_KEYS)  # each subgroup's m and l, as fragments
-    flag = shared(i32, 1)
     tid = thread_id(0)
     sg = simd_group_id()
     b, h0, kvh, start, end, obase = group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, GR)
     if start >= end:
         empty_chunk(part_o, part_lse, obase, NCH, D, GR, tid, NT)
-        if FUSED:
-            combine_last(part_o, part_lse, o, count, flag, obase, NCH, D, GR, tid, NT)
         return
     W = S_max // P
     row0 = (b * H_kv + kvh) * S_max
@@ -250,8 +224,6 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         part_o[(obase + (i // D) * NCH) * D + i % D] = out_s[i]
     if tid < GR:
         part_lse[obase + tid * NCH] = stat_s[tid * DM_KEYS]
-    if FUSED:
-        combine_last(part_o, part_lse, o, count, flag, obase, NCH, D, GR, tid, NT)
 
 
-__all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "attention_decode_mma", "combine_last", "decode_mma_threads"]
+__all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "attention_decode_mma", "decode_mma_threads"]
