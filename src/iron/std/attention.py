@@ -229,10 +229,9 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     paged = paging[0] is not seq_lens
     if mma:
         threads = decode_mma_threads(MMA_PLAN["SUBS"])
-        mma_split = attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"],
-                                                 PAGED=paged, FUSED=False)
-        mma_split.launch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
-                         out, seq_lens, grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
+        attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged).launch(
+            q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
+            grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
     else:
         vec = vector_width(dt)
         tm = team_lanes(ch, d, vec, backend, (q,))
