@@ -84,6 +84,37 @@ def profile_decode(model, prompts: list[list[int]], steps: int) -> dict:
             "kernels": [[name, round(us, 1), round(us / busy, 3)] for name, us in top]}
 
 
+def profile_torch(config, tensors, batch: int, start: int, steps: int, device: str) -> dict:
+    """EagerLlama's bf16 decode steps under the CUDA profiler, reported as :func:`profile_decode` reports Iron's (why
+    its projections read the weights well below the copy ceiling)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from iron.models.reference import EagerLlama
+
+    model = EagerLlama(config, tensors, batch, start + steps + 8, device=device, dtype=torch.bfloat16)
+    toks = torch.ones(batch, dtype=torch.long, device=device)
+    for pos in range(4):
+        toks = model.step(toks, torch.full((batch,), pos, device=device)).argmax(-1)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for pos in range(start, start + steps):
+            toks = model.step(toks, torch.full((batch,), pos, device=device)).argmax(-1)
+            toks = torch.tensor(toks.tolist(), device=device)
+        wall = (time.perf_counter() - t0) / steps
+    kernels: dict[str, float] = {}
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
+        if us > 0:
+            kernels[e.key[:80]] = kernels.get(e.key[:80], 0.0) + us / steps
+    busy = sum(kernels.values())
+    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:12]
+    return {"gpu_us_per_step": round(busy, 1), "wall_us_per_step": round(wall * 1e6, 1),
+            "host_share": round(1 - busy / (wall * 1e6), 3),
+            "kernels": [[name, round(us, 1), round(us / busy, 3)] for name, us in top]}
+
+
 def check_against_f32(config, tensors, prompts, new, logits, positions: int, device: str) -> float:
     """Largest |Iron - f32 torch| / largest |torch logit| over every step (prefill's last token, then decode)."""
     import torch
@@ -184,6 +215,8 @@ def main(argv: list[str]) -> int:
             print(json.dumps(row), flush=True)
             if args.profile and device == "cuda":
                 print(json.dumps({"batch": batch, "profile": profile_decode(model, prompts, 16)}), flush=True)
+                print(json.dumps({"batch": batch, "torch_profile": profile_torch(
+                    config, tensors, batch, int(max(lens)), 16, device)}), flush=True)
         for batch in args.batch if args.compile else ():  # last: compiling takes minutes
             graphs = run_torch(config, tensors, batch, args.prompt, args.new, True, device)
             print(json.dumps({"batch": batch, "compiled_step_ms": round(graphs, 3),

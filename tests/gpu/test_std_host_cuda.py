@@ -285,6 +285,33 @@ def test_gemm_on_warpgroups(cuda, m, n, k, transpose_b, act, dtype):
     assert verdict.ok, verdict.message
 
 
+@pytest.mark.parametrize("m,n,k,act", [(16, 4096, 4096, None), (2, 6144, 4096, None), (5, 131, 200, "silu"),
+                                       (16, 28672, 264, "gelu_tanh"), (9, 72, 8, None)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_gemm_of_a_few_rows(cuda, m, n, k, act, dtype):
+    """2 to 16 rows against an (n, k) weight take gemm_few on mma.sync devices (16 columns a group below 8192, 64
+    from 16384): whole 16-byte rows and ragged ones, a bias and activation, K of one chunk."""
+    import ml_dtypes
+
+    from iron.core import dtypes as D
+    from iron.harness.tolerance import compare, derive_tolerance
+    from iron.std import gemm as GM
+    from iron.std.suite import gemm as GS
+
+    nd = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((m, k)).astype(nd)
+    w = rng.standard_normal((n, k)).astype(nd)
+    bias = rng.standard_normal(n).astype(nd) if act else None
+    got = GM.gemm(a, w, bias, act, backend="cuda", transpose_b=True)
+    oracle = GS.make_oracle(True, bias is not None, act or "none")
+    want = oracle(a.astype(np.float64), w.astype(np.float64), None if bias is None else bias.astype(np.float64), None,
+                  m, n, k)
+    tol = derive_tolerance(D.from_numpy(a.dtype), GS.gemm_depth(k, bias is not None, act or "none"))
+    verdict = compare(np.asarray(got), want, tol)
+    assert verdict.ok, verdict.message
+
+
 @pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
 @pytest.mark.parametrize("m,k", [(4096, 4096), (11008, 4096), (3, 11008)])
 def test_quant_gemv_with_the_hosts_split(cuda, qtype, m, k):

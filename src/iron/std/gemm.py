@@ -705,8 +705,17 @@ def _launch_gemm(a: Any, b: Any, bias: Any, act: str, out: Any, mnk: tuple[int, 
     cfg = fragment_config(traits, dt, bool(transpose_b)) if dt != f32 else None
     flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}
     from .gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg, runs_warpgroups, wg_shared_bytes
+    from .gemm_few import FEW_ROWS, few_config, few_geometry, few_shared_bytes, gemm_few
     from .gemm_ws import gemm_ws, ws_chosen, ws_geometry
 
+    if cfg is not None and transpose_b and 2 <= m <= FEW_ROWS and traits.matrix_unit is CUDA_MMA_SYNC_M16N8K16:
+        # A few rows (a decode step of a batch): weight-bandwidth bound, many narrow groups (gemm_few.py).
+        few = few_config(n, traits.lane_width)
+        if few_shared_bytes(few) <= (traits.shared_limit or 0):
+            grid, group = few_geometry(n, few)
+            gemm_few.variant(T=dt, BIAS=bias is not None, ACT=act, **few).launch(
+                a, b, unread_bias, out, m, n, k, grid=grid, group=group, backend=backend)
+            return out
     ws = ws_chosen(traits, (m, n, k), transpose_b, (a, b)) if cfg is not None else None
     if ws is not None:
         # Hopper and operands tile copies can read: warp roles (gemm_ws.py).

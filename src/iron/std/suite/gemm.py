@@ -16,6 +16,7 @@ from iron import Depth, Expect, Setup, bench, bf16, f16, f32, test_kernel
 
 from ..gemm import (CUDA_MMA_SYNC_M16N8K16, FMA_BM, FMA_BN, FMA_THREADS, SM80_4W, SM80_WIDE, block_tile, device_traits,
                     fragment_config, gemm_fma, gemm_mma, launch_geometry, portable_small)
+from ..gemm_few import SPLIT, few_geometry, gemm_few
 from ..gemm_wg import WG_BM, WG_DEFAULT, WG_THREADS, gemm_wg
 from ..gemm_ws import WS_DEFAULT, gemm_ws, ws_geometry
 
@@ -278,4 +279,32 @@ def _ws_setup(case, groups):
     grid, group = ws_geometry(m, n, case["BN"], groups, case.binding.get("CLUSTER", 1))
     return Setup(args=_inputs(case, m, n, k), grid=grid, group=group,
                  oracle=make_oracle(case["BT"], case["BIAS"], case["ACT"]),
+                 depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)
+
+
+# ---------------------------------------------------------------- a few rows (gemm_few: decode steps of a batch)
+
+# One element; one whole fragment; M < 16 with N and K ragged (element-by-element copies, a partial K step);
+# 16 rows over three K steps of whole 16-byte rows with N past two groups' columns (the ring wrapping at 3
+# stages); K under one chunk.
+FEW_SHAPES = [_shape(1, 1, 1), _shape(16, 16, 16), _shape(3, 40, 200), _shape(16, 72, 384), _shape(5, 131, 3)]
+FEW_BINDINGS = [{**_flags(f16, True, True, "gelu_tanh"), "BN": 16, "BK": 64, "STAGES": 3}]  # 19 KiB: Vulkan's 32
+# bf16 (not on Vulkan: SPIR-V keeps it as bits); the widest tile over the shortest K steps and deepest ring; the
+# other epilogues.
+FEW_MORE = [{**_flags(bf16, True, False, "none"), "BN": 16, "BK": 128, "STAGES": 4},
+            {**_flags(f16, True, True, "none"), "BN": 32, "BK": 128, "STAGES": 4},
+            {**_flags(bf16, True, True, "silu"), "BN": 64, "BK": 64, "STAGES": 6},
+            {**_flags(f16, True, False, "relu"), "BN": 32, "BK": 256, "STAGES": 3}]
+
+
+@test_kernel(gemm_few, shapes={"vulkan": [_shape(3, 40, 200), _shape(16, 16, 16)], "*": FEW_SHAPES},
+             bindings=FEW_BINDINGS, name="std/gemm/few")
+@test_kernel(gemm_few, shapes={"vulkan": [], "*": FEW_SHAPES}, bindings=FEW_MORE, name="std/gemm/few_variants")
+def few_setup(case):
+    """SPLIT subgroups share each K step of a group's BN columns (docs/std/gemm.md, "A few rows")."""
+    m, n, k = case["M"], case["N"], case["K"]
+    binding = {"THREADS": SPLIT * case.simd_width}
+    grid, group = few_geometry(n, {**case.binding, **binding})
+    return Setup(args=_inputs(case, m, n, k), grid=grid, group=group, binding=binding,
+                 oracle=make_oracle(True, case["BIAS"], case["ACT"]),
                  depth=gemm_depth(k, case["BIAS"], case["ACT"]), flops=2 * m * n * k, matrix=True)
