@@ -33,6 +33,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rows", type=int, nargs="+", default=[16, 4])
     ap.add_argument("--configs", nargs="*", default=["_".join(map(str, c)) for c in FEW_CONFIGS])
     ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--quant", nargs="*", default=["Q8_0", "Q4_0"], help="also quant_few on these formats")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     for n, k in SHAPES:
@@ -84,7 +85,52 @@ def main(argv: list[str]) -> int:
                 err = error()
                 row(f"few_{name}", kernel_us(torch, lambda: kern.launch(x, weight(), bias, out, m, n, k, grid=grid,
                                                                         group=group, backend="cuda"), args.calls), err)
+        for qtype in args.quant:
+            quant_rows(torch, qtype, n, k, args.rows, args.calls)
     return 0
+
+
+def random_blocks(torch, qtype: str, n: int, k: int):
+    """n rows of k / 32 random blocks of ``qtype`` on the device: scales 2**-7 (f16 0x2000), random weights."""
+    nbytes = 34 if qtype == "Q8_0" else 18
+    blocks = torch.randint(0, 256, (n * k // 32, nbytes), dtype=torch.uint8, device="cuda")
+    blocks[:, 0] = 0x00
+    blocks[:, 1] = 0x20
+    return blocks.reshape(-1)
+
+
+def quant_rows(torch, qtype: str, n: int, k: int, rows: list[int], calls: int) -> None:
+    """quant_few (the weight's bytes) beside gemm on its bf16 dequantisation (what a batch multiplied before), each
+    checked against torch on that dequantisation; the rate counts the bytes each reads."""
+    from iron.std import gemm as gemm_mod
+    from iron.std import gguf
+    from iron.std.quant_few import quant_few
+
+    copies = max(2, -(-(120 << 20) // (n * k)))
+    datas = [random_blocks(torch, qtype, n, k) for _ in range(copies)]
+    w = gguf.dequantize(datas[0], qtype, (n, k), torch.bfloat16, backend="cuda")
+    wf = [gguf.dequantize(d, qtype, (n, k), torch.bfloat16, backend="cuda") for d in datas]
+    qgb, fgb = datas[0].numel() / 1e9, n * k * 2 / 1e9
+    for m in rows:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        want = (x.float() @ w.float().T)
+        out = torch.zeros(m, n, device="cuda", dtype=torch.bfloat16)
+        turn = [0]
+
+        def nxt(seq):
+            turn[0] = (turn[0] + 1) % copies
+            return seq[turn[0]]
+
+        quant_few(datas[0], qtype, x, n, out, backend="cuda")
+        err = float((out.float() - want).abs().max() / want.abs().max())
+        us = kernel_us(torch, lambda: quant_few(nxt(datas), qtype, x, n, out, backend="cuda"), calls)
+        print(json.dumps({"m": m, "n": n, "k": k, "kernel": f"quant_few_{qtype}", "us": round(us, 2),
+                          "tb_s": round(qgb / us * 1e3, 3), "error": float(f"{err:.2e}")}), flush=True)
+        gemm_mod.gemm(x, w, out=out, transpose_b=True, backend="cuda")
+        err = float((out.float() - want).abs().max() / want.abs().max())
+        us = kernel_us(torch, lambda: gemm_mod.gemm(x, nxt(wf), out=out, transpose_b=True, backend="cuda"), calls)
+        print(json.dumps({"m": m, "n": n, "k": k, "kernel": f"gemm_bf16_of_{qtype}", "us": round(us, 2),
+                          "tb_s": round(fgb / us * 1e3, 3), "error": float(f"{err:.2e}")}), flush=True)
 
 
 if __name__ == "__main__":

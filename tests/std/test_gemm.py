@@ -19,6 +19,7 @@ from iron.core import dtypes as D
 from iron.core.errors import UnsupportedOnTarget
 from iron.harness.tolerance import compare, derive_tolerance
 from iron.std import gemm as G
+from iron.std.gemm_few import few_config, gemm_few
 from iron.std.suite import gemm as GS
 
 ENTRIES = suite("gemm")
@@ -68,8 +69,18 @@ def _compile_params():
     wide = G.gemm_mma.variant(**MMA_COMPILE[0], **G.SM80_WIDE, THREADS=256)
     h200 = G.gemm_mma.variant(**MMA_COMPILE[0], **G.SM80, THREADS=128)
     deep = G.gemm_mma.variant(**MMA_COMPILE[0], **{**G.SM80_4W, "BK": 16, "STAGES": 4}, THREADS=128)
-    return params + [pytest.param("cuda", wide, id="cuda-mma-wide"), pytest.param("cuda", h200, id="cuda-mma-sm80"),
-                     pytest.param("cuda", deep, id="cuda-mma-4-stages")]
+    few = [pytest.param(t, gemm_few.variant(**flags, **cfg), id=f"{t}-few-{i}")
+           for t, cfg, dts in (("cuda", few_config(4096), (bf16, f16)), ("hip", FEW_SMALL, (f16,)),
+                               ("metal", FEW_SMALL, (bf16, f16)), ("spirv", FEW_SMALL, (f16,)))
+           for i, flags in enumerate({"T": dt, "BIAS": bias, "ACT": act} for dt in dts
+                                     for bias, act in ((False, "none"), (True, "silu")))]
+    return params + few + [pytest.param("cuda", wide, id="cuda-mma-wide"),
+                           pytest.param("cuda", h200, id="cuda-mma-sm80"),
+                           pytest.param("cuda", deep, id="cuda-mma-4-stages")]
+
+
+#: gemm_few within 32 KiB of shared memory (Vulkan, Metal; HIP beside its fragments' scratch), 4 subgroups of 32.
+FEW_SMALL = {"BN": 16, "BK": 64, "STAGES": 3, "THREADS": 128}
 
 
 @pytest.mark.parametrize("target,launch", _compile_params())

@@ -16,8 +16,10 @@ sequence b feeds its prompt's tokens while it has any, then its own greedy token
 comes from the step of its prompt's last).  Either way prompts of different lengths need no padding.  RoPE rotates
 adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM, which its converters permute Q and K weights for).  Quantised
 GGUF projections stay quantised: a step of one sequence multiplies their bytes directly (``quant_gemv.quant_gemv``:
-a decode reads 4-8 bits a weight, not 16), a batch multiplies a float copy that ``gguf.dequantize`` makes on the
-device the first time one is needed; a quantised embedding table is dequantised when the model loads (the gather
+a decode reads 4-8 bits a weight, not 16), and so does a batch of up to 16 in Q8_0 / Q4_0 with f16 / bf16
+activations where ``mma.sync`` runs (``quant_few.quant_few``: the bytes dequantised in shared memory, multiplied
+on the matrix units); other batches multiply a float copy that ``gguf.dequantize`` makes on the device the first
+time one is needed; a quantised embedding table is dequantised when the model loads (the gather
 reads floats)."""
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from typing import Any, Callable
 import numpy as np
 
 from iron import LaunchError
-from iron.std import attention, gemm, gguf, norms, quant_gemv, rope
+from iron import bf16, f16
+from iron.codegen.mma import CUDA_MMA_SYNC_M16N8K16
+from iron.jit.device import device_traits
+from iron.std import attention, gemm, gguf, norms, quant_few, quant_gemv, rope
 from iron.std._host import ceil_div, dtype_of, empty_like
 
 from .gguf_file import LlamaConfig, QuantTensor, read_llama
@@ -61,6 +66,13 @@ class Linear:
                 quant_gemv.quant_gemv(data, qtype, x, rows, self.cols, out=flat[at:at + rows], backend=backend)
                 at += rows
             return out
+        if self.parts and self._reads_bytes(h, backend):
+            out = empty_like(h, (h.shape[0], self.rows), dtype_of(h))
+            at = 0
+            for qtype, rows, data in self.parts:
+                quant_few.quant_few(data, qtype, h, rows, out, col0=at, backend=backend)
+                at += rows
+            return out
         if self.weight is None:
             self.weight = empty_like(h, (self.rows, self.cols), dtype_of(h))
             at = 0
@@ -69,6 +81,16 @@ class Linear:
                                 backend=backend)
                 at += rows
         return gemm.gemm(h, self.weight, transpose_b=True, backend=backend)
+
+
+    def _reads_bytes(self, h: Any, backend: str | None) -> bool:
+        """Whether a batch of up to 16 rows multiplies the quantised bytes themselves (quant_few: Q8_0 / Q4_0, f16 /
+        bf16, where ``mma.sync`` runs or on the interpreter) instead of a float copy of the weight."""
+        if not (2 <= h.shape[0] <= quant_few.FEW_ROWS and dtype_of(h) in (f16, bf16)
+                and all(q in quant_few.QTYPES for q, _, _ in self.parts)):
+            return False
+        traits = device_traits(backend, (h,))
+        return traits.interpreted or traits.matrix_unit is CUDA_MMA_SYNC_M16N8K16
 
 
 @dataclass
@@ -259,8 +281,9 @@ class Llama:
         the same for all), attending over its cache up to there."""
         b = len(tokens)
         positions = np.broadcast_to(np.asarray(positions, np.int32), (b,))
-        ids, pos = self._to_device(np.asarray(tokens, np.int32)), self._to_device(np.ascontiguousarray(positions))
-        return self.decode(ids, pos, self._to_device(np.ascontiguousarray(positions + 1)), cache)
+        # one copy to the device a step: the rows of one (3, batch) array are the tokens, positions and lengths
+        ids, pos, lens = self._to_device(np.stack([np.asarray(tokens, np.int32), positions, positions + 1]))
+        return self.decode(ids, pos, lens, cache)
 
     def decode(self, ids: Any, pos: Any, lens: Any, cache: "Cache") -> Any:
         """:meth:`step` on device arrays (batch,) int32: tokens, positions and lengths (positions + 1); every
