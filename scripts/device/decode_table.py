@@ -18,6 +18,24 @@ import math
 from cuda_events import call_us, kernel_us
 
 
+def per_kernel(torch, call, calls: int) -> list[list]:
+    """[name, GPU us per call] of every kernel ``call`` launches (the CUDA profiler), the longest first."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    spent: dict[str, float] = {}
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:
+            spent[e.name[:70]] = spent.get(e.name[:70], 0.0) + e.time_range.elapsed_us() / calls
+    return sorted(([n, round(us, 2)] for n, us in spent.items()), key=lambda kv: -kv[1])
+
+
 def main() -> None:
     import torch
     import torch.nn.functional as F
@@ -31,6 +49,7 @@ def main() -> None:
     ap.add_argument("--kv-heads", nargs="+", type=int, default=[8, 32])
     ap.add_argument("--lengths", choices=["full", "ragged"], default="full")
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call, both sides")
     ap.add_argument("--plan", default="", help="attention.MMA_PLAN entries for this run, e.g. SUBS=4,STAGES=2")
     args = ap.parse_args()
     for item in filter(None, args.plan.split(",")):
@@ -73,6 +92,10 @@ def main() -> None:
                                   "iron_call_us": round(our_call, 2), "sdpa_call_us": round(their_call, 2),
                                   "vs_sdpa": round(theirs / ours, 3), "iron_tb_s": round(moved / ours / 1e6, 2),
                                   "max_rel_err": err, "ok": err < 2 ** -7}), flush=True)
+                if args.kernels:
+                    print(json.dumps({"B": b, "S": s, "H_kv": hk, "iron_kernels": per_kernel(torch, iron_call,
+                                                                                              args.calls),
+                                      "sdpa_kernels": per_kernel(torch, sdpa, args.calls)}), flush=True)
                 del q, k, v, out, ref
                 torch.cuda.empty_cache()
 
