@@ -31,8 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from iron import LaunchError
-from iron import bf16, f16
+from iron import LaunchError, bf16, f16
 from iron.codegen.mma import CUDA_MMA_SYNC_M16N8K16
 from iron.jit.device import device_traits
 from iron.std import attention, gemm, gguf, norms, quant_few, quant_gemv, rope
@@ -49,8 +48,9 @@ PAGE = 16
 @dataclass
 class Linear:
     """A projection's (out, in) weight, possibly several stacked along the rows (Q, K and V; gate and up): a float
-    array, or ``parts`` of quantised bytes, (qtype, rows, data) in row order, whose float copy is made on the
-    device when a batch first needs it."""
+    array, or ``parts`` of quantised bytes, (qtype, rows, data) in row order, multiplied as bytes by one row
+    (quant_gemv) and by batches quant_few takes, else through a float copy made on the device when a batch first
+    needs it."""
 
     rows: int
     cols: int
@@ -81,7 +81,6 @@ class Linear:
                                 backend=backend)
                 at += rows
         return gemm.gemm(h, self.weight, transpose_b=True, backend=backend)
-
 
     def _reads_bytes(self, h: Any, backend: str | None) -> bool:
         """Whether a batch of up to 16 rows multiplies the quantised bytes themselves (quant_few: Q8_0 / Q4_0, f16 /

@@ -660,7 +660,8 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
     interp/vulkan, torch tensors on cuda).  f16/bf16 run on the matrix units where the device has
     them (:func:`fragment_config`; on Hopper the warp-role kernel of gemm_ws.py where tile copies can read the
     operands and the output has enough tiles, else the warpgroup kernel of gemm_wg.py), everything else on the
-    FMA kernel; one row with no bias or activation (M = 1) is gemv's matrix-vector product (f32 sums too).
+    FMA kernel; one row with no bias or activation (M = 1) is gemv's matrix-vector product (f32 sums too), and 2 to
+    16 rows against B given (n, k) on ``mma.sync`` devices take gemm_few.py's narrow groups (a decode step's batch).
     Returns ``out`` (M, N).
     """
     dt = _host.check_float(a, "gemm: a")

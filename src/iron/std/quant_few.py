@@ -5,10 +5,10 @@ otherwise need a float copy of every weight (twice the bytes of Q8_0 to read eac
 quantised to save).  This is gemm_few.py's structure with W's raw bytes in the ring: a group takes BN output
 columns (rows of W) and the whole of K in steps of BK weights (BK / 32 blocks: whole 8-byte chunks of a row's
 bytes at BK = 128 or 256 for both formats, so the bytes travel by asynchronous 8-byte copies, a u8 copy's widest,
-where K % 128 == 0); each step's bytes are dequantised in shared memory to a BN x BK panel of T (gguf's ``d * q`` in f32,
-one rounding to T: the same weights as ``gguf.dequantize`` to T), which SPLIT subgroups multiply as gemm_few does.
-K-quants (Q4_K, Q6_K) keep the float copy (iron.models).  Only CUDA's host path calls it (where ``mma.sync``
-runs); the interpreter and Vulkan run it in the tests.
+where K % 128 == 0); each step's bytes are dequantised in shared memory to a BN x BK panel of T (gguf's ``d * q``
+in f32, one rounding to T: the same weights as ``gguf.dequantize`` to T), which SPLIT subgroups multiply as gemm_few
+does.  K-quants (Q4_K, Q6_K) keep the float copy (iron.models).  iron.models calls it where ``mma.sync`` runs and on
+the interpreter; the tests run it on the interpreter and Vulkan too.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def quant_gemm_few(data: In[u8], a: In[T], c: Tensor[T], m: int, n: int, k: int,
     products exact, f32 sums, subgroup s < SPLIT adding fragments s, s + SPLIT, ... of each K step, the subgroups'
     sums added in order, one rounding to T.  ``fast``: the host's promise that data starts on an 8-byte boundary
     and k % 128 == 0 (a row's bytes, and a K step's, are whole 8-byte chunks): the bytes then travel by 8-byte
-    asynchronous copies.  Launch: grid (ceil(n / BN) * THREADS,), group (THREADS,), THREADS >= SPLIT * the subgroup width.
+    asynchronous copies.  Launch: grid (ceil(n / BN) * THREADS,), group (THREADS,), THREADS >= SPLIT * the
+    subgroup width.
     """
     nbytes = block_bytes_of(QT)
     sb = BK // 32 * nbytes  # a row's bytes a K step
