@@ -16,9 +16,9 @@ sequence b feeds its prompt's tokens while it has any, then its own greedy token
 comes from the step of its prompt's last).  Either way prompts of different lengths need no padding.  RoPE rotates
 adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM, which its converters permute Q and K weights for).  Quantised
 GGUF projections stay quantised: a step of one sequence multiplies their bytes directly (``quant_gemv.quant_gemv``:
-a decode reads 4-8 bits a weight, not 16), and so does a batch of up to 16 in Q8_0 / Q4_0 with f16 / bf16
-activations where ``mma.sync`` runs (``quant_few.quant_few``: the bytes dequantised in shared memory, multiplied
-on the matrix units); other batches multiply a float copy that ``gguf.dequantize`` makes on the device the first
+a decode reads 4-8 bits a weight, not 16), and so does a batch of up to 16 in Q4_0 with f16 / bf16 activations
+where ``mma.sync`` runs (``quant_few.quant_few``: the bytes dequantised in shared memory, multiplied on the matrix
+units; Q8_0 too on the interpreter); other batches multiply a float copy that ``gguf.dequantize`` makes on the device the first
 time one is needed; a quantised embedding table is dequantised when the model loads (the gather
 reads floats)."""
 
@@ -83,13 +83,17 @@ class Linear:
         return gemm.gemm(h, self.weight, transpose_b=True, backend=backend)
 
     def _reads_bytes(self, h: Any, backend: str | None) -> bool:
-        """Whether a batch of up to 16 rows multiplies the quantised bytes themselves (quant_few: Q8_0 / Q4_0, f16 /
-        bf16, where ``mma.sync`` runs or on the interpreter) instead of a float copy of the weight."""
+        """Whether a batch of up to 16 rows multiplies the quantised bytes themselves (quant_few, f16 / bf16) instead
+        of a float copy of the weight: Q4_0 where ``mma.sync`` runs (on an H100 1.04-1.37x the copy's product time, and
+        no copy of 2 bytes a weight beside Q4_0's 0.56; Q8_0 took 1.3-1.6x there and keeps the copy: docs/models.md),
+        both formats on the interpreter (the tests)."""
         if not (2 <= h.shape[0] <= quant_few.FEW_ROWS and dtype_of(h) in (f16, bf16)
                 and all(q in quant_few.QTYPES for q, _, _ in self.parts)):
             return False
         traits = device_traits(backend, (h,))
-        return traits.interpreted or traits.matrix_unit is CUDA_MMA_SYNC_M16N8K16
+        if traits.interpreted:
+            return True
+        return traits.matrix_unit is CUDA_MMA_SYNC_M16N8K16 and all(q == "Q4_0" for q, _, _ in self.parts)
 
 
 @dataclass

@@ -11,8 +11,8 @@ SPLIT, ... of the step: 16 x 8 x 16 products, 16 rows of A against 8 columns of 
 while the group's copies stay in flight.  The subgroups' sums meet in shared memory, in subgroup order, then
 bias, activation and one rounding to T as gemm.py's epilogue does.
 
-Narrow tiles give many groups (N = 4096 at BN = 16: 256 groups), wide ones read less of A from L2 per byte of
-B: :func:`few_config` picks BN by N.  The host (``gemm.gemm``) runs it for 2 <= M <= 16 where the device has
+Narrow tiles give more groups, wide ones read less of A from L2 per byte of B and fewer steps a byte: on an H100
+the wide ones won (:func:`few_config`).  The host (``gemm.gemm``) runs it for 2 <= M <= 16 where the device has
 ``mma.sync``; the interpreter and Vulkan run it through the portable fragments (the tests).
 """
 
@@ -123,10 +123,12 @@ def gemm_few(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
 
 
 def few_config(n: int, lanes: int = 32) -> dict[str, int]:
-    """The binding (BN, BK, STAGES, THREADS) of :data:`gemm_few` for N output columns: 16 columns a group below
-    8192 columns (N = 4096: 256 groups, about two per SM), 32 below 16384, 64 from there."""
-    bn = 16 if n < 8192 else 32 if n < 16384 else 64
-    return {"BN": bn, "BK": 128, "STAGES": 4, "THREADS": SPLIT * lanes}
+    """The binding (BN, BK, STAGES, THREADS) of :data:`gemm_few` for N output columns: up to 4096 columns 32 a group
+    with 6 stages, past that 64 with 4.  The fastest of few_tune.py's candidates on an H100 at 16 and 4 rows
+    (benchmarks/h100-few-2026-12-07.jsonl, 16 rows: 4096 x 4096 15.5 us, 4096 x 14336 47.8, 6144 x 4096 21.9,
+    28672 x 4096 88.2, 32000 x 4096 95.2); 16 columns a group, the most groups, was the slowest on every shape."""
+    bn, stages = (32, 6) if n <= 4096 else (64, 4)
+    return {"BN": bn, "BK": 128, "STAGES": stages, "THREADS": SPLIT * lanes}
 
 
 def few_geometry(n: int, binding: dict[str, int]) -> tuple[tuple[int], tuple[int]]:
