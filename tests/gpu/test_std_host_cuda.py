@@ -289,8 +289,8 @@ def test_gemm_on_warpgroups(cuda, m, n, k, transpose_b, act, dtype):
                                        (16, 28672, 264, "gelu_tanh"), (9, 72, 8, None)])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_gemm_of_a_few_rows(cuda, m, n, k, act, dtype):
-    """2 to 16 rows against an (n, k) weight take gemm_few on mma.sync devices (16 columns a group below 8192, 64
-    from 16384): whole 16-byte rows and ragged ones, a bias and activation, K of one chunk."""
+    """2 to 16 rows against an (n, k) weight take gemm_few on mma.sync devices (32 columns a group and 6 stages up to
+    4096 columns, 64 past): whole 16-byte rows and ragged ones, a bias and activation, K of one chunk."""
     import ml_dtypes
 
     from iron.core import dtypes as D
