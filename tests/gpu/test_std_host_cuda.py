@@ -158,6 +158,24 @@ def test_prefill_attention_paged_runs_each_sequence_over_its_pages(cuda, block, 
         assert np.max(np.abs(got[rows] - want)) < 2.0 ** -7, b
 
 
+def test_decode_attention_refuses_a_cache_off_a_16_byte_boundary(cuda):
+    """The split passes read q, k and v in 16-byte pieces (cp.async, vector loads): a view that starts mid-vector is a
+    clear error, not a misaligned-address fault that would end the CUDA context."""
+    import torch
+
+    from iron import LaunchError
+    from iron.std import attention as A
+
+    q = torch.randn(1, 4, 64, device="cuda", dtype=torch.bfloat16)
+    whole = torch.randn(1 * 2 * 32 * 64 + 1, device="cuda", dtype=torch.bfloat16)
+    k = whole[1:].view(1, 2, 32, 64)
+    lens = torch.full((1,), 32, device="cuda", dtype=torch.int32)
+    with pytest.raises(LaunchError, match="16-byte boundaries"):
+        A.decode_attention(q, k, k, lens)
+    out = A.decode_attention(q, k.clone(), k.clone(), lens)
+    assert torch.isfinite(out.float()).all()
+
+
 @pytest.mark.parametrize("h,h_kv", [(32, 8), (8, 8)])
 def test_decode_attention_paged_reads_what_the_dense_cache_holds(cuda, h, h_kv):
     """A shuffled pool of 16-key pages (every unused row NaN) gives the dense cache's decode bit for bit, and

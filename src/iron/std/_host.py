@@ -257,6 +257,13 @@ def starts_aligned(x: Any, align: int) -> bool:
     return span is not None and span[1] % align == 0
 
 
+def device_starts_off(x: Any, align: int) -> bool:
+    """Whether ``x`` is an array a GPU reads in place (not a host one: the interpreter and Vulkan copy those into
+    buffers of their own) whose first element is off an ``align``-byte boundary."""
+    span = _span(x)
+    return span is not None and str(span[0]) not in ("host", "cpu") and span[1] % align != 0
+
+
 def _span(x: Any) -> tuple[Any, int, int] | None:
     """(address space, first byte, one past the last byte) of an array's elements; None when empty or unknown.
     How to read it is decided once per type (every call with ``out=`` asks, for each input)."""

@@ -19,8 +19,8 @@ import sys
 from typing import Any
 
 from iron import LaunchError, f32, i32
-from iron.std._host import (ceil_div, check_float, check_shape, device_traits, dtype_of, empty_like, output,
-                            shape_of, starts_aligned, tuned_for_cuda_mma, vector_width, view)
+from iron.std._host import (ceil_div, check_float, check_shape, device_starts_off, device_traits, dtype_of, empty_like,
+                            output, shape_of, starts_aligned, tuned_for_cuda_mma, vector_width, view)
 from iron.std._plans import planned
 from iron.std.attention_decode import (APPEND_GROUP, COMBINE_GROUP, DECODE_THREADS, TEAM, attention_decode_combine,
                                        attention_decode_split, paged_kv_append)
@@ -213,6 +213,9 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     if b == 0 or h == 0:
         return out
     dt = dtype_of(q)
+    if any(device_starts_off(x, 16) for x in (q, k, v)):
+        raise LaunchError(f"{fn}: q, k and v must start on 16-byte boundaries (the kernels read them in 16-byte "
+                          f"vectors); pass copies (.clone()) of views that start mid-vector")
     mma = decode_on_matrix_units(h, h_kv, dt, backend, (q,))
     gq = min(h // h_kv, DM_ROWS) if mma else heads_per_group(h, h_kv)
     if chunk is not None:

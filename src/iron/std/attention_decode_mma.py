@@ -19,7 +19,7 @@ from __future__ import annotations
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, exp2, frag_a, frag_acc, frag_acc_to_a,
                        frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store, log2, mma, recip,
-                       select, shared, simd_group_id, static_range, thread_id)
+                       shared, simd_group_id, static_range, thread_id)
 from iron.std.attention_decode import empty_chunk, group_chunk
 from iron.std.attention_ws import LOG2E, NEG, online_softmax
 
@@ -144,14 +144,19 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     W = S_max // P
     row0 = (b * H_kv + kvh) * S_max
     blocks = (end - start + BLOCK - 1) // BLOCK
+    # Q's rows travel with the first block's copies, 16 bytes at a time (rows past the group's heads are zeros):
+    # element by element its loads were a chain of round trips before the first multiply.
+    for i in static_range(DM_ROWS * D // 8 // NT):
+        e = tid + i * NT
+        r = e // (D // 8)
+        col = (e % (D // 8)) * 8
+        copy_async(qs, r * LD + col, q, (b * H + h0 + min(r, GR - 1)) * D + col, 8, r < GR)
     for st in static_range(STAGES - 1):
         if st < blocks:
             stage_block(kp, vp, k, v, st, start + st * BLOCK, end, tid, row0, kvh, H_kv, D, LD, table, b, W, P,
                         pages, PAGED, SUBS)
         copy_async_commit()
-    for i in range(tid, DM_ROWS * D, NT):  # Q's rows past the group's heads are zeros
-        r = i // D
-        qs[r * LD + i % D] = select(r < GR, q[(b * H + h0 + min(r, GR - 1)) * D + i % D], T(0.0))
+    copy_async_wait(STAGES - 2)  # Q and the first block landed (this thread's); after the barrier everyone's
     barrier()
     qa0 = frag_a(qs, 0, LD, 16, 16)
     qa1 = frag_a(qs, 16, LD, 16, 16)
