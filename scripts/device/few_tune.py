@@ -104,7 +104,7 @@ def quant_rows(torch, qtype: str, n: int, k: int, rows: list[int], calls: int) -
     checked against torch on that dequantisation; the rate counts the bytes each reads."""
     from iron.std import gemm as gemm_mod
     from iron.std import gguf
-    from iron.std.quant_few import quant_few
+    from iron.std.quant_few import QFEW_CONFIGS, quant_few
 
     copies = max(2, -(-(120 << 20) // (n * k)))
     datas = [random_blocks(torch, qtype, n, k) for _ in range(copies)]
@@ -121,11 +121,15 @@ def quant_rows(torch, qtype: str, n: int, k: int, rows: list[int], calls: int) -
             turn[0] = (turn[0] + 1) % copies
             return seq[turn[0]]
 
-        quant_few(datas[0], qtype, x, n, out, backend="cuda")
-        err = float((out.float() - want).abs().max() / want.abs().max())
-        us = kernel_us(torch, lambda: quant_few(nxt(datas), qtype, x, n, out, backend="cuda"), calls)
-        print(json.dumps({"m": m, "n": n, "k": k, "kernel": f"quant_few_{qtype}", "us": round(us, 2),
-                          "tb_s": round(qgb / us * 1e3, 3), "error": float(f"{err:.2e}")}), flush=True)
+        for bn, bk, stages in QFEW_CONFIGS[:-1]:  # the last is the portable tests' (Vulkan's 32 KiB)
+            cfg = {"BN": bn, "BK": bk, "STAGES": stages, "THREADS": 128}
+            out.zero_()
+            quant_few(datas[0], qtype, x, n, out, backend="cuda", binding=cfg)
+            err = float((out.float() - want).abs().max() / want.abs().max())
+            us = kernel_us(torch, lambda: quant_few(nxt(datas), qtype, x, n, out, backend="cuda", binding=cfg), calls)
+            print(json.dumps({"m": m, "n": n, "k": k, "kernel": f"quant_few_{qtype}_{bn}_{bk}_{stages}",
+                              "us": round(us, 2), "tb_s": round(qgb / us * 1e3, 3), "error": float(f"{err:.2e}")}),
+                  flush=True)
         gemm_mod.gemm(x, w, out=out, transpose_b=True, backend="cuda")
         err = float((out.float() - want).abs().max() / want.abs().max())
         us = kernel_us(torch, lambda: gemm_mod.gemm(x, nxt(wf), out=out, transpose_b=True, backend="cuda"), calls)

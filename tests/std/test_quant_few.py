@@ -51,7 +51,7 @@ def _compile_params():
 
     params = []
     for target in TOOLCHAIN_OF:
-        ring, lanes = (QF.QFEW_CONFIGS[0], 32) if target == "cuda" else (QF.QFEW_CONFIGS[2], 32)
+        ring, lanes = (QF.QFEW_CONFIGS[0], 32) if target == "cuda" else (QF.QFEW_CONFIGS[-1], 32)
         dtypes = (bf16, f16) if target in ("cuda", "metal") else (f16,)
         for t in dtypes:
             for qt in QF.QTYPES:

@@ -28,9 +28,11 @@ from .gguf import bytes8, check_data, format_of, half_at, int_f32, store8
 
 #: Formats the kernel reads (32-weight blocks: an f16 scale, then the weights).
 QTYPES = ("Q8_0", "Q4_0")
-#: (BN, BK, STAGES) of the host (the first: 256 weights a step, 272 bytes of a Q8_0 row, 144 of Q4_0) and of the
-#: portable tests (within Vulkan's 32 KiB of shared memory).
-QFEW_CONFIGS = ((16, 256, 4), (32, 256, 4), (16, 128, 2))
+#: (BN, BK, STAGES) of the host (the first: 256 weights a step, 272 bytes of a Q8_0 row, 144 of Q4_0), tuning
+#: candidates (scripts/device/few_tune.py) and, last, the portable tests' (within Vulkan's 32 KiB of shared memory;
+#: its K steps are not whole 8-byte chunks, so its bytes go byte by byte).  At least 3 stages: the ring holds the
+#: step being multiplied, the one being dequantised and those in flight.
+QFEW_CONFIGS = ((16, 256, 4), (32, 256, 4), (32, 128, 4), (64, 128, 4), (32, 256, 3), (16, 64, 3))
 
 
 def qfew_fits(v: dict[str, Any]) -> bool:
@@ -59,8 +61,8 @@ def select_index(ok, i):
 
 
 @func
-def dequant_panel(raw, at, w_s, lda, bn, bk, qt, tid, threads):
-    """w_s[r * lda + e] = weight e of row r of the ring slot at raw[at ..] (bn rows of bk weights), in T."""
+def dequant_panel(raw, at, w_s, w_at, lda, bn, bk, qt, tid, threads):
+    """w_s[w_at + r * lda + e] = weight e of row r of the ring slot at raw[at ..] (bn rows of bk weights), in T."""
     nbytes = block_bytes_of(qt)
     sb = bk // 32 * nbytes
     if qt == "Q8_0":
@@ -71,7 +73,7 @@ def dequant_panel(raw, at, w_s, lda, bn, bk, qt, tid, threads):
             base = at + r * sb + (part // 4) * 34
             d = half_at(raw, base)
             q = bytes8(raw, base + 2 + 8 * (part % 4))
-            store8(w_s, r * lda + part * 8, d * int_f32(q ^ 128, 128))
+            store8(w_s, w_at + r * lda + part * 8, d * int_f32(q ^ 128, 128))
     else:
         units = bk // 16  # 8 bytes a unit, 16 weights: 2 a block
         for u in range(tid, bn * units, threads):
@@ -80,12 +82,12 @@ def dequant_panel(raw, at, w_s, lda, bn, bk, qt, tid, threads):
             base = at + r * sb + (part // 2) * 18
             d = half_at(raw, base)
             q = bytes8(raw, base + 2 + 8 * (part % 2))
-            o = r * lda + (part // 2) * 32 + 8 * (part % 2)
+            o = w_at + r * lda + (part // 2) * 32 + 8 * (part % 2)
             store8(w_s, o, d * int_f32(q & 15, 8))
             store8(w_s, o + 16, d * int_f32(q >> 4, 8))
 
 
-@kernel(variants(T=[bf16, f16], QT=list(QTYPES), BN=[16, 32], BK=[256, 128], STAGES=[4, 2],
+@kernel(variants(T=[bf16, f16], QT=list(QTYPES), BN=[16, 32, 64], BK=[256, 128, 64], STAGES=[4, 3, 6],
                  THREADS=[128, 256, 64, 32], where=[qfew_fits]), fp_contract=False)
 def quant_gemm_few(data: In[u8], a: In[T], c: Tensor[T], m: int, n: int, k: int, ldc: int, col0: int,
                    fast: bool):
@@ -96,8 +98,8 @@ def quant_gemm_few(data: In[u8], a: In[T], c: Tensor[T], m: int, n: int, k: int,
     Each weight is gguf's ``d * q`` in f32 rounded once to T (``gguf.dequantize``'s), then as gemm_few:
     products exact, f32 sums, subgroup s < SPLIT adding fragments s, s + SPLIT, ... of each K step, the subgroups'
     sums added in order, one rounding to T.  ``fast``: the host's promise that data starts on an 8-byte boundary
-    and k % 128 == 0 (a row's bytes, and a K step's, are whole 8-byte chunks): the bytes then travel by 8-byte
-    asynchronous copies.  Launch: grid (ceil(n / BN) * THREADS,), group (THREADS,), THREADS >= SPLIT * the
+    and :func:`fast_bytes` holds (a row's bytes, and a K step's, are whole 8-byte chunks): the bytes then travel by
+    8-byte asynchronous copies.  Launch: grid (ceil(n / BN) * THREADS,), group (THREADS,), THREADS >= SPLIT * the
     subgroup width.
     """
     nbytes = block_bytes_of(QT)
@@ -108,7 +110,8 @@ def quant_gemm_few(data: In[u8], a: In[T], c: Tensor[T], m: int, n: int, k: int,
     raw_stage = BN * sb
     a_s = shared(T, STAGES * a_stage)
     raw = shared(u8, STAGES * raw_stage)
-    w_s = shared(T, BN * lda)
+    w_stage = BN * lda
+    w_s = shared(T, 2 * w_stage)  # two panels: step kt + 1's dequantised while step kt's is multiplied
     red_ld = BN + 4
     red = shared(f32, SPLIT * FEW_ROWS * red_ld)
     cpr = BK // 8
@@ -127,22 +130,30 @@ def quant_gemm_few(data: In[u8], a: In[T], c: Tensor[T], m: int, n: int, k: int,
             stage_step_q(a, a_s, st * a_stage, raw, st * raw_stage, data, st, bn, m, n, k, rb, sb, lda, cpr,
                          a_chunks, tid, THREADS, vec_a, fast, BK, BN)
         copy_async_commit()
+    copy_async_wait(STAGES - 2)
+    barrier()  # step 0's bytes landed for every thread
+    dequant_panel(raw, 0, w_s, 0, lda, BN, BK, QT, tid, THREADS)
     for kt in range(ktiles):
-        copy_async_wait(STAGES - 2)
-        barrier()  # step kt's bytes landed for every thread; everyone is done with step kt - 1's panel
+        # Step kt + 1's bytes landed for every thread and step kt's panel is whole; every subgroup is done with
+        # step kt - 1's panel (the other buffer, which step kt + 1's dequantisation now fills) and with the ring
+        # slot step kt + STAGES - 1 now refills: one barrier a step, the dequantisation beside the multiplies.
+        copy_async_wait(STAGES - 3)
+        barrier()
         ahead = kt + STAGES - 1
         if ahead < ktiles:
             slot = ahead % STAGES
             stage_step_q(a, a_s, slot * a_stage, raw, slot * raw_stage, data, ahead, bn, m, n, k, rb, sb, lda, cpr,
                          a_chunks, tid, THREADS, vec_a, fast, BK, BN)
         copy_async_commit()
-        dequant_panel(raw, (kt % STAGES) * raw_stage, w_s, lda, BN, BK, QT, tid, THREADS)
-        barrier()
+        if kt + 1 < ktiles:
+            dequant_panel(raw, ((kt + 1) % STAGES) * raw_stage, w_s, ((kt + 1) % 2) * w_stage, lda, BN, BK, QT,
+                          tid, THREADS)
         if computes:
             at_a = (kt % STAGES) * a_stage
+            at_w = (kt % 2) * w_stage
             for ks in static_range(BK // 16 // SPLIT):
                 kk = (ks * SPLIT + sg) * 16
-                b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(w_s, kk, 8 * lda, lda, 16, 8, "col", fcols)
+                b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(w_s, at_w + kk, 8 * lda, lda, 16, 8, "col", fcols)
                 c0, c1, c2, c3, c4, c5, c6, c7 = mma_row(frag_a(a_s, at_a + kk, lda, 16, 16), b0, b1, b2, b3, b4,
                                                          b5, b6, b7, c0, c1, c2, c3, c4, c5, c6, c7, fcols)
     copy_async_wait()
@@ -195,6 +206,12 @@ def stage_bytes(raw, at, data, row, first, sb, rb, rows, tid, threads, fast, bn)
             raw[at + q] = v
 
 
+def fast_bytes(k: int, bk: int, nbytes: int) -> bool:
+    """Whether W's rows and K steps are whole 8-byte chunks (K a multiple of 128, a step's bytes of 8), so its bytes
+    may travel by 8-byte copies (``quant_gemm_few``'s ``fast``, with ``data`` on an 8-byte boundary)."""
+    return k % 128 == 0 and bk // 32 * nbytes % 8 == 0
+
+
 def qfew_config(lanes: int = 32) -> dict[str, int]:
     """The host's binding: 16 columns a group, K steps of 256 weights, 4 stages, SPLIT subgroups."""
     bn, bk, stages = QFEW_CONFIGS[0]
@@ -227,11 +244,11 @@ def quant_few(data: Any, qtype: str, a: Any, n: int, out: Any, col0: int = 0, ba
     from .gemv import aligned
 
     cfg = binding or qfew_config(device_traits(backend, (a,)).lane_width)
-    fast = k % 128 == 0 and aligned(data, boundary=8)  # rows and K steps of whole 8-byte chunks
+    fast = fast_bytes(k, cfg["BK"], fmt.nbytes) and aligned(data, boundary=8)
     kern = quant_gemm_few.variant(T=dt, QT=qtype, **cfg)
     kern.launch(data, a, out, m, n, k, oshape[1], col0, fast, grid=(-(-n // cfg["BN"]) * cfg["THREADS"],),
                 group=(cfg["THREADS"],), backend=backend)
     return out
 
 
-__all__ = ["QFEW_CONFIGS", "QTYPES", "qfew_config", "quant_few", "quant_gemm_few"]
+__all__ = ["QFEW_CONFIGS", "QTYPES", "fast_bytes", "qfew_config", "quant_few", "quant_gemm_few"]

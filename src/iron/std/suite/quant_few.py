@@ -14,7 +14,8 @@ from iron import Depth, Expect, Setup, f16, test_kernel
 from iron.core import dtypes as D
 
 from ..gemm_few import SPLIT
-from ..quant_few import QTYPES, quant_gemm_few
+from ..gguf import FORMATS
+from ..quant_few import QTYPES, fast_bytes, quant_gemm_few
 from .gguf import make_data, reference_dequantize
 
 
@@ -27,7 +28,7 @@ def _shape(m: int, n: int, k: int) -> dict[str, int]:
 SHAPES = [_shape(1, 1, 32), _shape(16, 17, 512), _shape(3, 40, 96), _shape(5, 33, 288)]
 #: The host's binding (K steps of 256 weights, 4 stages) and, within Vulkan's 32 KiB, the portable one.
 HOST = {"BN": 16, "BK": 256, "STAGES": 4}
-SMALL = {"BN": 16, "BK": 128, "STAGES": 2}
+SMALL = {"BN": 16, "BK": 64, "STAGES": 3}
 
 
 def _setup(case):
@@ -42,7 +43,8 @@ def _setup(case):
         A = np.asarray(a, np.float64).reshape(m, k)
         return Expect(A @ w.T, scale=np.abs(A) @ np.abs(w).T)
 
-    return Setup(args=[data, case.randn(m, k), case.empty(m, n), m, n, k, n, 0, k % 128 == 0],
+    fast = fast_bytes(k, case["BK"], FORMATS[qt].nbytes)
+    return Setup(args=[data, case.randn(m, k), case.empty(m, n), m, n, k, n, 0, fast],
                  grid=-(-n // bn) * threads, group=threads, binding={"THREADS": threads}, oracle=oracle,
                  depth=Depth(steps=1, f32_steps=k + SPLIT), flops=2 * m * n * k, matrix=True)
 
