@@ -143,8 +143,12 @@ def run_torch(config, tensors, batch: int, start: int, steps: int, compiled: boo
 
     model = EagerLlama(config, tensors, batch, start + steps + 8, device=device, dtype=torch.bfloat16)
     step = model.step
-    if compiled:  # the caches are mutated in place: fixed addresses let CUDA graphs keep them (as HF's StaticCache)
-        for t in model.k + model.v:
+    if compiled:
+        # Fixed addresses for everything the step reads beside its inputs: the caches, mutated in place (as HF's
+        # StaticCache), and the weights and RoPE tables.  Plain tensor attributes (not nn.Module parameters) are
+        # otherwise graph inputs that CUDA-graph replay copies into its own buffers on every step: 2 GB a step
+        # here, which is what the first compiled rows (slower than eager at B = 1) measured.
+        for t in model.k + model.v + list(model.w.values()) + [model.cos, model.sin, model.keys]:
             torch._dynamo.mark_static_address(t)
         step = torch.compile(model.step, mode="reduce-overhead", fullgraph=True)
     toks = torch.ones(batch, dtype=torch.long, device=device)
