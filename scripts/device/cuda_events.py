@@ -50,6 +50,20 @@ def call_us(torch: Any, calls: list[Callable[[], Any]], count: int, reps: int) -
 def kernel_us(torch: Any, call: Callable[[], Any], calls: int) -> float:
     """GPU time of the kernels ``calls`` calls launched, per call, from the CUDA profiler (CUPTI, which sees
     driver-API launches too): unlike events around one call, the host's time to launch never counts."""
+    return sum(us for _, us in kernel_events(torch, call, calls)) / calls
+
+
+def kernel_us_by_name(torch: Any, call: Callable[[], Any], calls: int, width: int = 70) -> list[list]:
+    """[name (its first ``width`` characters), GPU us per call] of every kernel ``call`` launches, the longest
+    first (the same profile as :func:`kernel_us`)."""
+    spent: dict[str, float] = {}
+    for name, us in kernel_events(torch, call, calls):
+        spent[name[:width]] = spent.get(name[:width], 0.0) + us / calls
+    return sorted(([n, round(us, 2)] for n, us in spent.items()), key=lambda kv: -kv[1])
+
+
+def kernel_events(torch: Any, call: Callable[[], Any], calls: int) -> list[tuple[str, float]]:
+    """(kernel name, GPU us) of every kernel ``calls`` back-to-back calls launched, after one untimed call."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -59,5 +73,4 @@ def kernel_us(torch: Any, call: Callable[[], Any], calls: int) -> float:
         for _ in range(calls):
             call()
         torch.cuda.synchronize()
-    total = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
-    return total / calls
+    return [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]

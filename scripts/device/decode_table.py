@@ -15,25 +15,7 @@ import argparse
 import json
 import math
 
-from cuda_events import call_us, kernel_us
-
-
-def per_kernel(torch, call, calls: int) -> list[list]:
-    """[name, GPU us per call] of every kernel ``call`` launches (the CUDA profiler), the longest first."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    call()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    spent: dict[str, float] = {}
-    for e in prof.events():
-        if e.device_type == DeviceType.CUDA:
-            spent[e.name[:70]] = spent.get(e.name[:70], 0.0) + e.time_range.elapsed_us() / calls
-    return sorted(([n, round(us, 2)] for n, us in spent.items()), key=lambda kv: -kv[1])
+from cuda_events import call_us, kernel_us, kernel_us_by_name
 
 
 def main() -> None:
@@ -93,9 +75,9 @@ def main() -> None:
                                   "vs_sdpa": round(theirs / ours, 3), "iron_tb_s": round(moved / ours / 1e6, 2),
                                   "max_rel_err": err, "ok": err < 2 ** -7}), flush=True)
                 if args.kernels:
-                    print(json.dumps({"B": b, "S": s, "H_kv": hk, "iron_kernels": per_kernel(torch, iron_call,
-                                                                                              args.calls),
-                                      "sdpa_kernels": per_kernel(torch, sdpa, args.calls)}), flush=True)
+                    print(json.dumps({"B": b, "S": s, "H_kv": hk,
+                                      "iron_kernels": kernel_us_by_name(torch, iron_call, args.calls),
+                                      "sdpa_kernels": kernel_us_by_name(torch, sdpa, args.calls)}), flush=True)
                 del q, k, v, out, ref
                 torch.cuda.empty_cache()
 

@@ -72,11 +72,17 @@ def profile_decode(model, prompts: list[list[int]], steps: int) -> dict:
             tokens = model._host(reduce.argmax(logits, backend=model.backend)).astype(np.int32)
             positions += 1
         wall = (time.perf_counter() - start) / steps
+    return kernel_shares(prof, steps, wall, 60)
+
+
+def kernel_shares(prof, steps: int, wall: float, width: int) -> dict:
+    """A profile's GPU time a step by kernel (names cut to ``width``; the 12 largest, us and share of the GPU
+    time), the GPU's busy time a step against the wall time ``wall`` (s) a step, and the rest as the host's share."""
     kernels: dict[str, float] = {}
     for e in prof.key_averages():
         us = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
         if us > 0:
-            kernels[e.key[:60]] = kernels.get(e.key[:60], 0.0) + us / steps
+            kernels[e.key[:width]] = kernels.get(e.key[:width], 0.0) + us / steps
     busy = sum(kernels.values())
     top = sorted(kernels.items(), key=lambda kv: -kv[1])[:12]
     return {"gpu_us_per_step": round(busy, 1), "wall_us_per_step": round(wall * 1e6, 1),
@@ -103,16 +109,7 @@ def profile_torch(config, tensors, batch: int, start: int, steps: int, device: s
             toks = model.step(toks, torch.full((batch,), pos, device=device)).argmax(-1)
             toks = torch.tensor(toks.tolist(), device=device)
         wall = (time.perf_counter() - t0) / steps
-    kernels: dict[str, float] = {}
-    for e in prof.key_averages():
-        us = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
-        if us > 0:
-            kernels[e.key[:80]] = kernels.get(e.key[:80], 0.0) + us / steps
-    busy = sum(kernels.values())
-    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:12]
-    return {"gpu_us_per_step": round(busy, 1), "wall_us_per_step": round(wall * 1e6, 1),
-            "host_share": round(1 - busy / (wall * 1e6), 3),
-            "kernels": [[name, round(us, 1), round(us / busy, 3)] for name, us in top]}
+    return kernel_shares(prof, steps, wall, 80)
 
 
 def check_against_f32(config, tensors, prompts, new, logits, positions: int, device: str) -> float:

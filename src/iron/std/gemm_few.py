@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iron import In, T, Tensor, bf16, f16, f32, kernel, variants
+from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
 from iron.lang import (barrier, copy_async_commit, copy_async_wait, frag_a, frag_store, group_id, shared,
                        simd_group_id, static_range, thread_id)
 
@@ -49,6 +49,30 @@ def few_tiles_split(v: dict[str, Any]) -> bool:
 def few_listed(v: dict[str, Any]) -> bool:
     """(BN, BK, STAGES) is one of FEW_CONFIGS"""
     return (v["BN"], v["BK"], v["STAGES"]) in FEW_CONFIGS
+
+
+@func
+def few_step(a_s, at_a, b_s, at_b, lda, sg, bk, fcols, c0, c1, c2, c3, c4, c5, c6, c7):
+    """Subgroup ``sg``'s share of one K step: fragments sg, sg + SPLIT, ... (16 deep) of the 16-row A panel at
+    a_s[at_a ..] against the BN = 8 fcols rows of B at b_s[at_b ..] (both rows ``lda`` apart, B read column-major);
+    returns the fcols accumulators."""
+    for ks in static_range(bk // 16 // SPLIT):
+        kk = (ks * SPLIT + sg) * 16
+        b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(b_s, at_b + kk, 8 * lda, lda, 16, 8, "col", fcols)
+        c0, c1, c2, c3, c4, c5, c6, c7 = mma_row(frag_a(a_s, at_a + kk, lda, 16, 16), b0, b1, b2, b3, b4, b5, b6, b7,
+                                                 c0, c1, c2, c3, c4, c5, c6, c7, fcols)
+    return c0, c1, c2, c3, c4, c5, c6, c7
+
+
+@func
+def stage_sums(red, red_ld, sg, computes, fcols, c0, c1, c2, c3, c4, c5, c6, c7):
+    """Each multiplying subgroup's 16 x 8 fcols sums into its slice of ``red`` (rows ``red_ld`` apart), then the
+    barrier after which every thread may add them up."""
+    frags = (c0, c1, c2, c3, c4, c5, c6, c7)
+    if computes:
+        for j in static_range(fcols):
+            frag_store(red, sg * FEW_ROWS * red_ld + j * 8, red_ld, frags[j])
+    barrier()
 
 
 @kernel(variants(T=[bf16, f16], BN=[32, 16, 64], BK=[128, 64, 256], STAGES=[4, 3, 6], THREADS=[128, 256, 64, 32],
@@ -98,19 +122,10 @@ def gemm_few(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
                        a_chunks, b_chunks, cpr, cpr, lda, lda, fast, fast, True)
         copy_async_commit()
         if computes:
-            at_a = (kt % STAGES) * a_stage
-            at_b = (kt % STAGES) * b_stage
-            for ks in static_range(BK // 16 // SPLIT):
-                kk = (ks * SPLIT + sg) * 16
-                b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(b_s, at_b + kk, 8 * lda, lda, 16, 8, "col", fcols)
-                c0, c1, c2, c3, c4, c5, c6, c7 = mma_row(frag_a(a_s, at_a + kk, lda, 16, 16), b0, b1, b2, b3, b4,
-                                                         b5, b6, b7, c0, c1, c2, c3, c4, c5, c6, c7, fcols)
+            c0, c1, c2, c3, c4, c5, c6, c7 = few_step(a_s, (kt % STAGES) * a_stage, b_s, (kt % STAGES) * b_stage, lda,
+                                                      sg, BK, fcols, c0, c1, c2, c3, c4, c5, c6, c7)
     copy_async_wait()
-    frags = (c0, c1, c2, c3, c4, c5, c6, c7)
-    if computes:
-        for j in static_range(fcols):
-            frag_store(red, sg * FEW_ROWS * red_ld + j * 8, red_ld, frags[j])
-    barrier()
+    stage_sums(red, red_ld, sg, computes, fcols, c0, c1, c2, c3, c4, c5, c6, c7)
     for task in range(tid, FEW_ROWS * fcols, THREADS):
         row = task // fcols
         col = bn + (task % fcols) * 8
@@ -142,4 +157,4 @@ def few_shared_bytes(binding: dict[str, int], itemsize: int = 2) -> int:
     return ring + SPLIT * FEW_ROWS * (binding["BN"] + 4) * 4
 
 
-__all__ = ["FEW_CONFIGS", "FEW_ROWS", "SPLIT", "few_config", "few_geometry", "few_shared_bytes", "gemm_few"]
+__all__ = ["FEW_CONFIGS", "FEW_ROWS", "SPLIT", "few_config", "few_step", "stage_sums", "few_geometry", "few_shared_bytes", "gemm_few"]

@@ -16,14 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, u8, variants
-from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, frag_a, frag_store, group_id, shared,
-                       simd_group_id, static_range, thread_id)
-
 from iron.jit.device import device_traits
+from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, group_id, shared, simd_group_id,
+                       static_range, thread_id)
 
 from . import _host
-from .gemm import PAD, acc_tile, load_b_frags, mma_row, stage_chunk
-from .gemm_few import FEW_ROWS, SPLIT
+from .gemm import PAD, acc_tile, stage_chunk
+from .gemm_few import FEW_ROWS, SPLIT, few_step, stage_sums
 from .gguf import bytes8, check_data, format_of, half_at, int_f32, store8
 
 #: Formats the kernel reads (32-weight blocks: an f16 scale, then the weights).
@@ -149,19 +148,10 @@ def quant_gemm_few(data: In[u8], a: In[T], c: Tensor[T], m: int, n: int, k: int,
             dequant_panel(raw, ((kt + 1) % STAGES) * raw_stage, w_s, ((kt + 1) % 2) * w_stage, lda, BN, BK, QT,
                           tid, THREADS)
         if computes:
-            at_a = (kt % STAGES) * a_stage
-            at_w = (kt % 2) * w_stage
-            for ks in static_range(BK // 16 // SPLIT):
-                kk = (ks * SPLIT + sg) * 16
-                b0, b1, b2, b3, b4, b5, b6, b7 = load_b_frags(w_s, at_w + kk, 8 * lda, lda, 16, 8, "col", fcols)
-                c0, c1, c2, c3, c4, c5, c6, c7 = mma_row(frag_a(a_s, at_a + kk, lda, 16, 16), b0, b1, b2, b3, b4,
-                                                         b5, b6, b7, c0, c1, c2, c3, c4, c5, c6, c7, fcols)
+            c0, c1, c2, c3, c4, c5, c6, c7 = few_step(a_s, (kt % STAGES) * a_stage, w_s, (kt % 2) * w_stage, lda, sg,
+                                                      BK, fcols, c0, c1, c2, c3, c4, c5, c6, c7)
     copy_async_wait()
-    frags = (c0, c1, c2, c3, c4, c5, c6, c7)
-    if computes:
-        for j in static_range(fcols):
-            frag_store(red, sg * FEW_ROWS * red_ld + j * 8, red_ld, frags[j])
-    barrier()
+    stage_sums(red, red_ld, sg, computes, fcols, c0, c1, c2, c3, c4, c5, c6, c7)
     for e in range(tid, FEW_ROWS * BN, THREADS):
         row = e // BN
         col = e % BN
