@@ -5,22 +5,21 @@ MLP -> residual, the final norm and the LM head; greedy decoding.
 Every step is an iron.std call (``norms.rmsnorm`` / ``add_rmsnorm``, ``gemm.gemm`` (gemv at one row) or
 ``quant_gemv.quant_gemv`` and ``gguf.dequantize`` on quantised weights, ``decode_attention_paged``,
 ``reduce.argmax``) or an Iron kernel of this package (:mod:`iron.models.kernels`: the embedding's gather, RoPE of
-the stacked Q/K/V projection fused with the cache's append, SwiGLU, top-k sampling).  On the CPU the arrays are
-numpy (the interpreter, or Vulkan through ``backend``); with ``device="cuda"`` they are torch CUDA tensors and the
-kernels run on CUDA.
+the stacked Q/K/V projection fused with the cache's append, SwiGLU, top-k sampling). On the CPU the arrays are numpy
+(the interpreter, or Vulkan through ``backend``); with ``device="cuda"`` they are torch CUDA tensors and the kernels
+run on CUDA.
 
 With f16 / bf16 activations the prompts run as one prefill (every prompt's tokens packed, attention by
 ``prefill_attention_paged`` over the cache they were just written to), then each sequence decodes at its own
-position.  With f32 (which the prefill kernels do not take) the sequences run in lock step, one position a step:
+position. With f32 (which the prefill kernels do not take) the sequences run in lock step, one position a step:
 sequence b feeds its prompt's tokens while it has any, then its own greedy tokens (each sequence's first new token
-comes from the step of its prompt's last).  Either way prompts of different lengths need no padding.  RoPE rotates
-adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM, which its converters permute Q and K weights for).  Quantised
-GGUF projections stay quantised: a step of one sequence multiplies their bytes directly (``quant_gemv.quant_gemv``:
-a decode reads 4-8 bits a weight, not 16), and so does a batch of up to 16 in Q4_0 with f16 / bf16 activations
-where ``mma.sync`` runs (``quant_few.quant_few``: the bytes dequantised in shared memory, multiplied on the matrix
-units; Q8_0 too on the interpreter); other batches multiply a float copy that ``gguf.dequantize`` makes on the device the first
-time one is needed; a quantised embedding table is dequantised when the model loads (the gather
-reads floats)."""
+comes from the step of its prompt's last). Either way prompts of different lengths need no padding. RoPE rotates
+adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM, which its converters permute Q and K weights for). Quantised GGUF
+projections stay quantised: a step of one sequence multiplies their bytes directly (``quant_gemv.quant_gemv``: a
+decode reads 4-8 bits a weight, not 16), and so does a batch of up to 16 in Q4_0 with f16 / bf16 activations where
+``mma.sync`` runs (``quant_few.quant_few``: the bytes dequantised in shared memory, multiplied on the matrix units;
+Q8_0 too on the interpreter); other batches multiply a float copy that ``gguf.dequantize`` makes on the device the
+first time one is needed; a quantised embedding table is dequantised when the model loads (the gather reads floats)."""
 
 from __future__ import annotations
 

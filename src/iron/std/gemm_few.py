@@ -157,4 +157,5 @@ def few_shared_bytes(binding: dict[str, int], itemsize: int = 2) -> int:
     return ring + SPLIT * FEW_ROWS * (binding["BN"] + 4) * 4
 
 
-__all__ = ["FEW_CONFIGS", "FEW_ROWS", "SPLIT", "few_config", "few_step", "stage_sums", "few_geometry", "few_shared_bytes", "gemm_few"]
+__all__ = ["FEW_CONFIGS", "FEW_ROWS", "SPLIT", "few_config", "few_geometry", "few_shared_bytes", "few_step", "gemm_few",
+           "stage_sums"]
