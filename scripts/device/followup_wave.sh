@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# What this session changed without a GPU, measured in one device call (from the source tree, carry .whl), any
+# NVIDIA card; about 7 minutes:
+#   the GPU tests of the decode and the few-row products (the Q copy of attention_decode_mma, the decode's
+#   alignment check, gemm_few's configurations, quant_few's two panels);
+#   decode_table.py --kernels (each kernel beside cuDNN's: did the Q copy cut the split pass's fixed cost?);
+#   few_tune.py (gemm_few's chosen configurations and every quant_few candidate beside cuBLAS);
+#   llama_bench.py --compile (the compiled PyTorch baseline with its weights static) at B 1 and 16.
+# JSON under $OUT (tests-followup.txt, decode_kernels.jsonl, few.jsonl, llama.jsonl).
+set -uo pipefail
+source scripts/device/device_env.sh
+timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+  -k "decode or few" -rfE > "$out/tests-followup.txt" 2>&1
+tail -3 "$out/tests-followup.txt"
+cd scripts/device
+export PYTHONPATH=/tmp/site:../../src:.
+timeout 50 python3 decode_table.py --batches 1 16 --seqs 1024 4096 --kv-heads 8 --kernels 2>&1 | grep '^{' \
+  | tee "$out/decode_kernels.jsonl" | cut -c1-330
+timeout 110 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 2>&1 | grep '^{' | tee "$out/few.jsonl" \
+  | cut -c1-140
+timeout 180 python3 llama_bench.py --layers 4 --batch 1 16 --compile 2>&1 | grep '^{' | tee "$out/llama.jsonl"
