@@ -105,3 +105,8 @@ def test_bad_inputs_raise_launch_errors():
         QF.quant_few(data, "Q8_0", a, 8, out, col0=4, backend="interp")
     with pytest.raises(LaunchError, match="bytes"):
         QF.quant_few(data[:-1], "Q8_0", a, 8, out, backend="interp")
+    with pytest.raises(LaunchError, match="contiguous"):
+        QF.quant_few(data, "Q8_0", a, 8, np.zeros((2, 16), ml_dtypes.bfloat16)[:, ::2], backend="interp")
+    wide = np.zeros((2, 72), ml_dtypes.bfloat16)
+    with pytest.raises(LaunchError, match="shares memory"):
+        QF.quant_few(data, "Q8_0", wide.reshape(-1)[:128].reshape(2, 64), 8, wide, col0=64, backend="interp")

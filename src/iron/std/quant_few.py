@@ -231,6 +231,10 @@ def quant_few(data: Any, qtype: str, a: Any, n: int, out: Any, col0: int = 0, ba
                           f"{oshape}")
     if _host.dtype_of(out, "quant_few: out") != dt:
         raise LaunchError(f"quant_few: out must be {dt.name} like a")
+    if not (_host.is_contiguous(a) and _host.is_contiguous(out)):
+        raise LaunchError("quant_few: a and out must be contiguous (row-major); pass .contiguous() copies")
+    if _host.overlaps(out, a) or _host.overlaps(out, data):
+        raise LaunchError("quant_few: out shares memory with a or data; give it a buffer of its own")
     from .gemv import aligned
 
     cfg = binding or qfew_config(device_traits(backend, (a,)).lane_width)
