@@ -148,6 +148,7 @@ def test_the_command_line_generates_and_reports(tiny_file, capsys):
     want = model.generate([[1, 5], [3]], 2)
     assert out.splitlines() == [f"1,5 -> {','.join(map(str, want[0]))}", f"3 -> {','.join(map(str, want[1]))}"]
     assert "time to first token" in err and "tokens/s" in err
+    assert "\r" not in err  # not a terminal: progress as whole lines, not carriage returns
     # `iron run` is the same command
     assert iron_main(["run", tiny_file, "--prompt", "1,5", "--prompt", "3", "--max-new", "2", "--device", "cpu",
                       "--backend", "interp"]) == 0

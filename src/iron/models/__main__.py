@@ -16,6 +16,9 @@ import numpy as np
 from iron import LaunchError, IronError
 from iron.models.random_model import PRESETS
 
+#: Decode steps between progress lines when stderr is not a terminal (a log).
+PROGRESS_EVERY = 16
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``generate`` (and ``iron run``)."""
@@ -76,15 +79,23 @@ def generate(args: argparse.Namespace) -> int:
         model = Llama.from_gguf(args.model, dtype=_dtype(args.dtype, device), device=device, backend=args.backend)
         start = time.perf_counter()
 
+        live = sys.stderr.isatty()
+
         def progress(step: int, tokens: list[int]) -> None:
+            """One line rewritten in place on a terminal; in a log (not a terminal) a line every PROGRESS_EVERY
+            steps, not a run of carriage returns."""
             marks.append(time.perf_counter())
-            print(f"\rstep {step + 1}", end="", file=sys.stderr, flush=True)
+            if live:
+                print(f"\rstep {step + 1}", end="", file=sys.stderr, flush=True)
+            elif (step + 1) % PROGRESS_EVERY == 0:
+                print(f"step {step + 1}", file=sys.stderr, flush=True)
 
         new = model.generate(prompts, args.max_new, graphs=args.graphs, on_tokens=progress, sampling=sampling)
     except (LaunchError, IronError) as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
         return 1
-    print(file=sys.stderr)
+    if live:
+        print(file=sys.stderr)
     for p, n in zip(prompts, new):
         print(",".join(map(str, p)), "->", ",".join(map(str, n)))
     # the first tokens: the prefill's (f16 / bf16), or the step of the shortest prompt's last token (lock step)
