@@ -330,6 +330,23 @@ def test_gemm_of_a_few_rows(cuda, m, n, k, act, dtype):
     assert verdict.ok, verdict.message
 
 
+def test_gemm_refuses_operands_off_a_16_byte_boundary_but_not_one_row(cuda):
+    """The tile kernels copy 16-byte pieces of A and B: a view that starts mid-vector is a clear error, not a
+    misaligned-address fault; one row (gemv, which checks alignment itself) still runs on it."""
+    import torch
+
+    from iron import LaunchError
+    from iron.std import gemm as GM
+
+    w = torch.randn(64 * 32 + 1, device="cuda", dtype=torch.bfloat16)[1:].view(64, 32)
+    with pytest.raises(LaunchError, match="16-byte boundaries"):
+        GM.gemm(torch.randn(4, 32, device="cuda", dtype=torch.bfloat16), w, transpose_b=True)
+    x = torch.randn(1, 32, device="cuda", dtype=torch.bfloat16)
+    got = GM.gemm(x, w, transpose_b=True)
+    want = x.float() @ w.float().T
+    assert float((got.float() - want).abs().max()) <= 2.0 ** -7 * float(want.abs().max())
+
+
 @pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
 @pytest.mark.parametrize("m,k", [(4096, 4096), (11008, 4096), (3, 11008)])
 def test_quant_gemv_with_the_hosts_split(cuda, qtype, m, k):

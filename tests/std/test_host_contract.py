@@ -324,3 +324,22 @@ def test_on_vulkan_gemv_into_its_own_vector_is_refused_not_wrong():
         gemv.gemv(A, v, out=v, backend="vulkan")
     np.testing.assert_allclose(gemv.gemv(A, v, backend="vulkan"), np.full(64, 300, F32), rtol=1e-6)
     assert (v == F32(300 / 64)).all()  # nothing was written
+
+
+class _DeviceArray:
+    """A stand-in for a GPU array as the host functions read one (``__cuda_array_interface__``): only its address
+    matters here."""
+
+    def __init__(self, address: int):
+        self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f2", "data": (address, False), "version": 3,
+                                         "strides": None}
+
+
+def test_arrays_off_a_16_byte_boundary_are_found_on_a_gpu_only():
+    """The decode and gemm hosts refuse device arrays that would fault their 16-byte copies; host arrays (which the
+    interpreter and Vulkan copy into buffers of their own) are never refused."""
+    from iron.std._host import device_starts_off
+
+    assert device_starts_off(_DeviceArray(0x1000 + 2), 16)
+    assert not device_starts_off(_DeviceArray(0x1000), 16)
+    assert not device_starts_off(np.zeros(9, np.float16)[1:], 16)

@@ -684,7 +684,15 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
             raise LaunchError(f"gemm: bias has dtype {_host.dtype_of(bias).name}, a has {dt.name}")
         _host.check_shape(bias, (n,), "gemm: bias")
     out = _host.output("gemm", out, a, (m, n), dt, {"a": a, "b": b, "bias": bias})
+    if not _one_row(m, n, k, bias, act) and any(_host.device_starts_off(x, 16) for x in (a, b, bias) if x is not None):
+        raise LaunchError("gemm: a, b and bias must start on 16-byte boundaries on a GPU (the kernels copy and load "
+                          "16-byte pieces); pass copies (.clone()) of views that start mid-vector")
     return _launch_gemm(a, b, bias, act, out, (m, n, k), dt, backend, bool(transpose_b))
+
+
+def _one_row(m: int, n: int, k: int, bias: Any, act: str) -> bool:
+    """Whether :func:`_launch_gemm` runs gemv's matrix-vector product (which takes any alignment)."""
+    return m == 1 and k > 0 and bias is None and act == "none" and n * k < 1 << 31
 
 
 def _launch_gemm(a: Any, b: Any, bias: Any, act: str, out: Any, mnk: tuple[int, int, int], dt: Any,
@@ -694,7 +702,7 @@ def _launch_gemm(a: Any, b: Any, bias: Any, act: str, out: Any, mnk: tuple[int, 
     m, n, k = mnk
     if m == 0 or n == 0:
         return out
-    if m == 1 and k and bias is None and act == "none" and n * k < 1 << 31:
+    if _one_row(m, n, k, bias, act):
         # One row (a decode step's projection): a matrix-vector product, bound by reading b once, which the
         # gemv kernels stream at the copy rate and a tile kernel, computing 64 or 128 rows for one, does not.
         from . import gemv
