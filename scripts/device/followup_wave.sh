@@ -6,6 +6,7 @@
 #   decode_table.py --kernels (each kernel beside cuDNN's: did the Q copy cut the split pass's fixed cost?);
 #   few_tune.py (gemm_few's chosen configurations and every quant_few candidate beside cuBLAS);
 #   llama_bench.py --compile (the compiled PyTorch baseline with its weights static) at B 1 and 16;
+#   decode_mma_tune.py at B = 1 with chunks down to 32 keys (one block a group);
 #   Nsight Compute on the B = 1, 1K-key split pass (where its fixed ~10 us per group goes: stall reasons per
 #   instruction, under $OUT/ncu-decode).
 # JSON under $OUT (tests-followup.txt, decode_kernels.jsonl, few.jsonl, llama.jsonl).
@@ -20,6 +21,8 @@ timeout 50 python3 decode_table.py --batches 1 16 --seqs 1024 4096 --kv-heads 8 
   | tee "$out/decode_kernels.jsonl" | cut -c1-330
 timeout 110 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 2>&1 | grep '^{' | tee "$out/few.jsonl" \
   | cut -c1-140
+timeout 40 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 --configs 2x3 4x2 --chunks 32 64 128 256 --calls 5 \
+  2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
 (cd ../.. && timeout 120 bash scripts/device/ncu_profile.sh "$out/ncu-decode" attention_decode_mma decode_once.py \
   1 32 8 1024 128 bfloat16 2>&1 | tail -30)
 timeout 180 python3 llama_bench.py --layers 4 --batch 1 16 --compile 2>&1 | grep '^{' | tee "$out/llama.jsonl"
