@@ -7,7 +7,10 @@ For the GPU machine.  M rows (a batch of sequences) times an (N, K) bf16 weight:
 twice the L2, so no launch finds its weight there), the rate it reads the weight at, and Iron's output against
 cuBLAS's (largest |difference| over the largest |output|; both round f32 sums once to bf16).
 
-    PYTHONPATH=src python3 scripts/device/few_tune.py [--rows 16 4] [--configs 32_128_4 ...]
+    PYTHONPATH=src python3 scripts/device/few_tune.py [--rows 16 4] [--configs BN_BK_STAGES[_THREADS] ...]
+
+(THREADS defaults to few_config's; a 64-wide panel 256 deep needs 256 threads, whose four extra subgroups only
+copy.)
 """
 
 from __future__ import annotations
@@ -72,8 +75,8 @@ def main(argv: list[str]) -> int:
             row("ws", kernel_us(torch, lambda: kern.launch(x, weight(), bias, out, m, n, k, grid=grid, group=group,
                                                            backend="cuda"), args.calls), err)
             for name in args.configs:
-                bn, bk, stages = (int(v) for v in name.split("_"))
-                cfg = {**few_config(n), "BN": bn, "BK": bk, "STAGES": stages}
+                bn, bk, stages, *threads = (int(v) for v in name.split("_"))
+                cfg = {**few_config(n), "BN": bn, "BK": bk, "STAGES": stages, **{"THREADS": t for t in threads}}
                 grid, group = few_geometry(n, cfg)
                 try:
                     kern = gemm_few.variant(T=bf16, BIAS=False, ACT="none", **cfg)

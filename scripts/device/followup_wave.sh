@@ -19,8 +19,8 @@ cd scripts/device
 export PYTHONPATH=/tmp/site:../../src:.
 timeout 50 python3 decode_table.py --batches 1 16 --seqs 1024 4096 --kv-heads 8 --kernels 2>&1 | grep '^{' \
   | tee "$out/decode_kernels.jsonl" | cut -c1-330
-timeout 110 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 2>&1 | grep '^{' | tee "$out/few.jsonl" \
-  | cut -c1-140
+timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \
+  | grep '^{' | tee "$out/few.jsonl" | cut -c1-140
 timeout 40 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 --configs 2x3 4x2 --chunks 32 64 128 256 --calls 5 \
   2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
 (cd ../.. && timeout 120 bash scripts/device/ncu_profile.sh "$out/ncu-decode" attention_decode_mma decode_once.py \

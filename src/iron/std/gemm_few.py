@@ -33,7 +33,7 @@ SPLIT = 4
 #: Candidates (BN, BK, STAGES) of scripts/device/few_tune.py, and the last, within Vulkan's 32 KiB of shared
 #: memory, for the portable tests.
 FEW_CONFIGS = ((32, 128, 4), (16, 128, 4), (64, 128, 4), (16, 256, 4), (32, 256, 3), (64, 64, 6), (32, 128, 6),
-               (16, 64, 3))
+               (32, 256, 4), (32, 256, 5), (64, 256, 3), (16, 64, 3))
 
 
 def few_chunks(v: dict[str, Any]) -> tuple[float, float]:
@@ -75,7 +75,7 @@ def stage_sums(red, red_ld, sg, computes, fcols, c0, c1, c2, c3, c4, c5, c6, c7)
     barrier()
 
 
-@kernel(variants(T=[bf16, f16], BN=[32, 16, 64], BK=[128, 64, 256], STAGES=[4, 3, 6], THREADS=[128, 256, 64, 32],
+@kernel(variants(T=[bf16, f16], BN=[32, 16, 64], BK=[128, 64, 256], STAGES=[4, 3, 6, 5], THREADS=[128, 256, 64, 32],
                  BIAS=[False, True], ACT=list(ACTIVATIONS), where=[few_listed, few_tiles_split]))
 def gemm_few(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
     """C = act(A @ B^T + bias) for m <= 16 on the matrix units.
