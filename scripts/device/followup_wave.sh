@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
-# What this session changed without a GPU, measured in one device call (from the source tree, carry .whl), any
-# NVIDIA card; about 7 minutes:
-#   the GPU tests of the decode and the few-row products (the Q copy of attention_decode_mma, the decode's
-#   alignment check, gemm_few's configurations, quant_few's two panels);
-#   decode_table.py --kernels (each kernel beside cuDNN's: did the Q copy cut the split pass's fixed cost?);
-#   few_tune.py (gemm_few's chosen configurations and every quant_few candidate beside cuBLAS);
-#   llama_bench.py --compile (the compiled PyTorch baseline with its weights static) at B 1 and 16;
+# What the sessions since the last GPU run changed, measured in one device call (from the source tree, carry .whl),
+# any NVIDIA card; about 8 minutes (the last step may be cut at the 10-minute limit):
+#   the GPU tests of the decode, the few-row products, the launch paths and programmatic dependent launch;
+#   pdl_chain.py with IRON_PDL off and on (chains of dependent kernels, eager and graphed);
 #   decode_mma_tune.py at B = 1 with chunks down to 32 keys (one block a group);
-#   Nsight Compute on the B = 1, 1K-key split pass (where its fixed ~10 us per group goes: stall reasons per
-#   instruction, under $OUT/ncu-decode).
-# JSON under $OUT (tests-followup.txt, decode_kernels.jsonl, few.jsonl, llama.jsonl).
+#   decode_table.py --kernels (each kernel beside cuDNN's: did the Q copy cut the split pass's fixed cost?);
+#   few_tune.py (gemm_few's chosen configurations, the 256-deep candidates, every quant_few candidate);
+#   llama_bench.py --compile (the compiled PyTorch baseline with its weights static) at B 1 and 16;
+#   Nsight Compute on the B = 1, 1K-key split pass (where its fixed cost goes, under $OUT/ncu-decode).
+# JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl).
 set -uo pipefail
 source scripts/device/device_env.sh
-timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
-  -k "decode or few" -rfE > "$out/tests-followup.txt" 2>&1
+timeout 150 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_pdl.py tests/gpu/test_cuda_runtime.py \
+  tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "pdl or chain or runtime or decode or few or graph" \
+  -rfE > "$out/tests-followup.txt" 2>&1
 tail -3 "$out/tests-followup.txt"
 cd scripts/device
 export PYTHONPATH=/tmp/site:../../src:.
+for pdl in 0 1; do
+  IRON_PDL=$pdl timeout 45 python3 pdl_chain.py 2>&1 | grep '^{' | tee -a "$out/pdl.jsonl"
+done
+timeout 40 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 --configs 2x3 4x2 --chunks 32 64 128 256 --calls 5 \
+  2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
 timeout 50 python3 decode_table.py --batches 1 16 --seqs 1024 4096 --kv-heads 8 --kernels 2>&1 | grep '^{' \
   | tee "$out/decode_kernels.jsonl" | cut -c1-330
 timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \
   | grep '^{' | tee "$out/few.jsonl" | cut -c1-140
-timeout 40 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 --configs 2x3 4x2 --chunks 32 64 128 256 --calls 5 \
-  2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
-(cd ../.. && timeout 120 bash scripts/device/ncu_profile.sh "$out/ncu-decode" attention_decode_mma decode_once.py \
-  1 32 8 1024 128 bfloat16 2>&1 | tail -30)
 timeout 180 python3 llama_bench.py --layers 4 --batch 1 16 --compile 2>&1 | grep '^{' | tee "$out/llama.jsonl"
+(cd ../.. && timeout 90 bash scripts/device/ncu_profile.sh "$out/ncu-decode" attention_decode_mma decode_once.py \
+  1 32 8 1024 128 bfloat16 2>&1 | tail -30)

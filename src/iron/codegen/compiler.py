@@ -114,6 +114,11 @@ class Artifact:
         assert self.emitted is not None, "this artifact stops before the source stage"
         return self.emitted.source
 
+    @property
+    def waits_upstream(self) -> bool:
+        """Whether the kernel waits for the previous grid itself (a binary loaded ahead of time: unknown, so no)."""
+        return self.emitted is not None and self.emitted.waits_upstream
+
 
 def compile(kernel: Kernel, target: str, options: CompileOptions | None = None, *,
             cache: ArtifactCache | None = None, toolchain: ModuleType | Any = None) -> Artifact:

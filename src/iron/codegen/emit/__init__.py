@@ -67,6 +67,9 @@ class EmittedKernel:
     role_threads: int = 0
     #: The groups of a cluster along axis 0 (``cluster_groups``; a launch's groups there a multiple), else 1.
     cluster_size: int = 1
+    #: Whether every thread first waits for the previous grid in the stream (CUDA sm_90's griddepcontrol.wait), so
+    #: the runtime may launch the kernel before that grid finished (programmatic dependent launch).
+    waits_upstream: bool = False
 
 
 def emit_kernel(kernel: Kernel, target: str, profile: TargetProfile | None = None, *,
@@ -134,7 +137,8 @@ def emit_legal(kernel: Kernel, legal: Kernel, target: str, profile: TargetProfil
                          scratch_bytes_per_subgroup=scratch_bytes_per_subgroup(legal, profile),
                          loop_status_binding=getattr(dialect, "loop_status_binding", None),
                          role_threads=sum(roles.attrs["sizes"]) if roles is not None else 0,
-                         cluster_size=dialect.cluster_size)
+                         cluster_size=dialect.cluster_size,
+                         waits_upstream=getattr(dialect, "waits_upstream", False))
 
 
 def scratch_bytes_per_subgroup(kernel: Kernel, profile: TargetProfile) -> int:

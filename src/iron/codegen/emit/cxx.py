@@ -331,9 +331,14 @@ class CxxDialect(Dialect):
             count = static_scratch_floats(parts, self.profile)
             arrays.append((parts.extra["mma_scratch"].name, "float", count * 4, 4, 4))
         lines += [self.indent + line for line in self.shared_lines(arrays)]
+        lines += [self.indent + line for line in self.entry_lines()]
         lines += parts.body
         lines.append("}")
         return "\n".join(lines) + "\n"
+
+    def entry_lines(self) -> list[str]:
+        """Statements every thread runs first (none here)."""
+        return []
 
     def helper_lines(self) -> list[str]:
         out: list[str] = []
@@ -346,6 +351,19 @@ class CudaDialect(CxxDialect):
     target = "cuda"
     language = "cuda"
     narrow_intrinsics: ClassVar[dict[D.DType, str]] = {D.f16: "half", D.bf16: "bfloat16"}
+    #: Every kernel starts by waiting for the grid before it in the stream (griddepcontrol.wait, sm_90+), so the
+    #: runtime may launch it early (programmatic dependent launch, the ``pdl`` option): its blocks reach the SMs
+    #: while that grid drains, and nothing of the kernel runs before that grid's writes are visible.  Without the
+    #: launch attribute both instructions do nothing.
+    waits_upstream = True
+
+    def entry_lines(self) -> list[str]:
+        """The wait for the previous grid, then leave to launch the next one early (sm_90+; :attr:`waits_upstream`).
+        The next grid's blocks then take only what this grid's resident blocks leave free, and wait in turn."""
+        return ["#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900",
+                'asm volatile("griddepcontrol.wait;" ::: "memory");',
+                'asm volatile("griddepcontrol.launch_dependents;" ::: "memory");',
+                "#endif"]
 
     def narrow_names(self) -> dict[D.DType, str]:
         return {D.f16: "__half", D.bf16: "__nv_bfloat16"}

@@ -29,7 +29,7 @@ from ...core import dtypes as D
 from ...core.errors import LaunchError
 from ...core.ir import Kernel
 from ..interp.device import DEFAULT_GROUPS
-from .arch import TARGET, compile_target, device_profile, fmad_options, supported_archs
+from .arch import TARGET, compile_target, device_profile, fmad_options, sm_number, supported_archs
 from .array import ArrayStore, CudaArray
 from .context import Context
 from .dispatch import Dispatcher
@@ -254,6 +254,11 @@ class CudaDevice:
         except ToolchainMissing as e:
             raise CudaUnavailable(f"backend 'cuda' needs NVRTC to build kernels: {e}") from None
 
+    def chains(self, compiled: Artifact) -> bool:
+        """Whether launches of ``compiled`` go out as programmatic dependent launches: the ``pdl`` option, an sm_90+
+        GPU, and a kernel that waits for the grid before it (:attr:`.Artifact.waits_upstream`)."""
+        return bool(config.get("pdl")) and sm_number(self.arch) >= 90 and compiled.waits_upstream
+
     def _plan(self, kernel: Kernel) -> KernelPlan:
         plan = self._plans.get(id(kernel))
         if plan is None:
@@ -261,7 +266,7 @@ class CudaDevice:
             loaded = self._modules.load(compiled)
             check_launch = functools.partial(emitted_check, compiled.emitted, loaded.max_threads)
             plan = KernelPlan(of_kernel(kernel), compiled, loaded.function, check_launch, keep=kernel,
-                              maps=self._tensor_maps)
+                              maps=self._tensor_maps, chained=self.chains(compiled))
             self._plans[id(kernel)] = plan
         return plan
 

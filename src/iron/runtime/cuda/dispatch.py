@@ -9,12 +9,13 @@ device) holds its lock.
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Sequence
 
 import numpy as np
 
 from ...core.errors import LaunchError
-from . import fastpath
+from . import chained, fastpath
 from .binding import Bound, bind
 from .context import Context
 from .graphs import Capture
@@ -23,8 +24,12 @@ from .plan import Geometry, KernelPlan
 from .staging import Stager
 from .streams import StreamOrder, Timer
 
+log = logging.getLogger("iron.cuda")
+
 #: CUDA_ERROR_INVALID_CONTEXT: no context is current on the calling thread.
 INVALID_CONTEXT = 201
+#: CUDA_ERROR_NOT_SUPPORTED: what a driver answers a launch attribute it cannot honour with (here: a chained launch).
+NOT_SUPPORTED = 801
 
 
 class Dispatcher:
@@ -41,6 +46,14 @@ class Dispatcher:
         self.timer = timer
         self.capture = capture
         self.forced: int | None = None
+        #: cuLaunchKernel's stand-in for chained plans (programmatic dependent launches, :mod:`.chained`).
+        self.chained_launch = chained.launcher(drv)
+
+    def launchers(self, plan: KernelPlan) -> tuple[Any, Any]:
+        """(the driver call, the native module's call or None) that launch ``plan``: chained or not."""
+        if plan.chained:
+            return self.chained_launch, self.native.launch_chained if self.native is not None else None
+        return self.drv.cuLaunchKernel, self.native.launch if self.native is not None else None
 
     def fast(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any) -> bool:
         try:
@@ -89,24 +102,28 @@ class Dispatcher:
             return
         fast = plan.fast_by_kinds.get(kinds)
         if fast is None:
-            native = self.native.launch if self.native is not None else None
-            fast = plan.fast_by_kinds[kinds] = fastpath.build(plan, kinds, self.ctx.ordinal, self.drv.cuLaunchKernel,
-                                                              self.order, functools.partial(self._failed, plan),
-                                                              native)
+            launch, native = self.launchers(plan)
+            fast = plan.fast_by_kinds[kinds] = fastpath.build(plan, kinds, self.ctx.ordinal, launch, self.order,
+                                                              functools.partial(self._failed, plan), native)
         plan.fast, plan.fast_kinds = fast, kinds
 
     def bind(self, plan: KernelPlan, args: Sequence[Any], grid: Any, group: Any, lock: Any, still: str,
              names: dict[str, Any]) -> Any:
         """A launcher of ``plan`` at this geometry with every argument of ``args`` but the addresses fixed
         (:func:`.fastpath.build_bound`), or None."""
-        native = self.native.launch if self.native is not None else None
-        return fastpath.build_bound(plan, args, grid, group, self.ctx.ordinal, self.drv.cuLaunchKernel, self.order,
+        launch, native = self.launchers(plan)
+        return fastpath.build_bound(plan, args, grid, group, self.ctx.ordinal, launch, self.order,
                                     functools.partial(self._failed, plan), native, self, lock, still, names)
 
     def _launch(self, plan: KernelPlan, geo: Geometry, stream: Any) -> None:
         b, t = geo.blocks, geo.threads
-        (err,) = self.drv.cuLaunchKernel(plan.function, b[0], b[1], b[2], t[0], t[1], t[2],
-                                         plan.module.dynamic_shared_bytes, stream, plan.args.params_address, 0)
+        launch = self.chained_launch if plan.chained else self.drv.cuLaunchKernel
+        (err,) = launch(plan.function, b[0], b[1], b[2], t[0], t[1], t[2], plan.module.dynamic_shared_bytes, stream,
+                        plan.args.params_address, 0)
+        if int(err) == NOT_SUPPORTED and plan.chained:
+            _unchain(plan)
+            (err,) = self.drv.cuLaunchKernel(plan.function, b[0], b[1], b[2], t[0], t[1], t[2],
+                                             plan.module.dynamic_shared_bytes, stream, plan.args.params_address, 0)
         if int(err):
             raise launch_error(self.drv, err, plan.module.entry)
         if self.capture.active:
@@ -114,6 +131,9 @@ class Dispatcher:
 
     def _failed(self, plan: KernelPlan, err: Any) -> bool:
         if int(err) == INVALID_CONTEXT:  # a thread that never made the context current: the general path does
+            return False
+        if int(err) == NOT_SUPPORTED and plan.chained:  # nothing launched: the general path launches it plainly
+            _unchain(plan)
             return False
         if isinstance(err, int) and hasattr(self.drv, "CUresult"):  # the native launch returns a plain int
             err = self.drv.CUresult(err)
@@ -136,3 +156,12 @@ class Dispatcher:
         attr = self.drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
         result = self.drv.cuPointerGetAttribute(attr, ptr)
         return int(result[1]) if int(result[0]) == 0 else -1
+
+
+def _unchain(plan: KernelPlan) -> None:
+    """Launch ``plan`` plainly from now on (the driver refused a chained launch): its launchers are made again."""
+    log.debug("kernel %s: the driver refused a programmatic dependent launch; launching it plainly",
+              plan.module.entry)
+    plan.chained = False
+    plan.fast, plan.fast_kinds = None, None
+    plan.fast_by_kinds.clear()

@@ -43,8 +43,10 @@ class KernelPlan:
 
     def __init__(self, signature: Signature, module: Artifact, function: Any,
                  check_launch: Callable[[tuple[int, ...], tuple[int, ...]], None], keep: Any = None,
-                 maps: TensorMapEncoder | None = None) -> None:
+                 maps: TensorMapEncoder | None = None, chained: bool = False) -> None:
         self.signature = signature
+        #: Launched as a programmatic dependent launch (the ``pdl`` option, on a device and kernel that allow it).
+        self.chained = chained
         self.module = module
         self.function = function
         self.abi = module.abi
