@@ -80,6 +80,11 @@ class CompileOptions:
         return "binary" if self.binary is not None else "source"
 
 
+#: Options the emitters read (a CUDA tile store, the wait for the previous grid): part of every stage's key past
+#: ``optimise``, so a process that changes one gets the other source.
+EMISSION_OPTIONS = ("tma_store", "pdl")
+
+
 @dataclass(frozen=True)
 class Artifact:
     """What :func:`compile` made, up to its last stage; a device loads it as it is."""
@@ -187,7 +192,8 @@ class _Run:
         return self._profile
 
     def key(self, stage: str) -> tuple:
-        base = (stage, self.ir_hash(), self.target, self.profile().key, self.options.loop_guard)
+        base = (stage, self.ir_hash(), self.target, self.profile().key, self.options.loop_guard,
+                *(config.get(name) for name in EMISSION_OPTIONS))
         if stage != "binary":
             return base
         return (*base, self.kind().name, self.arch(), self.toolchain_options())

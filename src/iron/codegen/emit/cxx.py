@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from ... import config
 from ...core import dtypes as D
 from ...core.ir import Op
 from ...core.ops import entry_registers
@@ -351,15 +352,20 @@ class CudaDialect(CxxDialect):
     target = "cuda"
     language = "cuda"
     narrow_intrinsics: ClassVar[dict[D.DType, str]] = {D.f16: "half", D.bf16: "bfloat16"}
-    #: Every kernel starts by waiting for the grid before it in the stream (griddepcontrol.wait, sm_90+), so the
-    #: runtime may launch it early (programmatic dependent launch, the ``pdl`` option): its blocks reach the SMs
-    #: while that grid drains, and nothing of the kernel runs before that grid's writes are visible.  Without the
-    #: launch attribute both instructions do nothing.
-    waits_upstream = True
+
+    def __init__(self, profile: Any, kernel_name: str) -> None:
+        super().__init__(profile, kernel_name)
+        #: With the ``pdl`` option every kernel starts by waiting for the grid before it in the stream
+        #: (griddepcontrol.wait, sm_90+), so the runtime may launch it early (programmatic dependent launch): its
+        #: blocks reach the SMs while that grid drains, and nothing of the kernel runs before that grid's writes
+        #: are visible.  Without the launch attribute both instructions do nothing.
+        self.waits_upstream = bool(config.get("pdl"))
 
     def entry_lines(self) -> list[str]:
         """The wait for the previous grid, then leave to launch the next one early (sm_90+; :attr:`waits_upstream`).
         The next grid's blocks then take only what this grid's resident blocks leave free, and wait in turn."""
+        if not self.waits_upstream:
+            return []
         return ["#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900",
                 'asm volatile("griddepcontrol.wait;" ::: "memory");',
                 'asm volatile("griddepcontrol.launch_dependents;" ::: "memory");',

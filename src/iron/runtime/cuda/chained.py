@@ -5,9 +5,9 @@ With the launch attribute ``PROGRAMMATIC_STREAM_SERIALIZATION`` a grid's blocks 
 of the grid before it has begun (or left to launch dependents), instead of after that grid has drained; the
 launch's latency and the first blocks' set-up then overlap the previous grid's tail, which is what a decode step
 of many short kernels pays between kernels.  Only kernels that wait for the previous grid before touching memory
-may be launched so: Iron's CUDA emitter starts every kernel with ``griddepcontrol.wait``
+may be launched so: with the ``pdl`` option Iron's CUDA emitter starts every kernel with ``griddepcontrol.wait``
 (:attr:`iron.codegen.emit.EmittedKernel.waits_upstream`), and the device chains a plan only where that holds and the
-``pdl`` option is on (:meth:`.device.CudaDevice.chains`).
+option is on (:meth:`.device.CudaDevice.chains`).
 """
 
 from __future__ import annotations
