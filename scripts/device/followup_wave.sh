@@ -7,7 +7,8 @@
 #   decode_table.py --kernels (each kernel beside cuDNN's: did the Q copy cut the split pass's fixed cost?);
 #   few_tune.py (gemm_few's chosen configurations, the 256-deep candidates, every quant_few candidate);
 #   llama_bench.py --compile (the compiled PyTorch baseline with its weights static) at B 1 and 16;
-#   Nsight Compute on the B = 1, 1K-key split pass (where its fixed cost goes, under $OUT/ncu-decode).
+#   Nsight Compute on the B = 1, 1K-key split pass (where its fixed cost goes, under $OUT/ncu-decode);
+#   llama_bench.py with IRON_PDL=1 (Iron eager and graphed with programmatic dependent launch; llama_pdl.jsonl).
 # JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl).
 set -uo pipefail
 source scripts/device/device_env.sh
@@ -29,3 +30,5 @@ timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 3
 timeout 180 python3 llama_bench.py --layers 4 --batch 1 16 --compile 2>&1 | grep '^{' | tee "$out/llama.jsonl"
 (cd ../.. && timeout 90 bash scripts/device/ncu_profile.sh "$out/ncu-decode" attention_decode_mma decode_once.py \
   1 32 8 1024 128 bfloat16 2>&1 | tail -30)
+IRON_PDL=1 timeout 150 python3 llama_bench.py --layers 4 --batch 1 16 2>&1 | grep '^{' | sed 's/^{/{"pdl": true, /' \
+  | tee "$out/llama_pdl.jsonl"
