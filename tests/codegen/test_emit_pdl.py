@@ -5,6 +5,9 @@ on every other target, the source has neither.  The compile driver keys the sour
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import pytest
 
 from iron import In, Tensor, config, f32, kernel
@@ -23,20 +26,27 @@ def double(x: In[f32], out: Tensor[f32]):
     out[i] = 2.0 * x[i]
 
 
+@contextlib.contextmanager
+def pdl_option(value: bool) -> Iterator[None]:
+    """The ``pdl`` option set in code, then back to what the environment says."""
+    config.set_option("pdl", value)
+    try:
+        yield
+    finally:
+        config._overrides.pop("pdl", None)
+        config.reload()
+
+
 @pytest.fixture
 def pdl():
-    config.set_option("pdl", True)
-    yield
-    config._overrides.pop("pdl", None)
-    config.reload()
+    with pdl_option(True):
+        yield
 
 
 @pytest.fixture
 def no_pdl():
-    config.set_option("pdl", False)
-    yield
-    config._overrides.pop("pdl", None)
-    config.reload()
+    with pdl_option(False):
+        yield
 
 
 def test_with_the_option_cuda_kernels_wait_first(pdl):
@@ -71,12 +81,8 @@ def test_the_wait_compiles(pdl, arch, require_toolchain):
 def test_the_source_stage_follows_the_option():
     ir = double.variant().compiled("cuda")
     opts = CompileOptions(optimised=True, stop="source")
-    try:
-        config.set_option("pdl", False)
+    with pdl_option(False):
         plain = compile_kernel(ir, "cuda", opts)
-        config.set_option("pdl", True)
+    with pdl_option(True):
         waiting = compile_kernel(ir, "cuda", opts)
-    finally:
-        config._overrides.pop("pdl", None)
-        config.reload()
     assert not plain.waits_upstream and waiting.waits_upstream and WAIT in waiting.source
