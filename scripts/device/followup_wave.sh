@@ -3,7 +3,7 @@
 # any NVIDIA card; about 8 minutes (the last step may be cut at the 10-minute limit):
 #   the GPU tests of the decode, the few-row products, the launch paths and programmatic dependent launch;
 #   pdl_chain.py with IRON_PDL off and on (chains of dependent kernels, eager and graphed);
-#   decode_mma_tune.py at B = 1 with chunks down to 32 keys (one block a group);
+#   decode_mma_tune.py at B = 1 with chunks down to 32 keys (one block a group) and the speculative prologue;
 #   decode_table.py --kernels (each kernel beside cuDNN's: did the Q copy cut the split pass's fixed cost?);
 #   few_tune.py (gemm_few's chosen configurations, the 256-deep candidates, every quant_few candidate);
 #   llama_bench.py --compile (the compiled PyTorch baseline with its weights static) at B 1 and 16;
@@ -21,8 +21,8 @@ export PYTHONPATH=/tmp/site:../../src:.
 for pdl in 0 1; do
   IRON_PDL=$pdl timeout 45 python3 pdl_chain.py 2>&1 | grep '^{' | tee -a "$out/pdl.jsonl"
 done
-timeout 40 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 --configs 2x3 4x2 --chunks 32 64 128 256 --calls 5 \
-  2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
+timeout 50 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 --configs 2x3 2x3s 4x2 --chunks 32 64 128 256 \
+  --calls 5 2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
 timeout 50 python3 decode_table.py --batches 1 16 --seqs 1024 4096 --kv-heads 8 --kernels 2>&1 | grep '^{' \
   | tee "$out/decode_kernels.jsonl" | cut -c1-330
 timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \

@@ -70,8 +70,9 @@ def keys_in_flight(gq: int, tm: int = TEAM) -> int:
 MMA_MIN_HEADS = 2
 #: attention_decode_mma's plan: subgroups a group and ring buffers (its variant), the groups its chunks aim for,
 #: and the shortest and longest chunk (keys); within 1-3% of the best configuration on every row measured on an H100
-#: (docs/std/attention.md, 2026-12-07).
-MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 256, "min_chunk": 256, "max_chunk": 2048}
+#: (docs/std/attention.md, 2026-12-07).  SPEC (1: the first blocks copied before seq_lens is read) stays 0 until a
+#: GPU has timed it.
+MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 256, "min_chunk": 256, "max_chunk": 2048, "SPEC": 0}
 
 
 def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like: Any = ()) -> bool:
@@ -232,7 +233,8 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     paged = paging[0] is not seq_lens
     if mma:
         threads = decode_mma_threads(MMA_PLAN["SUBS"])
-        attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged).launch(
+        attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged,
+                                     SPEC=bool(MMA_PLAN["SPEC"])).launch(
             q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
             grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
     else:

@@ -263,7 +263,9 @@ def decode_gq4_bench_setup(case):
 MMA_SHAPES = [{"B": 2, "H": 8, "Hkv": 2, "S": 100, "D": 64, "CH": 64},
               {"B": 2, "H": 4, "Hkv": 4, "S": 70, "D": 128, "CH": 256},
               {"B": 1, "H": 32, "Hkv": 1, "S": 40, "D": 64, "CH": 32}]
-MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False}, {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False}]
+MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "SPEC": False},
+                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "SPEC": False},
+                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "SPEC": True}]
 
 
 def decode_mma_depth(d: int, a: float, ch: int) -> Depth:
@@ -286,14 +288,21 @@ def decode_mma_setup(case):
     k = case.randn(b, h_kv, s_max, d)
     v = case.randn(b, h_kv, s_max, d)
     lens = _decode_lens(case, b, s_max)
+    a = score_magnitude(q[:, :, None, :], k, scale)
+    for i, n in enumerate(lens):  # rows past a sequence's length are never read: Inf and NaN there show it
+        k[i, :, n:] = np.inf
+        v[i, :, n:] = np.nan
     args = [q, k, v, lens, case.empty(b, h, nch, d, dtype=f32), case.empty(b, h, nch, dtype=f32), h, h_kv, s_max,
             nch, ch, gr, scale, lens, 1, 1]
 
     def oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, gr, scale, table, page, pages):
+        k, v = np.array(k), np.array(v)  # the oracle's sums run over whole rows: what no key may read, zeroed
+        for i, n in enumerate(seq_lens):
+            k[i, :, max(int(n), 0):] = 0
+            v[i, :, max(int(n), 0):] = 0
         return decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale, table, page,
                                    pages)
 
-    a = score_magnitude(q[:, :, None, :], k, scale)
     threads = DM.decode_mma_threads(case.binding["SUBS"])
     return Setup(args=args, grid=(nch * threads, b * h // gr), group=(threads,), oracle=oracle,
                  depth=decode_mma_depth(d, a, ch), out_dtype=case.T, binding={"D": d})  # P's rounding: T's steps
