@@ -1,34 +1,43 @@
 #!/usr/bin/env bash
-# What the sessions since the last GPU run changed, measured in one device call (from the source tree, carry .whl),
-# any NVIDIA card; about 8 minutes (the last step may be cut at the 10-minute limit):
-#   the GPU tests of the decode, the few-row products, the launch paths and programmatic dependent launch;
-#   pdl_chain.py with IRON_PDL off and on (chains of dependent kernels, eager and graphed);
-#   decode_mma_tune.py at B = 1 with chunks down to 32 keys (one block a group) and the speculative prologue;
-#   decode_table.py --kernels (each kernel beside cuDNN's: did the Q copy cut the split pass's fixed cost?);
-#   few_tune.py (gemm_few's chosen configurations, the 256-deep candidates, every quant_few candidate);
-#   llama_bench.py --compile (the compiled PyTorch baseline with its weights static) at B 1 and 16;
-#   Nsight Compute on the B = 1, 1K-key split pass (where its fixed cost goes, under $OUT/ncu-decode);
-#   llama_bench.py with IRON_PDL=1 (Iron eager and graphed with programmatic dependent launch; llama_pdl.jsonl).
-# JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl).
+# What the sessions of 2026-12-07 changed without a GPU, measured in two device calls (from the source tree, carry
+# .whl), any NVIDIA card, each under the 10-minute limit:
+#   bash scripts/device/followup_wave.sh kernels   (about 6 minutes)
+#     the GPU tests of the decode, the few-row products, the launch paths and programmatic dependent launch;
+#     pdl_chain.py with IRON_PDL off and on (chains of dependent kernels, eager and graphed);
+#     decode_mma_tune.py at B = 1 with chunks down to 32 keys (one block a group) and the speculative prologue;
+#     decode_table.py --kernels (each kernel beside cuDNN's: did the Q copy cut the split pass's fixed cost?);
+#     few_tune.py (gemm_few's chosen configurations, the 256-deep candidates, every quant_few candidate).
+#   bash scripts/device/followup_wave.sh models    (about 7 minutes)
+#     llama_bench.py --compile (the compiled PyTorch baseline with its weights static) at B 1 and 16;
+#     llama_bench.py with IRON_PDL=1 (Iron eager and graphed with programmatic dependent launch);
+#     Nsight Compute on the B = 1, 1K-key split pass (where its fixed cost goes, under $OUT/ncu-decode).
+# JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl,
+# llama_pdl.jsonl).
 set -uo pipefail
 source scripts/device/device_env.sh
-timeout 150 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_pdl.py tests/gpu/test_cuda_runtime.py \
-  tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "pdl or chain or runtime or decode or few or graph" \
-  -rfE > "$out/tests-followup.txt" 2>&1
-tail -3 "$out/tests-followup.txt"
-cd scripts/device
-export PYTHONPATH=/tmp/site:../../src:.
-for pdl in 0 1; do
-  IRON_PDL=$pdl timeout 45 python3 pdl_chain.py 2>&1 | grep '^{' | tee -a "$out/pdl.jsonl"
-done
-timeout 50 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 --configs 2x3 2x3s 4x2 --chunks 32 64 128 256 \
-  --calls 5 2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
-timeout 50 python3 decode_table.py --batches 1 16 --seqs 1024 4096 --kv-heads 8 --kernels 2>&1 | grep '^{' \
-  | tee "$out/decode_kernels.jsonl" | cut -c1-330
-timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \
-  | grep '^{' | tee "$out/few.jsonl" | cut -c1-140
-timeout 180 python3 llama_bench.py --layers 4 --batch 1 16 --compile 2>&1 | grep '^{' | tee "$out/llama.jsonl"
-(cd ../.. && timeout 90 bash scripts/device/ncu_profile.sh "$out/ncu-decode" attention_decode_mma decode_once.py \
-  1 32 8 1024 128 bfloat16 2>&1 | tail -30)
-IRON_PDL=1 timeout 150 python3 llama_bench.py --layers 4 --batch 1 16 2>&1 | grep '^{' | sed 's/^{/{"pdl": true, /' \
-  | tee "$out/llama_pdl.jsonl"
+part=${1:-kernels}
+if [ "$part" = kernels ]; then
+  timeout 150 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_pdl.py tests/gpu/test_cuda_runtime.py \
+    tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "pdl or chain or runtime or decode or few or graph" \
+    -rfE > "$out/tests-followup.txt" 2>&1
+  tail -3 "$out/tests-followup.txt"
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  for pdl in 0 1; do
+    IRON_PDL=$pdl timeout 45 python3 pdl_chain.py 2>&1 | grep '^{' | tee -a "$out/pdl.jsonl"
+  done
+  timeout 50 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 --configs 2x3 2x3s 4x2 --chunks 32 64 128 256 \
+    --calls 5 2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
+  timeout 50 python3 decode_table.py --batches 1 16 --seqs 1024 4096 --kv-heads 8 --kernels 2>&1 | grep '^{' \
+    | tee "$out/decode_kernels.jsonl" | cut -c1-330
+  timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \
+    | grep '^{' | tee "$out/few.jsonl" | cut -c1-140
+else
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  timeout 180 python3 llama_bench.py --layers 4 --batch 1 16 --compile 2>&1 | grep '^{' | tee "$out/llama.jsonl"
+  IRON_PDL=1 timeout 150 python3 llama_bench.py --layers 4 --batch 1 16 2>&1 | grep '^{' \
+    | sed 's/^{/{"pdl": true, /' | tee "$out/llama_pdl.jsonl"
+  (cd ../.. && timeout 90 bash scripts/device/ncu_profile.sh "$out/ncu-decode" attention_decode_mma decode_once.py \
+    1 32 8 1024 128 bfloat16 2>&1 | tail -30)
+fi
