@@ -5,9 +5,6 @@ on every other target, the source has neither.  The compile driver keys the sour
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
-
 import pytest
 
 from iron import In, Tensor, config, f32, kernel
@@ -26,26 +23,15 @@ def double(x: In[f32], out: Tensor[f32]):
     out[i] = 2.0 * x[i]
 
 
-@contextlib.contextmanager
-def pdl_option(value: bool) -> Iterator[None]:
-    """The ``pdl`` option set in code, then back to what the environment says."""
-    config.set_option("pdl", value)
-    try:
-        yield
-    finally:
-        config._overrides.pop("pdl", None)
-        config.reload()
-
-
 @pytest.fixture
 def pdl():
-    with pdl_option(True):
+    with config.scoped("pdl", True):
         yield
 
 
 @pytest.fixture
 def no_pdl():
-    with pdl_option(False):
+    with config.scoped("pdl", False):
         yield
 
 
@@ -81,8 +67,8 @@ def test_the_wait_compiles(pdl, arch, require_toolchain):
 def test_the_source_stage_follows_the_option():
     ir = double.variant().compiled("cuda")
     opts = CompileOptions(optimised=True, stop="source")
-    with pdl_option(False):
+    with config.scoped("pdl", False):
         plain = compile_kernel(ir, "cuda", opts)
-    with pdl_option(True):
+    with config.scoped("pdl", True):
         waiting = compile_kernel(ir, "cuda", opts)
     assert not plain.waits_upstream and waiting.waits_upstream and WAIT in waiting.source

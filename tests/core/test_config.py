@@ -44,6 +44,20 @@ def test_precedence_toml_then_env_then_code(tmp_path, monkeypatch):
     assert config.resolve()["simd_width"] == (32, "set in code")
 
 
+def test_a_scoped_value_gives_way_to_what_was_there(monkeypatch):
+    monkeypatch.setenv("IRON_PDL", "1")
+    config.reload()
+    with config.scoped("pdl", False):
+        assert config.resolve()["pdl"] == (False, "set in code")
+    assert config.resolve()["pdl"] == (True, "IRON_PDL"), "back to the environment's value"
+    config.set_option("simd_width", 32)
+    with config.scoped("simd_width", 8):
+        assert config.get("simd_width") == 8
+    assert config.get("simd_width") == 32, "back to the value set in code before"
+    with pytest.raises(ConfigError, match="unknown option"), config.scoped("no_such_option", 1):
+        pass
+
+
 def test_toml_is_found_from_a_subdirectory(tmp_path, monkeypatch):
     (tmp_path / "iron.toml").write_text("[iron]\nopt_level = 1\n")
     sub = tmp_path / "a" / "b"

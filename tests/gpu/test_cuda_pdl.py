@@ -33,21 +33,13 @@ def step(src: In[f32], dst: Tensor[f32], n: i32):
 
 @pytest.fixture(scope="module")
 def chained(tmp_path_factory):
-    config.set_option("pdl", True)
-    try:
+    with config.scoped("pdl", True):
         dev = open_cuda(tmp_path_factory)
         if sm_number(dev.arch) < 90:
             dev.close()
             pytest.skip(f"programmatic dependent launch needs sm_90, this GPU is {dev.arch}")
         yield dev
         dev.close()
-    finally:
-        _forget_pdl()
-
-
-def _forget_pdl() -> None:
-    config._overrides.pop("pdl", None)  # back to the environment's value
-    config.reload()
 
 
 STEP = ir(step)
@@ -90,12 +82,11 @@ def test_a_captured_chain_replays_exactly(chained):
 
 
 def test_the_option_off_launches_plainly(tmp_path_factory):
-    config.set_option("pdl", False)
-    dev = open_cuda(tmp_path_factory)
-    try:
-        got = _chain(dev, 4096, 8)
-        np.testing.assert_array_equal(got, np.full(4096, 8, np.float32))
-        assert not dev._plans[id(STEP)].chained
-    finally:
-        dev.close()
-        _forget_pdl()
+    with config.scoped("pdl", False):
+        dev = open_cuda(tmp_path_factory)
+        try:
+            got = _chain(dev, 4096, 8)
+            np.testing.assert_array_equal(got, np.full(4096, 8, np.float32))
+            assert not dev._plans[id(STEP)].chained
+        finally:
+            dev.close()

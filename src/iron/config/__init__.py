@@ -10,6 +10,7 @@ values set in code (``iron.use(...)`` / :func:`set_option`) -> explicit argument
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
 import numbers
@@ -19,7 +20,7 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..core.errors import IronError
 from .safe_paths import unsafe_folder_reason
@@ -551,6 +552,23 @@ def set_option(name: str, value: Any) -> None:
         raise ConfigError(f"unknown option {name!r}; known: {', '.join(OPTIONS)}")
     _overrides[name] = _parse(OPTIONS[name], value, "set in code")
     reload()
+
+
+@contextlib.contextmanager
+def scoped(name: str, value: Any) -> Iterator[None]:
+    """``name`` set to ``value`` in code for a ``with`` block, then back to what it was (an earlier value set in code,
+    else what the environment and iron.toml say).  Options read when a kernel is built or planned (``pdl``,
+    ``tma_store``) apply to what is built inside the block."""
+    had, before = name in _overrides, _overrides.get(name)
+    set_option(name, value)
+    try:
+        yield
+    finally:
+        if had:
+            _overrides[name] = before
+        else:
+            _overrides.pop(name, None)
+        reload()
 
 
 def cache_dir() -> Path | None:

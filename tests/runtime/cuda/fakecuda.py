@@ -31,6 +31,7 @@ class CUresult(enum.IntEnum):
     CUDA_ERROR_INVALID_CONTEXT = 201
     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900
     CUDA_ERROR_ILLEGAL_ADDRESS = 700
+    CUDA_ERROR_NOT_SUPPORTED = 801
 
 
 class _Names:
@@ -91,6 +92,10 @@ class FakeDriver:
     foreign: dict[int, int] = field(default_factory=dict)  # pointer -> device ordinal of memory not ours
     #: MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (the H200's).
     shared_optin: int = 232448
+    #: The launches that came through cuLaunchKernelEx with programmatic stream serialization (their entries), and
+    #: whether the fake refuses such launches (CUDA_ERROR_NOT_SUPPORTED, as a driver without them would).
+    chained: list[str] = field(default_factory=list)
+    refuse_chained: bool = False
 
     def __post_init__(self) -> None:
         self._next = DEVICE_BASE
@@ -115,6 +120,7 @@ class FakeDriver:
         self.CUtensorMapDataType = self.CUtensorMapSwizzle = self.CUtensorMapInterleave = _Names()
         self.CUtensorMapL2promotion = self.CUtensorMapFloatOOBfill = _Names()
         self.cuuint64_t = self.cuuint32_t = int
+        self.CUlaunchAttributeID = _Names(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION=6)
         #: (address, extents, box) of each cuTensorMapEncodeTiled; the n-th map's bytes are sixteen words n.
         self.encoded: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = []
 
@@ -250,6 +256,23 @@ class FakeDriver:
             if entry in self.kernels:
                 self.kernels[entry](self, launch)
         return self._ok("cuLaunchKernel")
+
+    def CUlaunchAttribute(self) -> Any:
+        return SimpleNamespace(id=None, value=SimpleNamespace(programmaticStreamSerializationAllowed=0))
+
+    def CUlaunchConfig(self) -> Any:
+        return SimpleNamespace()
+
+    def cuLaunchKernelEx(self, cfg: Any, f: int, params: int, extra: int) -> tuple:
+        """A launch with attributes: only programmatic stream serialization, recorded, then launched as
+        cuLaunchKernel would (or refused with ``refuse_chained``)."""
+        (attr,) = cfg.attrs[:cfg.numAttrs]
+        assert int(attr.id) == 6 and attr.value.programmaticStreamSerializationAllowed == 1
+        if self.refuse_chained:
+            return (CUresult.CUDA_ERROR_NOT_SUPPORTED,)
+        self.chained.append(self.functions[f][0])
+        return self.cuLaunchKernel(f, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,
+                                   cfg.blockDimZ, cfg.sharedMemBytes, cfg.hStream, params, extra)
 
     def cuTensorMapEncodeTiled(self, kind: int, rank: int, address: int, dims: list, strides: list, box: list,
                                *rest: Any) -> tuple:

@@ -132,8 +132,9 @@ class Dispatcher:
     def _failed(self, plan: KernelPlan, err: Any) -> bool:
         if int(err) == INVALID_CONTEXT:  # a thread that never made the context current: the general path does
             return False
-        if int(err) == NOT_SUPPORTED and plan.chained:  # nothing launched: the general path launches it plainly
-            _unchain(plan)
+        if int(err) == NOT_SUPPORTED:  # a chained launch refused (by this launcher or one made before the plan was
+            if plan.chained:           # unchained): nothing launched, the general path launches it plainly
+                _unchain(plan)
             return False
         if isinstance(err, int) and hasattr(self.drv, "CUresult"):  # the native launch returns a plain int
             err = self.drv.CUresult(err)
