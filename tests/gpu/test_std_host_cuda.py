@@ -331,8 +331,9 @@ def test_gemm_of_a_few_rows(cuda, m, n, k, act, dtype):
 
 
 def test_gemm_refuses_operands_off_a_16_byte_boundary_but_not_one_row(cuda):
-    """The tile kernels copy 16-byte pieces of A and B: a view that starts mid-vector is a clear error, not a
-    misaligned-address fault; one row (gemv, which checks alignment itself) still runs on it."""
+    """The tile kernels copy 16-byte pieces of A and B and store 16-byte pieces of C: a view that starts mid-vector
+    is a clear error, not a misaligned-address fault; one row (gemv, which checks alignment itself) still runs on
+    it."""
     import torch
 
     from iron import LaunchError
@@ -341,6 +342,10 @@ def test_gemm_refuses_operands_off_a_16_byte_boundary_but_not_one_row(cuda):
     w = torch.randn(64 * 32 + 1, device="cuda", dtype=torch.bfloat16)[1:].view(64, 32)
     with pytest.raises(LaunchError, match="16-byte boundaries"):
         GM.gemm(torch.randn(4, 32, device="cuda", dtype=torch.bfloat16), w, transpose_b=True)
+    out = torch.zeros(4 * 64 + 1, device="cuda", dtype=torch.bfloat16)[1:].view(4, 64)  # its 16-byte stores
+    with pytest.raises(LaunchError, match="16-byte boundaries"):
+        GM.gemm(torch.randn(4, 32, device="cuda", dtype=torch.bfloat16), w.clone(), out=out, transpose_b=True)
+    assert not out.any(), "nothing was written"
     x = torch.randn(1, 32, device="cuda", dtype=torch.bfloat16)
     got = GM.gemm(x, w, transpose_b=True)
     want = x.float() @ w.float().T

@@ -684,9 +684,10 @@ def gemm(a: Any, b: Any, bias: Any = None, activation: str | None = None, out: A
             raise LaunchError(f"gemm: bias has dtype {_host.dtype_of(bias).name}, a has {dt.name}")
         _host.check_shape(bias, (n,), "gemm: bias")
     out = _host.output("gemm", out, a, (m, n), dt, {"a": a, "b": b, "bias": bias})
-    if not _one_row(m, n, k, bias, act) and any(_host.device_starts_off(x, 16) for x in (a, b, bias) if x is not None):
-        raise LaunchError("gemm: a, b and bias must start on 16-byte boundaries on a GPU (the kernels copy and load "
-                          "16-byte pieces); pass copies (.clone()) of views that start mid-vector")
+    if not _one_row(m, n, k, bias, act) and any(_host.device_starts_off(x, 16) for x in (a, b, bias, out)
+                                                if x is not None):
+        raise LaunchError("gemm: a, b, bias and out must start on 16-byte boundaries on a GPU (the kernels copy, load "
+                          "and store 16-byte pieces); pass copies (.clone()) of views that start mid-vector")
     return _launch_gemm(a, b, bias, act, out, (m, n, k), dt, backend, bool(transpose_b))
 
 
