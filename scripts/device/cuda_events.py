@@ -49,8 +49,23 @@ def call_us(torch: Any, calls: list[Callable[[], Any]], count: int, reps: int) -
 
 def kernel_us(torch: Any, call: Callable[[], Any], calls: int) -> float:
     """GPU time of the kernels ``calls`` calls launched, per call, from the CUDA profiler (CUPTI, which sees
-    driver-API launches too): unlike events around one call, the host's time to launch never counts."""
-    return sum(us for _, us in kernel_events(torch, call, calls)) / calls
+    driver-API launches too): unlike events around one call, the host's time to launch never counts.
+
+    The time at least one kernel ran, not the sum of their durations: a programmatic dependent launch (Iron's
+    ``pdl``, docs/cuda.md) starts a kernel while the one before drains, and its blocks wait for it inside the
+    kernel, so the profiler's durations of back-to-back kernels overlap and their sum would count that time
+    twice.  Kernels one after the other (every peer's) give the same figure both ways."""
+    return busy_us(kernel_spans(torch, call, calls)) / calls
+
+
+def busy_us(spans: list[tuple[str, float, float]]) -> float:
+    """Microseconds covered by at least one of the (name, start, end) spans."""
+    total, reach = 0.0, float("-inf")
+    for _, start, end in sorted(spans, key=lambda s: s[1]):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def kernel_us_by_name(torch: Any, call: Callable[[], Any], calls: int, width: int = 70) -> list[list]:
@@ -64,6 +79,12 @@ def kernel_us_by_name(torch: Any, call: Callable[[], Any], calls: int, width: in
 
 def kernel_events(torch: Any, call: Callable[[], Any], calls: int) -> list[tuple[str, float]]:
     """(kernel name, GPU us) of every kernel ``calls`` back-to-back calls launched, after one untimed call."""
+    return [(name, end - start) for name, start, end in kernel_spans(torch, call, calls)]
+
+
+def kernel_spans(torch: Any, call: Callable[[], Any], calls: int) -> list[tuple[str, float, float]]:
+    """(kernel name, start, end in us) of every kernel ``calls`` back-to-back calls launched, after one untimed
+    call."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -73,4 +94,5 @@ def kernel_events(torch: Any, call: Callable[[], Any], calls: int) -> list[tuple
         for _ in range(calls):
             call()
         torch.cuda.synchronize()
-    return [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]
+    return [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
+            if e.device_type == DeviceType.CUDA]

@@ -11,8 +11,11 @@
 #     llama_bench.py --compile (the compiled PyTorch baseline with its weights static) at B 1 and 16;
 #     llama_bench.py with IRON_PDL=1 (Iron eager and graphed with programmatic dependent launch);
 #     Nsight Compute on the B = 1, 1K-key split pass (where its fixed cost goes, under $OUT/ncu-decode).
+#   bash scripts/device/followup_wave.sh verify    (about 8 minutes)
+#     with the defaults those runs chose (programmatic dependent launch on, the batch-1 decode chunks, the few-row
+#     bindings): the whole CUDA GPU suite, decode_table.py beside SDPA and llama_bench.py at B 1 and 16.
 # JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl,
-# llama_pdl.jsonl).
+# llama_pdl.jsonl; verify: tests-gpu.txt, decode.jsonl, llama.jsonl).
 set -uo pipefail
 source scripts/device/device_env.sh
 part=${1:-kernels}
@@ -32,6 +35,14 @@ if [ "$part" = kernels ]; then
     | tee "$out/decode_kernels.jsonl" | cut -c1-330
   timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \
     | grep '^{' | tee "$out/few.jsonl" | cut -c1-140
+elif [ "$part" = verify ]; then
+  timeout 330 python3 -m pytest -p no:cacheprovider -q -x tests/gpu tests/runtime/cuda -rfE > "$out/tests-gpu.txt" 2>&1
+  tail -4 "$out/tests-gpu.txt"
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  timeout 70 python3 decode_table.py --batches 1 4 16 --seqs 1024 4096 32768 --kv-heads 8 2>&1 | grep '^{' \
+    | tee "$out/decode.jsonl" | cut -c1-330
+  timeout 150 python3 llama_bench.py --layers 4 --batch 1 16 2>&1 | grep '^{' | tee "$out/llama.jsonl"
 else
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.

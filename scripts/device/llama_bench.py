@@ -28,7 +28,7 @@ def weight_bytes(config, qtype: str | None) -> int:
     """Bytes of weights a decode step reads: every projection and the LM head (bf16, or the quantised blocks)."""
     c, d = config, config.head_dim
     per_block = c.hidden * (c.heads * d * 2 + c.kv_heads * d * 2) + 3 * c.hidden * c.ffn
-    scale = {None: 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32}[qtype]
+    scale = {None: 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256}[qtype]
     return int(c.layers * per_block * scale + c.vocab * c.hidden * 2)
 
 
@@ -168,7 +168,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--prompt", type=int, default=64, help="longest prompt (the others shorter, down to half)")
     ap.add_argument("--new", type=int, default=32)
-    ap.add_argument("--qtype", choices=["Q8_0", "Q4_0"], default=None)
+    ap.add_argument("--qtype", choices=["Q8_0", "Q4_0", "Q4_K", "Q6_K"], default=None)
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--profile", action="store_true", help="kernel shares of Iron's eager decode (CUDA profiler)")
     ap.add_argument("--tiny", action="store_true", help="a small model on the CPU interpreter (checks this script)")

@@ -31,15 +31,22 @@ def step(src: In[f32], dst: Tensor[f32], n: i32):
         dst[i] = src[(i + 1) % n] + 1.0
 
 
+@pytest.fixture(autouse=True)
+def _pdl_on():
+    """The option on in every test (conftest clears options set in code before each; the one test of the option
+    off sets it off inside)."""
+    with config.scoped("pdl", True):
+        yield
+
+
 @pytest.fixture(scope="module")
 def chained(tmp_path_factory):
-    with config.scoped("pdl", True):
-        dev = open_cuda(tmp_path_factory)
-        if sm_number(dev.arch) < 90:
-            dev.close()
-            pytest.skip(f"programmatic dependent launch needs sm_90, this GPU is {dev.arch}")
-        yield dev
+    dev = open_cuda(tmp_path_factory)
+    if sm_number(dev.arch) < 90:
         dev.close()
+        pytest.skip(f"programmatic dependent launch needs sm_90, this GPU is {dev.arch}")
+    yield dev
+    dev.close()
 
 
 STEP = ir(step)
@@ -78,6 +85,7 @@ def test_a_captured_chain_replays_exactly(chained):
         chained.graph_launch(graph)
     chained.synchronize()
     np.testing.assert_array_equal(a.numpy(), np.full(n, 3 * 64, np.float32))
+    assert chained._plans[id(STEP)].chained, "the captured launches were programmatic dependent launches"
     graph.close()
 
 

@@ -228,11 +228,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "iron.std: call plans build each call's signature in a small C module Iron builds once with the system "
            "C compiler (cached beside the modules); off, or where no compiler or Python headers are found, in "
            "Python (the same key, slower)."),
-    Option("pdl", False, "bool",
+    Option("pdl", True, "bool",
            "CUDA sm_90+: launch Iron's kernels as programmatic dependent launches (each kernel's blocks may reach "
            "the SMs while the grid before it drains; every kernel then starts by waiting for that grid's writes, "
-           "griddepcontrol.wait), eagerly and in captured graphs; off (the default until it is timed) emits no "
-           "wait and launches kernels one after the other as cuLaunchKernel does."),
+           "griddepcontrol.wait), eagerly and in captured graphs; off emits no wait and launches kernels one after "
+           "the other as cuLaunchKernel does."),
     Option("native_launch", True, "bool",
            "CUDA: the generated fast launchers call cuLaunchKernel through a small C module Iron builds once with "
            "the system C compiler (cached beside the modules); off, or where no compiler or Python headers are "

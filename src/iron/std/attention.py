@@ -69,10 +69,11 @@ def keys_in_flight(gq: int, tm: int = TEAM) -> int:
 #: Query heads a KV head must serve for the decode to run on the matrix units (attention_decode_mma).
 MMA_MIN_HEADS = 2
 #: attention_decode_mma's plan: subgroups a group and ring buffers (its variant), the groups its chunks aim for,
-#: and the shortest and longest chunk (keys); within 1-3% of the best configuration on every row measured on an H100
-#: (docs/std/attention.md, 2026-12-07).  SPEC (1: the first blocks copied before seq_lens is read) stays 0 until a
-#: GPU has timed it.
-MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 256, "min_chunk": 256, "max_chunk": 2048, "SPEC": 0}
+#: and the shortest and longest chunk (keys).  About 128 groups of at least 64 keys picked the best-measured chunk
+#: of every row timed on an H100 (docs/std/attention.md, 2026-12-07: batch 1 with 1K keys 8.6 us against 11.1 at
+#: the earlier 256 groups of at least 256 keys).  SPEC (1: the first blocks copied before seq_lens is read) lost
+#: or tied there, so it stays 0.
+MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048, "SPEC": 0}
 
 
 def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like: Any = ()) -> bool:

@@ -139,11 +139,12 @@ def gemm_few(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: i
 
 def few_config(n: int, lanes: int = 32) -> dict[str, int]:
     """The binding (BN, BK, STAGES, THREADS) of :data:`gemm_few` for N output columns: up to 4096 columns 32 a group
-    with 6 stages, past that 64 with 4.  The fastest of few_tune.py's candidates on an H100 at 16 and 4 rows
-    (benchmarks/h100-few-2026-12-07.jsonl, 16 rows: 4096 x 4096 15.5 us, 4096 x 14336 47.8, 6144 x 4096 21.9,
-    28672 x 4096 88.2, 32000 x 4096 95.2); 16 columns a group, the most groups, was the slowest on every shape."""
-    bn, stages = (32, 6) if n <= 4096 else (64, 4)
-    return {"BN": bn, "BK": 128, "STAGES": stages, "THREADS": SPLIT * lanes}
+    with K steps of 256 and 4 stages, past that 64 with steps of 128.  The fastest of few_tune.py's candidates on
+    an H100 at 16 and 4 rows (benchmarks/h100-few-2026-12-07.jsonl); the 256-deep steps then took 4096 x 4096 from
+    16.3 to 15.9 us and 4096 x 14336 from 47.8 to 46.4 (benchmarks/h100-few-2026-12-07b.jsonl), and tied past
+    4096 columns; 16 columns a group, the most groups, was the slowest on every shape."""
+    bn, bk, stages = (32, 256, 4) if n <= 4096 else (64, 128, 4)
+    return {"BN": bn, "BK": bk, "STAGES": stages, "THREADS": SPLIT * lanes}
 
 
 def few_geometry(n: int, binding: dict[str, int]) -> tuple[tuple[int], tuple[int]]:

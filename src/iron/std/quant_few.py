@@ -202,9 +202,16 @@ def fast_bytes(k: int, bk: int, nbytes: int) -> bool:
     return k % 128 == 0 and bk // 32 * nbytes % 8 == 0
 
 
-def qfew_config(lanes: int = 32) -> dict[str, int]:
-    """The host's binding: 16 columns a group, K steps of 256 weights, 4 stages, SPLIT subgroups."""
-    bn, bk, stages = QFEW_CONFIGS[0]
+#: Output columns from which the host's binding takes 32 columns a group and K steps of 128 weights.
+QFEW_WIDE_FROM = 8192
+
+
+def qfew_config(n: int, lanes: int = 32) -> dict[str, int]:
+    """The host's binding for N output columns: 16 columns a group and K steps of 256 weights, or from
+    QFEW_WIDE_FROM columns 32 and 128; 4 stages, SPLIT subgroups.  Measured on an H100 at 16 rows
+    (benchmarks/h100-few-2026-12-07b.jsonl): 4096 columns of Q8_0 / Q4_0 26.6 / 20.0 us against 35.7 / 27.6 for
+    the wide binding (fewer than two groups an SM); 28672 columns 125.0 / 84.0 against 135.7 / 101.8."""
+    bn, bk, stages = QFEW_CONFIGS[2] if n >= QFEW_WIDE_FROM else QFEW_CONFIGS[0]
     return {"BN": bn, "BK": bk, "STAGES": stages, "THREADS": SPLIT * lanes}
 
 
@@ -237,7 +244,7 @@ def quant_few(data: Any, qtype: str, a: Any, n: int, out: Any, col0: int = 0, ba
         raise LaunchError("quant_few: out shares memory with a or data; give it a buffer of its own")
     from .gemv import aligned
 
-    cfg = binding or qfew_config(device_traits(backend, (a,)).lane_width)
+    cfg = binding or qfew_config(n, device_traits(backend, (a,)).lane_width)
     fast = fast_bytes(k, cfg["BK"], fmt.nbytes) and aligned(data, boundary=8)
     kern = quant_gemm_few.variant(T=dt, QT=qtype, **cfg)
     kern.launch(data, a, out, m, n, k, oshape[1], col0, fast, grid=(-(-n // cfg["BN"]) * cfg["THREADS"],),
@@ -245,4 +252,4 @@ def quant_few(data: Any, qtype: str, a: Any, n: int, out: Any, col0: int = 0, ba
     return out
 
 
-__all__ = ["QFEW_CONFIGS", "QTYPES", "fast_bytes", "qfew_config", "quant_few", "quant_gemm_few"]
+__all__ = ["QFEW_CONFIGS", "QFEW_WIDE_FROM", "QTYPES", "fast_bytes", "qfew_config", "quant_few", "quant_gemm_few"]

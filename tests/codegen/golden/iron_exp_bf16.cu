@@ -16,6 +16,10 @@ extern "C" __global__ void iron_exp__T_bf16(
     const __nv_bfloat16* a,
     __nv_bfloat16* out_,
     IronParams p) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  #endif
   // Threads past the launch grid never run (docs/ir.md).
   if (blockIdx.x * blockDim.x + threadIdx.x >= p.iron_grid_x
       || blockIdx.y * blockDim.y + threadIdx.y >= p.iron_grid_y

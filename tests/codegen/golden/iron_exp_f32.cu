@@ -11,6 +11,10 @@ struct IronParams {
 static_assert(sizeof(IronParams) == 16, "parameter block layout (abi.py)");
 
 extern "C" __global__ void iron_exp__T_f32(const float* a, float* out_, IronParams p) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  #endif
   // Threads past the launch grid never run (docs/ir.md).
   if (blockIdx.x * blockDim.x + threadIdx.x >= p.iron_grid_x
       || blockIdx.y * blockDim.y + threadIdx.y >= p.iron_grid_y

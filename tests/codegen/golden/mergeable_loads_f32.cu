@@ -21,6 +21,10 @@ extern "C" __global__ void quad_sum__T_f32(
     float* sums,
     float* doubled,
     IronParams p) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  #endif
   const int m = p.m;
   // Threads past the launch grid never run (docs/ir.md).
   if (blockIdx.x * blockDim.x + threadIdx.x >= p.iron_grid_x

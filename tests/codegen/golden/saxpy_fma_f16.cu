@@ -19,6 +19,10 @@ extern "C" __global__ void saxpy__T_f16(
     const __half* y,
     __half* out_,
     IronParams p) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  #endif
   const __half alpha = __float2half_rn(p.alpha);
   const int n = p.n;
   // Threads past the launch grid never run (docs/ir.md).

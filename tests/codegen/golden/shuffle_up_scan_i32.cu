@@ -16,6 +16,10 @@ struct IronParams {
 static_assert(sizeof(IronParams) == 16, "parameter block layout (abi.py)");
 
 extern "C" __global__ void subgroup_scan__T_i32(const int* a, int* out_, IronParams p) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  #endif
   const int n = p.n;
   // Threads past the launch grid never run (docs/ir.md).
   if (blockIdx.x * blockDim.x + threadIdx.x >= p.iron_grid_x

@@ -24,6 +24,10 @@ extern "C" __global__ void transcendentals__T_f32(
     float* o_exp2,
     float* o_log2,
     IronParams p) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  #endif
   const int n = p.n;
   // Threads past the launch grid never run (docs/ir.md).
   if (blockIdx.x * blockDim.x + threadIdx.x >= p.iron_grid_x

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from fakecuda import interpreted
 
-from iron import In, Tensor, f32, kernel
+from iron import In, Tensor, config, f32, kernel
 from iron.lang import program_id
 from iron.runtime.cuda import native
 
@@ -114,6 +114,7 @@ def twice(x: In[f32], y: Tensor[f32]):
 
 
 def test_a_device_fast_launcher_calls_the_native_launch_with_raw_handles(device, fake, torch):
+    config.set_option("pdl", False)  # a plain launch (the chained one: tests/runtime/cuda/test_cuda_pdl_fake.py)
     kir = twice.variant().compiled("cuda")
     fake.kernels[kir.name] = interpreted(kir, {"x": 16, "y": 16})
     calls = []
