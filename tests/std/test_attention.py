@@ -323,6 +323,23 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, spec, monkeypatch
     np.testing.assert_array_equal(got, dense)
 
 
+@pytest.mark.parametrize("batch,s_max", [(1, 1024), (1, 4096), (1, 32768), (4, 4096), (4, 32768), (16, 1024),
+                                         (16, 32768), (64, 4096), (1, 40), (3, 1000)])
+def test_decode_mma_chunks_follow_the_plan(batch, s_max):
+    """attention_decode_mma's chunks: whole ring blocks, no longer than the cache needs, at least min_chunk keys
+    where the cache has them, about MMA_PLAN's groups, and longer than max_chunk only while the (sequence, KV head)
+    pairs alone give fewer groups than that."""
+    plan, heads = A.MMA_PLAN, 8
+    block = plan["SUBS"] * DM.DM_KEYS
+    ch = A.decode_mma_chunk(batch, heads, s_max)
+    pairs, groups = batch * heads, batch * heads * -(-s_max // ch)
+    assert ch % block == 0 and ch <= -(-s_max // block) * block
+    assert ch >= min(plan["min_chunk"], -(-s_max // block) * block)
+    assert ch <= (plan["long_chunk"] if pairs < plan["groups"] else plan["max_chunk"])
+    if pairs < plan["groups"] and ch < plan["long_chunk"] and ch > plan["min_chunk"]:
+        assert plan["groups"] <= groups < 2 * plan["groups"] + pairs, "about the plan's groups"
+
+
 def test_paged_decode_and_append_reject_bad_input():
     q, pages, table, lens = np.zeros((1, 2, 64), np.float16), np.zeros((4, 16, 1, 64), np.float16), \
         np.zeros((1, 2), np.int32), np.ones(1, np.int32)
