@@ -1,7 +1,9 @@
 """iron.models.llama at real sizes on the GPU (issue 22): a GGUF file of random weights written with the gguf
 package's writer (hidden 4096, 32 heads, 8 KV heads, MLP 14336, vocab 32000, ``--layers`` blocks), loaded by the
-real loader, greedy decoding by Iron beside PyTorch eager (``iron.models.reference.EagerLlama``: static KV cache,
-SDPA) and, with ``--compile``, ``torch.compile(mode="reduce-overhead")`` of the same step (CUDA graphs).
+real loader, greedy decoding by Iron (eager and replayed from CUDA graphs) beside PyTorch eager
+(``iron.models.reference.EagerLlama``: static KV cache, SDPA), the same step captured in a CUDA graph and, with
+``--compile``, ``torch.compile`` of it with CUDA graphs (``mode="reduce-overhead"``, ``compiled_*``) and without
+(``compiled_no_graph_*``).
 
 Every Iron step's logits are checked against an f32 EagerLlama fed the same tokens (largest |difference| over the
 largest |logit|).  One JSON line per batch size: Iron's time to first token (the packed prefill), decode tokens/s
@@ -132,22 +134,55 @@ def check_against_f32(config, tensors, prompts, new, logits, positions: int, dev
     return worst
 
 
-def run_torch(config, tensors, batch: int, start: int, steps: int, compiled: bool, device: str) -> float:
-    """ms per decode step of EagerLlama in bf16 (greedy: the argmax back on the host each step, as Iron's)."""
+#: How run_torch runs EagerLlama's step: as it is, replayed from a CUDA graph captured once, torch.compile without
+#: CUDA graphs (inductor's kernels, launched eagerly), and torch.compile with them ("reduce-overhead").
+TORCH_MODES = ("eager", "graph", "compile", "compile_graphs")
+
+
+def graphed_step(torch, model, batch: int, device: str):
+    """model.step captured once into a CUDA graph (fixed token and position tensors copied into before each
+    replay; the static cache mutated in place), as a user with PyTorch's own graph API would run it."""
+    toks = torch.ones(batch, dtype=torch.long, device=device)
+    pos = torch.zeros(batch, dtype=torch.long, device=device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture stream (position 0: the prompt rewrites it)
+        for _ in range(2):
+            model.step(toks, pos)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = model.step(toks, pos)
+
+    def step(tokens, positions):
+        toks.copy_(tokens)
+        pos.copy_(positions)
+        graph.replay()
+        return out
+
+    return step
+
+
+def run_torch(config, tensors, batch: int, start: int, steps: int, mode: str, device: str) -> float:
+    """ms per decode step of EagerLlama in bf16 run as ``mode`` (TORCH_MODES; greedy: the argmax back on the host
+    each step, as Iron's)."""
     import torch
 
     from iron.models.reference import EagerLlama
 
     model = EagerLlama(config, tensors, batch, start + steps + 8, device=device, dtype=torch.bfloat16)
     step = model.step
-    if compiled:
+    if mode == "graph":
+        step = graphed_step(torch, model, batch, device)
+    elif mode in ("compile", "compile_graphs"):
         # Fixed addresses for everything the step reads beside its inputs: the caches, mutated in place (as HF's
         # StaticCache), and the weights and RoPE tables.  Plain tensor attributes (not nn.Module parameters) are
         # otherwise graph inputs that CUDA-graph replay copies into its own buffers on every step: 2 GB a step
         # here, which is what the first compiled rows (slower than eager at B = 1) measured.
         for t in model.k + model.v + list(model.w.values()) + [model.cos, model.sin, model.keys]:
             torch._dynamo.mark_static_address(t)
-        step = torch.compile(model.step, mode="reduce-overhead", fullgraph=True)
+        step = torch.compile(model.step, mode="reduce-overhead" if mode == "compile_graphs" else "default",
+                             fullgraph=True)
     toks = torch.ones(batch, dtype=torch.long, device=device)
     for pos in range(start):  # the prompt, a position a step (warm-up; compiled: capture)
         toks = step(toks, torch.full((batch,), pos, device=device)).argmax(-1)
@@ -211,17 +246,24 @@ def main(argv: list[str]) -> int:
                 row.update({"iron_graph_step_ms": round(graph_s * 1e3, 3), "iron_graph_tokens_s":
                             round(batch / graph_s, 1), "graph_tokens_equal": new_g == new})
             row["bound_step_ms"] = round(weight_bytes(config, args.qtype) / (args.copy_gbs * 1e9) * 1e3, 3)
-            eager = run_torch(config, tensors, batch, int(max(lens)), args.new, False, device)
+            eager = run_torch(config, tensors, batch, int(max(lens)), args.new, "eager", device)
             row.update({"torch_step_ms": round(eager, 3), "torch_tokens_s": round(batch / eager * 1e3, 1)})
+            if device == "cuda":
+                graph = run_torch(config, tensors, batch, int(max(lens)), args.new, "graph", device)
+                row.update({"torch_graph_step_ms": round(graph, 3), "torch_graph_tokens_s":
+                            round(batch / graph * 1e3, 1)})
             print(json.dumps(row), flush=True)
             if args.profile and device == "cuda":
                 print(json.dumps({"batch": batch, "profile": profile_decode(model, prompts, 16)}), flush=True)
                 print(json.dumps({"batch": batch, "torch_profile": profile_torch(
                     config, tensors, batch, int(max(lens)), 16, device)}), flush=True)
         for batch in args.batch if args.compile else ():  # last: compiling takes minutes
-            graphs = run_torch(config, tensors, batch, args.prompt, args.new, True, device)
+            graphs = run_torch(config, tensors, batch, args.prompt, args.new, "compile_graphs", device)
+            plain = run_torch(config, tensors, batch, args.prompt, args.new, "compile", device)
             print(json.dumps({"batch": batch, "compiled_step_ms": round(graphs, 3),
-                              "compiled_tokens_s": round(batch / graphs * 1e3, 1)}), flush=True)
+                              "compiled_tokens_s": round(batch / graphs * 1e3, 1),
+                              "compiled_no_graph_step_ms": round(plain, 3),
+                              "compiled_no_graph_tokens_s": round(batch / plain * 1e3, 1)}), flush=True)
     return 0
 
 

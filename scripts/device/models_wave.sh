@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 22 on the GPU in one device call (from the source tree, carry .whl): the CUDA tests of iron.models (the tiny
 # GGUF against the float64 reference: f32 lock step, f16 / bf16 prefill then decode), then llama_bench.py at real
-# sizes (hidden 4096, 32 / 8 heads, MLP 14336, 4 blocks; B 1 and 16; Iron beside PyTorch eager, logits checked
-# against f32 torch).  JSON under $OUT (llama.jsonl, tests-models.txt).  About 4 minutes.
+# sizes (hidden 4096, 32 / 8 heads, MLP 14336, 4 blocks; B 1 and 16; Iron eager and graphed beside PyTorch eager
+# and graphed, logits checked against f32 torch).  JSON under $OUT (llama.jsonl, tests-models.txt).  About 4
+# minutes; issue 22's table takes two calls, LLAMA_ARGS=--compile (bf16) then LLAMA_ARGS="--compile --qtype Q4_K"
+# (torch.compile with and without CUDA graphs too; about 6 minutes each).
 set -uo pipefail
 source scripts/device/device_env.sh
 export PYTHONPATH=/tmp/site:src
