@@ -96,6 +96,8 @@ class FakeDriver:
     #: whether the fake refuses such launches (CUDA_ERROR_NOT_SUPPORTED, as a driver without them would).
     chained: list[str] = field(default_factory=list)
     refuse_chained: bool = False
+    #: Chained launches refused (with ``refuse_chained``).
+    refused: int = 0
 
     def __post_init__(self) -> None:
         self._next = DEVICE_BASE
@@ -269,6 +271,7 @@ class FakeDriver:
         (attr,) = cfg.attrs[:cfg.numAttrs]
         assert int(attr.id) == 6 and attr.value.programmaticStreamSerializationAllowed == 1
         if self.refuse_chained:
+            self.refused += 1
             return (CUresult.CUDA_ERROR_NOT_SUPPORTED,)
         self.chained.append(self.functions[f][0])
         return self.cuLaunchKernel(f, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,

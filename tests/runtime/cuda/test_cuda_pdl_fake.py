@@ -78,10 +78,30 @@ def test_a_launcher_made_before_the_refusal_falls_back_every_time(nvrtc, tmp_pat
             assert bound(x.ptr, y.ptr), "a bound launcher of a chained plan launches chained"
             fake.refuse_chained = True
             dev.launch(kir, [x, y, 2.0, 50], (50,), (32,))  # refused, unchained, launched plainly
-            assert not dev._plans[id(kir)].chained
-            assert not bound(x.ptr, y.ptr), "the older launcher is refused, launches nothing and says so"
+            assert not dev._plans[id(kir)].chained and fake.refused == 1
+            assert not bound(x.ptr, y.ptr), "the older launcher launches nothing and says so"
+            assert fake.refused == 1, "without asking the driver again"
             dev.launch(kir, [x, y, 2.0, 50], (50,), (32,))
             assert len(fake.chained) == 2 and len(fake.launches) == 4
             np.testing.assert_array_equal(y.numpy(), 1 + 4 * 2 * np.arange(50))
+        finally:
+            dev.close()
+
+
+def test_the_bindings_launcher_takes_each_launchs_geometry(nvrtc, tmp_path):
+    """The cuda-bindings path keeps one launch config: each launch still goes out with its own grid, group and
+    stream."""
+    with config.scoped("pdl", True), config.scoped("native_launch", False):
+        dev, fake, kir = _device(tmp_path)
+        try:
+            x = dev.to_device(np.arange(50, dtype=np.float32))
+            y = dev.to_device(np.ones(50, np.float32))
+            dev.launch(kir, [x, y, 2.0, 50], (50,), (32,))
+            dev.launch(kir, [x, y, 2.0, 50], (64,), (64,))
+            dev.launch(kir, [x, y, 2.0, 50], (50,), (32,))
+            assert [(lc.blocks, lc.threads) for lc in fake.launches] == [
+                ((2, 1, 1), (32, 1, 1)), ((1, 1, 1), (64, 1, 1)), ((2, 1, 1), (32, 1, 1))]
+            assert len(fake.chained) == 3
+            np.testing.assert_array_equal(y.numpy(), 1 + 3 * 2 * np.arange(50))
         finally:
             dev.close()

@@ -17,8 +17,9 @@ from typing import Any, Callable
 
 def launcher(drv: Any) -> Callable[..., tuple[Any]]:
     """A function with ``cuLaunchKernel``'s arguments and result that launches through ``cuLaunchKernelEx`` with
-    the programmatic-serialization attribute (the path without the native module; builds the config per call, the
-    attribute at the first)."""
+    the programmatic-serialization attribute (the path without the native module).  One config, made at the first
+    launch, takes each launch's geometry and stream: the driver reads it during the call only, and a device's
+    launches hold its lock."""
     made: list[Any] = []
 
     def launch(function: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int, stream: Any,
@@ -27,14 +28,15 @@ def launcher(drv: Any) -> Callable[..., tuple[Any]]:
             attr = drv.CUlaunchAttribute()
             attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
             attr.value.programmaticStreamSerializationAllowed = 1
-            made.append(attr)
-        cfg = drv.CUlaunchConfig()
+            first = drv.CUlaunchConfig()
+            first.attrs = [attr]
+            first.numAttrs = 1
+            made.append(first)
+        cfg = made[0]
         cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = bx, by, bz
         cfg.sharedMemBytes = shared
         cfg.hStream = stream
-        cfg.attrs = made
-        cfg.numAttrs = 1
         return drv.cuLaunchKernelEx(cfg, function, params, extra)
 
     return launch

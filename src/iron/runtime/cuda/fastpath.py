@@ -118,6 +118,9 @@ def build_bound(plan: KernelPlan, args: Any, grid: Any, group: Any, ordinal: int
     overlap = _overlap_checks(sig, pointer, count, sizes)
     values = _values(plan, pointer, scalars, count, lambda axis: str(geo.grid[axis]))
     maps = ["    " + line for line in _map_lines(plan, env, pointer, scalars, count)]
+    if plan.chained:  # made for chained launches: once the driver refused one (the plan unchained), never try again
+        env["PLAN"] = plan
+        guards.insert(0, "not PLAN.chained")
     body = [f"if not ({still}) or {' or '.join(guards) or 'False'}:", "    return False", *overlap,
             "with LOCK:", *maps, f"    PACK(BUF, 0, {', '.join(values)})", "    forced = DISPATCH.forced"]
     body += ["    " + line for line in _stream_choice(producer, env, native is not None)]
