@@ -90,7 +90,8 @@ def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like
 
 def decode_mma_chunk(batch: int, head_groups: int, s_max: int) -> int:
     """Keys per chunk of attention_decode_mma: enough chunks for about MMA_PLAN's groups, each within its shortest
-    and longest chunk and whole ring buffers, and no longer than the cache."""
+    and longest chunk (``long_chunk`` while the (sequence, KV head) pairs are fewer than the groups, else
+    ``max_chunk``) and whole ring buffers, and no longer than the cache."""
     block = MMA_PLAN["SUBS"] * DM_KEYS
     pairs = batch * head_groups
     want = max(1, ceil_div(MMA_PLAN["groups"], pairs))
