@@ -103,7 +103,7 @@ def generate(args: argparse.Namespace) -> int:
     line = f"time to first token {(marks[first] - start) * 1e3:.1f} ms"
     if len(marks) > first + 1:
         rate = len(prompts) * (len(marks) - 1 - first) / (marks[-1] - marks[first])
-        where = device if device == "cuda" or args.backend is None else f"{args.backend} on the host's arrays"
+        where = f"{args.backend} on the host's arrays" if device == "cpu" and args.backend else device
         line += f"; decode {rate:.1f} tokens/s (batch {len(prompts)}, {len(marks)} steps, {where})"
     print(line, file=sys.stderr)
     return 0
