@@ -4,7 +4,7 @@
 #   bash scripts/device/followup_wave.sh kernels   (about 6 minutes)
 #     the GPU tests of the decode, the few-row products, the launch paths and programmatic dependent launch;
 #     pdl_chain.py with IRON_PDL off and on (chains of dependent kernels, eager and graphed);
-#     decode_mma_tune.py at B = 1 with chunks down to 32 keys (one block a group) and the speculative prologue;
+#     decode_mma_tune.py at B = 1, 4 and 16, the subgroups merged in turn or in one step (PAR), two and four subgroups;
 #     decode_table.py --kernels (each kernel beside cuDNN's: did the Q copy cut the split pass's fixed cost?);
 #     few_tune.py (gemm_few's chosen configurations, the 256-deep candidates, every quant_few candidate).
 #   bash scripts/device/followup_wave.sh models    (about 7 minutes)
@@ -29,7 +29,8 @@ if [ "$part" = kernels ]; then
   for pdl in 0 1; do
     IRON_PDL=$pdl timeout 45 python3 pdl_chain.py 2>&1 | grep '^{' | tee -a "$out/pdl.jsonl"
   done
-  timeout 50 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 --configs 2x3 2x3s 4x2 --chunks 32 64 128 256 \
+  timeout 70 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 4,1024,8 16,4096,8 --configs 2x3 2x3p 4x2 4x2p \
+    --chunks 64 128 256 2048 \
     --calls 5 2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
   timeout 50 python3 decode_table.py --batches 1 16 --seqs 1024 4096 --kv-heads 8 --kernels 2>&1 | grep '^{' \
     | tee "$out/decode_kernels.jsonl" | cut -c1-330

@@ -158,6 +158,9 @@ MUTANTS = [
      "        ahead = j + STAGES - 1", "        ahead = j + STAGES"),
     ("decode_mma SPEC: V rows past the length, copied early, left in place", "std/attention/decode_mma",
      "attention_decode_mma", "                vp[dst + c] = 0.0", "                vp[dst + c] = vp[dst + c]"),
+    ("decode_mma PAR: the last subgroup's slice left out of the sum", "std/attention/decode_mma",
+     "attention_decode_mma", "            for w in static_range(1, SUBS):\n                acc = acc + out_s",
+     "            for w in static_range(1, SUBS - 1):\n                acc = acc + out_s"),
     ("combine drops the last chunk", "std/attention/decode_combine", "attention_decode_combine",
      "        for c in range(NCH):\n            w =", "        for c in range(NCH - 1):\n            w ="),
 ]
@@ -286,17 +289,19 @@ def test_decode_attention_paged_reads_what_the_dense_cache_holds(backend, dtype,
                                   A.decode_attention(q, k, v, grown, backend=backend))
 
 
-@pytest.mark.parametrize("spec", [0, 1], ids=["plain", "spec"])
+@pytest.mark.parametrize("spec,par", [(0, 0), (1, 0), (0, 1)], ids=["plain", "spec", "par"])
 @pytest.mark.parametrize("dtype,shape,page,chunk", [
     (np.float16, (2, 8, 2, 150, 64), 16, None),  # four heads a KV head, the host's chunk, partial blocks
     (BF16, (3, 32, 1, 70, 128), 14, 64),          # 32 heads of one KV head (two groups of 16), pages of 14
 ])
-def test_decode_on_the_matrix_units(dtype, shape, page, chunk, spec, monkeypatch):
+def test_decode_on_the_matrix_units(dtype, shape, page, chunk, spec, par, monkeypatch):
     """The host's matrix-unit decode (attention_decode_mma, then the combine; chosen on CUDA, forced here on the
-    interpreter), its first blocks copied before or after the lengths are read: the oracle's values with its
-    rounding chain, and over a paged cache (NaN in every unused row) the dense cache's bits."""
+    interpreter), its first blocks copied before or after the lengths are read, its subgroups merged in turn or in
+    one step: the oracle's values with its rounding chain, and over a paged cache (NaN in every unused row) the
+    dense cache's bits."""
     monkeypatch.setattr(A, "decode_on_matrix_units", lambda *args, **kw: True)
     monkeypatch.setitem(A.MMA_PLAN, "SPEC", spec)
+    monkeypatch.setitem(A.MMA_PLAN, "PAR", par)
     b, h, h_kv, s_max, d = shape
     rng = np.random.default_rng(s_max)
     q, k, v = _randn(rng, (b, h, d), dtype), _randn(rng, (b, h_kv, s_max, d), dtype), _randn(

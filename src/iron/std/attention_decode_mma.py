@@ -119,7 +119,8 @@ def decode_mma_threads(subs: int) -> int:
     return subs * DM_LANES
 
 
-@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], SPEC=[False, True]))
+@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], SPEC=[False, True],
+                 PAR=[False, True]))
 def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32], part_lse: Tensor[f32],
                          H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32, table: In[i32], P: int,
                          pages: int):
@@ -140,7 +141,9 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     P V (f32 sums), the output rescaled by 2^(scale log2(e) (m_old - m_new)) before each; then the subgroups' (m, l,
     O) merge in id order.  SPEC: Q and the first STAGES - 1 blocks are copied before seq_lens is read, bounded by
     the chunk and S_max (one round trip less before the first multiply); V rows past the length among them are
-    zeroed once landed, K's are masked, so the outputs are the same bits.  NaN/Inf in q or k give NaN for the
+    zeroed once landed, K's are masked, so the outputs are the same bits.  PAR: the subgroups' weighted outputs
+    go to a slice each and are added as they are stored, in id order (the same sums as the merge's rounds, one
+    barrier instead of SUBS; SUBS - 1 more 16 x D f32 slices of shared memory).  NaN/Inf in q or k give NaN for the
     head's chunk; NaN/Inf in v reach the outputs that weight them, and the other query heads of the group, whose
     zero weights multiply them in the same 16 keys.
     """
@@ -150,8 +153,10 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     kp = shared(T, STAGES * BLOCK * LD)
     vp = shared(T, STAGES * BLOCK * LD)
     qs = shared(T, DM_ROWS * LD)
-    out_s = shared(f32, DM_ROWS * D)
-    stat_s = shared(f32, SUBS * 2 * DM_ROWS * DM_KEYS)  # each subgroup's m and l, as fragments
+    out_s = shared(f32, (SUBS if PAR else 1) * DM_ROWS * D)  # the merged output (PAR: a slice a subgroup)
+    # each subgroup's m and l, as fragments (PAR: then the LSE, written while the others may still read them)
+    stat_s = shared(f32, (SUBS * 2 + (1 if PAR else 0)) * DM_ROWS * DM_KEYS)
+    lse_at = SUBS * 2 * DM_ROWS * DM_KEYS if PAR else 0
     tid = thread_id(0)
     sg = simd_group_id()
     if SPEC:  # the copies below may go out before the length is known: bound them by the chunk and the cache
@@ -240,25 +245,41 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         lw = frag_load_acc(stat_s, (w * 2 + 1) * DM_ROWS * DM_KEYS, DM_KEYS, DM_ROWS, DM_KEYS)
         big_l = big_l + lw * exp2((mw - big_m) * sl2)
     f = exp2((m - big_m) * sl2) * recip(big_l)
-    for w in static_range(SUBS):
-        if sg == w:
-            merge_block(out_s, 0, o0, f, w == 0, D)
-            merge_block(out_s, 16, o1, f, w == 0, D)
-            merge_block(out_s, 32, o2, f, w == 0, D)
-            merge_block(out_s, 48, o3, f, w == 0, D)
-            if D > 64:
-                merge_block(out_s, 64, o4, f, w == 0, D)
-                merge_block(out_s, 80, o5, f, w == 0, D)
-                merge_block(out_s, 96, o6, f, w == 0, D)
-                merge_block(out_s, 112, o7, f, w == 0, D)
-        barrier()
-    if sg == 0:  # the LSE of each row, staged where subgroup 0's m was (read below, after the barrier)
-        frag_store(stat_s, 0, DM_KEYS, big_m * sl2 + log2(big_l))
+    if PAR:  # each subgroup's weighted output into its own slice; the stores below add the slices
+        at = sg * DM_ROWS * D
+        merge_block(out_s, at, o0, f, True, D)
+        merge_block(out_s, at + 16, o1, f, True, D)
+        merge_block(out_s, at + 32, o2, f, True, D)
+        merge_block(out_s, at + 48, o3, f, True, D)
+        if D > 64:
+            merge_block(out_s, at + 64, o4, f, True, D)
+            merge_block(out_s, at + 80, o5, f, True, D)
+            merge_block(out_s, at + 96, o6, f, True, D)
+            merge_block(out_s, at + 112, o7, f, True, D)
+    else:  # the subgroups in turn, each adding its share to what the ones before left
+        for w in static_range(SUBS):
+            if sg == w:
+                merge_block(out_s, 0, o0, f, w == 0, D)
+                merge_block(out_s, 16, o1, f, w == 0, D)
+                merge_block(out_s, 32, o2, f, w == 0, D)
+                merge_block(out_s, 48, o3, f, w == 0, D)
+                if D > 64:
+                    merge_block(out_s, 64, o4, f, w == 0, D)
+                    merge_block(out_s, 80, o5, f, w == 0, D)
+                    merge_block(out_s, 96, o6, f, w == 0, D)
+                    merge_block(out_s, 112, o7, f, w == 0, D)
+            barrier()
+    if sg == 0:  # the LSE of each row (without PAR where subgroup 0's m was: every subgroup has read it by now)
+        frag_store(stat_s, lse_at, DM_KEYS, big_m * sl2 + log2(big_l))
     barrier()
     for i in range(tid, GR * D, NT):
-        part_o[(obase + (i // D) * NCH) * D + i % D] = out_s[i]
+        acc = out_s[i]
+        if PAR:
+            for w in static_range(1, SUBS):
+                acc = acc + out_s[w * DM_ROWS * D + i]
+        part_o[(obase + (i // D) * NCH) * D + i % D] = acc
     if tid < GR:
-        part_lse[obase + tid * NCH] = stat_s[tid * DM_KEYS]
+        part_lse[obase + tid * NCH] = stat_s[lse_at + tid * DM_KEYS]
 
 
 __all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "attention_decode_mma", "decode_mma_threads"]
