@@ -30,7 +30,8 @@ if [ "$part" = kernels ]; then
     IRON_PDL=$pdl timeout 45 python3 pdl_chain.py 2>&1 | grep '^{' | tee -a "$out/pdl.jsonl"
   done
   timeout 150 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 4,1024,8 16,4096,8 \
-    --configs 2x3 2x3p 4x2 4x2p 4x3p --chunks 64 128 256 2048 --calls 5 2>&1 | grep '^{' | tee "$out/decode_short.jsonl" | cut -c1-200
+    --configs 2x3 2x3p 4x2 4x2p 4x3p --chunks 64 128 256 2048 --calls 5 2>&1 | grep '^{' \
+    | tee "$out/decode_short.jsonl" | cut -c1-200
   timeout 50 python3 decode_table.py --batches 1 16 --seqs 1024 4096 --kv-heads 8 --kernels 2>&1 | grep '^{' \
     | tee "$out/decode_kernels.jsonl" | cut -c1-330
   timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \
