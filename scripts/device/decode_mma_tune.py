@@ -29,8 +29,7 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", default=["16,4096,8", "1,4096,8", "4,4096,8", "64,4096,8", "16,32768,8",
                                                     "1,32768,8", "16,4096,32", "1,4096,32", "16,1024,8"])
     ap.add_argument("--configs", nargs="+", default=["4x2", "2x3", "2x4", "2x2"],
-                    help="SUBSxSTAGES, then s: the first blocks copied before seq_lens is read (SPEC), p: the "
-                         "subgroups merged in one step (PAR)")
+                    help="SUBSxSTAGES, p at the end: the subgroups merged in one step (PAR)")
     ap.add_argument("--chunks", nargs="+", type=int, default=[128, 256, 512, 1024, 2048, 4096])
     ap.add_argument("--calls", type=int, default=10)
     args = ap.parse_args()
@@ -67,11 +66,10 @@ def main() -> None:
             part_o = torch.empty(b, h, nch, d, device="cuda", dtype=torch.float32)
             part_lse = torch.empty(b, h, nch, device="cuda", dtype=torch.float32)
             for config in args.configs:
-                subs, rest = config.split("x")
-                stages, flags = int(rest.rstrip("sp")), rest.lstrip("0123456789")
-                subs = int(subs)
+                par = config.endswith("p")
+                subs, stages = (int(x) for x in config.rstrip("p").split("x"))
                 split = attention_decode_mma.variant(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False,
-                                                     SPEC="s" in flags, PAR="p" in flags)
+                                                     PAR=par)
                 combine = attention_decode_combine.variant(T=iron.bf16)
                 nt = decode_mma_threads(subs)
 
@@ -87,7 +85,7 @@ def main() -> None:
                 err = float((out.float() - ref).abs().max()) / top
                 us = kernel_us(torch, ours, args.calls)
                 moved = 2 * b * hk * s * d * 2
-                name = f"MMA_W{subs}_S{stages}{'_SPEC' if 's' in flags else ''}{'_PAR' if 'p' in flags else ''}_CH{ch}"
+                name = f"MMA_W{subs}_S{stages}{'_PAR' if par else ''}_CH{ch}"
                 print(json.dumps({**base, "config": name, "groups": nch * b * h // gr,
                                   "us": round(us, 2), "sdpa_us": round(sdpa_us, 2), "vs_sdpa": round(sdpa_us / us, 3),
                                   "tb_s": round(moved / us / 1e6, 2), "ok": err < 2 ** -7, "err": err}), flush=True)

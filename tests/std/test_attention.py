@@ -156,8 +156,6 @@ MUTANTS = [
      "    part = frag_scale_rows(o, f)", "    part = o"),
     ("decode_mma: the ring refilled one block early (a race)", "std/attention/decode_mma", "attention_decode_mma",
      "        ahead = j + STAGES - 1", "        ahead = j + STAGES"),
-    ("decode_mma SPEC: V rows past the length, copied early, left in place", "std/attention/decode_mma",
-     "attention_decode_mma", "                vp[dst + c] = 0.0", "                vp[dst + c] = vp[dst + c]"),
     ("decode_mma PAR: the last subgroup's slice left out of the sum", "std/attention/decode_mma",
      "attention_decode_mma", "            for w in static_range(1, SUBS):\n                acc = acc + out_s",
      "            for w in static_range(1, SUBS - 1):\n                acc = acc + out_s"),
@@ -289,18 +287,16 @@ def test_decode_attention_paged_reads_what_the_dense_cache_holds(backend, dtype,
                                   A.decode_attention(q, k, v, grown, backend=backend))
 
 
-@pytest.mark.parametrize("spec,par", [(0, 0), (1, 0), (0, 1)], ids=["plain", "spec", "par"])
+@pytest.mark.parametrize("par", [0, 1], ids=["rounds", "par"])
 @pytest.mark.parametrize("dtype,shape,page,chunk", [
     (np.float16, (2, 8, 2, 150, 64), 16, None),  # four heads a KV head, the host's chunk, partial blocks
     (BF16, (3, 32, 1, 70, 128), 14, 64),          # 32 heads of one KV head (two groups of 16), pages of 14
 ])
-def test_decode_on_the_matrix_units(dtype, shape, page, chunk, spec, par, monkeypatch):
+def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch):
     """The host's matrix-unit decode (attention_decode_mma, then the combine; chosen on CUDA, forced here on the
-    interpreter), its first blocks copied before or after the lengths are read, its subgroups merged in turn or in
-    one step: the oracle's values with its rounding chain, and over a paged cache (NaN in every unused row) the
-    dense cache's bits."""
+    interpreter), its subgroups merged in turn or in one step (PAR: the same bits): the oracle's values with its
+    rounding chain, and over a paged cache (NaN in every unused row) the dense cache's bits."""
     monkeypatch.setattr(A, "decode_on_matrix_units", lambda *args, **kw: True)
-    monkeypatch.setitem(A.MMA_PLAN, "SPEC", spec)
     monkeypatch.setitem(A.MMA_PLAN, "PAR", par)
     b, h, h_kv, s_max, d = shape
     rng = np.random.default_rng(s_max)
@@ -309,6 +305,10 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, spec, par, monkey
     lens = rng.integers(1, s_max + 1, size=b).astype(np.int32)
     lens[0] = s_max
     out = A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk)
+    if par:
+        with monkeypatch.context() as m:
+            m.setitem(A.MMA_PLAN, "PAR", 0)
+            np.testing.assert_array_equal(out, A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk))
     scale = 1.0 / math.sqrt(d)
     ch = chunk or A.decode_mma_chunk(b, h // min(h // h_kv, DM.DM_ROWS), s_max)
     a = SA.score_magnitude(q.astype(np.float64)[:, :, None, :], SA.expand_kv(k.astype(np.float64), h), scale)

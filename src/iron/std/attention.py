@@ -71,13 +71,12 @@ MMA_MIN_HEADS = 2
 #: attention_decode_mma's plan: subgroups a group and ring buffers (its variant), the groups its chunks aim for,
 #: and the shortest and longest chunk (keys).  About 128 groups of at least 64 keys picked the best-measured chunk
 #: of every row timed on an H100 (docs/std/attention.md, 2026-12-07: batch 1 with 1K keys 8.6 us against 11.1 at
-#: the earlier 256 groups of at least 256 keys).  SPEC (1: the first blocks copied before seq_lens is read) lost
-#: or tied there, so it stays 0.  PAR (1: the subgroups' outputs merged in one barrier, not SUBS) stays 0 until a GPU
-#: has timed it.
+#: the earlier 256 groups of at least 256 keys).  PAR (1: the subgroups' outputs merged in one barrier, not SUBS)
+#: stays 0 until a GPU has timed it.
 #: Chunks grow to ``long_chunk`` keys where the (sequence, KV head) pairs are fewer than ``groups`` (B = 4 at 32K keys:
 #: 8192-key chunks 182 us against 210 at 2048), else to ``max_chunk`` (B = 16 at 32K: 2048 keys 703 us, 8192 788).
 MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
-                            "long_chunk": 8192, "SPEC": 0, "PAR": 0}
+                            "long_chunk": 8192, "PAR": 0}
 
 
 def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like: Any = ()) -> bool:
@@ -242,7 +241,7 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     if mma:
         threads = decode_mma_threads(MMA_PLAN["SUBS"])
         attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged,
-                                     SPEC=bool(MMA_PLAN["SPEC"]), PAR=bool(MMA_PLAN["PAR"])).launch(
+                                     PAR=bool(MMA_PLAN["PAR"])).launch(
             q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
             grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
     else:

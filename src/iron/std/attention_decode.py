@@ -16,17 +16,15 @@ from iron.std.attention_ws import LOG2E, NEG
 # ---------------------------------------------------------------- split pass
 
 @func
-def group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, heads, known=True):
+def group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, heads):
     """The split group (c, b * H/heads + hg)'s work: its sequence b, first query head h0 = hg * heads, KV head,
-    keys [start, end) (chunk c of sequence b's seq_lens[b], clamped into [0, S_max]; with ``known`` False the
-    chunk within the cache, seq_lens unread) and the partials' index of its first head's chunk."""
+    keys [start, end) (chunk c of sequence b's seq_lens[b], clamped into [0, S_max]) and the partials' index of
+    its first head's chunk."""
     c = group_id(0)
     hg = group_id(1)
     b = hg // (H // heads)
     h0 = (hg % (H // heads)) * heads
-    seq = S_max
-    if known:
-        seq = min(max(seq_lens[b], 0), S_max)
+    seq = min(max(seq_lens[b], 0), S_max)
     start = c * CH
     return b, h0, h0 // (H // H_kv), start, min(start + CH, seq), (b * H + h0) * NCH + c
 

@@ -56,21 +56,6 @@ def stage_block(kp, vp, k, v, ring, j0, end, tid, row0, kvh, H_kv, D, LD, table,
 
 
 @func
-def clear_past_end(vp, ring, j0, end, tid, D, LD, subs):
-    """Zeros in place of the V rows at or past ``end`` among this thread's copies of ring buffer ``ring`` (keys
-    from j0 on), once they landed: a block copied before the sequence's length was known holds the cache's rows
-    there, which the masked weights (0) would multiply (0 * NaN is NaN)."""
-    pieces = D // 8
-    for i in static_range(pieces // 2):
-        e = tid + i * subs * DM_LANES
-        r = e // pieces
-        if j0 + r >= end:
-            dst = (ring * subs * DM_KEYS + r) * LD + (e % pieces) * 8
-            for c in static_range(8):
-                vp[dst + c] = 0.0
-
-
-@func
 def scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, base, LD, D):
     """S = Q K^T for 16 keys, K's rows ``LD`` apart from ``kp[base]``, Q as its D / 16 A fragments: two chains of
     multiplies (even and odd 16-column slices of D), added at the end, so each waits on half as many."""
@@ -119,8 +104,7 @@ def decode_mma_threads(subs: int) -> int:
     return subs * DM_LANES
 
 
-@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], SPEC=[False, True],
-                 PAR=[False, True]))
+@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], PAR=[False, True]))
 def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32], part_lse: Tensor[f32],
                          H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32, table: In[i32], P: int,
                          pages: int):
@@ -139,13 +123,10 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     products, f32 sums in its order, the even and odd 16-column slices of D apart, then added), the running max m
     of raw scores and sum l of the unrounded weights 2^(scale log2(e) (s - m)) in f32, the weights rounded to T for
     P V (f32 sums), the output rescaled by 2^(scale log2(e) (m_old - m_new)) before each; then the subgroups' (m, l,
-    O) merge in id order.  SPEC: Q and the first STAGES - 1 blocks are copied before seq_lens is read, bounded by
-    the chunk and S_max (one round trip less before the first multiply); V rows past the length among them are
-    zeroed once landed, K's are masked, so the outputs are the same bits.  PAR: the subgroups' weighted outputs
-    go to a slice each and are added as they are stored, in id order (the same sums as the merge's rounds, one
-    barrier instead of SUBS; SUBS - 1 more 16 x D f32 slices of shared memory).  NaN/Inf in q or k give NaN for the
-    head's chunk; NaN/Inf in v reach the outputs that weight them, and the other query heads of the group, whose
-    zero weights multiply them in the same 16 keys.
+    O) merge in id order.  PAR: the subgroups' weighted outputs go to a slice each and are added as they are
+    stored, in id order (the same sums as the merge's rounds, one barrier instead of SUBS; SUBS - 1 more 16 x D f32
+    slices of shared memory).  NaN/Inf in q or k give NaN for the head's chunk; NaN/Inf in v reach the outputs
+    that weight them, and the other query heads of the group, whose zero weights multiply them in the same 16 keys.
     """
     LD = D + 8  # rows 16 bytes longer than D: ldmatrix's eight rows start in different banks
     NT = SUBS * DM_LANES  # threads
@@ -159,16 +140,13 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     lse_at = SUBS * 2 * DM_ROWS * DM_KEYS if PAR else 0
     tid = thread_id(0)
     sg = simd_group_id()
-    if SPEC:  # the copies below may go out before the length is known: bound them by the chunk and the cache
-        b, h0, kvh, start, bound, obase = group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, GR, known=False)
-    else:
-        b, h0, kvh, start, bound, obase = group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, GR)
-        if start >= bound:
-            empty_chunk(part_o, part_lse, obase, NCH, D, GR, tid, NT)
-            return
+    b, h0, kvh, start, end, obase = group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, GR)
+    if start >= end:
+        empty_chunk(part_o, part_lse, obase, NCH, D, GR, tid, NT)
+        return
     W = S_max // P
     row0 = (b * H_kv + kvh) * S_max
-    staged = (bound - start + BLOCK - 1) // BLOCK
+    blocks = (end - start + BLOCK - 1) // BLOCK
     # Q's rows travel with the first block's copies, 16 bytes at a time (rows past the group's heads are zeros):
     # element by element its loads were a chain of round trips before the first multiply.
     for i in static_range(DM_ROWS * D // 8 // NT):
@@ -177,18 +155,10 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         col = (e % (D // 8)) * 8
         copy_async(qs, r * LD + col, q, (b * H + h0 + min(r, GR - 1)) * D + col, 8, r < GR)
     for st in static_range(STAGES - 1):
-        if st < staged:
-            stage_block(kp, vp, k, v, st, start + st * BLOCK, bound, tid, row0, kvh, H_kv, D, LD, table, b, W, P,
+        if st < blocks:
+            stage_block(kp, vp, k, v, st, start + st * BLOCK, end, tid, row0, kvh, H_kv, D, LD, table, b, W, P,
                         pages, PAGED, SUBS)
         copy_async_commit()
-    end = bound
-    if SPEC:
-        end = min(bound, min(max(seq_lens[b], 0), S_max))
-        if start >= end:
-            copy_async_wait()  # nothing may land in shared memory after the group has gone
-            empty_chunk(part_o, part_lse, obase, NCH, D, GR, tid, NT)
-            return
-    blocks = (end - start + BLOCK - 1) // BLOCK
     copy_async_wait(STAGES - 2)  # Q and the first block landed (this thread's); after the barrier everyone's
     barrier()
     qa0 = frag_a(qs, 0, LD, 16, 16)
@@ -214,8 +184,6 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         # This thread's copies of block j landed; after the barrier everyone's have, and every subgroup is done
         # with block j - 1's buffer, which block j + STAGES - 1 now refills.
         copy_async_wait(STAGES - 2)
-        if SPEC and j < STAGES - 1 and start + (j + 1) * BLOCK > end:
-            clear_past_end(vp, j % STAGES, start + j * BLOCK, end, tid, D, LD, SUBS)
         barrier()
         ahead = j + STAGES - 1
         if ahead < blocks:

@@ -263,10 +263,9 @@ def decode_gq4_bench_setup(case):
 MMA_SHAPES = [{"B": 2, "H": 8, "Hkv": 2, "S": 100, "D": 64, "CH": 64},
               {"B": 2, "H": 4, "Hkv": 4, "S": 70, "D": 128, "CH": 256},
               {"B": 1, "H": 32, "Hkv": 1, "S": 40, "D": 64, "CH": 32}]
-MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "SPEC": False, "PAR": False},
-                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "SPEC": False, "PAR": False},
-                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "SPEC": True, "PAR": False},
-                {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "SPEC": False, "PAR": True}]
+MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": False},
+                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False},
+                {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": True}]
 
 
 def decode_mma_depth(d: int, a: float, ch: int) -> Depth:
