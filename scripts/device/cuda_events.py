@@ -70,7 +70,8 @@ def busy_us(spans: list[tuple[str, float, float]]) -> float:
 
 def kernel_us_by_name(torch: Any, call: Callable[[], Any], calls: int, width: int = 70) -> list[list]:
     """[name (its first ``width`` characters), GPU us per call] of every kernel ``call`` launches, the longest
-    first (the same profile as :func:`kernel_us`)."""
+    first (the same profile as :func:`kernel_us`).  Under programmatic dependent launch a kernel's duration
+    includes the time its blocks waited for the kernel before it, so these may add up to more than kernel_us."""
     spent: dict[str, float] = {}
     for name, us in kernel_events(torch, call, calls):
         spent[name[:width]] = spent.get(name[:width], 0.0) + us / calls
