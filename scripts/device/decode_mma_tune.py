@@ -69,12 +69,12 @@ def main() -> None:
                 par = config.endswith("p")
                 subs, stages = (int(x) for x in config.rstrip("p").split("x"))
                 split = attention_decode_mma.variant(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False,
-                                                     PAR=par)
-                combine = attention_decode_combine.variant(T=iron.bf16)
+                                                     PAR=par, DIRECT=False)
+                combine = attention_decode_combine.variant(T=iron.bf16, TILED=False)
                 nt = decode_mma_threads(subs)
 
                 def ours() -> None:
-                    split.launch(q, k, v, lens, part_o, part_lse, h, hk, s, nch, ch, gr, scale, lens, 1, 1,
+                    split.launch(q, k, v, lens, part_o, part_lse, out, h, hk, s, nch, ch, gr, scale, lens, 1, 1,
                                  grid=(nch * nt, b * h // gr), group=(nt,))
                     combine.launch(part_o, part_lse, out, h, d, nch,
                                    grid=(-(-h * d // COMBINE_GROUP) * COMBINE_GROUP, b), group=(COMBINE_GROUP,))

@@ -33,10 +33,12 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call, both sides")
     ap.add_argument("--plan", default="", help="attention.MMA_PLAN entries for this run, e.g. SUBS=4,STAGES=2")
+    ap.add_argument("--combine", default="", help="attention.COMBINE_PLAN entries for this run, e.g. TILED=1")
     args = ap.parse_args()
-    for item in filter(None, args.plan.split(",")):
-        key, value = item.split("=")
-        A.MMA_PLAN[key] = int(value)
+    for text, plan in ((args.plan, A.MMA_PLAN), (args.combine, A.COMBINE_PLAN)):
+        for item in filter(None, text.split(",")):
+            key, value = item.split("=")
+            plan[key] = int(value)
     h, d = 32, 128
     for hk in args.kv_heads:
         for s in args.seqs:
@@ -69,7 +71,7 @@ def main() -> None:
                 moved = 2 * b * hk * float(lens.sum().item() / b) * d * 2
                 print(json.dumps({"B": b, "S": s, "H": h, "H_kv": hk, "D": d, "lengths": args.lengths,
                                   "plan": A.MMA_PLAN if A.decode_on_matrix_units(h, hk, iron.bf16, None, (q,)) else
-                                  "split",
+                                  "split", "combine": A.COMBINE_PLAN,
                                   "iron_us": round(ours, 2), "sdpa_us": round(theirs, 2),
                                   "iron_call_us": round(our_call, 2), "sdpa_call_us": round(their_call, 2),
                                   "vs_sdpa": round(theirs / ours, 3), "iron_tb_s": round(moved / ours / 1e6, 2),

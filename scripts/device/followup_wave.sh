@@ -14,6 +14,10 @@
 #   bash scripts/device/followup_wave.sh verify    (about 8 minutes)
 #     with the defaults those runs chose (programmatic dependent launch on, the batch-1 decode chunks, the few-row
 #     bindings): the whole CUDA GPU suite, decode_table.py beside SDPA and llama_bench.py at B 1 and 16.
+#   bash scripts/device/followup_wave.sh decode    (about 5 minutes)
+#     the decode GPU tests; decode_table.py --kernels at B 1, 4, 16, 64 and S 1K, 4K with the plan as it stands, then
+#     with DIRECT (one chunk: no combine) and the tiled combine (decode_default.jsonl, decode_direct_tiled.jsonl);
+#     decode_mma_tune.py's PAR A/B at B 1, 4, 16 (decode_par.jsonl).
 # JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl,
 # llama_pdl.jsonl; verify: tests-gpu.txt, decode.jsonl, llama.jsonl).
 set -uo pipefail
@@ -36,6 +40,19 @@ if [ "$part" = kernels ]; then
     | tee "$out/decode_kernels.jsonl" | cut -c1-330
   timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \
     | grep '^{' | tee "$out/few.jsonl" | cut -c1-140
+elif [ "$part" = decode ]; then
+  timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+    -k "decode" -rfE > "$out/tests-decode.txt" 2>&1
+  tail -3 "$out/tests-decode.txt"
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  for mode in default direct_tiled default direct_tiled; do
+    extra=""; [ $mode = direct_tiled ] && extra="--plan DIRECT=1 --combine TILED=1"
+    timeout 70 python3 decode_table.py --batches 1 4 16 64 --seqs 1024 4096 --kv-heads 8 --kernels $extra 2>&1 \
+      | grep '^{' | tee -a "$out/decode_$mode.jsonl" | cut -c1-250
+  done
+  timeout 120 python3 decode_mma_tune.py --shapes 1,1024,8 4,1024,8 16,4096,8 --configs 2x3 2x3p 4x2p \
+    --chunks 64 256 2048 --calls 5 2>&1 | grep '^{' | tee "$out/decode_par.jsonl" | cut -c1-200
 elif [ "$part" = verify ]; then
   timeout 330 python3 -m pytest -p no:cacheprovider -q -x tests/gpu tests/runtime/cuda -rfE > "$out/tests-gpu.txt" 2>&1
   tail -4 "$out/tests-gpu.txt"

@@ -36,7 +36,7 @@ def _entry(name: str):
 #: subgroups have 8), and the decode on the matrix units (bf16 fragments from shared memory).
 NOT_ON_LAVAPIPE = ("std/attention/prefill", "std/attention/prefill_ws", "std/attention/prefill_ws_d256",
                    "std/attention/decode_split_tm16", "std/attention/decode_split_tm16_f32",
-                   "std/attention/decode_mma")
+                   "std/attention/decode_mma", "std/attention/decode_mma_direct")
 
 
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
@@ -160,7 +160,15 @@ MUTANTS = [
      "attention_decode_mma", "            for w in static_range(1, SUBS):\n                acc = acc + out_s",
      "            for w in static_range(1, SUBS - 1):\n                acc = acc + out_s"),
     ("combine drops the last chunk", "std/attention/decode_combine", "attention_decode_combine",
-     "        for c in range(NCH):\n            w =", "        for c in range(NCH - 1):\n            w ="),
+     "            for c in range(NCH):\n                w =", "            for c in range(NCH - 1):\n                w ="),
+    ("combine TILED: a tile's last chunk past the unrolled ones dropped", "std/attention/decode_combine_tiled",
+     "attention_decode_combine", "                while c < n:\n", "                while c < n - 1:\n"),
+    ("combine TILED: every tile weighed with the first tile's LSEs", "std/attention/decode_combine_tiled",
+     "attention_decode_combine", "                if NCH > COMBINE_GROUP:\n", "                if NCH > 4 * COMBINE_GROUP:\n"),
+    ("combine TILED: a tile's weights overwritten while others read them", "std/attention/decode_combine_tiled",
+     "attention_decode_combine", "            barrier()  # everyone read the last tile's weights\n", "\n"),
+    ("decode_mma DIRECT: every head group writes the first group's rows", "std/attention/decode_mma_direct",
+     "attention_decode_mma", "            o[(b * H + h0) * D + i] = T(acc)", "            o[b * H * D + i] = T(acc)"),
 ]
 
 
@@ -326,6 +334,27 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch)
     dense = A.decode_attention(q, np.pad(k, grow), np.pad(v, grow), lens, backend="interp", chunk=chunk)
     got = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="interp", chunk=chunk)
     np.testing.assert_array_equal(got, dense)
+
+
+@pytest.mark.parametrize("dtype,shape,chunk", [
+    (np.float16, (2, 8, 2, 150, 64), 160),  # one chunk: DIRECT against the combine of one chunk
+    (BF16, (3, 32, 8, 70, 128), 16),        # five chunks: the tiled combine on the matrix units' partials
+    (np.float16, (2, 2, 2, 270, 64), 2),    # one head a KV head (the FMA split), 135 chunks: two tiles
+])
+def test_direct_and_tiled_combine_give_the_combines_bits(dtype, shape, chunk, monkeypatch):
+    """MMA_PLAN's DIRECT (a launch of one chunk writes the output, no combine) and COMBINE_PLAN's TILED (a group a
+    head) make the bits the per-element combine makes, sequences of no keys and of one key among them."""
+    monkeypatch.setattr(A, "decode_on_matrix_units", lambda h, h_kv, *args, **kw: h // h_kv >= A.MMA_MIN_HEADS)
+    b, h, h_kv, s_max, d = shape
+    rng = np.random.default_rng(s_max + chunk)
+    q, k, v = (_randn(rng, sh, dtype) for sh in ((b, h, d), (b, h_kv, s_max, d), (b, h_kv, s_max, d)))
+    lens = rng.integers(1, s_max + 1, size=b).astype(np.int32)
+    lens[0], lens[-1] = 0, 1
+    want = A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk)
+    assert np.isfinite(want.astype(np.float32)).all() and not want[0].any()
+    monkeypatch.setitem(A.MMA_PLAN, "DIRECT", 1)
+    monkeypatch.setitem(A.COMBINE_PLAN, "TILED", 1)
+    np.testing.assert_array_equal(A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk), want)
 
 
 @pytest.mark.parametrize("batch,s_max", [(1, 1024), (1, 4096), (1, 32768), (4, 4096), (4, 32768), (16, 1024),

@@ -23,7 +23,7 @@ from iron.std._host import (ceil_div, check_float, check_shape, device_starts_of
                             output, shape_of, starts_aligned, tuned_for_cuda_mma, vector_width, view)
 from iron.std._plans import planned
 from iron.std.attention_decode import (APPEND_GROUP, COMBINE_GROUP, DECODE_THREADS, TEAM, attention_decode_combine,
-                                       attention_decode_split, paged_kv_append)
+                                       attention_decode_split, combine_grid, paged_kv_append)
 from iron.std.attention_decode_mma import DM_KEYS, DM_ROWS, attention_decode_mma, decode_mma_threads
 from iron.std.attention_prefill import SBQ, SNT, attention_prefill, attention_prefill_small
 from iron.std.attention_ws import FA_BQ, FA_THREADS, PAGE_PIECE, attention_prefill_ws, fa_config, fa_shared_bytes
@@ -75,8 +75,12 @@ MMA_MIN_HEADS = 2
 #: stays 0 until a GPU has timed it.
 #: Chunks grow to ``long_chunk`` keys where the (sequence, KV head) pairs are fewer than ``groups`` (B = 4 at 32K keys:
 #: 8192-key chunks 182 us against 210 at 2048), else to ``max_chunk`` (B = 16 at 32K: 2048 keys 703 us, 8192 788).
+#: DIRECT (1: a launch of one chunk writes the output itself, with no combine pass) stays 0 until a GPU has timed it.
 MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
-                            "long_chunk": 8192, "PAR": 0}
+                            "long_chunk": 8192, "PAR": 0, "DIRECT": 0}
+#: The combine pass: TILED (1: a group per head reading its chunks' LSEs at once, the same bits as the per-element
+#: kernel's two chains of NCH dependent loads) stays 0 until a GPU has timed it.
+COMBINE_PLAN: dict[str, int] = {"TILED": 0}
 
 
 def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like: Any = ()) -> bool:
@@ -235,15 +239,18 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     nch = ceil_div(s_max, ch)
     if b * h // gq > 65535 or nch > 65535:
         raise LaunchError(f"{fn}: B*H/{gq} = {b * h // gq} groups or {nch} chunks exceed 65535")
-    part_o = empty_like(q, (b, h, nch, d), f32)
-    part_lse = empty_like(q, (b, h, nch), f32)
     paged = paging[0] is not seq_lens
+    direct = mma and nch == 1 and bool(MMA_PLAN["DIRECT"])
+    part_o = empty_like(q, (1,) if direct else (b, h, nch, d), f32)  # DIRECT: unread, unwritten
+    part_lse = empty_like(q, (1,) if direct else (b, h, nch), f32)
     if mma:
         threads = decode_mma_threads(MMA_PLAN["SUBS"])
         attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged,
-                                     PAR=bool(MMA_PLAN["PAR"])).launch(
-            q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
+                                     PAR=bool(MMA_PLAN["PAR"]), DIRECT=direct).launch(
+            q, k, v, seq_lens, part_o, part_lse, out, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
             grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
+        if direct:
+            return out
     else:
         vec = vector_width(dt)
         tm = team_lanes(ch, d, vec, backend, (q,))
@@ -251,9 +258,9 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
                                                PAGED=paged)
         split.launch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, _scale(scale, d), *paging,
                      grid=(nch * DECODE_THREADS, b * h // gq), group=(DECODE_THREADS,), backend=backend)
-    attention_decode_combine.variant(T=dt).launch(
-        part_o, part_lse, out, h, d, nch, grid=(ceil_div(h * d, COMBINE_GROUP) * COMBINE_GROUP, b),
-        group=(COMBINE_GROUP,), backend=backend)
+    tiled = bool(COMBINE_PLAN["TILED"])
+    attention_decode_combine.variant(T=dt, TILED=tiled).launch(
+        part_o, part_lse, out, h, d, nch, grid=combine_grid(h, d, b, tiled), group=(COMBINE_GROUP,), backend=backend)
     return out
 
 

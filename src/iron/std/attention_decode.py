@@ -209,32 +209,95 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
 
 # ---------------------------------------------------------------- combine pass
 
-@kernel(variants(T=[f32, f16, bf16]))
+#: Threads of a combine group.  TILED: one group per (sequence, head), each thread owning output element d
+#: (D at most COMBINE_GROUP); the chunks' LSEs and weights pass through shared memory COMBINE_GROUP at a time.
+COMBINE_GROUP = 128
+#: TILED: chunks whose outputs a thread loads at once (their loads issued together, then their FMAs in order).
+COMBINE_UNROLL = 8
+
+
+@kernel(variants(T=[f32, f16, bf16], TILED=[False, True]))
 def attention_decode_combine(part_o: In[f32], part_lse: In[f32], o: Tensor[T], H: int, D: int, NCH: int):
     """o (B, H, D) in T from the chunks' normalised outputs and base-2 LSEs (decode_split's layout).
 
-    Grid (H * D, B): one thread per output element.  o = sum_c 2^(lse_c - M) o_c / sum_c 2^(lse_c - M),
-    M = max_c lse_c (NaN ignored), the sums over c = 0 .. NCH-1 in order, in f32, one rounding to T.
-    Every chunk -inf (no keys): o = 0.  A NaN or +Inf LSE gives NaN; NaN/Inf in o_c propagate.
+    Grid (H * D, B) (TILED: (H * COMBINE_GROUP, B), D <= COMBINE_GROUP), group (COMBINE_GROUP,).
+    o = sum_c 2^(lse_c - M) o_c / sum_c 2^(lse_c - M), M = max_c lse_c (NaN ignored), the sums over c = 0 ..
+    NCH-1 in order, in f32, one rounding to T.  Every chunk -inf (no keys): o = 0.  A NaN or +Inf LSE gives NaN;
+    NaN/Inf in o_c propagate.
+    Not TILED: one thread per output element, each reading every LSE twice (a chain of NCH / unroll dependent
+    loads per pass).  TILED: the same operations in the same order, so the same bits; a group's threads read a
+    tile of LSEs at once, every thread takes M from shared memory, one thread a chunk makes its weight, and
+    each thread's output loads go COMBINE_UNROLL at a time.
     """
-    i = program_id(0)
-    b = program_id(1)
-    if i < H * D:
-        bh = b * H + i // D
+    if TILED:
+        h = group_id(0)
+        b = group_id(1)
+        t = thread_id(0)
+        bh = b * H + h
+        ls = shared(f32, COMBINE_GROUP)  # a tile of LSEs
+        ws = shared(f32, COMBINE_GROUP)  # their weights
         mx = NEG
-        for c in range(NCH):
-            mx = max(mx, part_lse[bh * NCH + c])
+        for c0 in range(0, NCH, COMBINE_GROUP):
+            n = min(COMBINE_GROUP, NCH - c0)
+            barrier()  # everyone read the last tile
+            if t < n:
+                ls[t] = part_lse[bh * NCH + c0 + t]
+            barrier()
+            for c in range(n):
+                mx = max(mx, ls[c])
         mu = select(mx == NEG, 0.0, mx)
         num = 0.0
         den = 0.0
-        for c in range(NCH):
-            w = exp2(part_lse[bh * NCH + c] - mu)
-            den += w
-            num = fma(w, part_o[(bh * NCH + c) * D + i % D], num)
-        o[bh * D + i % D] = T(select(den == 0.0, 0.0, num / den))
+        for c0 in range(0, NCH, COMBINE_GROUP):
+            n = min(COMBINE_GROUP, NCH - c0)
+            barrier()  # everyone read the last tile's weights
+            if t < n:
+                lse = ls[t]  # one tile: still there
+                if NCH > COMBINE_GROUP:
+                    lse = part_lse[bh * NCH + c0 + t]
+                ws[t] = exp2(lse - mu)
+            barrier()
+            if t < D:
+                at = (bh * NCH + c0) * D + t
+                c = 0
+                while c + COMBINE_UNROLL <= n:
+                    po = local(f32, COMBINE_UNROLL)  # the loads first, all in flight, then the sums in order
+                    for u in static_range(COMBINE_UNROLL):
+                        po[u] = part_o[at + (c + u) * D]
+                    for u in static_range(COMBINE_UNROLL):
+                        w = ws[c + u]
+                        den += w
+                        num = fma(w, po[u], num)
+                    c += COMBINE_UNROLL
+                while c < n:
+                    w = ws[c]
+                    den += w
+                    num = fma(w, part_o[at + c * D], num)
+                    c += 1
+        if t < D:
+            o[bh * D + t] = T(select(den == 0.0, 0.0, num / den))
+    else:
+        i = program_id(0)
+        b = program_id(1)
+        if i < H * D:
+            bh = b * H + i // D
+            mx = NEG
+            for c in range(NCH):
+                mx = max(mx, part_lse[bh * NCH + c])
+            mu = select(mx == NEG, 0.0, mx)
+            num = 0.0
+            den = 0.0
+            for c in range(NCH):
+                w = exp2(part_lse[bh * NCH + c] - mu)
+                den += w
+                num = fma(w, part_o[(bh * NCH + c) * D + i % D], num)
+            o[bh * D + i % D] = T(select(den == 0.0, 0.0, num / den))
 
 
-COMBINE_GROUP = 128
+def combine_grid(h: int, d: int, b: int, tiled: bool) -> tuple[int, int]:
+    """attention_decode_combine's grid (its group: (COMBINE_GROUP,))."""
+    return (h * COMBINE_GROUP, b) if tiled else (-(-h * d // COMBINE_GROUP) * COMBINE_GROUP, b)
+
 
 @kernel(variants(T=[f32, f16, bf16]))
 def paged_kv_append(k_new: In[T], v_new: In[T], k_pages: Tensor[T], v_pages: Tensor[T], table: In[i32],
@@ -259,5 +322,5 @@ def paged_kv_append(k_new: In[T], v_new: In[T], k_pages: Tensor[T], v_pages: Ten
 APPEND_GROUP = 256
 
 
-__all__ = ["APPEND_GROUP", "COMBINE_GROUP", "DECODE_THREADS", "TEAM", "attention_decode_combine",
-           "attention_decode_split", "empty_chunk", "group_chunk", "paged_kv_append", "team_spans_head"]
+__all__ = ["APPEND_GROUP", "COMBINE_GROUP", "COMBINE_UNROLL", "DECODE_THREADS", "TEAM", "attention_decode_combine",
+           "attention_decode_split", "combine_grid", "empty_chunk", "group_chunk", "paged_kv_append", "team_spans_head"]

@@ -104,12 +104,15 @@ def decode_mma_threads(subs: int) -> int:
     return subs * DM_LANES
 
 
-@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], PAR=[False, True]))
+@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], PAR=[False, True],
+                 DIRECT=[False, True]))
 def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32], part_lse: Tensor[f32],
-                         H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32, table: In[i32], P: int,
-                         pages: int):
+                         o: Tensor[T], H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32,
+                         table: In[i32], P: int, pages: int):
     """One chunk of keys for GR query heads sharing one KV head, on the matrix units: attention_decode_split's
-    contract and outputs (its combine pass finishes them).
+    contract and outputs (its combine pass finishes them); ``o`` unwritten.  DIRECT (a launch of one chunk, NCH
+    = 1): what the combine would make of it instead, o (B, H, D) in T = the chunk's output rounded once (0 for a
+    sequence of no keys, NaN where NaN or Inf in q or k made the chunk NaN), part_o and part_lse unwritten.
 
     q (B, H, D), k/v (B, H_kv, S_max, D) row-major in T; seq_lens (B,) i32, clamped to [0, S_max].  PAGED: k/v
     (pages, P, H_kv, D), key s of sequence b in row s % P of page table[b, s // P] (``table`` (B, S_max / P) i32,
@@ -142,7 +145,11 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     sg = simd_group_id()
     b, h0, kvh, start, end, obase = group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, GR)
     if start >= end:
-        empty_chunk(part_o, part_lse, obase, NCH, D, GR, tid, NT)
+        if DIRECT:
+            for i in range(tid, GR * D, NT):
+                o[(b * H + h0) * D + i] = T(0.0)
+        else:
+            empty_chunk(part_o, part_lse, obase, NCH, D, GR, tid, NT)
         return
     W = S_max // P
     row0 = (b * H_kv + kvh) * S_max
@@ -245,8 +252,11 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         if PAR:
             for w in static_range(1, SUBS):
                 acc = acc + out_s[w * DM_ROWS * D + i]
-        part_o[(obase + (i // D) * NCH) * D + i % D] = acc
-    if tid < GR:
+        if DIRECT:  # the combine of one chunk: its weight 2^(lse - lse) = 1, so o = T(acc)
+            o[(b * H + h0) * D + i] = T(acc)
+        else:
+            part_o[(obase + (i // D) * NCH) * D + i % D] = acc
+    if tid < GR and not DIRECT:
         part_lse[obase + tid * NCH] = stat_s[lse_at + tid * DM_KEYS]
 
 

@@ -263,9 +263,14 @@ def decode_gq4_bench_setup(case):
 MMA_SHAPES = [{"B": 2, "H": 8, "Hkv": 2, "S": 100, "D": 64, "CH": 64},
               {"B": 2, "H": 4, "Hkv": 4, "S": 70, "D": 128, "CH": 256},
               {"B": 1, "H": 32, "Hkv": 1, "S": 40, "D": 64, "CH": 32}]
-MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": False},
-                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False},
-                {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": True}]
+MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": False, "DIRECT": False},
+                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False, "DIRECT": False},
+                {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": True, "DIRECT": False}]
+#: DIRECT: one chunk a launch (CH at least S), the output in T; a zero length and a length past S among them.
+MMA_DIRECT_SHAPES = [{"B": 3, "H": 8, "Hkv": 2, "S": 100, "D": 64, "CH": 128},
+                     {"B": 2, "H": 4, "Hkv": 4, "S": 70, "D": 128, "CH": 96}]
+MMA_DIRECT_BINDINGS = [{"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False, "DIRECT": True},
+                       {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": True, "DIRECT": True}]
 
 
 def decode_mma_depth(d: int, a: float, ch: int) -> Depth:
@@ -292,20 +297,32 @@ def decode_mma_setup(case):
     for i, n in enumerate(lens):  # rows past a sequence's length are never read: Inf and NaN there show it
         k[i, :, n:] = np.inf
         v[i, :, n:] = np.nan
-    args = [q, k, v, lens, case.empty(b, h, nch, d, dtype=f32), case.empty(b, h, nch, dtype=f32), h, h_kv, s_max,
-            nch, ch, gr, scale, lens, 1, 1]
+    args = [q, k, v, lens, case.empty(b, h, nch, d, dtype=f32), case.empty(b, h, nch, dtype=f32), case.empty(b, h, d),
+            h, h_kv, s_max, nch, ch, gr, scale, lens, 1, 1]
+    direct = case.binding["DIRECT"]
 
-    def oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, gr, scale, table, page, pages):
+    def oracle(q, k, v, seq_lens, part_o, part_lse, o, h, h_kv, s_max, nch, ch, gr, scale, table, page, pages):
         k, v = np.array(k), np.array(v)  # the oracle's sums run over whole rows: what no key may read, zeroed
         for i, n in enumerate(seq_lens):
             k[i, :, max(int(n), 0):] = 0
             v[i, :, max(int(n), 0):] = 0
-        return decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale, table, page,
-                                   pages)
+        parts = decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, scale, table, page,
+                                    pages)
+        if direct:  # one chunk: the combine's output is the chunk's (an empty one's 0)
+            return {"o": Expect(parts["part_o"].value[:, :, 0], parts["part_o"].scale[:, :, 0])}
+        return parts
 
     threads = DM.decode_mma_threads(case.binding["SUBS"])
+    depth = decode_mma_depth(d, a, ch)  # P's rounding: T's steps (DIRECT: and the output's)
     return Setup(args=args, grid=(nch * threads, b * h // gr), group=(threads,), oracle=oracle,
-                 depth=decode_mma_depth(d, a, ch), out_dtype=case.T, binding={"D": d})  # P's rounding: T's steps
+                 depth=Depth(steps=depth.steps + direct, f32_steps=depth.f32_steps), out_dtype=case.T,
+                 binding={"D": d})
+
+
+@test_kernel(DM.attention_decode_mma, shapes={"vulkan": [], "*": MMA_DIRECT_SHAPES}, bindings=MMA_DIRECT_BINDINGS,
+             name="std/attention/decode_mma_direct")
+def decode_mma_direct_setup(case):
+    return decode_mma_setup(case)
 
 
 # ---------------------------------------------------------------- decode, teams of 16 lanes
@@ -380,7 +397,12 @@ def combine_oracle(part_o, part_lse, o, h, d, nch):
     return Expect(np.einsum("bhc,bhcd->bhd", wn, po), np.einsum("bhc,bhcd->bhd", wn, np.abs(po)))
 
 
-@test_kernel(AD.attention_decode_combine, shapes=COMBINE_SHAPES, name="std/attention/decode_combine")
+#: (B, H, NCH, D) for the tiled combine: past one tile of chunks (two tiles and a remainder of the unrolled loop).
+TILED_COMBINE_SHAPES = [*COMBINE_SHAPES, {"B": 1, "H": 2, "NCH": 2 * AD.COMBINE_GROUP + 11, "D": 64}]
+
+
+@test_kernel(AD.attention_decode_combine, shapes=COMBINE_SHAPES, name="std/attention/decode_combine",
+             bindings=[{"T": t, "TILED": False} for t in (f32, f16, bf16)])
 def combine_setup(case):
     b, h, nch, d = (int(case[n]) for n in ("B", "H", "NCH", "D"))
     part_o = case.randn(b, h, nch, d, dtype=f32)
@@ -395,8 +417,14 @@ def combine_setup(case):
     # the chunks and the division: 2 * NCH + 1.  Then one rounding to T.
     f32_steps = math.ceil(2 * (math.log(2.0) * spread + 2)) + 2 * nch + 1
     return Setup(args=[part_o, lse, case.empty(b, h, d), h, d, nch],
-                 grid=(-(-h * d // AD.COMBINE_GROUP) * AD.COMBINE_GROUP, b), group=(AD.COMBINE_GROUP,),
+                 grid=AD.combine_grid(h, d, b, case.binding["TILED"]), group=(AD.COMBINE_GROUP,),
                  oracle=combine_oracle, depth=Depth(steps=1, f32_steps=f32_steps))
+
+
+@test_kernel(AD.attention_decode_combine, shapes=TILED_COMBINE_SHAPES, name="std/attention/decode_combine_tiled",
+             bindings=[{"T": t, "TILED": True} for t in (f32, f16, bf16)])
+def combine_tiled_setup(case):
+    return combine_setup(case)
 
 
 # ---------------------------------------------------------------- prefill
