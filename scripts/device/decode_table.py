@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call, both sides")
     ap.add_argument("--plan", default="", help="attention.MMA_PLAN entries for this run, e.g. SUBS=4,STAGES=2")
-    ap.add_argument("--combine", default="", help="attention.COMBINE_PLAN entries for this run, e.g. TILED=1")
+    ap.add_argument("--combine", default="", help="attention.COMBINE_PLAN entries for this run, e.g. tiled_from=1")
     args = ap.parse_args()
     for text, plan in ((args.plan, A.MMA_PLAN), (args.combine, A.COMBINE_PLAN)):
         for item in filter(None, text.split(",")):

@@ -14,9 +14,9 @@
 #   bash scripts/device/followup_wave.sh verify    (about 8 minutes)
 #     with the defaults those runs chose (programmatic dependent launch on, the batch-1 decode chunks, the few-row
 #     bindings): the whole CUDA GPU suite, decode_table.py beside SDPA and llama_bench.py at B 1 and 16.
-#   bash scripts/device/followup_wave.sh decode    (about 5 minutes)
-#     the decode GPU tests; decode_table.py --kernels at B 1, 4, 16, 64 and S 1K, 4K with the plan as it stands, then
-#     with DIRECT (one chunk: no combine) and the tiled combine (decode_default.jsonl, decode_direct_tiled.jsonl);
+#   bash scripts/device/followup_wave.sh decode    (about 2 minutes on a warm cache)
+#     the decode GPU tests; decode_table.py at B 1, 4, 16, 64 and S 1K, 4K, 32K with the plan as it stands and without
+#     PAR, DIRECT and the tiled combine, twice in turn (decode_now.jsonl, decode_before.jsonl);
 #     decode_mma_tune.py's PAR A/B at B 1, 4, 16 (decode_par.jsonl).
 # JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl,
 # llama_pdl.jsonl; verify: tests-gpu.txt, decode.jsonl, llama.jsonl).
@@ -46,9 +46,9 @@ elif [ "$part" = decode ]; then
   tail -3 "$out/tests-decode.txt"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
-  for mode in default direct_tiled default direct_tiled; do
-    extra=""; [ $mode = direct_tiled ] && extra="--plan DIRECT=1 --combine TILED=1"
-    timeout 70 python3 decode_table.py --batches 1 4 16 64 --seqs 1024 4096 --kv-heads 8 --kernels $extra 2>&1 \
+  for mode in now before now before; do
+    extra=""; [ $mode = before ] && extra="--plan PAR=0,DIRECT=0 --combine tiled_from=65536"
+    timeout 70 python3 decode_table.py --batches 1 4 16 64 --seqs 1024 4096 32768 --kv-heads 8 $extra 2>&1 \
       | grep '^{' | tee -a "$out/decode_$mode.jsonl" | cut -c1-250
   done
   timeout 120 python3 decode_mma_tune.py --shapes 1,1024,8 4,1024,8 16,4096,8 --configs 2x3 2x3p 4x2p \

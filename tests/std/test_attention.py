@@ -350,10 +350,12 @@ def test_direct_and_tiled_combine_give_the_combines_bits(dtype, shape, chunk, mo
     q, k, v = (_randn(rng, sh, dtype) for sh in ((b, h, d), (b, h_kv, s_max, d), (b, h_kv, s_max, d)))
     lens = rng.integers(1, s_max + 1, size=b).astype(np.int32)
     lens[0], lens[-1] = 0, 1
+    monkeypatch.setitem(A.MMA_PLAN, "DIRECT", 0)
+    monkeypatch.setitem(A.COMBINE_PLAN, "tiled_from", 1 << 30)
     want = A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk)
     assert np.isfinite(want.astype(np.float32)).all() and not want[0].any()
     monkeypatch.setitem(A.MMA_PLAN, "DIRECT", 1)
-    monkeypatch.setitem(A.COMBINE_PLAN, "TILED", 1)
+    monkeypatch.setitem(A.COMBINE_PLAN, "tiled_from", 1)
     np.testing.assert_array_equal(A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk), want)
 
 

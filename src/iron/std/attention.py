@@ -71,16 +71,19 @@ MMA_MIN_HEADS = 2
 #: attention_decode_mma's plan: subgroups a group and ring buffers (its variant), the groups its chunks aim for,
 #: and the shortest and longest chunk (keys).  About 128 groups of at least 64 keys picked the best-measured chunk
 #: of every row timed on an H100 (docs/std/attention.md, 2026-12-07: batch 1 with 1K keys 8.6 us against 11.1 at
-#: the earlier 256 groups of at least 256 keys).  PAR (1: the subgroups' outputs merged in one barrier, not SUBS)
-#: stays 0 until a GPU has timed it.
+#: the earlier 256 groups of at least 256 keys).
 #: Chunks grow to ``long_chunk`` keys where the (sequence, KV head) pairs are fewer than ``groups`` (B = 4 at 32K keys:
 #: 8192-key chunks 182 us against 210 at 2048), else to ``max_chunk`` (B = 16 at 32K: 2048 keys 703 us, 8192 788).
-#: DIRECT (1: a launch of one chunk writes the output itself, with no combine pass) stays 0 until a GPU has timed it.
+#: PAR (the subgroups' outputs merged in one barrier, not SUBS) and DIRECT (a launch of one chunk writes the output
+#: itself, no combine pass) won or tied on every row timed on an H100 (2026-12-07: B = 1, 1K 8.53 -> 7.72 us with
+#: PAR; B = 16, 1K 29.3 -> 26.9 and B = 64, 1K 97.3 -> 93.2 with DIRECT).
 MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
-                            "long_chunk": 8192, "PAR": 0, "DIRECT": 0}
-#: The combine pass: TILED (1: a group per head reading its chunks' LSEs at once, the same bits as the per-element
-#: kernel's two chains of NCH dependent loads) stays 0 until a GPU has timed it.
-COMBINE_PLAN: dict[str, int] = {"TILED": 0}
+                            "long_chunk": 8192, "PAR": 1, "DIRECT": 1}
+#: The combine pass runs TILED (a group a head reading its chunks' LSEs at once; the same bits as the per-element
+#: kernel, whose two chains of loads take NCH / 4 round trips each) from ``tiled_from`` chunks on.  On an H100
+#: (2026-12-07) it won at 16 chunks (B = 1, 1K: 7.86 -> 7.43 us; 4K 11.5 -> 11.1) and lost at 4 (B = 4, 1K: 10.7 ->
+#: 11.1: its two barriers cost more than one round trip saves).
+COMBINE_PLAN: dict[str, int] = {"tiled_from": 8}
 
 
 def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like: Any = ()) -> bool:
@@ -258,7 +261,7 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
                                                PAGED=paged)
         split.launch(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, nch, ch, _scale(scale, d), *paging,
                      grid=(nch * DECODE_THREADS, b * h // gq), group=(DECODE_THREADS,), backend=backend)
-    tiled = bool(COMBINE_PLAN["TILED"])
+    tiled = nch >= COMBINE_PLAN["tiled_from"]
     attention_decode_combine.variant(T=dt, TILED=tiled).launch(
         part_o, part_lse, out, h, d, nch, grid=combine_grid(h, d, b, tiled), group=(COMBINE_GROUP,), backend=backend)
     return out
