@@ -10,6 +10,7 @@ B,S,H_kv ...``, ``--configs SUBSxSTAGES ...``, ``--chunks``).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 
@@ -22,7 +23,7 @@ def main() -> None:
 
     import iron
     from iron.std import attention as A
-    from iron.std.attention_decode import COMBINE_GROUP, attention_decode_combine
+    from iron.std.attention_decode import COMBINE_GROUP, attention_decode_combine, combine_grid
     from iron.std.attention_decode_mma import attention_decode_mma, decode_mma_threads
 
     ap = argparse.ArgumentParser()
@@ -32,7 +33,18 @@ def main() -> None:
                     help="SUBSxSTAGES, p at the end: the subgroups merged in one step (PAR)")
     ap.add_argument("--chunks", nargs="+", type=int, default=[128, 256, 512, 1024, 2048, 4096])
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--before", help="a file holding an earlier attention_decode_mma.py: its kernel runs each "
+                    "configuration too, as before:<name>, for an A/B in one process")
+    ap.add_argument("--rounds", type=int, default=1, help="times each (configuration, kernel) pair runs, in turn")
     args = ap.parse_args()
+    kernels = [("", attention_decode_mma)]
+    if args.before:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("attention_decode_mma_before", args.before)
+        before = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(before)
+        kernels.append(("before:", before.attention_decode_mma))
     h, d = 32, 128
     for spec in args.shapes:
         b, s, hk = (int(x) for x in spec.split(","))
@@ -65,19 +77,21 @@ def main() -> None:
             nch = -(-s // ch)
             part_o = torch.empty(b, h, nch, d, device="cuda", dtype=torch.float32)
             part_lse = torch.empty(b, h, nch, device="cuda", dtype=torch.float32)
-            for config in args.configs:
+            for config, (tag, kern) in itertools.product(args.configs * args.rounds, kernels):
                 par = config.endswith("p")
                 subs, stages = (int(x) for x in config.rstrip("p").split("x"))
-                split = attention_decode_mma.variant(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False,
-                                                     PAR=par, DIRECT=False)
-                combine = attention_decode_combine.variant(T=iron.bf16, TILED=False)
+                direct = nch == 1 and bool(A.MMA_PLAN["DIRECT"])  # the host's choices for this chunk
+                tiled = nch >= A.COMBINE_PLAN["tiled_from"]
+                split = kern.variant(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False, PAR=par, DIRECT=direct)
+                combine = attention_decode_combine.variant(T=iron.bf16, TILED=tiled)
                 nt = decode_mma_threads(subs)
 
                 def ours() -> None:
                     split.launch(q, k, v, lens, part_o, part_lse, out, h, hk, s, nch, ch, gr, scale, lens, 1, 1,
                                  grid=(nch * nt, b * h // gr), group=(nt,))
-                    combine.launch(part_o, part_lse, out, h, d, nch,
-                                   grid=(-(-h * d // COMBINE_GROUP) * COMBINE_GROUP, b), group=(COMBINE_GROUP,))
+                    if not direct:
+                        combine.launch(part_o, part_lse, out, h, d, nch, grid=combine_grid(h, d, b, tiled),
+                                       group=(COMBINE_GROUP,))
 
                 out.zero_()
                 ours()
@@ -85,7 +99,7 @@ def main() -> None:
                 err = float((out.float() - ref).abs().max()) / top
                 us = kernel_us(torch, ours, args.calls)
                 moved = 2 * b * hk * s * d * 2
-                name = f"MMA_W{subs}_S{stages}{'_PAR' if par else ''}_CH{ch}"
+                name = f"{tag}MMA_W{subs}_S{stages}{'_PAR' if par else ''}_CH{ch}"
                 print(json.dumps({**base, "config": name, "groups": nch * b * h // gr,
                                   "us": round(us, 2), "sdpa_us": round(sdpa_us, 2), "vs_sdpa": round(sdpa_us / us, 3),
                                   "tb_s": round(moved / us / 1e6, 2), "ok": err < 2 ** -7, "err": err}), flush=True)
