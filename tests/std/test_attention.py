@@ -360,18 +360,21 @@ def test_direct_and_tiled_combine_give_the_combines_bits(dtype, shape, chunk, mo
 
 
 @pytest.mark.parametrize("batch,s_max", [(1, 1024), (1, 4096), (1, 32768), (4, 4096), (4, 32768), (16, 1024),
-                                         (16, 32768), (64, 4096), (1, 40), (3, 1000)])
+                                         (16, 4096), (16, 8192), (16, 32768), (64, 4096), (1, 40), (3, 1000)])
 def test_decode_mma_chunks_follow_the_plan(batch, s_max):
     """attention_decode_mma's chunks: whole ring blocks, no longer than the cache needs, at least min_chunk keys
     where the cache has them, about MMA_PLAN's groups, and longer than max_chunk only while the (sequence, KV head)
-    pairs alone give fewer groups than that."""
+    pairs alone give fewer groups than that, or one wave of them (then one chunk a pair)."""
     plan, heads = A.MMA_PLAN, 8
     block = plan["SUBS"] * DM.DM_KEYS
     ch = A.decode_mma_chunk(batch, heads, s_max)
     pairs, groups = batch * heads, batch * heads * -(-s_max // ch)
     assert ch % block == 0 and ch <= -(-s_max // block) * block
     assert ch >= min(plan["min_chunk"], -(-s_max // block) * block)
-    assert ch <= (plan["long_chunk"] if pairs < plan["groups"] else plan["max_chunk"])
+    one_wave = plan["groups"] <= pairs <= plan["one_wave"] and s_max <= plan["long_chunk"]
+    if one_wave:
+        assert ch >= s_max, "one chunk a pair"
+    assert ch <= (plan["long_chunk"] if pairs < plan["groups"] or one_wave else plan["max_chunk"])
     if pairs < plan["groups"] and ch < plan["long_chunk"] and ch > plan["min_chunk"]:
         assert plan["groups"] <= groups < 2 * plan["groups"] + pairs, "about the plan's groups"
 

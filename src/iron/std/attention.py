@@ -77,8 +77,11 @@ MMA_MIN_HEADS = 2
 #: PAR (the subgroups' outputs merged in one barrier, not SUBS) and DIRECT (a launch of one chunk writes the output
 #: itself, no combine pass) won or tied on every row timed on an H100 (2026-12-07: B = 1, 1K 8.53 -> 7.72 us with
 #: PAR; B = 16, 1K 29.3 -> 26.9 and B = 64, 1K 97.3 -> 93.2 with DIRECT).
+#: Where the pairs alone make ``groups`` to ``one_wave`` groups (one a multiprocessor of an H100 or H200) and a
+#: pair's keys fit ``long_chunk``, each pair is one chunk, written DIRECT (B = 16 at 4K keys on an H100, 2026-12-07:
+#: 96.7 us against 99.4-99.9 at 2048-key chunks and a combine; at 32K keys 8192-key chunks, 512 groups, lost).
 MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
-                            "long_chunk": 8192, "PAR": 1, "DIRECT": 1}
+                            "long_chunk": 8192, "one_wave": 132, "PAR": 1, "DIRECT": 1}
 #: The combine pass runs TILED (a group a head reading its chunks' LSEs at once; the same bits as the per-element
 #: kernel, whose two chains of loads take NCH / 4 round trips each) from ``tiled_from`` chunks on.  On an H100
 #: (2026-12-07) it won at 16 chunks (B = 1, 1K: 7.86 -> 7.43 us; 4K 11.5 -> 11.1) and lost at 4 (B = 4, 1K: 10.7 ->
@@ -98,9 +101,12 @@ def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like
 def decode_mma_chunk(batch: int, head_groups: int, s_max: int) -> int:
     """Keys per chunk of attention_decode_mma: enough chunks for about MMA_PLAN's groups, each within its shortest
     and longest chunk (``long_chunk`` while the (sequence, KV head) pairs are fewer than the groups, else
-    ``max_chunk``) and whole ring buffers, and no longer than the cache."""
+    ``max_chunk``) and whole ring buffers, and no longer than the cache; one chunk a pair where the pairs alone
+    make one wave of ``groups`` to ``one_wave`` groups and the cache fits ``long_chunk``."""
     block = MMA_PLAN["SUBS"] * DM_KEYS
     pairs = batch * head_groups
+    if MMA_PLAN["groups"] <= pairs <= MMA_PLAN["one_wave"] and s_max <= MMA_PLAN["long_chunk"]:
+        return ceil_div(s_max, block) * block
     want = max(1, ceil_div(MMA_PLAN["groups"], pairs))
     ch = ceil_div(ceil_div(s_max, want), block) * block
     longest = MMA_PLAN["long_chunk"] if pairs < MMA_PLAN["groups"] else MMA_PLAN["max_chunk"]
