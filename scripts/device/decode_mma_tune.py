@@ -30,7 +30,8 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", default=["16,4096,8", "1,4096,8", "4,4096,8", "64,4096,8", "16,32768,8",
                                                     "1,32768,8", "16,4096,32", "1,4096,32", "16,1024,8"])
     ap.add_argument("--configs", nargs="+", default=["4x2", "2x3", "2x4", "2x2"],
-                    help="SUBSxSTAGES, p at the end: the subgroups merged in one step (PAR)")
+                    help="SUBSxSTAGES, then p: the subgroups merged in one step (PAR), a: the next block's scores "
+                         "under this block's softmax (AHEAD)")
     ap.add_argument("--chunks", nargs="+", type=int, default=[128, 256, 512, 1024, 2048, 4096])
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--before", help="a file holding an earlier attention_decode_mma.py: its kernel runs each "
@@ -78,11 +79,14 @@ def main() -> None:
             part_o = torch.empty(b, h, nch, d, device="cuda", dtype=torch.float32)
             part_lse = torch.empty(b, h, nch, device="cuda", dtype=torch.float32)
             for config, (tag, kern) in itertools.product(args.configs * args.rounds, kernels):
-                par = config.endswith("p")
-                subs, stages = (int(x) for x in config.rstrip("p").split("x"))
+                par, ahead = "p" in config, "a" in config
+                subs, stages = (int(x) for x in config.rstrip("pa").split("x"))
                 direct = nch == 1 and bool(A.MMA_PLAN["DIRECT"])  # the host's choices for this chunk
                 tiled = nch >= A.COMBINE_PLAN["tiled_from"]
-                split = kern.variant(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False, PAR=par, DIRECT=direct)
+                variant = dict(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False, PAR=par, DIRECT=direct)
+                if ahead or not tag:  # an earlier kernel (--before) may have no AHEAD
+                    variant["AHEAD"] = ahead
+                split = kern.variant(**variant)
                 combine = attention_decode_combine.variant(T=iron.bf16, TILED=tiled)
                 nt = decode_mma_threads(subs)
 
@@ -99,7 +103,7 @@ def main() -> None:
                 err = float((out.float() - ref).abs().max()) / top
                 us = kernel_us(torch, ours, args.calls)
                 moved = 2 * b * hk * s * d * 2
-                name = f"{tag}MMA_W{subs}_S{stages}{'_PAR' if par else ''}_CH{ch}"
+                name = f"{tag}MMA_W{subs}_S{stages}{'_PAR' if par else ''}{'_AHEAD' if ahead else ''}_CH{ch}"
                 print(json.dumps({**base, "config": name, "groups": nch * b * h // gr,
                                   "us": round(us, 2), "sdpa_us": round(sdpa_us, 2), "vs_sdpa": round(sdpa_us / us, 3),
                                   "tb_s": round(moved / us / 1e6, 2), "ok": err < 2 ** -7, "err": err}), flush=True)

@@ -167,6 +167,12 @@ MUTANTS = [
      "attention_decode_combine", "                if NCH > COMBINE_GROUP:\n", "                if NCH > 4 * COMBINE_GROUP:\n"),
     ("combine TILED: a tile's weights overwritten while others read them", "std/attention/decode_combine_tiled",
      "attention_decode_combine", "            barrier()  # everyone read the last tile's weights\n", "\n"),
+    ("decode_mma AHEAD: the next block's scores taken from this block's keys", "std/attention/decode_mma",
+     "attention_decode_mma", "(((j + 1) % STAGES) * BLOCK + sg * DM_KEYS) * LD, LD, D)",
+     "((j % STAGES) * BLOCK + sg * DM_KEYS) * LD, LD, D)"),
+    ("decode_mma AHEAD: the next block's keys read before they landed (a race)", "std/attention/decode_mma",
+     "attention_decode_mma", "copy_async_wait(STAGES - 3 if AHEAD else STAGES - 2)",
+     "copy_async_wait(STAGES - 2)"),
     ("decode_mma DIRECT: every head group writes the first group's rows", "std/attention/decode_mma_direct",
      "attention_decode_mma", "            o[(b * H + h0) * D + i] = T(acc)", "            o[b * H * D + i] = T(acc)"),
 ]
@@ -295,7 +301,7 @@ def test_decode_attention_paged_reads_what_the_dense_cache_holds(backend, dtype,
                                   A.decode_attention(q, k, v, grown, backend=backend))
 
 
-@pytest.mark.parametrize("par", [0, 1], ids=["rounds", "par"])
+@pytest.mark.parametrize("par", [0, 1, 2], ids=["rounds", "par", "par_ahead"])
 @pytest.mark.parametrize("dtype,shape,page,chunk", [
     (np.float16, (2, 8, 2, 150, 64), 16, None),  # four heads a KV head, the host's chunk, partial blocks
     (BF16, (3, 32, 1, 70, 128), 14, 64),          # 32 heads of one KV head (two groups of 16), pages of 14
@@ -305,7 +311,10 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch)
     interpreter), its subgroups merged in turn or in one step (PAR: the same bits): the oracle's values with its
     rounding chain, and over a paged cache (NaN in every unused row) the dense cache's bits."""
     monkeypatch.setattr(A, "decode_on_matrix_units", lambda *args, **kw: True)
-    monkeypatch.setitem(A.MMA_PLAN, "PAR", par)
+    monkeypatch.setitem(A.MMA_PLAN, "PAR", min(par, 1))
+    if par == 2:  # the next block's scores under this one's softmax, through four buffers
+        monkeypatch.setitem(A.MMA_PLAN, "AHEAD", 1)
+        monkeypatch.setitem(A.MMA_PLAN, "STAGES", 4)
     b, h, h_kv, s_max, d = shape
     rng = np.random.default_rng(s_max)
     q, k, v = _randn(rng, (b, h, d), dtype), _randn(rng, (b, h_kv, s_max, d), dtype), _randn(
@@ -316,6 +325,8 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch)
     if par:
         with monkeypatch.context() as m:
             m.setitem(A.MMA_PLAN, "PAR", 0)
+            m.setitem(A.MMA_PLAN, "AHEAD", 0)
+            m.setitem(A.MMA_PLAN, "STAGES", 3)
             np.testing.assert_array_equal(out, A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk))
     scale = 1.0 / math.sqrt(d)
     ch = chunk or A.decode_mma_chunk(b, h // min(h // h_kv, DM.DM_ROWS), s_max)

@@ -77,11 +77,12 @@ MMA_MIN_HEADS = 2
 #: PAR (the subgroups' outputs merged in one barrier, not SUBS) and DIRECT (a launch of one chunk writes the output
 #: itself, no combine pass) won or tied on every row timed on an H100 (2026-12-07: B = 1, 1K 8.53 -> 7.72 us with
 #: PAR; B = 16, 1K 29.3 -> 26.9 and B = 64, 1K 97.3 -> 93.2 with DIRECT).
+#: AHEAD (block j + 1's scores under block j's softmax; STAGES at least 3) stays 0 until a GPU has timed it.
 #: Where the pairs alone make ``groups`` to ``one_wave`` groups (one a multiprocessor of an H100 or H200) and a
 #: pair's keys fit ``long_chunk``, each pair is one chunk, written DIRECT (B = 16 at 4K keys on an H100, 2026-12-07:
 #: 96.7 us against 99.4-99.9 at 2048-key chunks and a combine; at 32K keys 8192-key chunks, 512 groups, lost).
 MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
-                            "long_chunk": 8192, "one_wave": 132, "PAR": 1, "DIRECT": 1}
+                            "long_chunk": 8192, "one_wave": 132, "PAR": 1, "DIRECT": 1, "AHEAD": 0}
 #: The combine pass runs TILED (a group a head reading its chunks' LSEs at once; the same bits as the per-element
 #: kernel, whose two chains of loads take NCH / 4 round trips each) from ``tiled_from`` chunks on.  On an H100
 #: (2026-12-07) it won at 16 chunks (B = 1, 1K: 7.86 -> 7.43 us; 4K 11.5 -> 11.1) and lost at 4 (B = 4, 1K: 10.7 ->
@@ -255,7 +256,7 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     if mma:
         threads = decode_mma_threads(MMA_PLAN["SUBS"])
         attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged,
-                                     PAR=bool(MMA_PLAN["PAR"]), DIRECT=direct).launch(
+                                     PAR=bool(MMA_PLAN["PAR"]), DIRECT=direct, AHEAD=bool(MMA_PLAN["AHEAD"])).launch(
             q, k, v, seq_lens, part_o, part_lse, out, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
             grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
         if direct:

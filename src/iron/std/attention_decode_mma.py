@@ -104,8 +104,13 @@ def decode_mma_threads(subs: int) -> int:
     return subs * DM_LANES
 
 
+def ahead_has_a_buffer(v: dict) -> bool:
+    """AHEAD scores block j + 1 while block j's softmax runs, so two blocks are resident: STAGES at least 3"""
+    return not v["AHEAD"] or v["STAGES"] >= 3
+
+
 @kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], PAR=[False, True],
-                 DIRECT=[False, True]))
+                 DIRECT=[False, True], AHEAD=[False, True], where=ahead_has_a_buffer))
 def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32], part_lse: Tensor[f32],
                          o: Tensor[T], H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32,
                          table: In[i32], P: int, pages: int):
@@ -113,6 +118,8 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     contract and outputs (its combine pass finishes them); ``o`` unwritten.  DIRECT (a launch of one chunk, NCH
     = 1): what the combine would make of it instead, o (B, H, D) in T = the chunk's output rounded once (0 for a
     sequence of no keys, NaN where NaN or Inf in q or k made the chunk NaN), part_o and part_lse unwritten.
+    AHEAD: block j + 1's scores multiply while block j's softmax and P V run (the same operations on the same
+    values, so the same bits); two blocks resident, so STAGES - 2 blocks in flight under a block's work.
 
     q (B, H, D), k/v (B, H_kv, S_max, D) row-major in T; seq_lens (B,) i32, clamped to [0, S_max].  PAGED: k/v
     (pages, P, H_kv, D), key s of sequence b in row s % P of page table[b, s // P] (``table`` (B, S_max / P) i32,
@@ -187,10 +194,13 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     o5 = frag_acc(f32, DM_ROWS, 16)
     o6 = frag_acc(f32, DM_ROWS, 16)
     o7 = frag_acc(f32, DM_ROWS, 16)
+    sc_next = frag_acc(f32, DM_ROWS, DM_KEYS)
+    if AHEAD:  # block 0 landed with Q
+        sc_next = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, sg * DM_KEYS * LD, LD, D)
     for j in range(blocks):
-        # This thread's copies of block j landed; after the barrier everyone's have, and every subgroup is done
-        # with block j - 1's buffer, which block j + STAGES - 1 now refills.
-        copy_async_wait(STAGES - 2)
+        # This thread's copies of block j (AHEAD: j + 1) landed; after the barrier everyone's have, and every
+        # subgroup is done with block j - 1's buffer, which block j + STAGES - 1 now refills.
+        copy_async_wait(STAGES - 3 if AHEAD else STAGES - 2)
         barrier()
         ahead = j + STAGES - 1
         if ahead < blocks:
@@ -199,7 +209,13 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         copy_async_commit()  # one group per iteration (maybe empty): the wait above counts on it
         base = ((j % STAGES) * BLOCK + sg * DM_KEYS) * LD
         k0 = start + j * BLOCK + sg * DM_KEYS  # this subgroup's first key
-        sc = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, base, LD, D)
+        if AHEAD:  # block j's scores came one iteration early; block j + 1's multiply under this softmax
+            sc = sc_next
+            if j + 1 < blocks:
+                sc_next = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp,
+                                 (((j + 1) % STAGES) * BLOCK + sg * DM_KEYS) * LD, LD, D)
+        else:
+            sc = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, base, LD, D)
         if k0 + DM_KEYS > end:
             sc = frag_mask(sc, NEG, cols=end - k0)
         m, p, l, alpha = online_softmax(sc, m, l, sl2)
@@ -260,4 +276,4 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         part_lse[obase + tid * NCH] = stat_s[lse_at + tid * DM_KEYS]
 
 
-__all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "attention_decode_mma", "decode_mma_threads"]
+__all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "ahead_has_a_buffer", "attention_decode_mma", "decode_mma_threads"]

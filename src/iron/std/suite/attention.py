@@ -263,14 +263,17 @@ def decode_gq4_bench_setup(case):
 MMA_SHAPES = [{"B": 2, "H": 8, "Hkv": 2, "S": 100, "D": 64, "CH": 64},
               {"B": 2, "H": 4, "Hkv": 4, "S": 70, "D": 128, "CH": 256},
               {"B": 1, "H": 32, "Hkv": 1, "S": 40, "D": 64, "CH": 32}]
-MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": False, "DIRECT": False},
-                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False, "DIRECT": False},
-                {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": True, "DIRECT": False}]
+MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": False, "DIRECT": False, "AHEAD": False},
+                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False, "DIRECT": False, "AHEAD": False},
+                {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": True, "DIRECT": False, "AHEAD": False},
+                {"T": bf16, "SUBS": 2, "STAGES": 4, "PAGED": False, "PAR": True, "DIRECT": False, "AHEAD": True},
+                {"T": f16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False, "DIRECT": False, "AHEAD": True}]
 #: DIRECT: one chunk a launch (CH at least S), the output in T; a zero length and a length past S among them.
 MMA_DIRECT_SHAPES = [{"B": 3, "H": 8, "Hkv": 2, "S": 100, "D": 64, "CH": 128},
                      {"B": 2, "H": 4, "Hkv": 4, "S": 70, "D": 128, "CH": 96}]
-MMA_DIRECT_BINDINGS = [{"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False, "DIRECT": True},
-                       {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": True, "DIRECT": True}]
+MMA_DIRECT_BINDINGS = [{"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False, "DIRECT": True,
+                        "AHEAD": False},
+                       {"T": f16, "SUBS": 4, "STAGES": 3, "PAGED": False, "PAR": True, "DIRECT": True, "AHEAD": True}]
 
 
 def decode_mma_depth(d: int, a: float, ch: int) -> Depth:
