@@ -17,7 +17,9 @@
 #   bash scripts/device/followup_wave.sh decode    (about 2 minutes on a warm cache)
 #     the decode GPU tests; decode_table.py at B 1, 4, 16, 64 and S 1K, 4K, 32K with the plan as it stands and without
 #     PAR, DIRECT and the tiled combine, twice in turn (decode_now.jsonl, decode_before.jsonl);
-#     decode_mma_tune.py's PAR A/B at B 1, 4, 16 (decode_par.jsonl).
+#     decode_mma_tune.py: AHEAD (the next block's scores under this one's softmax, 3 or 4 buffers) beside the
+#     host's 2x3p at the host's chunks (64 keys at B=1 1K, 256 at B=1 4K and B=4 1K, 4096 at B=16 4K;
+#     decode_ahead.jsonl): flip MMA_PLAN["AHEAD"] (with STAGES 4 if 2x4pa wins) where it wins.
 # JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl,
 # llama_pdl.jsonl; verify: tests-gpu.txt, decode.jsonl, llama.jsonl).
 set -uo pipefail
@@ -51,8 +53,8 @@ elif [ "$part" = decode ]; then
     timeout 70 python3 decode_table.py --batches 1 4 16 64 --seqs 1024 4096 32768 --kv-heads 8 $extra 2>&1 \
       | grep '^{' | tee -a "$out/decode_$mode.jsonl" | cut -c1-250
   done
-  timeout 120 python3 decode_mma_tune.py --shapes 1,1024,8 4,1024,8 16,4096,8 --configs 2x3 2x3p 4x2p \
-    --chunks 64 256 2048 --calls 5 2>&1 | grep '^{' | tee "$out/decode_par.jsonl" | cut -c1-200
+  timeout 120 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 4,1024,8 16,4096,8 --configs 2x3p 2x4pa 2x3pa \
+    --chunks 64 256 4096 --rounds 2 --calls 10 2>&1 | grep '^{' | tee "$out/decode_ahead.jsonl" | cut -c1-200
 elif [ "$part" = verify ]; then
   timeout 330 python3 -m pytest -p no:cacheprovider -q -x tests/gpu tests/runtime/cuda -rfE > "$out/tests-gpu.txt" 2>&1
   tail -4 "$out/tests-gpu.txt"
