@@ -36,7 +36,7 @@ def _entry(name: str):
 #: subgroups have 8), and the decode on the matrix units (bf16 fragments from shared memory).
 NOT_ON_LAVAPIPE = ("std/attention/prefill", "std/attention/prefill_ws", "std/attention/prefill_ws_d256",
                    "std/attention/decode_split_tm16", "std/attention/decode_split_tm16_f32",
-                   "std/attention/decode_mma", "std/attention/decode_mma_direct")
+                   "std/attention/decode_mma", "std/attention/decode_mma_direct", "std/attention/decode_mma_cluster")
 
 
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
@@ -173,6 +173,11 @@ MUTANTS = [
     ("decode_mma AHEAD: the next block's keys read before they landed (a race)", "std/attention/decode_mma",
      "attention_decode_mma", "copy_async_wait(STAGES - 3 if AHEAD else STAGES - 2)",
      "copy_async_wait(STAGES - 2)"),
+    ("decode_mma CLUSTER: the last chunk left out of the cluster's output", "std/attention/decode_mma_cluster",
+     "attention_decode_mma", "            for r in static_range(CLUSTER):\n                w =",
+     "            for r in static_range(CLUSTER - 1):\n                w ="),
+    ("decode_mma CLUSTER: an empty chunk's partial left as the loop made it", "std/attention/decode_mma_cluster",
+     "attention_decode_mma", "select(start < end, acc, 0.0)", "acc"),
     ("decode_mma DIRECT: every head group writes the first group's rows", "std/attention/decode_mma_direct",
      "attention_decode_mma", "            o[(b * H + h0) * D + i] = T(acc)", "            o[b * H * D + i] = T(acc)"),
 ]
@@ -351,11 +356,15 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch)
     (np.float16, (2, 8, 2, 150, 64), 160),  # one chunk: DIRECT against the combine of one chunk
     (BF16, (3, 32, 8, 70, 128), 16),        # five chunks: the tiled combine on the matrix units' partials
     (np.float16, (2, 2, 2, 270, 64), 2),    # one head a KV head (the FMA split), 135 chunks: two tiles
+    (BF16, (3, 32, 8, 70, 128), 18),        # four chunks: one cluster of groups a pair (CLUSTER)
 ])
 def test_direct_and_tiled_combine_give_the_combines_bits(dtype, shape, chunk, monkeypatch):
-    """MMA_PLAN's DIRECT (a launch of one chunk writes the output, no combine) and COMBINE_PLAN's TILED (a group a
-    head) make the bits the per-element combine makes, sequences of no keys and of one key among them."""
+    """MMA_PLAN's DIRECT (a launch of one chunk writes the output, no combine) and CLUSTER (a pair's chunks one
+    cluster, whose first group makes the output) and COMBINE_PLAN's TILED (a group a head) make the bits the
+    per-element combine makes, sequences of no keys and of one key among them."""
     monkeypatch.setattr(A, "decode_on_matrix_units", lambda h, h_kv, *args, **kw: h // h_kv >= A.MMA_MIN_HEADS)
+    monkeypatch.setattr(A, "has_clusters", lambda *args: True)
+    monkeypatch.setitem(A.MMA_PLAN, "CLUSTER", 0)
     b, h, h_kv, s_max, d = shape
     rng = np.random.default_rng(s_max + chunk)
     q, k, v = (_randn(rng, sh, dtype) for sh in ((b, h, d), (b, h_kv, s_max, d), (b, h_kv, s_max, d)))
@@ -366,6 +375,7 @@ def test_direct_and_tiled_combine_give_the_combines_bits(dtype, shape, chunk, mo
     want = A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk)
     assert np.isfinite(want.astype(np.float32)).all() and not want[0].any()
     monkeypatch.setitem(A.MMA_PLAN, "DIRECT", 1)
+    monkeypatch.setitem(A.MMA_PLAN, "CLUSTER", 1)
     monkeypatch.setitem(A.COMBINE_PLAN, "tiled_from", 1)
     np.testing.assert_array_equal(A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk), want)
 

@@ -77,17 +77,25 @@ MMA_MIN_HEADS = 2
 #: PAR (the subgroups' outputs merged in one barrier, not SUBS) and DIRECT (a launch of one chunk writes the output
 #: itself, no combine pass) won or tied on every row timed on an H100 (2026-12-07: B = 1, 1K 8.53 -> 7.72 us with
 #: PAR; B = 16, 1K 29.3 -> 26.9 and B = 64, 1K 97.3 -> 93.2 with DIRECT).
-#: AHEAD (block j + 1's scores under block j's softmax; STAGES at least 3) stays 0 until a GPU has timed it.
+#: AHEAD (block j + 1's scores under block j's softmax; STAGES at least 3) and CLUSTER (a pair's 2, 4 or 8 chunks
+#: as one cluster of groups whose first makes the output, no combine pass; devices with clusters) stay 0 until a
+#: GPU has timed them.
 #: Where the pairs alone make ``groups`` to ``one_wave`` groups (one a multiprocessor of an H100 or H200) and a
 #: pair's keys fit ``long_chunk``, each pair is one chunk, written DIRECT (B = 16 at 4K keys on an H100, 2026-12-07:
 #: 96.7 us against 99.4-99.9 at 2048-key chunks and a combine; at 32K keys 8192-key chunks, 512 groups, lost).
 MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
-                            "long_chunk": 8192, "one_wave": 132, "PAR": 1, "DIRECT": 1, "AHEAD": 0}
+                            "long_chunk": 8192, "one_wave": 132, "PAR": 1, "DIRECT": 1, "AHEAD": 0, "CLUSTER": 0}
 #: The combine pass runs TILED (a group a head reading its chunks' LSEs at once; the same bits as the per-element
 #: kernel, whose two chains of loads take NCH / 4 round trips each) from ``tiled_from`` chunks on.  On an H100
 #: (2026-12-07) it won at 16 chunks (B = 1, 1K: 7.86 -> 7.43 us; 4K 11.5 -> 11.1) and lost at 4 (B = 4, 1K: 10.7 ->
 #: 11.1: its two barriers cost more than one round trip saves).
 COMBINE_PLAN: dict[str, int] = {"tiled_from": 8}
+
+
+def has_clusters(backend: str | None, like: Any = ()) -> bool:
+    """Whether the device groups launch groups into clusters (CUDA sm_90+; the interpreter runs them too)."""
+    profile = device_traits(backend, like).profile
+    return profile is not None and "clusters" in profile.features
 
 
 def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like: Any = ()) -> bool:
@@ -251,15 +259,17 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
         raise LaunchError(f"{fn}: B*H/{gq} = {b * h // gq} groups or {nch} chunks exceed 65535")
     paged = paging[0] is not seq_lens
     direct = mma and nch == 1 and bool(MMA_PLAN["DIRECT"])
+    cluster = nch if mma and MMA_PLAN["CLUSTER"] and nch in (2, 4, 8) and has_clusters(backend, (q,)) else 1
     part_o = empty_like(q, (1,) if direct else (b, h, nch, d), f32)  # DIRECT: unread, unwritten
     part_lse = empty_like(q, (1,) if direct else (b, h, nch), f32)
     if mma:
         threads = decode_mma_threads(MMA_PLAN["SUBS"])
         attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged,
-                                     PAR=bool(MMA_PLAN["PAR"]), DIRECT=direct, AHEAD=bool(MMA_PLAN["AHEAD"])).launch(
+                                     PAR=bool(MMA_PLAN["PAR"]), DIRECT=direct, AHEAD=bool(MMA_PLAN["AHEAD"]),
+                                     CLUSTER=cluster).launch(
             q, k, v, seq_lens, part_o, part_lse, out, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
             grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
-        if direct:
+        if direct or cluster > 1:  # the output is written
             return out
     else:
         vec = vector_width(dt)
@@ -511,6 +521,6 @@ def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int
 
 __all__ = ["append_paged_kv", "attention_decode_combine", "attention_decode_mma", "attention_decode_split",
            "attention_prefill", "attention_prefill_small", "decode_attention", "decode_attention_paged", "decode_chunk",
-           "decode_mma_chunk", "decode_on_matrix_units", "heads_per_group",
+           "decode_mma_chunk", "decode_on_matrix_units", "has_clusters", "heads_per_group",
            "keys_in_flight", "paged_kv_append", "prefill_attention", "prefill_attention_paged",
            "prefill_attention_varlen", "prefill_block", "team_lanes"]

@@ -17,9 +17,9 @@ f32), so the same combine pass finishes it.  Runs where 16x16x16 fragments of T 
 from __future__ import annotations
 
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
-from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, exp2, frag_a, frag_acc, frag_acc_to_a,
-                       frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store, log2, mma, recip,
-                       shared, simd_group_id, static_range, thread_id)
+from iron.lang import (barrier, cluster_groups, cluster_sync, copy_async, copy_async_commit, copy_async_wait, exp2,
+                       fma, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_scale_rows,
+                       frag_store, log2, mma, recip, select, shared, simd_group_id, static_range, thread_id)
 from iron.std.attention_decode import empty_chunk, group_chunk
 from iron.std.attention_ws import LOG2E, NEG, online_softmax
 
@@ -104,13 +104,42 @@ def decode_mma_threads(subs: int) -> int:
     return subs * DM_LANES
 
 
+@func
+def cluster_combine(part_o, part_lse, o, b, H, h0, GR, NCH, D, tid, NT, rank, CLUSTER, T):
+    """The partials of a cluster's CLUSTER chunks (all of a pair's: NCH = CLUSTER) made into o by its rank-0 group,
+    once every group's are written: attention_decode_combine's arithmetic in its order, in registers, so the same
+    bits.  The cluster barrier (release, then acquire, at the cluster's scope) orders the partials' global
+    stores before the loads."""
+    cluster_sync()
+    if rank == 0:
+        for i in range(tid, GR * D, NT):
+            bh = b * H + h0 + i // D
+            mx = NEG
+            for r in static_range(CLUSTER):
+                mx = max(mx, part_lse[bh * NCH + r])
+            mu = select(mx == NEG, 0.0, mx)
+            num = 0.0
+            den = 0.0
+            for r in static_range(CLUSTER):
+                w = exp2(part_lse[bh * NCH + r] - mu)
+                den += w
+                num = fma(w, part_o[(bh * NCH + r) * D + i % D], num)
+            o[bh * D + i % D] = T(select(den == 0.0, 0.0, num / den))
+
+
 def ahead_has_a_buffer(v: dict) -> bool:
     """AHEAD scores block j + 1 while block j's softmax runs, so two blocks are resident: STAGES at least 3"""
     return not v["AHEAD"] or v["STAGES"] >= 3
 
 
+def cluster_writes_partials(v: dict) -> bool:
+    """a cluster combines its groups' partials, which DIRECT does not write: CLUSTER 1 with DIRECT"""
+    return v["CLUSTER"] == 1 or not v["DIRECT"]
+
+
 @kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], PAR=[False, True],
-                 DIRECT=[False, True], AHEAD=[False, True], where=ahead_has_a_buffer))
+                 DIRECT=[False, True], AHEAD=[False, True], CLUSTER=[1, 2, 4, 8],
+                 where=[ahead_has_a_buffer, cluster_writes_partials]))
 def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32], part_lse: Tensor[f32],
                          o: Tensor[T], H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32,
                          table: In[i32], P: int, pages: int):
@@ -118,6 +147,9 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     contract and outputs (its combine pass finishes them); ``o`` unwritten.  DIRECT (a launch of one chunk, NCH
     = 1): what the combine would make of it instead, o (B, H, D) in T = the chunk's output rounded once (0 for a
     sequence of no keys, NaN where NaN or Inf in q or k made the chunk NaN), part_o and part_lse unwritten.
+    CLUSTER > 1 (NCH = CLUSTER: a cluster of groups is a pair's chunks, CUDA sm_90): the partials are written as
+    without it, then the cluster's rank-0 group makes o from them, as attention_decode_combine would (the same
+    bits), so no combine pass runs.
     AHEAD: block j + 1's scores multiply while block j's softmax and P V run (the same operations on the same
     values, so the same bits); two blocks resident, so STAGES - 2 blocks in flight under a block's work.
 
@@ -150,8 +182,9 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     lse_at = SUBS * 2 * DM_ROWS * DM_KEYS if PAR else 0
     tid = thread_id(0)
     sg = simd_group_id()
+    rank = cluster_groups(CLUSTER)
     b, h0, kvh, start, end, obase = group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, GR)
-    if start >= end:
+    if start >= end and CLUSTER == 1:  # (in a cluster every group reaches the cluster's barrier below)
         if DIRECT:
             for i in range(tid, GR * D, NT):
                 o[(b * H + h0) * D + i] = T(0.0)
@@ -270,10 +303,15 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
                 acc = acc + out_s[w * DM_ROWS * D + i]
         if DIRECT:  # the combine of one chunk: its weight 2^(lse - lse) = 1, so o = T(acc)
             o[(b * H + h0) * D + i] = T(acc)
+        elif CLUSTER > 1:  # a chunk of no keys went through the loop's zero blocks: its partial is empty_chunk's
+            part_o[(obase + (i // D) * NCH) * D + i % D] = select(start < end, acc, 0.0)
         else:
             part_o[(obase + (i // D) * NCH) * D + i % D] = acc
     if tid < GR and not DIRECT:
-        part_lse[obase + tid * NCH] = stat_s[lse_at + tid * DM_KEYS]
+        part_lse[obase + tid * NCH] = select(start < end or CLUSTER == 1, stat_s[lse_at + tid * DM_KEYS], NEG)
+    if CLUSTER > 1:
+        cluster_combine(part_o, part_lse, o, b, H, h0, GR, NCH, D, tid, NT, rank, CLUSTER, T)
 
 
-__all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "ahead_has_a_buffer", "attention_decode_mma", "decode_mma_threads"]
+__all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "ahead_has_a_buffer", "attention_decode_mma", "cluster_writes_partials",
+           "decode_mma_threads"]
