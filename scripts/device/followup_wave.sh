@@ -14,12 +14,14 @@
 #   bash scripts/device/followup_wave.sh verify    (about 8 minutes)
 #     with the defaults those runs chose (programmatic dependent launch on, the batch-1 decode chunks, the few-row
 #     bindings): the whole CUDA GPU suite, decode_table.py beside SDPA and llama_bench.py at B 1 and 16.
-#   bash scripts/device/followup_wave.sh decode    (about 2 minutes on a warm cache)
-#     the decode GPU tests; decode_table.py at B 1, 4, 16, 64 and S 1K, 4K, 32K with the plan as it stands and without
-#     PAR, DIRECT and the tiled combine, twice in turn (decode_now.jsonl, decode_before.jsonl);
+#   bash scripts/device/followup_wave.sh decode    (about 3 minutes)
+#     the decode GPU tests; decode_table.py at B 1, 4, 16, 64 and S 1K, 4K, 32K with the plan as it stands, with
+#     CLUSTER (a pair's 2, 4 or 8 chunks one cluster of groups, no combine pass: the B = 4 rows) and without PAR,
+#     DIRECT and the tiled combine, twice in turn (decode_now.jsonl, decode_cluster.jsonl, decode_before.jsonl);
 #     decode_mma_tune.py: AHEAD (the next block's scores under this one's softmax, 3 or 4 buffers) beside the
 #     host's 2x3p at the host's chunks (64 keys at B=1 1K, 256 at B=1 4K and B=4 1K, 4096 at B=16 4K;
-#     decode_ahead.jsonl): flip MMA_PLAN["AHEAD"] (with STAGES 4 if 2x4pa wins) where it wins.
+#     decode_ahead.jsonl): flip MMA_PLAN["AHEAD"] (with STAGES 4 if 2x4pa wins) where it wins; 2x3pc, clusters at
+#     8 chunks of 128 keys (B=1 1K) and 512 (B=1 4K) against the host's 16 chunks and a tiled combine.
 # JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl,
 # llama_pdl.jsonl; verify: tests-gpu.txt, decode.jsonl, llama.jsonl).
 set -uo pipefail
@@ -48,13 +50,15 @@ elif [ "$part" = decode ]; then
   tail -3 "$out/tests-decode.txt"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
-  for mode in now before now before; do
+  for mode in now cluster before now cluster before; do
     extra=""; [ $mode = before ] && extra="--plan PAR=0,DIRECT=0 --combine tiled_from=65536"
+    [ $mode = cluster ] && extra="--plan CLUSTER=1"
     timeout 70 python3 decode_table.py --batches 1 4 16 64 --seqs 1024 4096 32768 --kv-heads 8 $extra 2>&1 \
       | grep '^{' | tee -a "$out/decode_$mode.jsonl" | cut -c1-250
   done
-  timeout 120 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 4,1024,8 16,4096,8 --configs 2x3p 2x4pa 2x3pa \
-    --chunks 64 256 4096 --rounds 2 --calls 10 2>&1 | grep '^{' | tee "$out/decode_ahead.jsonl" | cut -c1-200
+  timeout 150 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 4,1024,8 16,4096,8 --configs 2x3p 2x4pa 2x3pa \
+    2x3pc --chunks 64 128 256 512 4096 --rounds 2 --calls 10 2>&1 | grep '^{' | tee "$out/decode_ahead.jsonl" \
+    | cut -c1-200
 elif [ "$part" = verify ]; then
   timeout 330 python3 -m pytest -p no:cacheprovider -q -x tests/gpu tests/runtime/cuda -rfE > "$out/tests-gpu.txt" 2>&1
   tail -4 "$out/tests-gpu.txt"
