@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (barrier, cluster_groups, cluster_sync, copy_async, copy_async_commit, copy_async_wait, exp2,
-                       fma, frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_scale_rows,
-                       frag_store, log2, mma, recip, select, shared, simd_group_id, static_range, thread_id)
-from iron.std.attention_decode import empty_chunk, group_chunk
+                       frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store,
+                       log2, mma, recip, select, shared, simd_group_id, static_range, thread_id)
+from iron.std.attention_decode import empty_chunk, group_chunk, merge_chunks
 from iron.std.attention_ws import LOG2E, NEG, online_softmax
 
 #: Query rows of a fragment, keys a subgroup multiplies at a time, and lanes of a subgroup (a group of SUBS
@@ -114,17 +114,7 @@ def cluster_combine(part_o, part_lse, o, b, H, h0, GR, NCH, D, tid, NT, rank, CL
     if rank == 0:
         for i in range(tid, GR * D, NT):
             bh = b * H + h0 + i // D
-            mx = NEG
-            for r in static_range(CLUSTER):
-                mx = max(mx, part_lse[bh * NCH + r])
-            mu = select(mx == NEG, 0.0, mx)
-            num = 0.0
-            den = 0.0
-            for r in static_range(CLUSTER):
-                w = exp2(part_lse[bh * NCH + r] - mu)
-                den += w
-                num = fma(w, part_o[(bh * NCH + r) * D + i % D], num)
-            o[bh * D + i % D] = T(select(den == 0.0, 0.0, num / den))
+            o[bh * D + i % D] = T(merge_chunks(part_o, part_lse, bh, NCH, CLUSTER, i % D, D))
 
 
 def ahead_has_a_buffer(v: dict) -> bool:
