@@ -7,6 +7,7 @@ lives where the input lives, so ``softmax(torch_tensor_on_gpu)`` returns a tenso
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -125,6 +126,27 @@ def view(x: Any, make: Callable[[Any], Any]) -> Any:
     if record is not None:
         record.view(x, make, made)
     return made
+
+
+def unread(x: Any, dtype: D.DType) -> Any:
+    """An argument a launch passes but its kernel never reads or writes (a pass's partials where one pass is
+    all, the prefill's offsets for dense tensors), as ``dtype``.  A torch tensor: ``x``'s own bytes seen as
+    ``dtype`` (one view, 1.2 us of host time as measured for the prefill's offsets, and a call plan does not
+    even replay it: it launches by ``x``'s address, :func:`view`); the view spans exactly ``x``'s bytes, which the aliasing rule
+    takes as the same buffer.  Anything else, or a tensor that cannot be seen so (its last dimension strided or
+    not a whole number of ``dtype``): one allocated element (a numpy one is copied to the device and back by a
+    device launch, so a view of ``x`` would copy ``x`` again)."""
+    return view(x, functools.partial(_seen_as, dtype=dtype))
+
+
+def _seen_as(x: Any, dtype: D.DType) -> Any:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        try:
+            return x.view(getattr(torch, _TORCH_DTYPES[dtype.name]))
+        except RuntimeError:
+            pass
+    return allocate(x, 1, dtype)
 
 
 def allocator(x: Any, shape: int | Sequence[int] | None, dtype: D.DType | None) -> Callable[[Any], Any]:

@@ -15,12 +15,11 @@ multiplies).  The functions here check their arguments, pick a kernel and its ti
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
 from iron import LaunchError, f32, i32
 from iron.std._host import (ceil_div, check_float, check_shape, device_starts_off, device_traits, dtype_of, empty_like,
-                            output, shape_of, starts_aligned, tuned_for_cuda_mma, vector_width, view)
+                            output, shape_of, starts_aligned, tuned_for_cuda_mma, unread, vector_width)
 from iron.std._plans import planned
 from iron.std.attention_decode import (APPEND_GROUP, COMBINE_GROUP, DECODE_THREADS, TEAM, attention_decode_combine,
                                        attention_decode_split, combine_grid, paged_kv_append)
@@ -260,8 +259,8 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     paged = paging[0] is not seq_lens
     direct = mma and nch == 1 and bool(MMA_PLAN["DIRECT"])
     cluster = nch if mma and MMA_PLAN["CLUSTER"] and nch in (2, 4, 8) and has_clusters(backend, (q,)) else 1
-    part_o = empty_like(q, (1,) if direct else (b, h, nch, d), f32)  # DIRECT: unread, unwritten
-    part_lse = empty_like(q, (1,) if direct else (b, h, nch), f32)
+    part_o = unread(q, f32) if direct else empty_like(q, (b, h, nch, d), f32)
+    part_lse = part_o if direct else empty_like(q, (b, h, nch), f32)
     if mma:
         threads = decode_mma_threads(MMA_PLAN["SUBS"])
         attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged,
@@ -333,7 +332,7 @@ def prefill_attention(q: Any, k: Any, v: Any, causal: bool = True, scale: float 
         return out
     sl = _scale(scale, d)
     bq = _prefill_kernel_block("prefill_attention", backend, (q, k, v, out), d, sl, block)
-    _launch_prefill("prefill_attention", bq, (q, k, v, out, view(q, _unread_cu)), dt, d, s, s, b, h, h_kv, causal,
+    _launch_prefill("prefill_attention", bq, (q, k, v, out, unread(q, i32)), dt, d, s, s, b, h, h_kv, causal,
                     sl, False, backend)
     return out
 
@@ -439,22 +438,6 @@ def _prefill_inputs(fn: str, q: Any, k: Any, v: Any, layout: str) -> tuple[Any, 
         if dtype_of(x, name) != dt:
             raise LaunchError(f"{fn}: {name} is {dtype_of(x).name}, q is {dt.name}")
     return dt, shape, h_kv
-
-
-def _unread_cu(q: Any) -> Any:
-    """q seen as int32: the kernels' ``cu`` for dense tensors, which they never read, so a dense call allocates
-    nothing for it.  A torch tensor: one dtype view of the whole tensor (1.2 us of host time here; slicing it down
-    first took 6.4), or a zero where q is strided (the launch then rejects q with its own message).  A numpy array:
-    its first four bytes (a device launch copies numpy arguments over, so not the whole of q)."""
-    import numpy as np
-
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(q, torch.Tensor):
-        try:
-            return q.view(torch.int32)
-        except RuntimeError:  # the last dimension is not contiguous
-            return torch.zeros(1, dtype=torch.int32, device=q.device)
-    return q.reshape(-1)[:2].view(np.int32)
 
 
 def _longest_sequence(cu_seqlens: Any, t: int, fn: str = "prefill_attention_varlen") -> int:

@@ -710,7 +710,7 @@ def _launch_gemm(a: Any, b: Any, bias: Any, act: str, out: Any, mnk: tuple[int, 
 
         gemv._launch(b, a, out, *((n, k) if transpose_b else (k, n)), not transpose_b, dt, backend)
         return out
-    unread_bias = bias if bias is not None else _host.empty_like(a, 1)
+    unread_bias = a if bias is None else bias  # BIAS off: never read
     traits = device_traits(backend, (a,))
     cfg = fragment_config(traits, dt, bool(transpose_b)) if dt != f32 else None
     flags = {"T": dt, "BT": bool(transpose_b), "BIAS": bias is not None, "ACT": act}

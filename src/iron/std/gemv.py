@@ -277,7 +277,7 @@ def _launch(A: Any, x: Any, out: Any, rows: int, cols: int, transpose: bool, dt:
     if transpose:
         ct, kstep, threads = column_plan(rows, cols, dt, backend, (A,))
         splits = _host.ceil_div(rows, kstep)
-        part = _host.empty_like(x, (splits, cols) if splits > 1 else (1,), f32)
+        part = _host.empty_like(x, (splits, cols), f32) if splits > 1 else _host.unread(x, f32)
         gemv_cols.variant(T=dt, VEC=vec, THREADS=threads).launch(
             A, x, out, part, rows, cols, ct, kstep, vectors, grid=(cols_grid(cols, vec, ct, threads, splits),),
             group=(threads,), backend=backend)
