@@ -4,7 +4,7 @@
 # conv_wg and cuDNN.  JSON under $OUT (conv_ws.jsonl).
 set -uo pipefail
 source scripts/device/device_env.sh
-timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_cuda.py tests/gpu/test_cuda_corpus.py \
+timeout 100 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_cuda.py tests/gpu/test_cuda_corpus.py \
   -k "conv_mma/ws or tile_box" -rfE 2>&1 | tail -6
 cd scripts/device
 export PYTHONPATH=/tmp/site:../../src:.

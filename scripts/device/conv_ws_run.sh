@@ -6,9 +6,9 @@
 # maps on the generated launcher).  JSON under $OUT (conv_ws.jsonl, gemm_call.jsonl).  About 4 minutes.
 set -uo pipefail
 source scripts/device/device_env.sh
-timeout 120 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_cuda.py tests/gpu/test_cuda_corpus.py \
+timeout 120 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_cuda.py tests/gpu/test_cuda_corpus.py \
   -k "conv_mma/ws or tile_box" -rfE 2>&1 | tail -4
-IRON_TMA_STORE=1 timeout 60 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_corpus.py \
+IRON_TMA_STORE=1 timeout 60 python3 -m pytest -p no:cacheprovider tests/gpu/test_cuda_corpus.py \
   -k "tile_store or tile_box_store" -rfE 2>&1 | tail -4
 cd scripts/device
 export PYTHONPATH=/tmp/site:../../src:.

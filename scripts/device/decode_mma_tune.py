@@ -30,8 +30,7 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", default=["16,4096,8", "1,4096,8", "4,4096,8", "64,4096,8", "16,32768,8",
                                                     "1,32768,8", "16,4096,32", "1,4096,32", "16,1024,8"])
     ap.add_argument("--configs", nargs="+", default=["4x2", "2x3", "2x4", "2x2"],
-                    help="SUBSxSTAGES, then p: the subgroups merged in one step (PAR), a: the next block's scores "
-                         "under this block's softmax (AHEAD), c: a pair's 2, 4 or 8 chunks one cluster (CLUSTER)")
+                    help="SUBSxSTAGES, p at the end: the subgroups merged in one step (PAR)")
     ap.add_argument("--chunks", nargs="+", type=int, default=[128, 256, 512, 1024, 2048, 4096])
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--before", help="a file holding an earlier attention_decode_mma.py: its kernel runs each "
@@ -79,23 +78,18 @@ def main() -> None:
             part_o = torch.empty(b, h, nch, d, device="cuda", dtype=torch.float32)
             part_lse = torch.empty(b, h, nch, device="cuda", dtype=torch.float32)
             for config, (tag, kern) in itertools.product(args.configs * args.rounds, kernels):
-                par, ahead, clustered = "p" in config, "a" in config, "c" in config and nch in (2, 4, 8)
-                subs, stages = (int(x) for x in config.rstrip("pac").split("x"))
+                par = config.endswith("p")
+                subs, stages = (int(x) for x in config.rstrip("p").split("x"))
                 direct = nch == 1 and bool(A.MMA_PLAN["DIRECT"])  # the host's choices for this chunk
                 tiled = nch >= A.COMBINE_PLAN["tiled_from"]
-                variant = dict(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False, PAR=par, DIRECT=direct)
-                if ahead or not tag:  # an earlier kernel (--before) may have neither
-                    variant["AHEAD"] = ahead
-                if clustered or not tag:
-                    variant["CLUSTER"] = nch if clustered else 1
-                split = kern.variant(**variant)
+                split = kern.variant(T=iron.bf16, D=d, SUBS=subs, STAGES=stages, PAGED=False, PAR=par, DIRECT=direct)
                 combine = attention_decode_combine.variant(T=iron.bf16, TILED=tiled)
                 nt = decode_mma_threads(subs)
 
                 def ours() -> None:
                     split.launch(q, k, v, lens, part_o, part_lse, out, h, hk, s, nch, ch, gr, scale, lens, 1, 1,
                                  grid=(nch * nt, b * h // gr), group=(nt,))
-                    if not (direct or clustered):
+                    if not direct:
                         combine.launch(part_o, part_lse, out, h, d, nch, grid=combine_grid(h, d, b, tiled),
                                        group=(COMBINE_GROUP,))
 
@@ -105,7 +99,7 @@ def main() -> None:
                 err = float((out.float() - ref).abs().max()) / top
                 us = kernel_us(torch, ours, args.calls)
                 moved = 2 * b * hk * s * d * 2
-                name = f"{tag}MMA_W{subs}_S{stages}{'_PAR' if par else ''}{'_AHEAD' if ahead else ''}{'_CLUSTER' if clustered else ''}_CH{ch}"
+                name = f"{tag}MMA_W{subs}_S{stages}{'_PAR' if par else ''}_CH{ch}"
                 print(json.dumps({**base, "config": name, "groups": nch * b * h // gr,
                                   "us": round(us, 2), "sdpa_us": round(sdpa_us, 2), "vs_sdpa": round(sdpa_us / us, 3),
                                   "tb_s": round(moved / us / 1e6, 2), "ok": err < 2 ** -7, "err": err}), flush=True)

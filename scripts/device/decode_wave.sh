@@ -13,7 +13,7 @@ timeout 100 python3 $d/decode_mma_tune.py --shapes 16,4096,8 1,4096,8 4,4096,8 6
 wc -l < "$out/decode_mma.jsonl"
 timeout 120 python3 $d/decode_table.py --kv-heads 8 2>&1 | grep '^{' > "$out/decode_table.jsonl"
 timeout 60 python3 $d/paged_check.py 2>&1 | grep '^{' > "$out/paged.jsonl"
-timeout 90 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_mma.py tests/gpu/test_std_cuda.py \
+timeout 90 python3 -m pytest -p no:cacheprovider tests/gpu/test_cuda_mma.py tests/gpu/test_std_cuda.py \
   tests/gpu/test_std_host_cuda.py -k "mma or decode or paged" -rfE > "$out/tests.txt" 2>&1
 tail -3 "$out/tests.txt"
 timeout 120 python3 $d/decode_table.py --kv-heads 32 2>&1 | grep '^{' >> "$out/decode_table.jsonl"

@@ -14,21 +14,17 @@
 #   bash scripts/device/followup_wave.sh verify    (about 8 minutes)
 #     with the defaults those runs chose (programmatic dependent launch on, the batch-1 decode chunks, the few-row
 #     bindings): the whole CUDA GPU suite, decode_table.py beside SDPA and llama_bench.py at B 1 and 16.
-#   bash scripts/device/followup_wave.sh decode    (about 3 minutes)
+#   bash scripts/device/followup_wave.sh decode    (about 2 minutes)
 #     the decode GPU tests; decode_table.py at B 1, 4, 16, 64 and S 1K, 4K, 32K with the plan as it stands, with
-#     CLUSTER (a pair's 2, 4 or 8 chunks one cluster of groups, no combine pass: the B = 4 rows) and without PAR,
-#     DIRECT and the tiled combine, twice in turn (decode_now.jsonl, decode_cluster.jsonl, decode_before.jsonl);
-#     decode_mma_tune.py: AHEAD (the next block's scores under this one's softmax, 3 or 4 buffers) beside the
-#     host's 2x3p at the host's chunks (64 keys at B=1 1K, 256 at B=1 4K and B=4 1K, 4096 at B=16 4K;
-#     decode_ahead.jsonl): flip MMA_PLAN["AHEAD"] (with STAGES 4 if 2x4pa wins) where it wins; 2x3pc, clusters at
-#     8 chunks of 128 keys (B=1 1K) and 512 (B=1 4K) against the host's 16 chunks and a tiled combine.
+#     about 256 groups instead of 128 (MMA_PLAN["groups"]), and without PAR, DIRECT and the tiled combine, twice in
+#     turn (decode_now.jsonl, decode_groups256.jsonl, decode_before.jsonl).
 # JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl,
 # llama_pdl.jsonl; verify: tests-gpu.txt, decode.jsonl, llama.jsonl).
 set -uo pipefail
 source scripts/device/device_env.sh
 part=${1:-kernels}
 if [ "$part" = kernels ]; then
-  timeout 150 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_pdl.py tests/gpu/test_cuda_runtime.py \
+  timeout 150 python3 -m pytest -p no:cacheprovider tests/gpu/test_cuda_pdl.py tests/gpu/test_cuda_runtime.py \
     tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "pdl or chain or runtime or decode or few or graph" \
     -rfE > "$out/tests-followup.txt" 2>&1
   tail -3 "$out/tests-followup.txt"
@@ -45,22 +41,19 @@ if [ "$part" = kernels ]; then
   timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \
     | grep '^{' | tee "$out/few.jsonl" | cut -c1-140
 elif [ "$part" = decode ]; then
-  timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+  timeout 100 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
     -k "decode" -rfE > "$out/tests-decode.txt" 2>&1
   tail -3 "$out/tests-decode.txt"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
-  for mode in now cluster before now cluster before; do
+  for mode in now groups256 before now groups256 before; do
     extra=""; [ $mode = before ] && extra="--plan PAR=0,DIRECT=0 --combine tiled_from=65536"
-    [ $mode = cluster ] && extra="--plan CLUSTER=1"
+    [ $mode = groups256 ] && extra="--plan groups=256"
     timeout 70 python3 decode_table.py --batches 1 4 16 64 --seqs 1024 4096 32768 --kv-heads 8 $extra 2>&1 \
       | grep '^{' | tee -a "$out/decode_$mode.jsonl" | cut -c1-250
   done
-  timeout 150 python3 decode_mma_tune.py --shapes 1,1024,8 1,4096,8 4,1024,8 16,4096,8 --configs 2x3p 2x4pa 2x3pa \
-    2x3pc --chunks 64 128 256 512 4096 --rounds 2 --calls 10 2>&1 | grep '^{' | tee "$out/decode_ahead.jsonl" \
-    | cut -c1-200
 elif [ "$part" = verify ]; then
-  timeout 330 python3 -m pytest -p no:cacheprovider -q -x tests/gpu tests/runtime/cuda -rfE > "$out/tests-gpu.txt" 2>&1
+  timeout 330 python3 -m pytest -p no:cacheprovider -x tests/gpu tests/runtime/cuda -rfE > "$out/tests-gpu.txt" 2>&1
   tail -4 "$out/tests-gpu.txt"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.

@@ -6,7 +6,7 @@
 # JSON under $OUT (fp8.jsonl, ws512.jsonl, tma_store.jsonl).  About 5 minutes.
 set -uo pipefail
 source scripts/device/device_env.sh
-timeout 90 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_mma.py tests/gpu/test_cuda_corpus.py \
+timeout 90 python3 -m pytest -p no:cacheprovider tests/gpu/test_cuda_mma.py tests/gpu/test_cuda_corpus.py \
   -k "warpgroup or mma_elementwise or f8 or mma_narrow or tile_copies" -rfE 2>&1 | tail -8
 cd scripts/device
 export PYTHONPATH=/tmp/site:../../src:.

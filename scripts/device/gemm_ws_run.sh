@@ -10,7 +10,7 @@ mkdir -p "$out"
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null; fi
 export PYTHONPATH=/tmp/site:src:tests
 export IRON_CACHE_DIR=/tmp/iron-cache
-timeout 150 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+timeout 150 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
   tests/gpu/test_cuda_roles.py -k "gemm or roles" -rfE 2>&1 | tail -8
 configs="WS_256_S3 WS_256_S4 WS_128_S4 WSP_256_S3"
 cd scripts/device

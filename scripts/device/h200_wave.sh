@@ -11,8 +11,7 @@
 #   bash scripts/device/h200_wave.sh attention   issue 21: the attention GPU tests; prefill_attention (the host's
 #                                          persistent ping-pong loop) and the plain loop beside SDPA at S 1K-16K,
 #                                          causal and not, through the host (prefill_tune.py --host); decode beside
-#                                          SDPA on every listed B, S and H_kv (decode_table.py), the B = 4 rows again
-#                                          with CLUSTER (no combine pass; off until timed); the paged decode
+#                                          SDPA on every listed B, S and H_kv (decode_table.py); the paged decode
 #                                          and prefill beside their dense twins.  About 7 minutes.
 # JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, prefill.jsonl, decode.jsonl,
 # paged*.jsonl, tests-*.txt) for BENCHMARKS.md.
@@ -20,7 +19,7 @@ set -uo pipefail
 source scripts/device/device_env.sh
 part=${1:?usage: h200_wave.sh gemm|conv|attention}
 if [ "$part" = gemm ]; then
-  timeout 150 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_cuda_clusters.py tests/gpu/test_std_cuda.py \
+  timeout 150 python3 -m pytest -p no:cacheprovider tests/gpu/test_cuda_clusters.py tests/gpu/test_std_cuda.py \
     tests/gpu/test_std_host_cuda.py -k "clusters or gemm" -rfE > "$out/tests-gemm.txt" 2>&1
   tail -3 "$out/tests-gemm.txt"
   cd scripts/device
@@ -34,7 +33,7 @@ if [ "$part" = gemm ]; then
     512x11008x4096 512x4096x4096 --configs FOLD_128_S5 FOLDP_256_S4 FOLD_192_S4 FASTP_256_S4 FASTC_128_S5 2>&1 \
     | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200
 elif [ "$part" = attention ]; then
-  timeout 130 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+  timeout 130 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
     -k "attention or prefill or decode or paged or varlen" -rfE > "$out/tests-attention.txt" 2>&1
   tail -3 "$out/tests-attention.txt"
   cd scripts/device
@@ -42,12 +41,10 @@ elif [ "$part" = attention ]; then
   timeout 150 python3 prefill_tune.py --configs WSPP_128_S2 WSP_128_S2 --host --reps 5 2>&1 | grep '^{' \
     | tee "$out/prefill.jsonl" | cut -c1-200
   timeout 140 python3 decode_table.py 2>&1 | grep '^{' | tee "$out/decode.jsonl" | cut -c1-220
-  timeout 40 python3 decode_table.py --batches 4 --seqs 1024 4096 32768 --kv-heads 8 --plan CLUSTER=1 2>&1 \
-    | grep '^{' | tee "$out/decode_cluster.jsonl" | cut -c1-220  # the B = 4 rows with a pair's chunks one cluster
   timeout 40 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/paged_decode.jsonl" | cut -c1-200
   timeout 50 python3 paged_prefill_check.py 2>&1 | grep '^{' | tee "$out/paged_prefill.jsonl" | cut -c1-200
 else
-  timeout 100 python3 -m pytest -p no:cacheprovider -q tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+  timeout 100 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
     -k "conv" -rfE > "$out/tests-conv.txt" 2>&1
   tail -3 "$out/tests-conv.txt"
   cd scripts/device

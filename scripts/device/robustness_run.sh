@@ -16,7 +16,7 @@ export PYTHONPATH=/tmp/site:src:tests PYTHONUNBUFFERED=1
 export IRON_CACHE_DIR=/tmp/iron-cache
 if [ "$what" = all ] || [ "$what" = tests ]; then
   python3 -m iron device 2>&1 | tee "$out/device.txt" | head -40
-  python3 -m pytest -p no:cacheprovider -q tests/gpu tests/runtime/cuda tests/runtime/vulkan \
+  python3 -m pytest -p no:cacheprovider tests/gpu tests/runtime/cuda tests/runtime/vulkan \
     tests/std/test_host_contract.py tests/fuzz 2>&1 | tee "$out/pytest.log" | tail -30
 fi
 if [ "$what" = all ] || [ "$what" = fuzz ]; then

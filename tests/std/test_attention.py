@@ -36,7 +36,7 @@ def _entry(name: str):
 #: subgroups have 8), and the decode on the matrix units (bf16 fragments from shared memory).
 NOT_ON_LAVAPIPE = ("std/attention/prefill", "std/attention/prefill_ws", "std/attention/prefill_ws_d256",
                    "std/attention/decode_split_tm16", "std/attention/decode_split_tm16_f32",
-                   "std/attention/decode_mma", "std/attention/decode_mma_direct", "std/attention/decode_mma_cluster")
+                   "std/attention/decode_mma", "std/attention/decode_mma_direct")
 
 
 @pytest.mark.parametrize("backend", ["interp", "vulkan"])
@@ -160,24 +160,13 @@ MUTANTS = [
      "attention_decode_mma", "            for w in static_range(1, SUBS):\n                acc = acc + out_s",
      "            for w in static_range(1, SUBS - 1):\n                acc = acc + out_s"),
     ("combine drops the last chunk", "std/attention/decode_combine", "attention_decode_combine",
-     "    for c in range(n):\n        w =", "    for c in range(n - 1):\n        w ="),
+     "            for c in range(NCH):\n                w =", "            for c in range(NCH - 1):\n                w ="),
     ("combine TILED: a tile's last chunk past the unrolled ones dropped", "std/attention/decode_combine_tiled",
      "attention_decode_combine", "                while c < n:\n", "                while c < n - 1:\n"),
     ("combine TILED: every tile weighed with the first tile's LSEs", "std/attention/decode_combine_tiled",
      "attention_decode_combine", "                if NCH > COMBINE_GROUP:\n", "                if NCH > 4 * COMBINE_GROUP:\n"),
     ("combine TILED: a tile's weights overwritten while others read them", "std/attention/decode_combine_tiled",
      "attention_decode_combine", "            barrier()  # everyone read the last tile's weights\n", "\n"),
-    ("decode_mma AHEAD: the next block's scores taken from this block's keys", "std/attention/decode_mma",
-     "attention_decode_mma", "(((j + 1) % STAGES) * BLOCK + sg * DM_KEYS) * LD, LD, D)",
-     "((j % STAGES) * BLOCK + sg * DM_KEYS) * LD, LD, D)"),
-    ("decode_mma AHEAD: the next block's keys read before they landed (a race)", "std/attention/decode_mma",
-     "attention_decode_mma", "copy_async_wait(STAGES - 3 if AHEAD else STAGES - 2)",
-     "copy_async_wait(STAGES - 2)"),
-    ("decode_mma CLUSTER: the last chunk left out of the cluster's output", "std/attention/decode_mma_cluster",
-     "attention_decode_mma", "merge_chunks(part_o, part_lse, bh, NCH, CLUSTER, i % D, D)",
-     "merge_chunks(part_o, part_lse, bh, NCH, CLUSTER - 1, i % D, D)"),
-    ("decode_mma CLUSTER: an empty chunk's partial left as the loop made it", "std/attention/decode_mma_cluster",
-     "attention_decode_mma", "select(start < end, acc, 0.0)", "acc"),
     ("decode_mma DIRECT: every head group writes the first group's rows", "std/attention/decode_mma_direct",
      "attention_decode_mma", "            o[(b * H + h0) * D + i] = T(acc)", "            o[b * H * D + i] = T(acc)"),
 ]
@@ -306,7 +295,7 @@ def test_decode_attention_paged_reads_what_the_dense_cache_holds(backend, dtype,
                                   A.decode_attention(q, k, v, grown, backend=backend))
 
 
-@pytest.mark.parametrize("par", [0, 1, 2], ids=["rounds", "par", "par_ahead"])
+@pytest.mark.parametrize("par", [0, 1], ids=["rounds", "par"])
 @pytest.mark.parametrize("dtype,shape,page,chunk", [
     (np.float16, (2, 8, 2, 150, 64), 16, None),  # four heads a KV head, the host's chunk, partial blocks
     (BF16, (3, 32, 1, 70, 128), 14, 64),          # 32 heads of one KV head (two groups of 16), pages of 14
@@ -316,10 +305,7 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch)
     interpreter), its subgroups merged in turn or in one step (PAR: the same bits): the oracle's values with its
     rounding chain, and over a paged cache (NaN in every unused row) the dense cache's bits."""
     monkeypatch.setattr(A, "decode_on_matrix_units", lambda *args, **kw: True)
-    monkeypatch.setitem(A.MMA_PLAN, "PAR", min(par, 1))
-    if par == 2:  # the next block's scores under this one's softmax, through four buffers
-        monkeypatch.setitem(A.MMA_PLAN, "AHEAD", 1)
-        monkeypatch.setitem(A.MMA_PLAN, "STAGES", 4)
+    monkeypatch.setitem(A.MMA_PLAN, "PAR", par)
     b, h, h_kv, s_max, d = shape
     rng = np.random.default_rng(s_max)
     q, k, v = _randn(rng, (b, h, d), dtype), _randn(rng, (b, h_kv, s_max, d), dtype), _randn(
@@ -330,8 +316,6 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch)
     if par:
         with monkeypatch.context() as m:
             m.setitem(A.MMA_PLAN, "PAR", 0)
-            m.setitem(A.MMA_PLAN, "AHEAD", 0)
-            m.setitem(A.MMA_PLAN, "STAGES", 3)
             np.testing.assert_array_equal(out, A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk))
     scale = 1.0 / math.sqrt(d)
     ch = chunk or A.decode_mma_chunk(b, h // min(h // h_kv, DM.DM_ROWS), s_max)
@@ -356,15 +340,11 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch)
     (np.float16, (2, 8, 2, 150, 64), 160),  # one chunk: DIRECT against the combine of one chunk
     (BF16, (3, 32, 8, 70, 128), 16),        # five chunks: the tiled combine on the matrix units' partials
     (np.float16, (2, 2, 2, 270, 64), 2),    # one head a KV head (the FMA split), 135 chunks: two tiles
-    (BF16, (3, 32, 8, 70, 128), 18),        # four chunks: one cluster of groups a pair (CLUSTER)
 ])
 def test_direct_and_tiled_combine_give_the_combines_bits(dtype, shape, chunk, monkeypatch):
-    """MMA_PLAN's DIRECT (a launch of one chunk writes the output, no combine) and CLUSTER (a pair's chunks one
-    cluster, whose first group makes the output) and COMBINE_PLAN's TILED (a group a head) make the bits the
-    per-element combine makes, sequences of no keys and of one key among them."""
+    """MMA_PLAN's DIRECT (a launch of one chunk writes the output, no combine) and COMBINE_PLAN's TILED (a group a
+    head) make the bits the per-element combine makes, sequences of no keys and of one key among them."""
     monkeypatch.setattr(A, "decode_on_matrix_units", lambda h, h_kv, *args, **kw: h // h_kv >= A.MMA_MIN_HEADS)
-    monkeypatch.setattr(A, "has_clusters", lambda *args: True)
-    monkeypatch.setitem(A.MMA_PLAN, "CLUSTER", 0)
     b, h, h_kv, s_max, d = shape
     rng = np.random.default_rng(s_max + chunk)
     q, k, v = (_randn(rng, sh, dtype) for sh in ((b, h, d), (b, h_kv, s_max, d), (b, h_kv, s_max, d)))
@@ -375,7 +355,6 @@ def test_direct_and_tiled_combine_give_the_combines_bits(dtype, shape, chunk, mo
     want = A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk)
     assert np.isfinite(want.astype(np.float32)).all() and not want[0].any()
     monkeypatch.setitem(A.MMA_PLAN, "DIRECT", 1)
-    monkeypatch.setitem(A.MMA_PLAN, "CLUSTER", 1)
     monkeypatch.setitem(A.COMBINE_PLAN, "tiled_from", 1)
     np.testing.assert_array_equal(A.decode_attention(q, k, v, lens, backend="interp", chunk=chunk), want)
 
@@ -385,19 +364,29 @@ def test_direct_and_tiled_combine_give_the_combines_bits(dtype, shape, chunk, mo
 def test_decode_mma_chunks_follow_the_plan(batch, s_max):
     """attention_decode_mma's chunks: whole ring blocks, no longer than the cache needs, at least min_chunk keys
     where the cache has them, about MMA_PLAN's groups, and longer than max_chunk only while the (sequence, KV head)
-    pairs alone give fewer groups than that, or one wave of them (then one chunk a pair)."""
+    pairs are fewer than few_pairs, or one wave of them (then one chunk a pair)."""
     plan, heads = A.MMA_PLAN, 8
     block = plan["SUBS"] * DM.DM_KEYS
     ch = A.decode_mma_chunk(batch, heads, s_max)
     pairs, groups = batch * heads, batch * heads * -(-s_max // ch)
     assert ch % block == 0 and ch <= -(-s_max // block) * block
     assert ch >= min(plan["min_chunk"], -(-s_max // block) * block)
-    one_wave = plan["groups"] <= pairs <= plan["one_wave"] and s_max <= plan["long_chunk"]
+    one_wave = plan["few_pairs"] <= pairs <= plan["one_wave"] and s_max <= plan["long_chunk"]
     if one_wave:
         assert ch >= s_max, "one chunk a pair"
-    assert ch <= (plan["long_chunk"] if pairs < plan["groups"] or one_wave else plan["max_chunk"])
-    if pairs < plan["groups"] and ch < plan["long_chunk"] and ch > plan["min_chunk"]:
+    assert ch <= (plan["long_chunk"] if pairs < plan["few_pairs"] or one_wave else plan["max_chunk"])
+    if pairs < plan["few_pairs"] and ch < plan["long_chunk"] and ch > plan["min_chunk"]:
         assert plan["groups"] <= groups < 2 * plan["groups"] + pairs, "about the plan's groups"
+
+
+def test_decode_mma_chunk_lengths_follow_few_pairs_not_the_group_target(monkeypatch):
+    """Aiming at more groups (a plan the device tune tries) changes how finely few pairs split, not where chunks may
+    grow past max_chunk or where a pair is one chunk: B = 16 with 8 KV heads stays one chunk a pair at 4K keys and
+    2048-key chunks at 32K."""
+    monkeypatch.setitem(A.MMA_PLAN, "groups", 256)
+    assert A.decode_mma_chunk(16, 8, 4096) == 4096
+    assert A.decode_mma_chunk(16, 8, 32768) == A.MMA_PLAN["max_chunk"]
+    assert A.decode_mma_chunk(1, 8, 4096) == 128  # 256 groups of 128 keys
 
 
 def test_paged_decode_and_append_reject_bad_input():

@@ -71,30 +71,22 @@ MMA_MIN_HEADS = 2
 #: and the shortest and longest chunk (keys).  About 128 groups of at least 64 keys picked the best-measured chunk
 #: of every row timed on an H100 (docs/std/attention.md, 2026-12-07: batch 1 with 1K keys 8.6 us against 11.1 at
 #: the earlier 256 groups of at least 256 keys).
-#: Chunks grow to ``long_chunk`` keys where the (sequence, KV head) pairs are fewer than ``groups`` (B = 4 at 32K keys:
-#: 8192-key chunks 182 us against 210 at 2048), else to ``max_chunk`` (B = 16 at 32K: 2048 keys 703 us, 8192 788).
+#: Chunks grow to ``long_chunk`` keys where the (sequence, KV head) pairs are fewer than ``few_pairs`` (B = 4 at 32K
+#: keys: 8192-key chunks 182 us against 210 at 2048), else to ``max_chunk`` (B = 16 at 32K: 2048 keys 703 us, 8192
+#: 788).
 #: PAR (the subgroups' outputs merged in one barrier, not SUBS) and DIRECT (a launch of one chunk writes the output
 #: itself, no combine pass) won or tied on every row timed on an H100 (2026-12-07: B = 1, 1K 8.53 -> 7.72 us with
 #: PAR; B = 16, 1K 29.3 -> 26.9 and B = 64, 1K 97.3 -> 93.2 with DIRECT).
-#: AHEAD (block j + 1's scores under block j's softmax; STAGES at least 3) and CLUSTER (a pair's 2, 4 or 8 chunks
-#: as one cluster of groups whose first makes the output, no combine pass; devices with clusters) stay 0 until a
-#: GPU has timed them.
-#: Where the pairs alone make ``groups`` to ``one_wave`` groups (one a multiprocessor of an H100 or H200) and a
+#: Where the pairs alone make ``few_pairs`` to ``one_wave`` groups (one a multiprocessor of an H100 or H200) and a
 #: pair's keys fit ``long_chunk``, each pair is one chunk, written DIRECT (B = 16 at 4K keys on an H100, 2026-12-07:
 #: 96.7 us against 99.4-99.9 at 2048-key chunks and a combine; at 32K keys 8192-key chunks, 512 groups, lost).
 MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
-                            "long_chunk": 8192, "one_wave": 132, "PAR": 1, "DIRECT": 1, "AHEAD": 0, "CLUSTER": 0}
+                            "long_chunk": 8192, "few_pairs": 128, "one_wave": 132, "PAR": 1, "DIRECT": 1}
 #: The combine pass runs TILED (a group a head reading its chunks' LSEs at once; the same bits as the per-element
 #: kernel, whose two chains of loads take NCH / 4 round trips each) from ``tiled_from`` chunks on.  On an H100
 #: (2026-12-07) it won at 16 chunks (B = 1, 1K: 7.86 -> 7.43 us; 4K 11.5 -> 11.1) and lost at 4 (B = 4, 1K: 10.7 ->
 #: 11.1: its two barriers cost more than one round trip saves).
 COMBINE_PLAN: dict[str, int] = {"tiled_from": 8}
-
-
-def has_clusters(backend: str | None, like: Any = ()) -> bool:
-    """Whether the device groups launch groups into clusters (CUDA sm_90+; the interpreter runs them too)."""
-    profile = device_traits(backend, like).profile
-    return profile is not None and "clusters" in profile.features
 
 
 def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like: Any = ()) -> bool:
@@ -108,16 +100,16 @@ def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like
 
 def decode_mma_chunk(batch: int, head_groups: int, s_max: int) -> int:
     """Keys per chunk of attention_decode_mma: enough chunks for about MMA_PLAN's groups, each within its shortest
-    and longest chunk (``long_chunk`` while the (sequence, KV head) pairs are fewer than the groups, else
+    and longest chunk (``long_chunk`` while the (sequence, KV head) pairs are fewer than ``few_pairs``, else
     ``max_chunk``) and whole ring buffers, and no longer than the cache; one chunk a pair where the pairs alone
-    make one wave of ``groups`` to ``one_wave`` groups and the cache fits ``long_chunk``."""
+    make one wave of ``few_pairs`` to ``one_wave`` groups and the cache fits ``long_chunk``."""
     block = MMA_PLAN["SUBS"] * DM_KEYS
     pairs = batch * head_groups
-    if MMA_PLAN["groups"] <= pairs <= MMA_PLAN["one_wave"] and s_max <= MMA_PLAN["long_chunk"]:
+    if MMA_PLAN["few_pairs"] <= pairs <= MMA_PLAN["one_wave"] and s_max <= MMA_PLAN["long_chunk"]:
         return ceil_div(s_max, block) * block
     want = max(1, ceil_div(MMA_PLAN["groups"], pairs))
     ch = ceil_div(ceil_div(s_max, want), block) * block
-    longest = MMA_PLAN["long_chunk"] if pairs < MMA_PLAN["groups"] else MMA_PLAN["max_chunk"]
+    longest = MMA_PLAN["long_chunk"] if pairs < MMA_PLAN["few_pairs"] else MMA_PLAN["max_chunk"]
     ch = min(max(ch, MMA_PLAN["min_chunk"]), longest)
     return min(ch, ceil_div(s_max, block) * block)
 
@@ -258,17 +250,15 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
         raise LaunchError(f"{fn}: B*H/{gq} = {b * h // gq} groups or {nch} chunks exceed 65535")
     paged = paging[0] is not seq_lens
     direct = mma and nch == 1 and bool(MMA_PLAN["DIRECT"])
-    cluster = nch if mma and MMA_PLAN["CLUSTER"] and nch in (2, 4, 8) and has_clusters(backend, (q,)) else 1
     part_o = unread(q, f32) if direct else empty_like(q, (b, h, nch, d), f32)
     part_lse = part_o if direct else empty_like(q, (b, h, nch), f32)
     if mma:
         threads = decode_mma_threads(MMA_PLAN["SUBS"])
         attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged,
-                                     PAR=bool(MMA_PLAN["PAR"]), DIRECT=direct, AHEAD=bool(MMA_PLAN["AHEAD"]),
-                                     CLUSTER=cluster).launch(
+                                     PAR=bool(MMA_PLAN["PAR"]), DIRECT=direct).launch(
             q, k, v, seq_lens, part_o, part_lse, out, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
             grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
-        if direct or cluster > 1:  # the output is written
+        if direct:
             return out
     else:
         vec = vector_width(dt)
@@ -504,6 +494,6 @@ def _launch_prefill(fn: str, bq: int, tensors: tuple, dt: Any, d: int, rows: int
 
 __all__ = ["append_paged_kv", "attention_decode_combine", "attention_decode_mma", "attention_decode_split",
            "attention_prefill", "attention_prefill_small", "decode_attention", "decode_attention_paged", "decode_chunk",
-           "decode_mma_chunk", "decode_on_matrix_units", "has_clusters", "heads_per_group",
+           "decode_mma_chunk", "decode_on_matrix_units", "heads_per_group",
            "keys_in_flight", "paged_kv_append", "prefill_attention", "prefill_attention_paged",
            "prefill_attention_varlen", "prefill_block", "team_lanes"]

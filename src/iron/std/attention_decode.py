@@ -209,23 +209,6 @@ def attention_decode_split(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part
 
 # ---------------------------------------------------------------- combine pass
 
-@func
-def merge_chunks(part_o, part_lse, bh, NCH, n, d, D):
-    """Element d of (sequence, head) bh's output from its first n chunks' partials, in f32: the combine's
-    arithmetic (the max of the LSEs, then the weighted sums in chunk order)."""
-    mx = NEG
-    for c in range(n):
-        mx = max(mx, part_lse[bh * NCH + c])
-    mu = select(mx == NEG, 0.0, mx)
-    num = 0.0
-    den = 0.0
-    for c in range(n):
-        w = exp2(part_lse[bh * NCH + c] - mu)
-        den += w
-        num = fma(w, part_o[(bh * NCH + c) * D + d], num)
-    return select(den == 0.0, 0.0, num / den)
-
-
 #: Threads of a combine group.  TILED: one group per (sequence, head), each thread owning output element d
 #: (D at most COMBINE_GROUP); the chunks' LSEs and weights pass through shared memory COMBINE_GROUP at a time.
 COMBINE_GROUP = 128
@@ -298,7 +281,17 @@ def attention_decode_combine(part_o: In[f32], part_lse: In[f32], o: Tensor[T], H
         b = program_id(1)
         if i < H * D:
             bh = b * H + i // D
-            o[bh * D + i % D] = T(merge_chunks(part_o, part_lse, bh, NCH, NCH, i % D, D))
+            mx = NEG
+            for c in range(NCH):
+                mx = max(mx, part_lse[bh * NCH + c])
+            mu = select(mx == NEG, 0.0, mx)
+            num = 0.0
+            den = 0.0
+            for c in range(NCH):
+                w = exp2(part_lse[bh * NCH + c] - mu)
+                den += w
+                num = fma(w, part_o[(bh * NCH + c) * D + i % D], num)
+            o[bh * D + i % D] = T(select(den == 0.0, 0.0, num / den))
 
 
 def combine_grid(h: int, d: int, b: int, tiled: bool) -> tuple[int, int]:
@@ -330,4 +323,4 @@ APPEND_GROUP = 256
 
 
 __all__ = ["APPEND_GROUP", "COMBINE_GROUP", "COMBINE_UNROLL", "DECODE_THREADS", "TEAM", "attention_decode_combine",
-           "attention_decode_split", "combine_grid", "empty_chunk", "group_chunk", "merge_chunks", "paged_kv_append", "team_spans_head"]
+           "attention_decode_split", "combine_grid", "empty_chunk", "group_chunk", "paged_kv_append", "team_spans_head"]

@@ -17,10 +17,10 @@ f32), so the same combine pass finishes it.  Runs where 16x16x16 fragments of T 
 from __future__ import annotations
 
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
-from iron.lang import (barrier, cluster_groups, cluster_sync, copy_async, copy_async_commit, copy_async_wait, exp2,
-                       frag_a, frag_acc, frag_acc_to_a, frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store,
-                       log2, mma, recip, select, shared, simd_group_id, static_range, thread_id)
-from iron.std.attention_decode import empty_chunk, group_chunk, merge_chunks
+from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, exp2, frag_a, frag_acc, frag_acc_to_a,
+                       frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store, log2, mma, recip,
+                       shared, simd_group_id, static_range, thread_id)
+from iron.std.attention_decode import empty_chunk, group_chunk
 from iron.std.attention_ws import LOG2E, NEG, online_softmax
 
 #: Query rows of a fragment, keys a subgroup multiplies at a time, and lanes of a subgroup (a group of SUBS
@@ -104,32 +104,8 @@ def decode_mma_threads(subs: int) -> int:
     return subs * DM_LANES
 
 
-@func
-def cluster_combine(part_o, part_lse, o, b, H, h0, GR, NCH, D, tid, NT, rank, CLUSTER, T):
-    """The partials of a cluster's CLUSTER chunks (all of a pair's: NCH = CLUSTER) made into o by its rank-0 group,
-    once every group's are written: attention_decode_combine's arithmetic in its order, in registers, so the same
-    bits.  The cluster barrier (release, then acquire, at the cluster's scope) orders the partials' global
-    stores before the loads."""
-    cluster_sync()
-    if rank == 0:
-        for i in range(tid, GR * D, NT):
-            bh = b * H + h0 + i // D
-            o[bh * D + i % D] = T(merge_chunks(part_o, part_lse, bh, NCH, CLUSTER, i % D, D))
-
-
-def ahead_has_a_buffer(v: dict) -> bool:
-    """AHEAD scores block j + 1 while block j's softmax runs, so two blocks are resident: STAGES at least 3"""
-    return not v["AHEAD"] or v["STAGES"] >= 3
-
-
-def cluster_writes_partials(v: dict) -> bool:
-    """a cluster combines its groups' partials, which DIRECT does not write: CLUSTER 1 with DIRECT"""
-    return v["CLUSTER"] == 1 or not v["DIRECT"]
-
-
 @kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], PAR=[False, True],
-                 DIRECT=[False, True], AHEAD=[False, True], CLUSTER=[1, 2, 4, 8],
-                 where=[ahead_has_a_buffer, cluster_writes_partials]))
+                 DIRECT=[False, True]))
 def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32], part_lse: Tensor[f32],
                          o: Tensor[T], H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32,
                          table: In[i32], P: int, pages: int):
@@ -137,11 +113,6 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     contract and outputs (its combine pass finishes them); ``o`` unwritten.  DIRECT (a launch of one chunk, NCH
     = 1): what the combine would make of it instead, o (B, H, D) in T = the chunk's output rounded once (0 for a
     sequence of no keys, NaN where NaN or Inf in q or k made the chunk NaN), part_o and part_lse unwritten.
-    CLUSTER > 1 (NCH = CLUSTER: a cluster of groups is a pair's chunks, CUDA sm_90): the partials are written as
-    without it, then the cluster's rank-0 group makes o from them, as attention_decode_combine would (the same
-    bits), so no combine pass runs.
-    AHEAD: block j + 1's scores multiply while block j's softmax and P V run (the same operations on the same
-    values, so the same bits); two blocks resident, so STAGES - 2 blocks in flight under a block's work.
 
     q (B, H, D), k/v (B, H_kv, S_max, D) row-major in T; seq_lens (B,) i32, clamped to [0, S_max].  PAGED: k/v
     (pages, P, H_kv, D), key s of sequence b in row s % P of page table[b, s // P] (``table`` (B, S_max / P) i32,
@@ -172,9 +143,8 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     lse_at = SUBS * 2 * DM_ROWS * DM_KEYS if PAR else 0
     tid = thread_id(0)
     sg = simd_group_id()
-    rank = cluster_groups(CLUSTER)
     b, h0, kvh, start, end, obase = group_chunk(seq_lens, H, H_kv, S_max, NCH, CH, GR)
-    if start >= end and CLUSTER == 1:  # (in a cluster every group reaches the cluster's barrier below)
+    if start >= end:
         if DIRECT:
             for i in range(tid, GR * D, NT):
                 o[(b * H + h0) * D + i] = T(0.0)
@@ -217,13 +187,10 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     o5 = frag_acc(f32, DM_ROWS, 16)
     o6 = frag_acc(f32, DM_ROWS, 16)
     o7 = frag_acc(f32, DM_ROWS, 16)
-    sc_next = frag_acc(f32, DM_ROWS, DM_KEYS)
-    if AHEAD:  # block 0 landed with Q
-        sc_next = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, sg * DM_KEYS * LD, LD, D)
     for j in range(blocks):
-        # This thread's copies of block j (AHEAD: j + 1) landed; after the barrier everyone's have, and every
-        # subgroup is done with block j - 1's buffer, which block j + STAGES - 1 now refills.
-        copy_async_wait(STAGES - 3 if AHEAD else STAGES - 2)
+        # This thread's copies of block j landed; after the barrier everyone's have, and every subgroup is done
+        # with block j - 1's buffer, which block j + STAGES - 1 now refills.
+        copy_async_wait(STAGES - 2)
         barrier()
         ahead = j + STAGES - 1
         if ahead < blocks:
@@ -232,13 +199,7 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         copy_async_commit()  # one group per iteration (maybe empty): the wait above counts on it
         base = ((j % STAGES) * BLOCK + sg * DM_KEYS) * LD
         k0 = start + j * BLOCK + sg * DM_KEYS  # this subgroup's first key
-        if AHEAD:  # block j's scores came one iteration early; block j + 1's multiply under this softmax
-            sc = sc_next
-            if j + 1 < blocks:
-                sc_next = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp,
-                                 (((j + 1) % STAGES) * BLOCK + sg * DM_KEYS) * LD, LD, D)
-        else:
-            sc = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, base, LD, D)
+        sc = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, base, LD, D)
         if k0 + DM_KEYS > end:
             sc = frag_mask(sc, NEG, cols=end - k0)
         m, p, l, alpha = online_softmax(sc, m, l, sl2)
@@ -293,15 +254,10 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
                 acc = acc + out_s[w * DM_ROWS * D + i]
         if DIRECT:  # the combine of one chunk: its weight 2^(lse - lse) = 1, so o = T(acc)
             o[(b * H + h0) * D + i] = T(acc)
-        elif CLUSTER > 1:  # a chunk of no keys went through the loop's zero blocks: its partial is empty_chunk's
-            part_o[(obase + (i // D) * NCH) * D + i % D] = select(start < end, acc, 0.0)
         else:
             part_o[(obase + (i // D) * NCH) * D + i % D] = acc
     if tid < GR and not DIRECT:
-        part_lse[obase + tid * NCH] = select(start < end or CLUSTER == 1, stat_s[lse_at + tid * DM_KEYS], NEG)
-    if CLUSTER > 1:
-        cluster_combine(part_o, part_lse, o, b, H, h0, GR, NCH, D, tid, NT, rank, CLUSTER, T)
+        part_lse[obase + tid * NCH] = stat_s[lse_at + tid * DM_KEYS]
 
 
-__all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "ahead_has_a_buffer", "attention_decode_mma", "cluster_writes_partials",
-           "decode_mma_threads"]
+__all__ = ["DM_KEYS", "DM_LANES", "DM_ROWS", "attention_decode_mma", "decode_mma_threads"]

@@ -17,7 +17,6 @@ terms it averages, not to a result that may cancel):
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -264,22 +263,14 @@ def decode_gq4_bench_setup(case):
 MMA_SHAPES = [{"B": 2, "H": 8, "Hkv": 2, "S": 100, "D": 64, "CH": 64},
               {"B": 2, "H": 4, "Hkv": 4, "S": 70, "D": 128, "CH": 256},
               {"B": 1, "H": 32, "Hkv": 1, "S": 40, "D": 64, "CH": 32}]
-
-
-def _mma_binding(t: Any, subs: int, stages: int, **flags: Any) -> dict[str, Any]:
-    """An attention_decode_mma binding on a dense cache, its flags (PAR, DIRECT, AHEAD) off and CLUSTER 1 unless
-    given."""
-    return {"T": t, "SUBS": subs, "STAGES": stages, "PAGED": False, "PAR": False, "DIRECT": False, "AHEAD": False,
-            "CLUSTER": 1, **flags}
-
-
-MMA_BINDINGS = [_mma_binding(f16, 4, 2), _mma_binding(bf16, 2, 3), _mma_binding(f16, 4, 2, PAR=True),
-                _mma_binding(bf16, 2, 4, PAR=True, AHEAD=True), _mma_binding(f16, 2, 3, AHEAD=True)]
+MMA_BINDINGS = [{"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": False, "DIRECT": False},
+                {"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False, "DIRECT": False},
+                {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": True, "DIRECT": False}]
 #: DIRECT: one chunk a launch (CH at least S), the output in T; a zero length and a length past S among them.
 MMA_DIRECT_SHAPES = [{"B": 3, "H": 8, "Hkv": 2, "S": 100, "D": 64, "CH": 128},
                      {"B": 2, "H": 4, "Hkv": 4, "S": 70, "D": 128, "CH": 96}]
-MMA_DIRECT_BINDINGS = [_mma_binding(bf16, 2, 3, DIRECT=True),
-                       _mma_binding(f16, 4, 3, PAR=True, DIRECT=True, AHEAD=True)]
+MMA_DIRECT_BINDINGS = [{"T": bf16, "SUBS": 2, "STAGES": 3, "PAGED": False, "PAR": False, "DIRECT": True},
+                       {"T": f16, "SUBS": 4, "STAGES": 2, "PAGED": False, "PAR": True, "DIRECT": True}]
 
 
 def decode_mma_depth(d: int, a: float, ch: int) -> Depth:
@@ -294,12 +285,9 @@ def decode_mma_depth(d: int, a: float, ch: int) -> Depth:
 @test_kernel(DM.attention_decode_mma, shapes={"vulkan": [], "*": MMA_SHAPES}, bindings=MMA_BINDINGS,
              name="std/attention/decode_mma")
 def decode_mma_setup(case):
-    b, h, h_kv, s_max, d = (int(case[n]) for n in ("B", "H", "Hkv", "S", "D"))
-    cluster = case.binding["CLUSTER"]
-    ch = int(case["CH"]) if cluster == 1 else -(-s_max // cluster)  # CLUSTER: a cluster is a pair's chunks
+    b, h, h_kv, s_max, d, ch = (int(case[n]) for n in ("B", "H", "Hkv", "S", "D", "CH"))
     gr = min(h // h_kv, DM.DM_ROWS)
     nch = -(-s_max // ch)
-    assert cluster in (1, nch), f"{s_max} keys in {cluster} chunks"
     scale = np.float32(1.0 / math.sqrt(d))
     q = case.randn(b, h, d)
     k = case.randn(b, h_kv, s_max, d)
@@ -322,40 +310,18 @@ def decode_mma_setup(case):
                                     pages)
         if direct:  # one chunk: the combine's output is the chunk's (an empty one's 0)
             return {"o": Expect(parts["part_o"].value[:, :, 0], parts["part_o"].scale[:, :, 0])}
-        if cluster > 1:  # the whole sequence's attention: the partials of a single chunk of all its keys
-            whole = decode_split_oracle(q, k, v, seq_lens, part_o, part_lse, h, h_kv, s_max, 1, s_max, scale, table,
-                                        page, pages)["part_o"]
-            return {**parts, "o": Expect(whole.value[:, :, 0], whole.scale[:, :, 0])}
         return parts
 
     threads = DM.decode_mma_threads(case.binding["SUBS"])
-    depth = decode_mma_depth(d, a, ch)  # P's rounding: T's steps (DIRECT, CLUSTER: and the output's)
-    if cluster > 1:  # and the combine's (as the host's decode: tests/std/test_attention.py)
-        spread = 2 * a / math.log(2.0) + math.log2(ch)
-        depth = Depth(steps=depth.steps, f32_steps=depth.f32_steps + math.ceil(2 * (math.log(2.0) * spread + 2))
-                      + 2 * nch + 1)
+    depth = decode_mma_depth(d, a, ch)  # P's rounding: T's steps (DIRECT: and the output's)
     return Setup(args=args, grid=(nch * threads, b * h // gr), group=(threads,), oracle=oracle,
-                 depth=Depth(steps=depth.steps + (direct or cluster > 1), f32_steps=depth.f32_steps),
-                 out_dtype=case.T, binding={"D": d})
-
-
-#: CLUSTER: NCH = CLUSTER chunks a pair, one cluster of groups, the output from its first group; a zero length and
-#: a chunk past most sequences among them.
-MMA_CLUSTER_SHAPES = [{"B": 3, "H": 8, "Hkv": 2, "S": 100, "D": 64},
-                      {"B": 2, "H": 4, "Hkv": 1, "S": 70, "D": 128}]
-MMA_CLUSTER_BINDINGS = [_mma_binding(bf16, 2, 3, PAR=True, CLUSTER=2),
-                        _mma_binding(f16, 2, 4, PAR=True, AHEAD=True, CLUSTER=4)]
+                 depth=Depth(steps=depth.steps + direct, f32_steps=depth.f32_steps), out_dtype=case.T,
+                 binding={"D": d})
 
 
 @test_kernel(DM.attention_decode_mma, shapes={"vulkan": [], "*": MMA_DIRECT_SHAPES}, bindings=MMA_DIRECT_BINDINGS,
              name="std/attention/decode_mma_direct")
 def decode_mma_direct_setup(case):
-    return decode_mma_setup(case)
-
-
-@test_kernel(DM.attention_decode_mma, shapes={"vulkan": [], "*": MMA_CLUSTER_SHAPES}, bindings=MMA_CLUSTER_BINDINGS,
-             name="std/attention/decode_mma_cluster")
-def decode_mma_cluster_setup(case):
     return decode_mma_setup(case)
 
 
