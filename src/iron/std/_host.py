@@ -131,11 +131,11 @@ def view(x: Any, make: Callable[[Any], Any]) -> Any:
 def unread(x: Any, dtype: D.DType) -> Any:
     """An argument a launch passes but its kernel never reads or writes (a pass's partials where one pass is
     all, the prefill's offsets for dense tensors), as ``dtype``.  A torch tensor: ``x``'s own bytes seen as
-    ``dtype`` (one view, 1.2 us of host time as measured for the prefill's offsets, and a call plan does not
-    even replay it: it launches by ``x``'s address, :func:`view`); the view spans exactly ``x``'s bytes, which the aliasing rule
-    takes as the same buffer.  Anything else, or a tensor that cannot be seen so (its last dimension strided or
-    not a whole number of ``dtype``): one allocated element (a numpy one is copied to the device and back by a
-    device launch, so a view of ``x`` would copy ``x`` again)."""
+    ``dtype`` (one view, 1.2 us of host time as measured for the prefill's offsets, which a call plan does not
+    even replay: it launches by ``x``'s address, :func:`view`); the view spans exactly ``x``'s bytes, which the
+    aliasing rule takes as the same buffer.  Anything else, or a tensor that cannot be seen so (its last
+    dimension strided or not a whole number of ``dtype``): one allocated element (a numpy one is copied to the
+    device and back by a device launch, so a view of ``x`` would copy ``x`` again)."""
     return view(x, functools.partial(_seen_as, dtype=dtype))
 
 

@@ -162,7 +162,9 @@ def test_empty_tensors_work_on_both_paths(pair):
 
 
 def test_timestamps_time_the_dispatch_not_the_copies(pair):
-    """One thread over a 64 MiB tensor: copying it in and out dwarfs the dispatch, which is all the stamps see."""
+    """One thread over a 64 MiB tensor: copying it in and out dwarfs the dispatch, which is all the stamps see.
+    The best of three launches: a loaded machine (the suite's other workers) can stall lavapipe's dispatch itself
+    for milliseconds, while stamps that took the copies in would hold most of every launch's wall time."""
     staged = pair[1]
     n = 16 * MiB
     x = np.ones(n, np.float32)
@@ -171,11 +173,15 @@ def test_timestamps_time_the_dispatch_not_the_copies(pair):
     spirv = compile_glsl(DOUBLE)
     params = pack_params(abi, {}, (1,), {})
     staged.run_spirv(spirv, abi, [x, y], params, (1,), (1,))  # warm: pipeline and buffers exist
-    start = time.perf_counter()
-    ms = staged.run_spirv(spirv, abi, [x, y], params, (1,), (1,), timing=True)
-    wall_ms = (time.perf_counter() - start) * 1e3
+    shares = []
+    for _ in range(3):
+        start = time.perf_counter()
+        ms = staged.run_spirv(spirv, abi, [x, y], params, (1,), (1,), timing=True)
+        wall_ms = (time.perf_counter() - start) * 1e3
+        assert ms > 0
+        shares.append(ms / wall_ms)
     assert y[0] == 2 and y[1] == 0
-    assert 0 < ms < wall_ms / 10, f"dispatch {ms:.3f} ms of a {wall_ms:.1f} ms launch: the copies were timed"
+    assert min(shares) < 0.1, f"the dispatch took {min(shares):.0%} or more of each launch: the copies were timed"
 
 
 def test_the_staging_option_and_argument_are_checked():
