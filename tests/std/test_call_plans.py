@@ -12,13 +12,7 @@ from iron import LaunchError, config, f32
 from iron.std import _plans, elementwise, norms, softmax
 
 
-@pytest.fixture(autouse=True)
-def interp(monkeypatch):
-    monkeypatch.setenv("IRON_BACKEND", "interp")
-    config.reload()
-    yield
-    monkeypatch.undo()
-    config.reload()
+pytestmark = pytest.mark.usefixtures("on_interp")
 
 
 def _fresh(case: Case) -> dict[str, np.ndarray]:

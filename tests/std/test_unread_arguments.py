@@ -6,17 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iron import config, f32, i32
+from iron import f32, i32
 from iron.std import _host, gemm, gemv
 
 
-@pytest.fixture(autouse=True)
-def interp(monkeypatch):
-    monkeypatch.setenv("IRON_BACKEND", "interp")
-    config.reload()
-    yield
-    monkeypatch.undo()
-    config.reload()
+pytestmark = pytest.mark.usefixtures("on_interp")
 
 
 def test_a_torch_tensor_is_seen_as_the_dtype_over_exactly_its_bytes():
