@@ -36,7 +36,7 @@ FLOOR = -1.0e30
 def stage_block(kp, vp, k, v, ring, j0, end, tid, row0, kvh, H_kv, D, LD, pg, P, paged, subs):
     """Asynchronous copies of the 16 ``subs`` keys from j0 on (K and V rows) into ring buffer ``ring``, D / 16 16-byte
     pieces of each a thread; keys at or past ``end`` are zero-filled (never read).  A dense cache's key j is row
-    row0 + j; a paged one's is row j % P of page pg[ring * 16 subs + j - j0] (page_rows staged them), KV head
+    row0 + j; a paged one's is row j % P of page pg[ring * 16 subs + j - j0] (staged there by page_of), KV head
     ``kvh`` of H_kv."""
     pieces = D // 8
     for i in static_range(pieces // 2):
