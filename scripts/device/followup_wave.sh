@@ -17,7 +17,8 @@
 #   bash scripts/device/followup_wave.sh decode    (about 2 minutes)
 #     the decode GPU tests; decode_table.py at B 1, 4, 16, 64 and S 1K, 4K, 32K with the plan as it stands, with
 #     about 256 groups instead of 128 (MMA_PLAN["groups"]), and without PAR, DIRECT and the tiled combine, twice in
-#     turn (decode_now.jsonl, decode_groups256.jsonl, decode_before.jsonl).
+#     turn (decode_now.jsonl, decode_groups256.jsonl, decode_before.jsonl); paged_check.py, the paged decode (its
+#     pages staged a block ahead) beside the dense one, bit for bit (decode_paged.jsonl).
 # JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl,
 # llama_pdl.jsonl; verify: tests-gpu.txt, decode.jsonl, llama.jsonl).
 set -uo pipefail
@@ -52,6 +53,7 @@ elif [ "$part" = decode ]; then
     timeout 70 python3 decode_table.py --batches 1 4 16 64 --seqs 1024 4096 32768 --kv-heads 8 $extra 2>&1 \
       | grep '^{' | tee -a "$out/decode_$mode.jsonl" | cut -c1-250
   done
+  timeout 50 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/decode_paged.jsonl" | cut -c1-250
 elif [ "$part" = verify ]; then
   timeout 330 python3 -m pytest -p no:cacheprovider -x tests/gpu tests/runtime/cuda -rfE > "$out/tests-gpu.txt" 2>&1
   tail -4 "$out/tests-gpu.txt"
