@@ -14,6 +14,10 @@
 #   bash scripts/device/followup_wave.sh verify    (about 8 minutes)
 #     with the defaults those runs chose (programmatic dependent launch on, the batch-1 decode chunks, the few-row
 #     bindings): the whole CUDA GPU suite, decode_table.py beside SDPA and llama_bench.py at B 1 and 16.
+#   bash scripts/device/followup_wave.sh quant     (about 6 minutes; carry .base too)
+#     the quant GPU tests; Q4_K's word kernel beside the one before it (.base/src) and torch.mv on the bf16 weights
+#     (before_after.py over std/quant_gemv/q4_k and its split rows); llama_bench.py --qtype Q4_K at B = 1 on both
+#     trees (quant_q4k.jsonl, llama_q4k.jsonl).
 #   bash scripts/device/followup_wave.sh decode    (about 2 minutes)
 #     the decode GPU tests; decode_table.py at B 1, 4, 16, 64 and S 1K, 4K, 32K with the plan as it stands, with
 #     about 256 groups instead of 128 (MMA_PLAN["groups"]), and without PAR, DIRECT and the tiled combine, twice in
@@ -54,6 +58,17 @@ elif [ "$part" = decode ]; then
       | grep '^{' | tee -a "$out/decode_$mode.jsonl" | cut -c1-250
   done
   timeout 50 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/decode_paged.jsonl" | cut -c1-250
+elif [ "$part" = quant ]; then
+  # base: the tree before Q4_K's word kernel, carried as .base/src (git archive <commit> src | tar -x -C .base)
+  timeout 90 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+    -k "quant or gguf" -rfE > "$out/tests-quant.txt" 2>&1
+  tail -3 "$out/tests-quant.txt"
+  EXTRA_PYTHONPATH=/tmp/site timeout 330 python3 scripts/device/before_after.py .base/src src \
+    --filter std/quant_gemv/q4_k --rounds 2 2>&1 | tee "$out/quant_q4k.jsonl" | cut -c1-200
+  for tree in .base/src src; do
+    PYTHONPATH=/tmp/site:$tree:scripts/device timeout 120 python3 scripts/device/llama_bench.py --layers 4 --batch 1 \
+      --qtype Q4_K 2>&1 | grep '^{' | sed "s|^{|{\"tree\": \"$tree\", |" | tee -a "$out/llama_q4k.jsonl" | cut -c1-300
+  done
 elif [ "$part" = verify ]; then
   timeout 330 python3 -m pytest -p no:cacheprovider -x tests/gpu tests/runtime/cuda -rfE > "$out/tests-gpu.txt" 2>&1
   tail -4 "$out/tests-gpu.txt"

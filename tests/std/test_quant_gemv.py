@@ -48,8 +48,14 @@ MUTANTS = {
     "q4_k_min_dropped": ("gemv_q4_k", [("+ (d * int_f32(sc1, 0)) * s_hi - (dmin * int_f32(m1, 0)) * sxh)",
                                         "+ (d * int_f32(sc1, 0)) * s_hi)")]),
     # Q4_K's split scales (sub-blocks 4..7) without their top two bits.
-    "q4_k_scale_high_bits_dropped": ("gemv_q4_k", [("sc0 = ((c0 & 15) | ((a0 >> 6) << 4)) if split else (a0 & 63)",
-                                                    "sc0 = (c0 & 15) if split else (a0 & 63)")]),
+    "q4_k_scale_high_bits_dropped": ("gemv_q4_k", [("sc0 = ((c & 15) | ((a >> 2) & 48)) if split else (a & 63)",
+                                                    "sc0 = (c & 15) if split else (a & 63)")]),
+    # Q4_K: byte 2's high nibble read at byte 1's place (the in-place nibble table off by one entry).
+    "q4_k_nibble_place": ("gemv_q4_k", [("(0, 0xF0000, 16), (8, 0xF000, 12), (16, 0xF00, 8)",
+                                         "(0, 0xF0000, 16), (0, 0xF000, 12), (16, 0xF00, 8)")]),
+    # Q4_K: the third and fourth rows of a team read the second row's bytes.
+    "q4_k_team_rows": ("gemv_q4_k", [("rc = min(r + 2, m - 1) * stride\n        rd = min(r + 3, m - 1) * stride",
+                                      "rc = min(r + 1, m - 1) * stride\n        rd = min(r + 1, m - 1) * stride")]),
     # Q6_K's qh bit offset off by one for the third quarter.
     "q6_k_qh_offset": ("gemv_q6_k", [("q = (qa >> 4) | (((qh >> 4) & 3) << 4)",
                                       "q = (qa >> 4) | (((qh >> 5) & 3) << 4)")]),
@@ -164,26 +170,30 @@ def test_grid_covers_every_row_pair():
     assert Q.grid_for(4096) == 256 * 256 and Q.grid_for(10 ** 7) == Q.MAX_GROUPS * 256
     # teams of 4 subgroups: 2 pairs a group; teams of 8 (a whole group): 1
     assert Q.grid_for(4, 4) == 256 and Q.grid_for(5, 4) == 512 and Q.grid_for(4096, 8) == 2048 * 256
+    # Q4_K's teams of four rows: 8 teams of one subgroup take 32 rows a group
+    assert Q.grid_for(32, 1, 4) == 256 and Q.grid_for(33, 1, 4) == 512 and Q.grid_for(4096, 2, 4) == 256 * 256
 
 
 def test_split_gives_the_grid_its_target_subgroups():
-    """The fewest subgroups per pair that reach TARGET_SUBGROUPS, unless a lane would get fewer than
-    MIN_LANE_PIECES pieces of a row; always one of SPLITS."""
+    """The fewest subgroups per team that reach TARGET_SUBGROUPS, unless a lane would get fewer than the
+    format's LANE_PIECES pieces of a row; always one of SPLITS."""
     for qtype in QTYPES:
+        least = Q.LANE_PIECES[qtype]
         for m in (1, 4096, 11008, 2 * Q.TARGET_SUBGROUPS, 10 ** 6):
             for k in (256, 4096, 11008 // 256 * 256, 1 << 16):
                 s = Q.split_for(m, k, qtype)
-                pairs = -(-m // 2)
+                teams = -(-m // Q.TEAM_ROWS[qtype])
                 lane_pieces = k // G.block_size(qtype) * Q.PIECES[qtype] // 32
                 assert s in Q.SPLITS
-                assert s == 1 or lane_pieces // s >= Q.MIN_LANE_PIECES, (qtype, m, k, s)
+                assert s == 1 or lane_pieces // s >= least, (qtype, m, k, s)
                 bigger = [b for b in Q.SPLITS if b > s]
-                assert (pairs * s >= Q.TARGET_SUBGROUPS or not bigger
-                        or lane_pieces // bigger[0] < Q.MIN_LANE_PIECES), (qtype, m, k, s)
-                assert s == 1 or pairs * (s // 2) < Q.TARGET_SUBGROUPS, (qtype, m, k, s)
+                assert (teams * s >= Q.TARGET_SUBGROUPS or not bigger
+                        or lane_pieces // bigger[0] < least), (qtype, m, k, s)
+                assert s == 1 or teams * (s // 2) < Q.TARGET_SUBGROUPS, (qtype, m, k, s)
     # the Llama-2-7B decode shapes as the H200's bench chose them (std/quant_gemv/*_splits)
     assert [Q.split_for(m, k, "Q8_0") for m, k in [(4096, 4096), (11008, 4096), (4096, 11008)]] == [4, 2, 4]
-    assert [Q.split_for(m, k, "Q4_K") for m, k in [(4096, 4096), (11008, 4096), (4096, 11008)]] == [1, 1, 2]
+    # Q4_K's word kernel: as many subgroups as leave every lane a piece, up to the target (not yet timed)
+    assert [Q.split_for(m, k, "Q4_K") for m, k in [(4096, 4096), (11008, 4096), (4096, 11008)]] == [2, 2, 4]
 
 
 # ---------------------------------------------------------------- non-finite policy
@@ -206,3 +216,39 @@ def test_non_finite_policy(qtype, seed):
     check(y[keep], np.ascontiguousarray(data[keep]), qtype, x, len(keep), k)
     x[k // 3] = np.nan
     assert np.isnan(Q.quant_gemv(np.ascontiguousarray(data[keep]), qtype, x, 3, k, backend="interp")).all()
+
+
+# ---------------------------------------------------------------- Q4_K's words
+
+def test_q4_k_reads_the_same_bytes_from_numpy_and_torch(seed):
+    """Q4_K's kernel reads u32 words (kernel_data): a torch uint8 tensor and a strided numpy view of the same bytes
+    give the contiguous numpy array's result bit for bit."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    m, k = 6, 512
+    data = SG.make_data(rng, "Q4_K", m, k)
+    x = rng.standard_normal(k).astype(np.float32)
+    want = Q.quant_gemv(data, "Q4_K", x, m, k, backend="interp")
+    got = Q.quant_gemv(torch.from_numpy(data.copy()), "Q4_K", torch.from_numpy(x), m, k, backend="interp")
+    np.testing.assert_array_equal(got.numpy(), want)
+    wide = np.zeros((m, 2 * data.shape[1]), np.uint8)
+    wide[:, ::2] = data  # every other byte: a strided view, read through a contiguous copy
+    np.testing.assert_array_equal(Q.quant_gemv(wide[:, ::2], "Q4_K", x, m, k, backend="interp"), want)
+
+
+def test_bytes_as_keeps_a_device_arrays_memory():
+    """Any other device array is read through an object exposing the same memory as words; a strided one is a
+    clear error."""
+    from iron.std import _host
+
+    class Device:
+        def __init__(self, strides=None):
+            self.__cuda_array_interface__ = {"shape": (4, 36), "typestr": "|u1", "data": (1 << 20, True),
+                                             "strides": strides, "version": 3}
+
+    seen = _host.bytes_as(Device(), D.u32)
+    face = seen.__cuda_array_interface__
+    assert face["shape"] == (36,) and face["typestr"] == "<u4" and face["data"] == (1 << 20, True)
+    assert face["strides"] is None
+    with pytest.raises(iron.LaunchError, match="cannot read .* as u32 words: pass a contiguous"):
+        _host.bytes_as(Device(strides=(72, 1)), D.u32)

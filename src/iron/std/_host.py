@@ -149,6 +149,43 @@ def _seen_as(x: Any, dtype: D.DType) -> Any:
     return allocate(x, 1, dtype)
 
 
+def bytes_as(x: Any, dtype: D.DType) -> Any:
+    """``x``'s bytes seen as a 1-D array of ``dtype`` (little-endian; the byte count a whole number of ``dtype``),
+    for a kernel that reads them in wider words than ``x``'s elements: numpy, torch and CuPy arrays through their
+    own views (of a contiguous copy where ``x`` is strided), any other device array through an object exposing
+    the same memory."""
+    return view(x, functools.partial(_bytes_as, dtype=dtype))
+
+
+def _bytes_as(x: Any, dtype: D.DType) -> Any:
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x).reshape(-1).view(D.numpy_dtype(dtype))
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.contiguous().reshape(-1).view(getattr(torch, _TORCH_DTYPES[dtype.name]))
+    if type(x).__module__.split(".")[0] == "cupy":
+        return x.ravel().view(D.numpy_dtype(dtype))
+    return _DeviceBytes(x, dtype)
+
+
+class _DeviceBytes:
+    """A contiguous device array's memory as a 1-D array of another dtype (``__cuda_array_interface__``); keeps
+    the array alive."""
+
+    __slots__ = ("base", "__cuda_array_interface__")
+
+    def __init__(self, base: Any, dtype: D.DType) -> None:
+        interface = getattr(base, "__cuda_array_interface__", None)
+        if not isinstance(interface, dict) or not is_contiguous(base):
+            raise LaunchError(f"cannot read a {kind_of(base)} as {dtype.name} words: pass a contiguous numpy "
+                              f"array, torch tensor, CuPy array or device array")
+        nbytes = size_of(base) * dtype_of(base).itemsize
+        self.base = base
+        self.__cuda_array_interface__ = {**interface, "shape": (nbytes // dtype.itemsize,), "strides": None,
+                                         "typestr": D.numpy_dtype(dtype).str}
+
+
 def allocator(x: Any, shape: int | Sequence[int] | None, dtype: D.DType | None) -> Callable[[Any], Any]:
     """``allocate(like, shape, dtype)`` for arrays ``like`` of ``x``'s type, with everything but the device
     decided now (a call plan allocates with it on every call)."""
@@ -183,7 +220,7 @@ def allocate(x: Any, shape: int | Sequence[int] | None = None, dtype: D.DType | 
 
 
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i32": "int32", "i64": "int64",
-                 "u8": "uint8", "i8": "int8", "f64": "float64"}
+                 "u8": "uint8", "i8": "int8", "f64": "float64", "u32": "uint32"}
 
 
 def check_shape(x: Any, shape: Sequence[int], what: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, u8, u16, variants
+from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, u8, u16, u32, variants
 from iron.lang import (barrier, bitcast, cast, group_id, lane_id, num_groups, shared, simd_group_id, simd_shuffle_xor,
                        simd_size, static_range, vec)
 
@@ -31,9 +31,18 @@ SPLITS = (1, 2, 4, 8)
 #: The host splits a row pair over more subgroups until the grid has this many: at M = 4096, one subgroup a
 #: pair leaves the H200 with too few loads in flight (Q8_0 at K = 11008: 33.6 us at split 1, 26.0 at 4).
 TARGET_SUBGROUPS = 8192
-#: ... but not so far that a lane gets fewer pieces than this (Q4_K at K = 4096, 128 pieces a row: split 8
-#: left half of every subgroup's lanes idle, 17.0 us against 12.3 at split 1).
+#: ... but not so far that a lane gets fewer pieces than this (Q4_K's first kernel at K = 4096, 128 pieces a row:
+#: split 8 left half of every subgroup's lanes idle, 17.0 us against 12.3 at split 1).
 MIN_LANE_PIECES = 4
+#: Rows a team computes together, per format.  Q4_K decodes its nibbles a 32-bit word at a time (below), cheap
+#: enough that converting x, once per piece and shared by the team's rows, weighs: four rows share it.
+TEAM_ROWS = {"Q8_0": ROWS, "Q4_0": ROWS, "Q4_K": 4, "Q6_K": ROWS}
+#: Q4_K's pieces are whole 32-byte chunks (64 weights, 4 a super-block): a lane with one piece is busy; the split
+#: stops only where lanes would have none.
+LANE_PIECES = {"Q8_0": MIN_LANE_PIECES, "Q4_0": MIN_LANE_PIECES, "Q4_K": 1, "Q6_K": MIN_LANE_PIECES}
+#: The element type a format's kernel reads its bytes as: Q4_K as little-endian 32-bit words (its blocks, 144
+#: bytes, are whole words), so a nibble is masked where it sits instead of a byte being taken apart first.
+WORDS = {"Q8_0": u8, "Q4_0": u8, "Q4_K": u32, "Q6_K": u8}
 
 
 # ---------------------------------------------------------------- pieces shared by the kernels
@@ -129,34 +138,68 @@ def q4_0_piece(data, base, part, xl, xh):
     return d * s
 
 
+#: Where each of the eight nibbles of a little-endian 32-bit word sits, read without moving it to bit 0: (shift of
+#: the word, mask, c) for byte 0's low and high nibble, then byte 1's, 2's and 3's.  The masked bits, ORed into a
+#: float of exponent 2**(23 - c) (whose ulp is 2**-c), make the float 2**(23 - c) + q exactly (q 2**c < 2**23):
+#: one logic instruction and one subtraction a nibble, where taking a byte apart first costs four.
+NIBBLE_PLACES = ((0, 0xF, 0), (0, 0xF0, 4), (0, 0xF00, 8), (0, 0xF000, 12),
+                 (0, 0xF0000, 16), (8, 0xF000, 12), (16, 0xF00, 8), (16, 0xF000, 12))
+#: The bits of the float 2**(23 - c), by c.
+PLACE_FLOATS = {0: 0x4B000000, 4: 0x49000000, 8: 0x47000000, 12: 0x45000000, 16: 0x43000000}
+
+
 @func
-def q4_k_piece(data, base, j, h, xl0, xl1, xh0, xh1, sxl, sxh):
-    """16 bytes of nibble chunk ``j`` (bytes 16 h .. + 16) of the Q4_K super-block at ``base``: weights
-    64 j + 16 h .. + 16 of sub-block 2 j (low nibbles) and the same 16 of sub-block 2 j + 1 (high).
-    ``sxl``/``sxh`` are the sums of their x: the mins apply once, ``dmin m (sum x)``."""
-    head = data.load(base, width=4)
-    d = f32(bitcast(u16(head[0]) | (u16(head[1]) << 8), f16))
-    dmin = f32(bitcast(u16(head[2]) | (u16(head[3]) << 8), f16))
-    v0 = data.load(base + 4, width=4)
-    v1 = data.load(base + 8, width=4)
-    v2 = data.load(base + 12, width=4)
+def nibble_word_dot(word, xl, xh, o, s_lo, s_hi, opaque):
+    """``s_lo`` plus the low nibble of each of ``word``'s four bytes times ``xl[o .. o + 4]``, and ``s_hi`` plus
+    the high nibbles times ``xh[o ..]``, each added in byte order (f32; each q exactly, each product rounded
+    once).  ``opaque`` is a zero the compiler cannot see through: ORed into the float patterns, it keeps them in
+    registers, so each mask is its logic instruction's immediate (else ptxas reloads a mask before most
+    nibbles)."""
+    w8 = word >> 8
+    w16 = word >> 16
+    for n in static_range(8):
+        shift, mask, c = NIBBLE_PLACES[n]
+        bits = word if shift == 0 else (w8 if shift == 8 else w16)
+        q = bitcast((bits & mask) | (PLACE_FLOATS[c] | opaque), f32) - 2.0 ** (23 - c)
+        if n % 2 == 0:
+            s_lo = s_lo + q * xl[o + n // 2]
+        else:
+            s_hi = s_hi + q * xh[o + n // 2]
+    return s_lo, s_hi
+
+
+@func
+def q4_k_piece(data, base, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque):
+    """Nibble chunk ``j`` (bytes 32 j .. + 32 of the 128) of the Q4_K super-block at word ``base`` of ``data``:
+    weights 64 j .. + 32 of sub-block 2 j (low nibbles, x in ``xl0..3``) and the same 32 of sub-block 2 j + 1
+    (high, ``xh0..3``).  ``sxl``/``sxh`` are the sums of their x: the mins apply once, ``dmin m (sum x)``.
+    Words: 0 holds d and dmin, 1-3 the twelve scale bytes, 4 + 8 j .. the chunk; all read 8 bytes at a time."""
+    head = data.load(base, width=2)
+    scales = data.load(base + 2, width=2)
+    d = f32(bitcast(u16(head[0] & 65535), f16))
+    dmin = f32(bitcast(u16(head[0] >> 16), f16))
     # sub-blocks 2j, 2j+1 read bytes t, t+1 of each scale word (t = 2 (j % 2)); j >= 2 takes the split form
-    odd = (j & 1) == 1
-    a0 = v0[2] if odd else v0[0]
-    a1 = v0[3] if odd else v0[1]
-    b0 = v1[2] if odd else v1[0]
-    b1 = v1[3] if odd else v1[1]
-    c0 = v2[2] if odd else v2[0]
-    c1 = v2[3] if odd else v2[1]
+    at = (j & 1) << 4
+    a = head[1] >> at
+    b = scales[0] >> at
+    c = scales[1] >> at
     split = j >= 2
-    sc0 = ((c0 & 15) | ((a0 >> 6) << 4)) if split else (a0 & 63)
-    m0 = ((c0 >> 4) | ((b0 >> 6) << 4)) if split else (b0 & 63)
-    sc1 = ((c1 & 15) | ((a1 >> 6) << 4)) if split else (a1 & 63)
-    m1 = ((c1 >> 4) | ((b1 >> 6) << 4)) if split else (b1 & 63)
-    q0 = data.load(base + 16 + 32 * j + 16 * h, width=8)
-    q1 = data.load(base + 24 + 32 * j + 16 * h, width=8)
-    s_lo = dot8(int_f32(q1 & 15, 0), xl1, dot8(int_f32(q0 & 15, 0), xl0, 0.0))
-    s_hi = dot8(int_f32(q1 >> 4, 0), xh1, dot8(int_f32(q0 >> 4, 0), xh0, 0.0))
+    sc0 = ((c & 15) | ((a >> 2) & 48)) if split else (a & 63)
+    m0 = (((c >> 4) & 15) | ((b >> 2) & 48)) if split else (b & 63)
+    sc1 = (((c >> 8) & 15) | ((a >> 10) & 48)) if split else ((a >> 8) & 63)
+    m1 = (((c >> 12) & 15) | ((b >> 10) & 48)) if split else ((b >> 8) & 63)
+    q0 = data.load(base + 4 + 8 * j, width=2)
+    q1 = data.load(base + 6 + 8 * j, width=2)
+    q2 = data.load(base + 8 + 8 * j, width=2)
+    q3 = data.load(base + 10 + 8 * j, width=2)
+    s_lo, s_hi = nibble_word_dot(q0[0], xl0, xh0, 0, 0.0, 0.0, opaque)
+    s_lo, s_hi = nibble_word_dot(q0[1], xl0, xh0, 4, s_lo, s_hi, opaque)
+    s_lo, s_hi = nibble_word_dot(q1[0], xl1, xh1, 0, s_lo, s_hi, opaque)
+    s_lo, s_hi = nibble_word_dot(q1[1], xl1, xh1, 4, s_lo, s_hi, opaque)
+    s_lo, s_hi = nibble_word_dot(q2[0], xl2, xh2, 0, s_lo, s_hi, opaque)
+    s_lo, s_hi = nibble_word_dot(q2[1], xl2, xh2, 4, s_lo, s_hi, opaque)
+    s_lo, s_hi = nibble_word_dot(q3[0], xl3, xh3, 0, s_lo, s_hi, opaque)
+    s_lo, s_hi = nibble_word_dot(q3[1], xl3, xh3, 4, s_lo, s_hi, opaque)
     return ((d * int_f32(sc0, 0)) * s_lo - (dmin * int_f32(m0, 0)) * sxl
             + (d * int_f32(sc1, 0)) * s_hi - (dmin * int_f32(m1, 0)) * sxh)
 
@@ -276,22 +319,23 @@ def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
 
 
 @kernel(variants(T=[f32, f16, bf16]))
-def gemv_q4_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
+def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q4_K (144-byte super-blocks of 256; weight (d sc_s) q - dmin m_s).
 
-    data: m rows of k weights, each row k / 256 blocks back to back (gguf.py), the buffer 8-byte aligned;
-    x: (k,), y: (m,), T in f32/f16/bf16; k a positive multiple of 256, m >= 1, bytes < 2**31.
+    data: m rows of k weights, each row k / 256 blocks back to back (gguf.py), its bytes read as little-endian
+    u32 words (36 a block; the host's ``kernel_data``), the buffer 8-byte aligned; x: (k,), y: (m,), T in
+    f32/f16/bf16; k a positive multiple of 256, m >= 1, bytes < 2**31.
     Rows: a group's subgroups (W lanes, GROUP a multiple of W) form teams of P = min(split, GROUP / W)
-    (split >= 1); team t of group g takes rows 2 (g E + t) and + 1 (E = GROUP / W / P teams a group), then
-    the same + 2 E G (G groups); an odd last row is computed on a clamped row and not stored.
+    (split >= 1); team t of group g takes rows 4 (g E + t) .. + 3 (E = GROUP / W / P teams a group), then
+    the same + 4 E G (G groups); rows past the last are computed on a clamped row and not stored.
     Order: lane l of the team's subgroup j adds its pieces l + W j, + W P, ... in order (f32), a xor
     butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
     No atomics: deterministic.
     Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
     unspecified); finite inputs give finite y unless the sum overflows.
-    A piece is 16 bytes of one 32-byte nibble chunk: 16 weights of each of two sub-blocks, each a 16-term
-    dot product times d sc, minus dmin m times the sum of its x; the four terms added in that order.
-    Nibbles load 8 bytes at a time, the header and scales 4.
+    A piece is one 32-byte nibble chunk: 32 weights of each of two sub-blocks, each a 32-term dot product (in
+    byte order) times d sc, minus dmin m times the sum of its x (32 terms in order); the four terms added in
+    that order.  Nibbles and scales load 8 bytes at a time.
     """
     sums = shared(f32, 2 * GROUP)
     w = simd_size()
@@ -300,29 +344,42 @@ def gemv_q4_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     team = simd_group_id() // sp
     piece_slice = simd_group_id() % sp
     nb = k // 256
-    stride = nb * 144
-    base = group_id(0) * teams * ROWS
+    stride = nb * 36
+    opaque = u32(k) >> 31  # 0 (k < 2**31), unknown to the compiler: see nibble_word_dot
+    base = group_id(0) * teams * 4
     while base < m:
-        r = base + team * ROWS
+        r = base + team * 4
         ra = min(r, m - 1) * stride
         rb = min(r + 1, m - 1) * stride
+        rc = min(r + 2, m - 1) * stride
+        rd = min(r + 3, m - 1) * stride
         acc_a = 0.0
         acc_b = 0.0
-        for p in range(lane + w * piece_slice, nb * 8, w * sp, unroll=2):
-            sb = p // 8
-            j = (p % 8) // 2
-            h = p % 2
-            lo = sb * 256 + 64 * j + 16 * h
+        acc_c = 0.0
+        acc_d = 0.0
+        for p in range(lane + w * piece_slice, nb * 4, w * sp):
+            sb = p // 4
+            j = p % 4
+            lo = sb * 256 + 64 * j
             xl0 = load_x8(x, lo)
             xl1 = load_x8(x, lo + 8)
+            xl2 = load_x8(x, lo + 16)
+            xl3 = load_x8(x, lo + 24)
             xh0 = load_x8(x, lo + 32)
             xh1 = load_x8(x, lo + 40)
-            sxl = sum8(xl1, sum8(xl0, 0.0))
-            sxh = sum8(xh1, sum8(xh0, 0.0))
-            acc_a += q4_k_piece(data, ra + sb * 144, j, h, xl0, xl1, xh0, xh1, sxl, sxh)
-            acc_b += q4_k_piece(data, rb + sb * 144, j, h, xl0, xl1, xh0, xh1, sxl, sxh)
-        finish_pair(y, sums, acc_a, acc_b, r, min(m, base + teams * ROWS), team, piece_slice, sp)
-        base += num_groups(0) * teams * ROWS
+            xh2 = load_x8(x, lo + 48)
+            xh3 = load_x8(x, lo + 56)
+            sxl = sum8(xl3, sum8(xl2, sum8(xl1, sum8(xl0, 0.0))))
+            sxh = sum8(xh3, sum8(xh2, sum8(xh1, sum8(xh0, 0.0))))
+            at = sb * 36
+            acc_a += q4_k_piece(data, ra + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+            acc_b += q4_k_piece(data, rb + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+            acc_c += q4_k_piece(data, rc + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+            acc_d += q4_k_piece(data, rd + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+        limit = min(m, base + teams * 4)
+        finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, sp)
+        finish_pair(y, sums, acc_c, acc_d, r + 2, limit, team, piece_slice, sp)
+        base += num_groups(0) * teams * 4
 
 
 @kernel(variants(T=[f32, f16, bf16]))
@@ -374,26 +431,33 @@ def gemv_q6_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
 
 KERNELS = {"Q8_0": gemv_q8_0, "Q4_0": gemv_q4_0, "Q4_K": gemv_q4_k, "Q6_K": gemv_q6_k}
 #: Pieces per block (the lanes' unit of work), per format.
-PIECES = {"Q8_0": 4, "Q4_0": 2, "Q4_K": 8, "Q6_K": 8}
+PIECES = {"Q8_0": 4, "Q4_0": 2, "Q4_K": 4, "Q6_K": 8}
 
 
 def split_for(m: int, k: int, qtype: str) -> int:
-    """Subgroups per row pair: the fewest of SPLITS that give the grid TARGET_SUBGROUPS (32-lane) subgroups,
-    capped where each lane would get fewer than MIN_LANE_PIECES pieces of a row (bench
+    """Subgroups per team: the fewest of SPLITS that give the grid TARGET_SUBGROUPS (32-lane) subgroups, capped
+    where each lane would get fewer than the format's LANE_PIECES pieces of a row (bench
     ``std/quant_gemv/*_splits``)."""
-    pairs = _host.ceil_div(m, ROWS)
-    pieces = k // format_of(qtype).block * PIECES[format_of(qtype).name]
-    most = max(1, pieces // (32 * MIN_LANE_PIECES))
-    want = next((s for s in SPLITS if pairs * s >= TARGET_SUBGROUPS), SPLITS[-1])
+    name = format_of(qtype).name
+    teams = _host.ceil_div(m, TEAM_ROWS[name])
+    pieces = k // format_of(qtype).block * PIECES[name]
+    most = max(1, pieces // (32 * LANE_PIECES[name]))
+    want = next((s for s in SPLITS if teams * s >= TARGET_SUBGROUPS), SPLITS[-1])
     return max(s for s in SPLITS if s <= max(1, min(want, most)))
 
 
-def grid_for(m: int, split: int = 1) -> int:
-    """Threads for m rows: a team of ``split`` 32-lane subgroups per row pair (a subgroup on NVIDIA is 32
-    lanes; wider subgroups make smaller teams and loop over more pairs, narrower ones leave spare
-    subgroups idle), capped at MAX_GROUPS groups."""
+def grid_for(m: int, split: int = 1, rows: int = ROWS) -> int:
+    """Threads for m rows: a team of ``split`` 32-lane subgroups per ``rows`` rows (a subgroup on NVIDIA is 32
+    lanes; wider subgroups make smaller teams and loop over more rows, narrower ones leave spare subgroups
+    idle), capped at MAX_GROUPS groups."""
     teams = max(1, GROUP // 32 // split)
-    return min(_host.ceil_div(_host.ceil_div(m, ROWS), teams), MAX_GROUPS) * GROUP
+    return min(_host.ceil_div(_host.ceil_div(m, rows), teams), MAX_GROUPS) * GROUP
+
+
+def kernel_data(data: Any, qtype: str) -> Any:
+    """``data`` (uint8) as the format's kernel reads it (WORDS): itself, or a view of its bytes as u32 words."""
+    word = WORDS[format_of(qtype).name]
+    return data if word == u8 else _host.bytes_as(data, word)
 
 
 @planned
@@ -418,10 +482,12 @@ def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, b
         return out
     split = split_for(M, K, fmt.name)
     kern = KERNELS[fmt.name].variant(T=dt)
-    kern.launch(data, x, out, M, K, split, grid=(grid_for(M, split),), group=(GROUP,), backend=backend)
+    grid = grid_for(M, split, TEAM_ROWS[fmt.name])
+    kern.launch(kernel_data(data, fmt.name), x, out, M, K, split, grid=(grid,), group=(GROUP,), backend=backend)
     return out
 
 
-__all__ = ["GROUP", "KERNELS", "MIN_LANE_PIECES", "PIECES", "ROWS", "SPLITS", "TARGET_SUBGROUPS", "dot8",
-           "finish_pair", "gemv_q4_0", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0", "grid_for", "lane_sum", "load_x8",
+__all__ = ["GROUP", "KERNELS", "LANE_PIECES", "MIN_LANE_PIECES", "NIBBLE_PLACES", "PIECES", "PLACE_FLOATS", "ROWS",
+           "SPLITS", "TARGET_SUBGROUPS", "TEAM_ROWS", "WORDS", "dot8", "finish_pair", "gemv_q4_0", "gemv_q4_k",
+           "gemv_q6_k", "gemv_q8_0", "grid_for", "kernel_data", "lane_sum", "load_x8", "nibble_word_dot",
            "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_piece", "quant_gemv", "split_for", "sum8", "team_shape"]

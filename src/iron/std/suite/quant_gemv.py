@@ -25,7 +25,7 @@ from iron import Depth, Expect, Setup, bench, log2_ceil, test_kernel
 from iron.core import dtypes as D
 
 from ..gguf import FORMATS
-from ..quant_gemv import GROUP, KERNELS, PIECES, SPLITS, grid_for, split_for
+from ..quant_gemv import GROUP, KERNELS, PIECES, SPLITS, TEAM_ROWS, grid_for, kernel_data, split_for
 from .gguf import extents, make_data, reference_dequantize
 
 # Rows M by blocks per row B: one row and one block; two rows (one pair); an odd count (the last pair's
@@ -40,9 +40,9 @@ BENCH_SHAPES = {"interp": [{"M": 256, "K": 1024}], "vulkan": [{"M": 1024, "K": 4
                 "*": [{"M": 4096, "K": 4096}, {"M": 11008, "K": 4096}, {"M": 4096, "K": 11008}]}
 
 #: f32 roundings inside one piece, per format (quant_gemv.py): Q8_0 an 8-term dot product then d;
-#: Q4_0 16 terms then d; Q4_K a 16-term dot times (d sc) [2] beside a 16-term x sum times (dmin m) [2],
+#: Q4_0 16 terms then d; Q4_K a 32-term dot times (d sc) [2] beside a 32-term x sum times (dmin m) [2],
 #: four such terms added [3]; Q6_K 8-term dots times sc [1], four added [4], times d [1].
-PIECE_STEPS = {"Q8_0": 8 + 1, "Q4_0": 16 + 1, "Q4_K": 16 + 2 + 3, "Q6_K": 8 + 1 + 4 + 1}
+PIECE_STEPS = {"Q8_0": 8 + 1, "Q4_0": 16 + 1, "Q4_K": 32 + 2 + 3, "Q6_K": 8 + 1 + 4 + 1}
 #: Roundings in gguf's f32 W itself (the oracle's input): Q4_K's difference, Q6_K's product.
 ORACLE_STEPS = {"Q8_0": 0, "Q4_0": 0, "Q4_K": 1, "Q6_K": 1}
 
@@ -57,8 +57,14 @@ def depth(qtype: str, k: int, w: int, split: int = 1) -> Depth:
     return Depth(steps=1, f32_steps=chain)
 
 
+def raw_bytes(data: Any) -> np.ndarray:
+    """The bytes of a kernel's ``data`` argument (uint8, or the u32 words some kernels read: kernel_data)."""
+    return np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+
+
 def oracle_of(qtype: str, rows: int, k: int) -> Any:
     def oracle(data, x, y, m, kk, split):
+        data = raw_bytes(data)
         W = reference_dequantize(data, qtype).astype(np.float64).reshape(rows, k)
         scale = np.abs(W) @ np.abs(x)
         if qtype == "Q4_K":  # W = P - O (P = d sc q, O = dmin m): the error follows |P| + |O|
@@ -82,7 +88,7 @@ class MvReference:
         self.__name__ = "mv_dequantised" if torch else "matmul_dequantised"
 
     def _prepare(self, data: Any, x: Any) -> None:
-        host = data.cpu().numpy() if self.torch else data
+        host = raw_bytes(data.cpu().numpy() if self.torch else data)
         W = reference_dequantize(host, self.qtype).reshape(self.rows, self.k)
         if not self.torch:
             self.weights = [W]
@@ -111,11 +117,11 @@ def _gemv_setup(qtype: str) -> Any:
     def setup(case):
         rows, k = extents(case, fmt.block)
         split = int(case.shape["S"]) if "S" in case.shape else split_for(rows, k, qtype)
-        grid = int(case.shape["G"]) * GROUP if "G" in case.shape else grid_for(rows, split)
+        grid = int(case.shape["G"]) * GROUP if "G" in case.shape else grid_for(rows, split, TEAM_ROWS[qtype])
         data = make_data(case.rng, qtype, rows, k)
         x = case.randn(k)
         nbytes = data.nbytes + (k + rows) * D.numpy_dtype(case.T).itemsize
-        return Setup(args=[data, x, case.empty(rows), rows, k, split], grid=grid, group=GROUP,
+        return Setup(args=[kernel_data(data, qtype), x, case.empty(rows), rows, k, split], grid=grid, group=GROUP,
                      oracle=oracle_of(qtype, rows, k), depth=depth(qtype, k, case.simd_width, split),
                      flops=2 * rows * k, bytes_moved=nbytes,
                      reference={"cuda": MvReference(qtype, rows, k, torch=True),
