@@ -15,9 +15,10 @@
 #     with the defaults those runs chose (programmatic dependent launch on, the batch-1 decode chunks, the few-row
 #     bindings): the whole CUDA GPU suite, decode_table.py beside SDPA and llama_bench.py at B 1 and 16.
 #   bash scripts/device/followup_wave.sh quant     (about 6 minutes; carry .base too)
-#     the quant GPU tests; Q4_K's word kernel beside the one before it (.base/src) and torch.mv on the bf16 weights
-#     (before_after.py over std/quant_gemv/q4_k and its split rows); llama_bench.py --qtype Q4_K at B = 1 on both
-#     trees (quant_q4k.jsonl, llama_q4k.jsonl).
+#     the quant GPU tests; every std/quant_gemv bench row of the tree before the word kernels (.base/src) and of
+#     this one, beside torch.mv on the bf16 weights (before_after.py: Q4_K's word kernel against the one before it;
+#     Q8_0's and Q4_0's word kernels beside their byte kernels; the split rows); llama_bench.py --qtype Q4_K at
+#     B = 1 on both trees (quant.jsonl, llama_q4k.jsonl).
 #   bash scripts/device/followup_wave.sh decode    (about 2 minutes)
 #     the decode GPU tests; decode_table.py at B 1, 4, 16, 64 and S 1K, 4K, 32K with the plan as it stands, with
 #     about 256 groups instead of 128 (MMA_PLAN["groups"]), and without PAR, DIRECT and the tiled combine, twice in
@@ -63,8 +64,8 @@ elif [ "$part" = quant ]; then
   timeout 90 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
     -k "quant or gguf" -rfE > "$out/tests-quant.txt" 2>&1
   tail -3 "$out/tests-quant.txt"
-  EXTRA_PYTHONPATH=/tmp/site timeout 330 python3 scripts/device/before_after.py .base/src src \
-    --filter std/quant_gemv/q4_k --rounds 2 2>&1 | tee "$out/quant_q4k.jsonl" | cut -c1-200
+  EXTRA_PYTHONPATH=/tmp/site timeout 300 python3 scripts/device/before_after.py .base/src src \
+    --filter std/quant_gemv --rounds 1 2>&1 | tee "$out/quant.jsonl" | cut -c1-200
   for tree in .base/src src; do
     PYTHONPATH=/tmp/site:$tree:scripts/device timeout 120 python3 scripts/device/llama_bench.py --layers 4 --batch 1 \
       --qtype Q4_K 2>&1 | grep '^{' | sed "s|^{|{\"tree\": \"$tree\", |" | tee -a "$out/llama_q4k.jsonl" | cut -c1-300

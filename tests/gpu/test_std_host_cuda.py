@@ -353,12 +353,13 @@ def test_gemm_refuses_operands_off_a_16_byte_boundary_but_not_one_row(cuda):
     assert float((got.float() - want).abs().max()) <= 2.0 ** -7 * float(want.abs().max())
 
 
-@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
-@pytest.mark.parametrize("m,k", [(4096, 4096), (11008, 4096), (3, 11008)])
+@pytest.mark.parametrize("qtype,m,k", [(q, m, k) for q in ("Q8_0", "Q4_0", "Q4_K")
+                                        for m, k in [(4096, 4096), (11008, 4096), (3, 11008)]]
+                         + [("Q8_0", 5, 4384), ("Q4_0", 5, 4384)])
 def test_quant_gemv_with_the_hosts_split(cuda, qtype, m, k):
-    """Teams of split_for subgroups per row pair (Q8_0: 4, 2, 8; Q4_K: 1, 1, 2) on the suite's blocks
-    (random past a million weights), against float64 ``W @ x`` with W gguf's own dequantisation (the
-    registered oracle)."""
+    """The host's kernel (the word kernels; Q8_0 and Q4_0's byte kernels at 5 x 137 blocks, an odd count) with
+    split_for's teams on the suite's blocks (random past a million weights), against float64 ``W @ x`` with W
+    gguf's own dequantisation (the registered oracle)."""
     from iron.core import dtypes as D
     from iron.harness.tolerance import compare, derive_tolerance
     from iron.std import quant_gemv as Q
@@ -368,10 +369,11 @@ def test_quant_gemv_with_the_hosts_split(cuda, qtype, m, k):
     rng = np.random.default_rng(m + k)
     data = SG.make_data(rng, qtype, m, k)
     x = rng.standard_normal(k).astype(np.float16)
-    split = Q.split_for(m, k, qtype)
+    sc = Q.scheme_for(data, qtype, m, k)
+    split = Q.split_for(m, k, qtype, sc)
     got = Q.quant_gemv(data, qtype, x, m, k, backend="cuda")
     want = SQ.oracle_of(qtype, m, k)(data, x.astype(np.float64), None, m, k, split)
-    verdict = compare(got, want, derive_tolerance(D.f16, SQ.depth(qtype, k, 32, split)))
+    verdict = compare(got, want, derive_tolerance(D.f16, SQ.depth(qtype, k, 32, split, sc.kernel.name)))
     assert verdict.ok, verdict.message
 
 

@@ -56,6 +56,17 @@ MUTANTS = {
     # Q4_K: the third and fourth rows of a team read the second row's bytes.
     "q4_k_team_rows": ("gemv_q4_k", [("rc = min(r + 2, m - 1) * stride\n        rd = min(r + 3, m - 1) * stride",
                                       "rc = min(r + 1, m - 1) * stride\n        rd = min(r + 1, m - 1) * stride")]),
+    # the word kernels: a block that starts 2 bytes into a word read as if it started at the word (and back).
+    "words_half_swapped": ("gemv_q8_0_words", [("return hi if odd else ((lo >> 16) | (hi << 16))",
+                                                "return ((lo >> 16) | (hi << 16)) if odd else hi")]),
+    # Q8_0's words: bytes read unsigned (no flip of the sign bit before the in-place read).
+    "q8_0_words_unsigned": ("gemv_q8_0_words", [("u = word ^ 0x80808080  # i8 + 128, unsigned",
+                                                 "u = word  # i8 + 128, unsigned")]),
+    # Q4_0's words: the nibbles' offset of 8 never subtracted.
+    "q4_0_words_offset": ("gemv_q4_0_words", [("xl0, xh0, 0, 0.0, 0.0, 8, opaque)",
+                                               "xl0, xh0, 0, 0.0, 0.0, 0, opaque)")]),
+    # byte 3 read at byte 2's place.
+    "byte_place": ("gemv_q8_0_words", [("(16, 0xFF, 0), (16, 0xFF00, 8))", "(16, 0xFF, 0), (16, 0xFF, 0))")]),
     # Q6_K's qh bit offset off by one for the third quarter.
     "q6_k_qh_offset": ("gemv_q6_k", [("q = (qa >> 4) | (((qh >> 4) & 3) << 4)",
                                       "q = (qa >> 4) | (((qh >> 5) & 3) << 4)")]),
@@ -97,11 +108,13 @@ def test_unmutated_copy_passes(tmp_path, seed):
 # ---------------------------------------------------------------- host function
 
 def check(y, data, qtype, x, m, k, backend="interp"):
-    """``y`` against the suite's float64 oracle within the depth of the kernel that ran."""
+    """``y`` against the suite's float64 oracle within the depth of the kernel the host ran."""
     want = SQ.oracle_of(qtype, m, k)(data, x.astype(np.float64), None, m, k, 1)
     w = 8 if backend == "vulkan" else config.get("simd_width")
     dt = D.from_numpy(x.dtype)
-    verdict = compare(y, want, derive_tolerance(dt, SQ.depth(qtype, k, w)))
+    sc = Q.scheme_for(data, qtype, m, k)
+    verdict = compare(y, want, derive_tolerance(dt, SQ.depth(qtype, k, w, Q.split_for(m, k, qtype, sc),
+                                                             sc.kernel.name)))
     assert verdict.ok, verdict.message
 
 
@@ -176,24 +189,40 @@ def test_grid_covers_every_row_pair():
 
 def test_split_gives_the_grid_its_target_subgroups():
     """The fewest subgroups per team that reach TARGET_SUBGROUPS, unless a lane would get fewer than the
-    format's LANE_PIECES pieces of a row; always one of SPLITS."""
-    for qtype in QTYPES:
-        least = Q.LANE_PIECES[qtype]
+    kernel's ``lane_pieces`` pieces of a row; always one of SPLITS."""
+    for name, sc in Q.ALL_SCHEMES.items():
+        qtype = SQ.QTYPE_OF[name]
         for m in (1, 4096, 11008, 2 * Q.TARGET_SUBGROUPS, 10 ** 6):
             for k in (256, 4096, 11008 // 256 * 256, 1 << 16):
-                s = Q.split_for(m, k, qtype)
-                teams = -(-m // Q.TEAM_ROWS[qtype])
-                lane_pieces = k // G.block_size(qtype) * Q.PIECES[qtype] // 32
+                s = Q.split_for(m, k, qtype, sc)
+                teams = -(-m // sc.rows)
+                lane_pieces = k // G.block_size(qtype) * sc.pieces // 32
                 assert s in Q.SPLITS
-                assert s == 1 or lane_pieces // s >= least, (qtype, m, k, s)
+                assert s == 1 or lane_pieces // s >= sc.lane_pieces, (name, m, k, s)
                 bigger = [b for b in Q.SPLITS if b > s]
                 assert (teams * s >= Q.TARGET_SUBGROUPS or not bigger
-                        or lane_pieces // bigger[0] < least), (qtype, m, k, s)
-                assert s == 1 or teams * (s // 2) < Q.TARGET_SUBGROUPS, (qtype, m, k, s)
-    # the Llama-2-7B decode shapes as the H200's bench chose them (std/quant_gemv/*_splits)
-    assert [Q.split_for(m, k, "Q8_0") for m, k in [(4096, 4096), (11008, 4096), (4096, 11008)]] == [4, 2, 4]
-    # Q4_K's word kernel: as many subgroups as leave every lane a piece, up to the target (not yet timed)
+                        or lane_pieces // bigger[0] < sc.lane_pieces), (name, m, k, s)
+                assert s == 1 or teams * (s // 2) < Q.TARGET_SUBGROUPS, (name, m, k, s)
+    # the Llama-2-7B decode shapes as the H200's bench chose them for the byte kernel (std/quant_gemv/*_splits)
+    byte = Q.BYTE_SCHEMES["Q8_0"]
+    assert [Q.split_for(m, k, "Q8_0", byte) for m, k in [(4096, 4096), (11008, 4096), (4096, 11008)]] == [4, 2, 4]
+    # the word kernels: as many subgroups as leave every lane a piece, up to the target (not yet timed)
     assert [Q.split_for(m, k, "Q4_K") for m, k in [(4096, 4096), (11008, 4096), (4096, 11008)]] == [2, 2, 4]
+    assert [Q.split_for(m, k, "Q8_0") for m, k in [(4096, 4096), (11008, 4096), (4096, 11008)]] == [4, 4, 8]
+
+
+def test_the_host_reads_words_where_the_bytes_allow(seed):
+    """Q8_0 and Q4_0 data of whole words run the word kernels, an odd number of blocks the byte kernels (the
+    registered rows prove each kernel; here, the host's choice and that both give the oracle's answer)."""
+    rng = np.random.default_rng(seed)
+    for qtype in ("Q8_0", "Q4_0"):
+        for m, blocks, words in [(3, 4, True), (3, 3, False), (1, 5, False), (2, 5, True)]:
+            k = 32 * blocks
+            data = SG.make_data(rng, qtype, m, k)
+            sc = Q.scheme_for(data, qtype, m, k)
+            assert (sc.word == iron.u32) == words and sc.kernel.name.endswith("_words") == words, (qtype, m, k)
+            x = rng.standard_normal(k).astype(np.float32)
+            check(Q.quant_gemv(data, qtype, x, m, k, backend="interp"), data, qtype, x, m, k)
 
 
 # ---------------------------------------------------------------- non-finite policy

@@ -160,7 +160,10 @@ def bytes_as(x: Any, dtype: D.DType) -> Any:
 def _bytes_as(x: Any, dtype: D.DType) -> Any:
     np = sys.modules.get("numpy")
     if np is not None and isinstance(x, np.ndarray):
-        return np.ascontiguousarray(x).reshape(-1).view(D.numpy_dtype(dtype))
+        x = np.ascontiguousarray(x)
+        if x.ctypes.data % dtype.itemsize:  # a slice off the word boundary: an aligned copy
+            x = x.copy()
+        return x.reshape(-1).view(D.numpy_dtype(dtype))
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         return x.contiguous().reshape(-1).view(getattr(torch, _TORCH_DTYPES[dtype.name]))

@@ -10,6 +10,7 @@ those bytes.  ``quant_gemv(data, "Q4_K", x, M, K)`` launches the matching kernel
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, u8, u16, u32, variants
@@ -17,7 +18,7 @@ from iron.lang import (barrier, bitcast, cast, group_id, lane_id, num_groups, sh
                        simd_size, static_range, vec)
 
 from . import _host
-from .gguf import bytes8, check_data, format_of, half_at, int_f32
+from .gguf import bytes8, check_data, format_of, half_at, int_f32, row_bytes
 from ._plans import planned
 
 #: Threads per group.
@@ -34,16 +35,6 @@ TARGET_SUBGROUPS = 8192
 #: ... but not so far that a lane gets fewer pieces than this (Q4_K's first kernel at K = 4096, 128 pieces a row:
 #: split 8 left half of every subgroup's lanes idle, 17.0 us against 12.3 at split 1).
 MIN_LANE_PIECES = 4
-#: Rows a team computes together, per format.  Q4_K decodes its nibbles a 32-bit word at a time (below), cheap
-#: enough that converting x, once per piece and shared by the team's rows, weighs: four rows share it.
-TEAM_ROWS = {"Q8_0": ROWS, "Q4_0": ROWS, "Q4_K": 4, "Q6_K": ROWS}
-#: Q4_K's pieces are whole 32-byte chunks (64 weights, 4 a super-block): a lane with one piece is busy; the split
-#: stops only where lanes would have none.
-LANE_PIECES = {"Q8_0": MIN_LANE_PIECES, "Q4_0": MIN_LANE_PIECES, "Q4_K": 1, "Q6_K": MIN_LANE_PIECES}
-#: The element type a format's kernel reads its bytes as: Q4_K as little-endian 32-bit words (its blocks, 144
-#: bytes, are whole words), so a nibble is masked where it sits instead of a byte being taken apart first.
-WORDS = {"Q8_0": u8, "Q4_0": u8, "Q4_K": u32, "Q6_K": u8}
-
 
 # ---------------------------------------------------------------- pieces shared by the kernels
 
@@ -148,19 +139,30 @@ NIBBLE_PLACES = ((0, 0xF, 0), (0, 0xF0, 4), (0, 0xF00, 8), (0, 0xF000, 12),
 PLACE_FLOATS = {0: 0x4B000000, 4: 0x49000000, 8: 0x47000000, 12: 0x45000000, 16: 0x43000000}
 
 
+#: Each byte of a little-endian 32-bit word, read in place as NIBBLE_PLACES reads nibbles: bytes 0 and 1 where they
+#: sit, 2 and 3 from the word shifted by 16 ((a byte) 2**c < 2**23 needs c <= 8).
+BYTE_PLACES = ((0, 0xFF, 0), (0, 0xFF00, 8), (16, 0xFF, 0), (16, 0xFF00, 8))
+
+
 @func
-def nibble_word_dot(word, xl, xh, o, s_lo, s_hi, opaque):
-    """``s_lo`` plus the low nibble of each of ``word``'s four bytes times ``xl[o .. o + 4]``, and ``s_hi`` plus
-    the high nibbles times ``xh[o ..]``, each added in byte order (f32; each q exactly, each product rounded
-    once).  ``opaque`` is a zero the compiler cannot see through: ORed into the float patterns, it keeps them in
-    registers, so each mask is its logic instruction's immediate (else ptxas reloads a mask before most
-    nibbles)."""
+def in_place(bits, mask, c, bias, opaque):
+    """``(bits & mask) / 2**c - bias`` exactly (f32), for ``mask``'s field at bits c .. (field 2**c < 2**23):
+    the field ORed into the float 2**(23 - c), whose ulp is 2**-c, is 2**(23 - c) + field.  ``opaque`` is a zero
+    the compiler cannot see through: ORed into the float's bits, it keeps them in a register, so the mask is the
+    logic instruction's immediate (else ptxas reloads a mask before most fields)."""
+    return bitcast((bits & mask) | (PLACE_FLOATS[c] | opaque), f32) - (2.0 ** (23 - c) + bias)
+
+
+@func
+def nibble_word_dot(word, xl, xh, o, s_lo, s_hi, bias, opaque):
+    """``s_lo`` plus (the low nibble of each of ``word``'s four bytes - ``bias``) times ``xl[o .. o + 4]``, and
+    ``s_hi`` plus the high nibbles' times ``xh[o ..]``, each added in byte order (f32; each q - bias exactly,
+    each product rounded once)."""
     w8 = word >> 8
     w16 = word >> 16
     for n in static_range(8):
         shift, mask, c = NIBBLE_PLACES[n]
-        bits = word if shift == 0 else (w8 if shift == 8 else w16)
-        q = bitcast((bits & mask) | (PLACE_FLOATS[c] | opaque), f32) - 2.0 ** (23 - c)
+        q = in_place(word if shift == 0 else (w8 if shift == 8 else w16), mask, c, bias, opaque)
         if n % 2 == 0:
             s_lo = s_lo + q * xl[o + n // 2]
         else:
@@ -192,16 +194,88 @@ def q4_k_piece(data, base, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, 
     q1 = data.load(base + 6 + 8 * j, width=2)
     q2 = data.load(base + 8 + 8 * j, width=2)
     q3 = data.load(base + 10 + 8 * j, width=2)
-    s_lo, s_hi = nibble_word_dot(q0[0], xl0, xh0, 0, 0.0, 0.0, opaque)
-    s_lo, s_hi = nibble_word_dot(q0[1], xl0, xh0, 4, s_lo, s_hi, opaque)
-    s_lo, s_hi = nibble_word_dot(q1[0], xl1, xh1, 0, s_lo, s_hi, opaque)
-    s_lo, s_hi = nibble_word_dot(q1[1], xl1, xh1, 4, s_lo, s_hi, opaque)
-    s_lo, s_hi = nibble_word_dot(q2[0], xl2, xh2, 0, s_lo, s_hi, opaque)
-    s_lo, s_hi = nibble_word_dot(q2[1], xl2, xh2, 4, s_lo, s_hi, opaque)
-    s_lo, s_hi = nibble_word_dot(q3[0], xl3, xh3, 0, s_lo, s_hi, opaque)
-    s_lo, s_hi = nibble_word_dot(q3[1], xl3, xh3, 4, s_lo, s_hi, opaque)
+    s_lo, s_hi = nibble_word_dot(q0[0], xl0, xh0, 0, 0.0, 0.0, 0, opaque)
+    s_lo, s_hi = nibble_word_dot(q0[1], xl0, xh0, 4, s_lo, s_hi, 0, opaque)
+    s_lo, s_hi = nibble_word_dot(q1[0], xl1, xh1, 0, s_lo, s_hi, 0, opaque)
+    s_lo, s_hi = nibble_word_dot(q1[1], xl1, xh1, 4, s_lo, s_hi, 0, opaque)
+    s_lo, s_hi = nibble_word_dot(q2[0], xl2, xh2, 0, s_lo, s_hi, 0, opaque)
+    s_lo, s_hi = nibble_word_dot(q2[1], xl2, xh2, 4, s_lo, s_hi, 0, opaque)
+    s_lo, s_hi = nibble_word_dot(q3[0], xl3, xh3, 0, s_lo, s_hi, 0, opaque)
+    s_lo, s_hi = nibble_word_dot(q3[1], xl3, xh3, 4, s_lo, s_hi, 0, opaque)
     return ((d * int_f32(sc0, 0)) * s_lo - (dmin * int_f32(m0, 0)) * sxl
             + (d * int_f32(sc1, 0)) * s_hi - (dmin * int_f32(m1, 0)) * sxh)
+
+
+@func
+def byte_word_dot(word, xv, o, s, opaque):
+    """``s`` plus ``word``'s four bytes read as i8 times ``xv[o .. o + 4]``, added in byte order (f32)."""
+    u = word ^ 0x80808080  # i8 + 128, unsigned
+    u16_ = u >> 16
+    for n in static_range(4):
+        shift, mask, c = BYTE_PLACES[n]
+        s = s + in_place(u if shift == 0 else u16_, mask, c, 128, opaque) * xv[o + n]
+    return s
+
+
+@func
+def from_half(lo, hi, odd):
+    """The four bytes of a block's data that start 2 bytes into word ``lo`` (``hi`` the next), or ``hi`` itself where
+    the block starts in ``lo``'s upper half (``odd``): 34- and 18-byte blocks alternate between the two."""
+    return hi if odd else ((lo >> 16) | (hi << 16))
+
+
+@func
+def block_head(data, g, nbytes):
+    """(first word, odd, d) of block ``g`` of ``nbytes`` (2 mod 4) bytes in ``data`` (u32 words): an even block
+    starts at a word, an odd one 2 bytes into it; d, its f16 scale, is that word's lower or upper half."""
+    at = (g * nbytes) >> 2
+    odd = (g & 1) == 1
+    w0 = data[at]
+    return at, odd, f32(bitcast(u16((w0 >> 16) if odd else (w0 & 65535)), f16))
+
+
+@func
+def q8_0_block(data, g, x0, x1, x2, x3, opaque):
+    """Q8_0 block ``g`` (34 bytes: f16 d, 32 x i8) of ``data`` (u32 words) against x0..x3: the 32-term dot
+    product in order, then times d.  It spans nine words (the next block's d or the previous block's last bytes
+    fill the rest)."""
+    at, odd, d = block_head(data, g, 34)
+    w0 = data[at]
+    w1 = data[at + 1]
+    w2 = data[at + 2]
+    w3 = data[at + 3]
+    w4 = data[at + 4]
+    w5 = data[at + 5]
+    w6 = data[at + 6]
+    w7 = data[at + 7]
+    w8 = data[at + 8]
+    s = byte_word_dot(from_half(w0, w1, odd), x0, 0, 0.0, opaque)
+    s = byte_word_dot(from_half(w1, w2, odd), x0, 4, s, opaque)
+    s = byte_word_dot(from_half(w2, w3, odd), x1, 0, s, opaque)
+    s = byte_word_dot(from_half(w3, w4, odd), x1, 4, s, opaque)
+    s = byte_word_dot(from_half(w4, w5, odd), x2, 0, s, opaque)
+    s = byte_word_dot(from_half(w5, w6, odd), x2, 4, s, opaque)
+    s = byte_word_dot(from_half(w6, w7, odd), x3, 0, s, opaque)
+    s = byte_word_dot(from_half(w7, w8, odd), x3, 4, s, opaque)
+    return d * s
+
+
+@func
+def q4_0_block(data, g, xl0, xl1, xh0, xh1, opaque):
+    """Q4_0 block ``g`` (18 bytes: f16 d, 16 bytes of nibbles, weight d (q - 8)) of ``data`` (u32 words): the
+    16-term dot product of the low nibbles with xl0..1 and of the high ones with xh0..1 (byte order, each q - 8
+    exact), added, times d.  It spans five words."""
+    at, odd, d = block_head(data, g, 18)
+    w0 = data[at]
+    w1 = data[at + 1]
+    w2 = data[at + 2]
+    w3 = data[at + 3]
+    w4 = data[at + 4]
+    s_lo, s_hi = nibble_word_dot(from_half(w0, w1, odd), xl0, xh0, 0, 0.0, 0.0, 8, opaque)
+    s_lo, s_hi = nibble_word_dot(from_half(w1, w2, odd), xl0, xh0, 4, s_lo, s_hi, 8, opaque)
+    s_lo, s_hi = nibble_word_dot(from_half(w2, w3, odd), xl1, xh1, 0, s_lo, s_hi, 8, opaque)
+    s_lo, s_hi = nibble_word_dot(from_half(w3, w4, odd), xl1, xh1, 4, s_lo, s_hi, 8, opaque)
+    return d * (s_lo + s_hi)
 
 
 @func
@@ -429,19 +503,144 @@ def gemv_q6_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
         base += num_groups(0) * teams * ROWS
 
 
-KERNELS = {"Q8_0": gemv_q8_0, "Q4_0": gemv_q4_0, "Q4_K": gemv_q4_k, "Q6_K": gemv_q6_k}
-#: Pieces per block (the lanes' unit of work), per format.
-PIECES = {"Q8_0": 4, "Q4_0": 2, "Q4_K": 4, "Q6_K": 8}
+
+@kernel(variants(T=[f32, f16, bf16]))
+def gemv_q8_0_words(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
+    """y = W x, W (m, k) in Q8_0 (34-byte blocks of 32: f16 d, 32 x i8 q; weight d q), read as u32 words.
+
+    data: m rows of k weights, each row k / 32 blocks back to back (gguf.py), m k / 32 even (whole words), its
+    bytes read as little-endian u32 words (the host's ``kernel_data``), the buffer 4-byte aligned; x: (k,),
+    y: (m,), T in f32/f16/bf16; k a positive multiple of 32, m >= 1, bytes < 2**31.
+    Rows: as gemv_q4_k's, four rows a team.
+    Order: lane l of the team's subgroup j adds its blocks l + W j, + W P, ... in order (f32), a xor
+    butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
+    No atomics: deterministic.
+    Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
+    unspecified); finite inputs give finite y unless the sum overflows.
+    A piece is a block: a 32-term dot product of q with x in order, then times d.  Its nine words are read
+    one at a time (a block starts at a word or 2 bytes into one).
+    """
+    sums = shared(f32, 2 * GROUP)
+    w = simd_size()
+    lane = lane_id()
+    sp, teams = team_shape(split)
+    team = simd_group_id() // sp
+    piece_slice = simd_group_id() % sp
+    nb = k // 32
+    opaque = u32(k) >> 31  # 0 (k < 2**31), unknown to the compiler: see in_place
+    base = group_id(0) * teams * 4
+    while base < m:
+        r = base + team * 4
+        ga = min(r, m - 1) * nb
+        gb = min(r + 1, m - 1) * nb
+        gc = min(r + 2, m - 1) * nb
+        gd = min(r + 3, m - 1) * nb
+        acc_a = 0.0
+        acc_b = 0.0
+        acc_c = 0.0
+        acc_d = 0.0
+        for blk in range(lane + w * piece_slice, nb, w * sp):
+            x0 = load_x8(x, blk * 32)
+            x1 = load_x8(x, blk * 32 + 8)
+            x2 = load_x8(x, blk * 32 + 16)
+            x3 = load_x8(x, blk * 32 + 24)
+            acc_a += q8_0_block(data, ga + blk, x0, x1, x2, x3, opaque)
+            acc_b += q8_0_block(data, gb + blk, x0, x1, x2, x3, opaque)
+            acc_c += q8_0_block(data, gc + blk, x0, x1, x2, x3, opaque)
+            acc_d += q8_0_block(data, gd + blk, x0, x1, x2, x3, opaque)
+        limit = min(m, base + teams * 4)
+        finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, sp)
+        finish_pair(y, sums, acc_c, acc_d, r + 2, limit, team, piece_slice, sp)
+        base += num_groups(0) * teams * 4
 
 
-def split_for(m: int, k: int, qtype: str) -> int:
+@kernel(variants(T=[f32, f16, bf16]))
+def gemv_q4_0_words(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
+    """y = W x, W (m, k) in Q4_0 (18-byte blocks of 32: f16 d, 16 bytes of nibbles; weight d (q - 8)), read as
+    u32 words.
+
+    data: m rows of k weights, each row k / 32 blocks back to back (gguf.py), m k / 32 even (whole words), its
+    bytes read as little-endian u32 words (the host's ``kernel_data``), the buffer 4-byte aligned; x: (k,),
+    y: (m,), T in f32/f16/bf16; k a positive multiple of 32, m >= 1, bytes < 2**31.
+    Rows: as gemv_q4_k's, four rows a team.
+    Order: lane l of the team's subgroup j adds its blocks l + W j, + W P, ... in order (f32), a xor
+    butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
+    No atomics: deterministic.
+    Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
+    unspecified); finite inputs give finite y unless the sum overflows.
+    A piece is a block: a 16-term dot product of the low nibbles (q - 8, weights 0 .. 15) with x and one of the
+    high nibbles (weights 16 .. 31), each in byte order, added, then times d.  Its five words are read one at a
+    time (a block starts at a word or 2 bytes into one).
+    """
+    sums = shared(f32, 2 * GROUP)
+    w = simd_size()
+    lane = lane_id()
+    sp, teams = team_shape(split)
+    team = simd_group_id() // sp
+    piece_slice = simd_group_id() % sp
+    nb = k // 32
+    opaque = u32(k) >> 31  # 0 (k < 2**31), unknown to the compiler: see in_place
+    base = group_id(0) * teams * 4
+    while base < m:
+        r = base + team * 4
+        ga = min(r, m - 1) * nb
+        gb = min(r + 1, m - 1) * nb
+        gc = min(r + 2, m - 1) * nb
+        gd = min(r + 3, m - 1) * nb
+        acc_a = 0.0
+        acc_b = 0.0
+        acc_c = 0.0
+        acc_d = 0.0
+        for blk in range(lane + w * piece_slice, nb, w * sp):
+            xl0 = load_x8(x, blk * 32)
+            xl1 = load_x8(x, blk * 32 + 8)
+            xh0 = load_x8(x, blk * 32 + 16)
+            xh1 = load_x8(x, blk * 32 + 24)
+            acc_a += q4_0_block(data, ga + blk, xl0, xl1, xh0, xh1, opaque)
+            acc_b += q4_0_block(data, gb + blk, xl0, xl1, xh0, xh1, opaque)
+            acc_c += q4_0_block(data, gc + blk, xl0, xl1, xh0, xh1, opaque)
+            acc_d += q4_0_block(data, gd + blk, xl0, xl1, xh0, xh1, opaque)
+        limit = min(m, base + teams * 4)
+        finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, sp)
+        finish_pair(y, sums, acc_c, acc_d, r + 2, limit, team, piece_slice, sp)
+        base += num_groups(0) * teams * 4
+
+@dataclass(frozen=True)
+class Scheme:
+    """How one kernel reads a format: ``word`` the element type of its ``data`` (u32: the bytes as little-endian
+    words, :func:`kernel_data`), ``rows`` a team takes, ``pieces`` a block, and the fewest pieces of a row a
+    lane keeps when the host splits a team (``lane_pieces``)."""
+
+    kernel: Any
+    word: Any
+    rows: int
+    pieces: int
+    lane_pieces: int
+
+
+#: The kernel the host runs per format.  The 2-byte-aligned formats read words wherever the rows' bytes are
+#: whole words on a word boundary (mask fields in place: 5.1 (Q8_0) and 4.6 (Q4_0) SASS instructions per weight
+#: and row, against 10.0 and 6.4 for their byte kernels); Q4_K's 144-byte blocks always are.
+SCHEMES = {"Q8_0": Scheme(gemv_q8_0_words, u32, 4, 1, 1), "Q4_0": Scheme(gemv_q4_0_words, u32, 4, 1, 1),
+           "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1), "Q6_K": Scheme(gemv_q6_k, u8, ROWS, 8, MIN_LANE_PIECES)}
+#: The byte kernels, for Q8_0 / Q4_0 data whose word view is impossible: an odd number of blocks in all, or
+#: device bytes 2 past a word boundary.
+BYTE_SCHEMES = {"Q8_0": Scheme(gemv_q8_0, u8, ROWS, 4, MIN_LANE_PIECES),
+                "Q4_0": Scheme(gemv_q4_0, u8, ROWS, 2, MIN_LANE_PIECES)}
+#: Every kernel's scheme, by kernel name (the suite registers each).
+ALL_SCHEMES = {sc.kernel.name: sc for sc in (*SCHEMES.values(), *BYTE_SCHEMES.values())}
+KERNELS = {q: sc.kernel for q, sc in SCHEMES.items()}
+
+
+def split_for(m: int, k: int, qtype: str, scheme: Scheme | None = None) -> int:
     """Subgroups per team: the fewest of SPLITS that give the grid TARGET_SUBGROUPS (32-lane) subgroups, capped
-    where each lane would get fewer than the format's LANE_PIECES pieces of a row (bench
-    ``std/quant_gemv/*_splits``)."""
-    name = format_of(qtype).name
-    teams = _host.ceil_div(m, TEAM_ROWS[name])
-    pieces = k // format_of(qtype).block * PIECES[name]
-    most = max(1, pieces // (32 * LANE_PIECES[name]))
+    where each lane would get fewer than the scheme's ``lane_pieces`` pieces of a row (bench
+    ``std/quant_gemv/*_splits``).  ``scheme``: the kernel's (default the host's, SCHEMES)."""
+    fmt = format_of(qtype)
+    sc = scheme or SCHEMES[fmt.name]
+    teams = _host.ceil_div(m, sc.rows)
+    pieces = k // fmt.block * sc.pieces
+    most = max(1, pieces // (32 * sc.lane_pieces))
     want = next((s for s in SPLITS if teams * s >= TARGET_SUBGROUPS), SPLITS[-1])
     return max(s for s in SPLITS if s <= max(1, min(want, most)))
 
@@ -454,10 +653,21 @@ def grid_for(m: int, split: int = 1, rows: int = ROWS) -> int:
     return min(_host.ceil_div(_host.ceil_div(m, rows), teams), MAX_GROUPS) * GROUP
 
 
-def kernel_data(data: Any, qtype: str) -> Any:
-    """``data`` (uint8) as the format's kernel reads it (WORDS): itself, or a view of its bytes as u32 words."""
-    word = WORDS[format_of(qtype).name]
-    return data if word == u8 else _host.bytes_as(data, word)
+def scheme_for(data: Any, qtype: str, m: int, k: int) -> Scheme:
+    """The host's kernel for ``data``: SCHEMES's, or the byte kernel where ``data`` cannot be read as words (its
+    bytes not whole words, or a device array 2 bytes off a word boundary)."""
+    fmt = format_of(qtype)
+    sc = SCHEMES[fmt.name]
+    if sc.word == u32 and fmt.name in BYTE_SCHEMES:
+        total = m * row_bytes(fmt.name, k)
+        if total % 4 or _host.device_starts_off(data, 4):
+            return BYTE_SCHEMES[fmt.name]
+    return sc
+
+
+def kernel_data(data: Any, scheme: Scheme) -> Any:
+    """``data`` (uint8) as ``scheme``'s kernel reads it: itself, or a view of its bytes as u32 words."""
+    return data if scheme.word == u8 else _host.bytes_as(data, scheme.word)
 
 
 @planned
@@ -480,14 +690,17 @@ def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, b
     out = _host.output("quant_gemv", out, x, (M,), dt, {"data": data, "x": x})
     if M == 0:
         return out
-    split = split_for(M, K, fmt.name)
-    kern = KERNELS[fmt.name].variant(T=dt)
-    grid = grid_for(M, split, TEAM_ROWS[fmt.name])
-    kern.launch(kernel_data(data, fmt.name), x, out, M, K, split, grid=(grid,), group=(GROUP,), backend=backend)
+    sc = scheme_for(data, fmt.name, M, K)
+    split = split_for(M, K, fmt.name, sc)
+    grid = grid_for(M, split, sc.rows)
+    sc.kernel.variant(T=dt).launch(kernel_data(data, sc), x, out, M, K, split, grid=(grid,), group=(GROUP,),
+                                   backend=backend)
     return out
 
 
-__all__ = ["GROUP", "KERNELS", "LANE_PIECES", "MIN_LANE_PIECES", "NIBBLE_PLACES", "PIECES", "PLACE_FLOATS", "ROWS",
-           "SPLITS", "TARGET_SUBGROUPS", "TEAM_ROWS", "WORDS", "dot8", "finish_pair", "gemv_q4_0", "gemv_q4_k",
-           "gemv_q6_k", "gemv_q8_0", "grid_for", "kernel_data", "lane_sum", "load_x8", "nibble_word_dot",
-           "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_piece", "quant_gemv", "split_for", "sum8", "team_shape"]
+__all__ = ["ALL_SCHEMES", "BYTE_PLACES", "BYTE_SCHEMES", "GROUP", "KERNELS", "MIN_LANE_PIECES", "NIBBLE_PLACES",
+           "PLACE_FLOATS", "ROWS", "SCHEMES", "SPLITS", "Scheme", "TARGET_SUBGROUPS", "block_head", "byte_word_dot",
+           "dot8", "finish_pair", "from_half", "gemv_q4_0", "gemv_q4_0_words", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0",
+           "gemv_q8_0_words", "grid_for", "in_place", "kernel_data", "lane_sum", "load_x8", "nibble_word_dot",
+           "q4_0_block", "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv",
+           "scheme_for", "split_for", "sum8", "team_shape"]

@@ -23,37 +23,47 @@ import numpy as np
 
 from iron import Depth, Expect, Setup, bench, log2_ceil, test_kernel
 from iron.core import dtypes as D
+from iron.core.dtypes import u8
 
 from ..gguf import FORMATS
-from ..quant_gemv import GROUP, KERNELS, PIECES, SPLITS, TEAM_ROWS, grid_for, kernel_data, split_for
+from ..quant_gemv import ALL_SCHEMES, GROUP, SPLITS, grid_for, kernel_data, split_for
 from .gguf import extents, make_data, reference_dequantize
 
-# Rows M by blocks per row B: one row and one block; two rows (one pair); an odd count (the last pair's
+# Rows M by blocks per row B (the word kernels, which read whole words, take one row more where M B is odd):
+# one row and one block; one row of six; two rows (one pair); an odd count (the last pair's
 # second row clamped, not stored); pieces past one subgroup's stride (several per lane); G = 1: one
 # group, so each team loops over several row pairs.  S: subgroups per pair (the host's choice, split_for,
 # without it): 2 with a pair per group past the last row; 4 with several pieces per subgroup; 3 (no host
 # picks it) leaves spare subgroups in a group; 8 on one group looping over pairs.
-SHAPES = [{"M": 1, "B": 1}, {"M": 2, "B": 1}, {"M": 3, "B": 2}, {"M": 5, "B": 9}, {"M": 4, "B": 37},
+SHAPES = [{"M": 1, "B": 1}, {"M": 1, "B": 6}, {"M": 2, "B": 1}, {"M": 3, "B": 2}, {"M": 5, "B": 9}, {"M": 4, "B": 37},
           {"M": 37, "B": 3, "G": 1}, {"M": 7, "B": 5, "S": 2}, {"M": 6, "B": 37, "S": 4},
           {"M": 9, "B": 11, "S": 3}, {"M": 21, "B": 19, "G": 1, "S": 8}]
 BENCH_SHAPES = {"interp": [{"M": 256, "K": 1024}], "vulkan": [{"M": 1024, "K": 4096}],
                 "*": [{"M": 4096, "K": 4096}, {"M": 11008, "K": 4096}, {"M": 4096, "K": 11008}]}
 
-#: f32 roundings inside one piece, per format (quant_gemv.py): Q8_0 an 8-term dot product then d;
-#: Q4_0 16 terms then d; Q4_K a 32-term dot times (d sc) [2] beside a 32-term x sum times (dmin m) [2],
-#: four such terms added [3]; Q6_K 8-term dots times sc [1], four added [4], times d [1].
-PIECE_STEPS = {"Q8_0": 8 + 1, "Q4_0": 16 + 1, "Q4_K": 32 + 2 + 3, "Q6_K": 8 + 1 + 4 + 1}
+#: f32 roundings inside one piece, per kernel (quant_gemv.py): Q8_0 an 8-term dot product then d (a block, 32
+#: terms, for the word kernel); Q4_0 16 terms then d (the word kernel: two 16-term dots added, then d); Q4_K a
+#: 32-term dot times (d sc) [2] beside a 32-term x sum times (dmin m) [2], four such terms added [3]; Q6_K 8-term
+#: dots times sc [1], four added [4], times d [1].
+PIECE_STEPS = {"gemv_q8_0": 8 + 1, "gemv_q8_0_words": 32 + 1, "gemv_q4_0": 16 + 1, "gemv_q4_0_words": 16 + 1 + 1,
+               "gemv_q4_k": 32 + 2 + 3, "gemv_q6_k": 8 + 1 + 4 + 1}
 #: Roundings in gguf's f32 W itself (the oracle's input): Q4_K's difference, Q6_K's product.
 ORACLE_STEPS = {"Q8_0": 0, "Q4_0": 0, "Q4_K": 1, "Q6_K": 1}
+#: Each kernel's format.
+QTYPE_OF = {"gemv_q8_0": "Q8_0", "gemv_q8_0_words": "Q8_0", "gemv_q4_0": "Q4_0", "gemv_q4_0_words": "Q4_0",
+            "gemv_q4_k": "Q4_K", "gemv_q6_k": "Q6_K"}
 
 
-def depth(qtype: str, k: int, w: int, split: int = 1) -> Depth:
+def depth(qtype: str, k: int, w: int, split: int = 1, kernel: str | None = None) -> Depth:
     """Roundings on the longest path to y[r]: the piece, the lane's adds of its pieces in order, the
     log2 W butterfly, the team's P - 1 adds of its subgroups' sums, the oracle's own W rounding; then one
-    rounding to T."""
+    rounding to T.  ``kernel``: its name (default the host's kernel for ``qtype``)."""
+    from ..quant_gemv import SCHEMES
+
+    sc = ALL_SCHEMES[kernel] if kernel else SCHEMES[qtype]
     team = max(1, min(split, GROUP // w))
-    pieces = k // FORMATS[qtype].block * PIECES[qtype]
-    chain = PIECE_STEPS[qtype] + -(-pieces // (w * team)) + log2_ceil(w) + team - 1 + ORACLE_STEPS[qtype]
+    pieces = k // FORMATS[qtype].block * sc.pieces
+    chain = PIECE_STEPS[sc.kernel.name] + -(-pieces // (w * team)) + log2_ceil(w) + team - 1 + ORACLE_STEPS[qtype]
     return Depth(steps=1, f32_steps=chain)
 
 
@@ -111,39 +121,40 @@ class MvReference:
         return (W @ x.astype(np.float32)).astype(y.dtype)
 
 
-def _gemv_setup(qtype: str) -> Any:
+def _gemv_setup(name: str, even_blocks: bool = False) -> Any:
+    sc = ALL_SCHEMES[name]
+    qtype = QTYPE_OF[name]
     fmt = FORMATS[qtype]
 
     def setup(case):
         rows, k = extents(case, fmt.block)
-        split = int(case.shape["S"]) if "S" in case.shape else split_for(rows, k, qtype)
-        grid = int(case.shape["G"]) * GROUP if "G" in case.shape else grid_for(rows, split, TEAM_ROWS[qtype])
+        if even_blocks and rows * k // fmt.block % 2:  # the word kernels read whole words: an even block count
+            rows += 1
+        split = int(case.shape["S"]) if "S" in case.shape else split_for(rows, k, qtype, sc)
+        grid = int(case.shape["G"]) * GROUP if "G" in case.shape else grid_for(rows, split, sc.rows)
         data = make_data(case.rng, qtype, rows, k)
         x = case.randn(k)
         nbytes = data.nbytes + (k + rows) * D.numpy_dtype(case.T).itemsize
-        return Setup(args=[kernel_data(data, qtype), x, case.empty(rows), rows, k, split], grid=grid, group=GROUP,
-                     oracle=oracle_of(qtype, rows, k), depth=depth(qtype, k, case.simd_width, split),
+        return Setup(args=[kernel_data(data, sc), x, case.empty(rows), rows, k, split], grid=grid, group=GROUP,
+                     oracle=oracle_of(qtype, rows, k), depth=depth(qtype, k, case.simd_width, split, name),
                      flops=2 * rows * k, bytes_moved=nbytes,
                      reference={"cuda": MvReference(qtype, rows, k, torch=True),
                                 "*": MvReference(qtype, rows, k, torch=False)})
 
-    setup.__name__ = f"gemv_{qtype.lower()}_setup"
+    setup.__name__ = f"{name}_setup"
     return setup
 
 
 SETUPS = {}
-for _qtype, _kernel in KERNELS.items():
-    _name = f"std/quant_gemv/{_qtype.lower()}"
-    SETUPS[_qtype] = bench(_kernel, shapes=BENCH_SHAPES, name=_name)(
-        test_kernel(_kernel, shapes=SHAPES, name=_name)(_gemv_setup(_qtype)))
+for _name, _scheme in ALL_SCHEMES.items():
+    _bench = f"std/quant_gemv/{_name.removeprefix('gemv_')}"
+    SETUPS[_name] = bench(_scheme.kernel, shapes=BENCH_SHAPES, name=_bench)(
+        test_kernel(_scheme.kernel, shapes=SHAPES, name=_bench)(_gemv_setup(_name, _scheme.word != u8)))
 
 # The host's split against the others at the Llama shapes (bf16; the tuning behind split_for), for the two
 # block sizes: Q8_0 (34-byte blocks of 32) and Q4_K (144-byte super-blocks of 256).
 SPLIT_BENCH = {"interp": [], "vulkan": [],
                "*": [{**shape, "S": s} for shape in BENCH_SHAPES["*"] for s in SPLITS]}
-for _qtype in ("Q8_0", "Q4_K"):
-    bench(KERNELS[_qtype], shapes=SPLIT_BENCH, dtypes=[D.bf16], name=f"std/quant_gemv/{_qtype.lower()}_splits")(
-        _gemv_setup(_qtype))
-
-
-__all__ = ["BENCH_SHAPES", "MvReference", "ORACLE_STEPS", "PIECE_STEPS", "SETUPS", "SHAPES", "depth", "oracle_of"]
+for _name in ("gemv_q8_0_words", "gemv_q4_k"):
+    bench(ALL_SCHEMES[_name].kernel, shapes=SPLIT_BENCH, dtypes=[D.bf16],
+          name=f"std/quant_gemv/{_name.removeprefix('gemv_')}_splits")(_gemv_setup(_name, True))
