@@ -22,8 +22,8 @@
 #   bash scripts/device/followup_wave.sh decode    (about 2 minutes)
 #     the decode GPU tests; decode_table.py at B 1, 4, 16, 64 and S 1K, 4K, 32K with the plan as it stands, with
 #     about 256 groups instead of 128 (MMA_PLAN["groups"]), and without PAR, DIRECT and the tiled combine, twice in
-#     turn (decode_now.jsonl, decode_groups256.jsonl, decode_before.jsonl); paged_check.py, the paged decode (its
-#     pages staged a block ahead) beside the dense one, bit for bit (decode_paged.jsonl).
+#     turn (decode_now.jsonl, decode_groups256.jsonl, decode_before.jsonl); paged_check.py, the paged decode beside
+#     the dense one, bit for bit (decode_paged.jsonl).
 # JSON under $OUT (tests-followup.txt, pdl.jsonl, decode_short.jsonl, decode_kernels.jsonl, few.jsonl, llama.jsonl,
 # llama_pdl.jsonl; verify: tests-gpu.txt, decode.jsonl, llama.jsonl).
 set -uo pipefail

@@ -357,9 +357,9 @@ def test_gemm_refuses_operands_off_a_16_byte_boundary_but_not_one_row(cuda):
                                         for m, k in [(4096, 4096), (11008, 4096), (3, 11008)]]
                          + [("Q8_0", 5, 4384), ("Q4_0", 5, 4384)])
 def test_quant_gemv_with_the_hosts_split(cuda, qtype, m, k):
-    """The host's kernel (the word kernels; Q8_0 and Q4_0's byte kernels at 5 x 137 blocks, an odd count) with
-    split_for's teams on the suite's blocks (random past a million weights), against float64 ``W @ x`` with W
-    gguf's own dequantisation (the registered oracle)."""
+    """The host's kernel (Q8_0's and Q4_K's word kernels; Q4_0's byte kernel, and Q8_0's at 5 x 137 blocks, an odd
+    count) with split_for's teams on the suite's blocks (random past a million weights), against float64 ``W @ x``
+    with W gguf's own dequantisation (the registered oracle)."""
     from iron.core import dtypes as D
     from iron.harness.tolerance import compare, derive_tolerance
     from iron.std import quant_gemv as Q

@@ -299,7 +299,7 @@ def test_decode_attention_paged_reads_what_the_dense_cache_holds(backend, dtype,
 @pytest.mark.parametrize("dtype,shape,page,chunk", [
     (np.float16, (2, 8, 2, 150, 64), 16, None),  # four heads a KV head, the host's chunk, partial blocks
     (BF16, (3, 32, 1, 70, 128), 14, 64),          # 32 heads of one KV head (two groups of 16), pages of 14
-    (np.float16, (1, 4, 1, 300, 64), 7, 256),      # 8 blocks a chunk: each block's pages staged in the loop
+    (np.float16, (1, 4, 1, 300, 64), 7, 256),      # 8 blocks a chunk of 7-key pages: the ring wraps on pages
 ])
 def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch):
     """The host's matrix-unit decode (attention_decode_mma, then the combine; chosen on CUDA, forced here on the

@@ -33,11 +33,11 @@ FLOOR = -1.0e30
 
 
 @func
-def stage_block(kp, vp, k, v, ring, j0, end, tid, row0, kvh, H_kv, D, LD, pg, P, paged, subs):
+def stage_block(kp, vp, k, v, ring, j0, end, tid, row0, kvh, H_kv, D, LD, table, b, W, P, pages, paged, subs):
     """Asynchronous copies of the 16 ``subs`` keys from j0 on (K and V rows) into ring buffer ``ring``, D / 16 16-byte
     pieces of each a thread; keys at or past ``end`` are zero-filled (never read).  A dense cache's key j is row
-    row0 + j; a paged one's is row j % P of page pg[ring * 16 subs + j - j0] (staged there by page_of), KV head
-    ``kvh`` of H_kv."""
+    row0 + j; a paged one's is row j % P of page table[b * W + j // P] (clamped into [0, pages)), KV head ``kvh`` of
+    H_kv."""
     pieces = D // 8
     for i in static_range(pieces // 2):
         e = tid + i * subs * DM_LANES
@@ -46,19 +46,13 @@ def stage_block(kp, vp, k, v, ring, j0, end, tid, row0, kvh, H_kv, D, LD, pg, P,
         key = j0 + r
         ok = key < end
         if paged:
-            last = min(key, end - 1)
-            at = ((pg[ring * subs * DM_KEYS + last - j0] * P + last % P) * H_kv + kvh) * D + col
+            page = min(max(table[b * W + min(key, end - 1) // P], 0), pages - 1)
+            at = ((page * P + min(key, end - 1) % P) * H_kv + kvh) * D + col
         else:
             at = (row0 + min(key, end - 1)) * D + col
         dst = (ring * subs * DM_KEYS + r) * LD + col
         copy_async(kp, dst, k, at, 8, ok)
         copy_async(vp, dst, v, at, 8, ok)
-
-
-@func
-def page_of(table, b, W, P, pages, key, end):
-    """The page holding key ``key`` (clamped to the sequence's last) of sequence b, clamped into [0, pages)."""
-    return min(max(table[b * W + min(key, end - 1) // P], 0), pages - 1)
 
 
 @func
@@ -143,9 +137,6 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     kp = shared(T, STAGES * BLOCK * LD)
     vp = shared(T, STAGES * BLOCK * LD)
     qs = shared(T, DM_ROWS * LD)
-    # PAGED: each ring buffer's keys' pages, staged a block ahead of their copies (a table read in front of every
-    # copy put a round trip in each iteration's path)
-    pg = shared(i32, STAGES * BLOCK if PAGED else 1)
     out_s = shared(f32, (SUBS if PAR else 1) * DM_ROWS * D)  # the merged output (PAR: a slice a subgroup)
     # each subgroup's m and l, as fragments (PAR: then the LSE, written while the others may still read them)
     stat_s = shared(f32, (SUBS * 2 + (1 if PAR else 0)) * DM_ROWS * DM_KEYS)
@@ -170,15 +161,10 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         r = e // (D // 8)
         col = (e % (D // 8)) * 8
         copy_async(qs, r * LD + col, q, (b * H + h0 + min(r, GR - 1)) * D + col, 8, r < GR)
-    if PAGED:  # the pages of the first STAGES blocks' keys (one round trip); the loop reads each block's a block early
-        for i in static_range((STAGES * BLOCK + NT - 1) // NT):
-            e = tid + i * NT
-            if e < STAGES * BLOCK:
-                pg[e] = page_of(table, b, W, P, pages, start + e, end)
-        barrier()
     for st in static_range(STAGES - 1):
         if st < blocks:
-            stage_block(kp, vp, k, v, st, start + st * BLOCK, end, tid, row0, kvh, H_kv, D, LD, pg, P, PAGED, SUBS)
+            stage_block(kp, vp, k, v, st, start + st * BLOCK, end, tid, row0, kvh, H_kv, D, LD, table, b, W, P,
+                        pages, PAGED, SUBS)
         copy_async_commit()
     copy_async_wait(STAGES - 2)  # Q and the first block landed (this thread's); after the barrier everyone's
     barrier()
@@ -208,14 +194,9 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         barrier()
         ahead = j + STAGES - 1
         if ahead < blocks:
-            stage_block(kp, vp, k, v, ahead % STAGES, start + ahead * BLOCK, end, tid, row0, kvh, H_kv, D, LD, pg,
-                        P, PAGED, SUBS)
+            stage_block(kp, vp, k, v, ahead % STAGES, start + ahead * BLOCK, end, tid, row0, kvh, H_kv, D, LD,
+                        table, b, W, P, pages, PAGED, SUBS)
         copy_async_commit()  # one group per iteration (maybe empty): the wait above counts on it
-        nxt = ahead + 1  # PAGED: its pages, loaded now and stored after this block's math (the next barrier
-        # publishes them; the slot's last readers staged block nxt - STAGES before this iteration's barrier)
-        page = 0
-        if PAGED and nxt < blocks and tid < BLOCK:
-            page = page_of(table, b, W, P, pages, start + nxt * BLOCK + tid, end)
         base = ((j % STAGES) * BLOCK + sg * DM_KEYS) * LD
         k0 = start + j * BLOCK + sg * DM_KEYS  # this subgroup's first key
         sc = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, base, LD, D)
@@ -224,8 +205,6 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         m, p, l, alpha = online_softmax(sc, m, l, sl2)
         o0, o1, o2, o3, o4, o5, o6, o7 = add_pv(frag_acc_to_a(p, 0, T), vp, base, LD, alpha, o0, o1, o2, o3, o4,
                                                 o5, o6, o7, D)
-        if PAGED and nxt < blocks and tid < BLOCK:
-            pg[(nxt % STAGES) * BLOCK + tid] = page
     copy_async_wait()  # only empty groups remain; leave none in flight
     # The subgroups' softmaxes: M = max m_w, L = sum l_w 2^(sl2 (m_w - M)); subgroup w's rows weigh
     # 2^(sl2 (m_w - M)) / L.  Every running max is finite (FLOOR), so an idle subgroup weighs 0.

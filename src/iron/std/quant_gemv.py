@@ -616,32 +616,38 @@ class Scheme:
     rows: int
     pieces: int
     lane_pieces: int
+    target: int = 8192
 
 
-#: The kernel the host runs per format.  The 2-byte-aligned formats read words wherever the rows' bytes are
-#: whole words on a word boundary (mask fields in place: 5.1 (Q8_0) and 4.6 (Q4_0) SASS instructions per weight
-#: and row, against 10.0 and 6.4 for their byte kernels); Q4_K's 144-byte blocks always are.
-SCHEMES = {"Q8_0": Scheme(gemv_q8_0_words, u32, 4, 1, 1), "Q4_0": Scheme(gemv_q4_0_words, u32, 4, 1, 1),
-           "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1), "Q6_K": Scheme(gemv_q6_k, u8, ROWS, 8, MIN_LANE_PIECES)}
-#: The byte kernels, for Q8_0 / Q4_0 data whose word view is impossible: an odd number of blocks in all, or
-#: device bytes 2 past a word boundary.
+#: The byte kernels of the 2-byte-aligned formats.
 BYTE_SCHEMES = {"Q8_0": Scheme(gemv_q8_0, u8, ROWS, 4, MIN_LANE_PIECES),
                 "Q4_0": Scheme(gemv_q4_0, u8, ROWS, 2, MIN_LANE_PIECES)}
+#: The word kernels: fields masked in place (5.1 (Q8_0) and 4.6 (Q4_0) SASS instructions per weight and row,
+#: against 10.0 and 6.4 for the byte kernels; Q4_K 4.8 against 8.7), four rows a team, and about 2048 subgroups
+#: (the splits that won on an H100 at the Llama shapes, std/quant_gemv/*_splits).
+WORD_SCHEMES = {"Q8_0": Scheme(gemv_q8_0_words, u32, 4, 1, 1, 2048),
+                "Q4_0": Scheme(gemv_q4_0_words, u32, 4, 1, 1, 2048), "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1, 2048)}
+#: The kernel the host runs per format: Q8_0 reads words wherever its rows' bytes are whole words on a word
+#: boundary (else BYTE_SCHEMES's), Q4_K always (144-byte blocks).  Q4_0 stays on bytes: its word kernel lost on
+#: two of the three Llama shapes on an H100 (docs/std/quant_gemv.md).
+SCHEMES = {"Q8_0": WORD_SCHEMES["Q8_0"], "Q4_0": BYTE_SCHEMES["Q4_0"], "Q4_K": WORD_SCHEMES["Q4_K"],
+           "Q6_K": Scheme(gemv_q6_k, u8, ROWS, 8, MIN_LANE_PIECES)}
 #: Every kernel's scheme, by kernel name (the suite registers each).
-ALL_SCHEMES = {sc.kernel.name: sc for sc in (*SCHEMES.values(), *BYTE_SCHEMES.values())}
+ALL_SCHEMES = {sc.kernel.name: sc for sc in (*SCHEMES.values(), *BYTE_SCHEMES.values(), *WORD_SCHEMES.values())}
 KERNELS = {q: sc.kernel for q, sc in SCHEMES.items()}
 
 
 def split_for(m: int, k: int, qtype: str, scheme: Scheme | None = None) -> int:
-    """Subgroups per team: the fewest of SPLITS that give the grid TARGET_SUBGROUPS (32-lane) subgroups, capped
-    where each lane would get fewer than the scheme's ``lane_pieces`` pieces of a row (bench
-    ``std/quant_gemv/*_splits``).  ``scheme``: the kernel's (default the host's, SCHEMES)."""
+    """Subgroups per team: the fewest of SPLITS that give the grid the scheme's target of (32-lane) subgroups
+    (TARGET_SUBGROUPS for the byte kernels), capped where each lane would get fewer than the scheme's
+    ``lane_pieces`` pieces of a row (bench ``std/quant_gemv/*_splits``).  ``scheme``: the kernel's (default the
+    host's, SCHEMES)."""
     fmt = format_of(qtype)
     sc = scheme or SCHEMES[fmt.name]
     teams = _host.ceil_div(m, sc.rows)
     pieces = k // fmt.block * sc.pieces
     most = max(1, pieces // (32 * sc.lane_pieces))
-    want = next((s for s in SPLITS if teams * s >= TARGET_SUBGROUPS), SPLITS[-1])
+    want = next((s for s in SPLITS if teams * s >= sc.target), SPLITS[-1])
     return max(s for s in SPLITS if s <= max(1, min(want, most)))
 
 
@@ -658,7 +664,7 @@ def scheme_for(data: Any, qtype: str, m: int, k: int) -> Scheme:
     bytes not whole words, or a device array 2 bytes off a word boundary)."""
     fmt = format_of(qtype)
     sc = SCHEMES[fmt.name]
-    if sc.word == u32 and fmt.name in BYTE_SCHEMES:
+    if sc.word != u8 and fmt.name in BYTE_SCHEMES:
         total = m * row_bytes(fmt.name, k)
         if total % 4 or _host.device_starts_off(data, 4):
             return BYTE_SCHEMES[fmt.name]
@@ -699,8 +705,8 @@ def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, b
 
 
 __all__ = ["ALL_SCHEMES", "BYTE_PLACES", "BYTE_SCHEMES", "GROUP", "KERNELS", "MIN_LANE_PIECES", "NIBBLE_PLACES",
-           "PLACE_FLOATS", "ROWS", "SCHEMES", "SPLITS", "Scheme", "TARGET_SUBGROUPS", "block_head", "byte_word_dot",
-           "dot8", "finish_pair", "from_half", "gemv_q4_0", "gemv_q4_0_words", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0",
-           "gemv_q8_0_words", "grid_for", "in_place", "kernel_data", "lane_sum", "load_x8", "nibble_word_dot",
-           "q4_0_block", "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv",
-           "scheme_for", "split_for", "sum8", "team_shape"]
+           "PLACE_FLOATS", "ROWS", "SCHEMES", "SPLITS", "Scheme", "TARGET_SUBGROUPS", "WORD_SCHEMES", "block_head",
+           "byte_word_dot", "dot8", "finish_pair", "from_half", "gemv_q4_0", "gemv_q4_0_words", "gemv_q4_k",
+           "gemv_q6_k", "gemv_q8_0", "gemv_q8_0_words", "grid_for", "in_place", "kernel_data", "lane_sum", "load_x8",
+           "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_block", "q8_0_piece",
+           "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape"]
