@@ -7,3 +7,12 @@ if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tm
 nvidia-smi --query-gpu=name --format=csv,noheader
 export PYTHONPATH=/tmp/site:src:tests
 export IRON_CACHE_DIR=/tmp/iron-cache
+
+# gpu_tests NAME SECONDS PYTEST-ARGS...: the GPU tests of a wave, their report in $out/tests-NAME.txt (brought back)
+# and its last lines on the output; TAIL lines (default 3).
+gpu_tests() {
+  local name=$1 seconds=$2
+  shift 2
+  timeout "$seconds" python3 -m pytest -p no:cacheprovider -rfE "$@" > "$out/tests-$name.txt" 2>&1
+  tail -"${TAIL:-3}" "$out/tests-$name.txt"
+}

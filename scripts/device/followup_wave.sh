@@ -30,10 +30,8 @@ set -uo pipefail
 source scripts/device/device_env.sh
 part=${1:-kernels}
 if [ "$part" = kernels ]; then
-  timeout 150 python3 -m pytest -p no:cacheprovider tests/gpu/test_cuda_pdl.py tests/gpu/test_cuda_runtime.py \
-    tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "pdl or chain or runtime or decode or few or graph" \
-    -rfE > "$out/tests-followup.txt" 2>&1
-  tail -3 "$out/tests-followup.txt"
+  gpu_tests followup 150 tests/gpu/test_cuda_pdl.py tests/gpu/test_cuda_runtime.py tests/gpu/test_std_host_cuda.py \
+    tests/gpu/test_std_cuda.py -k "pdl or chain or runtime or decode or few or graph"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   for pdl in 0 1; do
@@ -47,9 +45,7 @@ if [ "$part" = kernels ]; then
   timeout 130 python3 few_tune.py --rows 16 --configs 32_128_6 64_128_4 32_256_4 32_256_5 64_256_3_256 2>&1 \
     | grep '^{' | tee "$out/few.jsonl" | cut -c1-140
 elif [ "$part" = decode ]; then
-  timeout 100 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
-    -k "decode" -rfE > "$out/tests-decode.txt" 2>&1
-  tail -3 "$out/tests-decode.txt"
+  gpu_tests decode 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "decode"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   for mode in now groups256 before now groups256 before; do
@@ -61,9 +57,7 @@ elif [ "$part" = decode ]; then
   timeout 50 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/decode_paged.jsonl" | cut -c1-250
 elif [ "$part" = quant ]; then
   # base: the tree before Q4_K's word kernel, carried as .base/src (git archive <commit> src | tar -x -C .base)
-  timeout 90 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
-    -k "quant or gguf" -rfE > "$out/tests-quant.txt" 2>&1
-  tail -3 "$out/tests-quant.txt"
+  gpu_tests quant 90 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "quant or gguf"
   EXTRA_PYTHONPATH=/tmp/site timeout 300 python3 scripts/device/before_after.py .base/src src \
     --filter std/quant_gemv --rounds 1 2>&1 | tee "$out/quant.jsonl" | cut -c1-200
   for tree in .base/src src; do
@@ -71,8 +65,7 @@ elif [ "$part" = quant ]; then
       --qtype Q4_K 2>&1 | grep '^{' | sed "s|^{|{\"tree\": \"$tree\", |" | tee -a "$out/llama_q4k.jsonl" | cut -c1-300
   done
 elif [ "$part" = verify ]; then
-  timeout 330 python3 -m pytest -p no:cacheprovider -x tests/gpu tests/runtime/cuda -rfE > "$out/tests-gpu.txt" 2>&1
-  tail -4 "$out/tests-gpu.txt"
+  TAIL=4 gpu_tests gpu 330 -x tests/gpu tests/runtime/cuda
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 70 python3 decode_table.py --batches 1 4 16 --seqs 1024 4096 32768 --kv-heads 8 2>&1 | grep '^{' \

@@ -19,9 +19,8 @@ set -uo pipefail
 source scripts/device/device_env.sh
 part=${1:?usage: h200_wave.sh gemm|conv|attention}
 if [ "$part" = gemm ]; then
-  timeout 150 python3 -m pytest -p no:cacheprovider tests/gpu/test_cuda_clusters.py tests/gpu/test_std_cuda.py \
-    tests/gpu/test_std_host_cuda.py -k "clusters or gemm" -rfE > "$out/tests-gemm.txt" 2>&1
-  tail -3 "$out/tests-gemm.txt"
+  gpu_tests gemm 150 tests/gpu/test_cuda_clusters.py tests/gpu/test_std_cuda.py tests/gpu/test_std_host_cuda.py \
+    -k "clusters or gemm"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 80 python3 gemm_tune.py --sizes 4096 8192 --configs WS_256_S4 WSC_256_S4 2>&1 | grep '^{' \
@@ -33,9 +32,8 @@ if [ "$part" = gemm ]; then
     512x11008x4096 512x4096x4096 --configs FOLD_128_S5 FOLDP_256_S4 FOLD_192_S4 FASTP_256_S4 FASTC_128_S5 2>&1 \
     | grep '^{' | tee "$out/fp8.jsonl" | cut -c1-200
 elif [ "$part" = attention ]; then
-  timeout 130 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
-    -k "attention or prefill or decode or paged or varlen" -rfE > "$out/tests-attention.txt" 2>&1
-  tail -3 "$out/tests-attention.txt"
+  gpu_tests attention 130 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+    -k "attention or prefill or decode or paged or varlen"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 150 python3 prefill_tune.py --configs WSPP_128_S2 WSP_128_S2 --host --reps 5 2>&1 | grep '^{' \
@@ -44,9 +42,7 @@ elif [ "$part" = attention ]; then
   timeout 40 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/paged_decode.jsonl" | cut -c1-200
   timeout 50 python3 paged_prefill_check.py 2>&1 | grep '^{' | tee "$out/paged_prefill.jsonl" | cut -c1-200
 else
-  timeout 100 python3 -m pytest -p no:cacheprovider tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
-    -k "conv" -rfE > "$out/tests-conv.txt" 2>&1
-  tail -3 "$out/tests-conv.txt"
+  gpu_tests conv 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "conv"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 200 python3 conv_table.py --reps 3 --count 30 2>&1 | grep '^{' | tee "$out/conv_table.jsonl" | cut -c1-160

@@ -8,8 +8,7 @@
 set -uo pipefail
 source scripts/device/device_env.sh
 export PYTHONPATH=/tmp/site:src
-timeout 120 python3 -m pytest -p no:cacheprovider tests/gpu/test_models_cuda.py -rfE -x > "$out/tests-models.txt" 2>&1
-tail -15 "$out/tests-models.txt"
+TAIL=15 gpu_tests models 120 tests/gpu/test_models_cuda.py -x
 timeout ${LLAMA_TIMEOUT:-200} python3 scripts/device/llama_bench.py --layers 4 --batch 1 16 --profile ${LLAMA_ARGS:-} 2>&1 \
   | tee "$out/llama.log" | grep '^{' | tee "$out/llama.jsonl"
 grep -v '^{' "$out/llama.log" | tail -20
