@@ -45,8 +45,8 @@ MUTANTS = {
                                         ("s = dot8(int_f32(q >> 4, 8), xh, s)",
                                          "s = dot8(int_f32(q >> 4, 8), xl, s)")]),
     # Q4_K's mins dropped for the high sub-block (a dropped term).
-    "q4_k_min_dropped": ("gemv_q4_k", [("+ (d * int_f32(sc1, 0)) * s_hi - (dmin * int_f32(m1, 0)) * sxh)",
-                                        "+ (d * int_f32(sc1, 0)) * s_hi)")]),
+    "q4_k_min_dropped": ("gemv_q4_k", [("return f0 * s_lo - g0 * sxl + f1 * s_hi - g1 * sxh",
+                                        "return f0 * s_lo - g0 * sxl + f1 * s_hi")]),
     # Q4_K's split scales (sub-blocks 4..7) without their top two bits.
     "q4_k_scale_high_bits_dropped": ("gemv_q4_k", [("sc0 = ((c & 15) | ((a >> 2) & 48)) if split else (a & 63)",
                                                     "sc0 = (c & 15) if split else (a & 63)")]),
@@ -67,6 +67,12 @@ MUTANTS = {
                                                "xl0, xh0, 0, 0.0, 0.0, 0, opaque)")]),
     # byte 3 read at byte 2's place.
     "byte_place": ("gemv_q8_0_words", [("(16, 0xFF, 0), (16, 0xFF00, 8))", "(16, 0xFF, 0), (16, 0xFF, 0))")]),
+    # Q4_K's other order (HALVES): the high nibbles read against the low half's x.
+    "q4_k_halves_x": ("gemv_q4_k", [("    ua = q4_k_half(a0, a1, a2, a3, x0, x1, x2, x3, True, opaque)\n",
+                                     "    ua = q4_k_half(a0, a1, a2, a3, x0, x1, x2, x3, False, opaque)\n")]),
+    # Q4_K's other order: the second row's scales taken from the first row's words.
+    "q4_k_halves_scales": ("gemv_q4_k", [("    f0, g0, f1, g1 = q4_k_scales(hb, sb_, j)\n",
+                                          "    f0, g0, f1, g1 = q4_k_scales(ha, sa, j)\n")]),
     # Q6_K's qh bit offset off by one for the third quarter.
     "q6_k_qh_offset": ("gemv_q6_k", [("q = (qa >> 4) | (((qh >> 4) & 3) << 4)",
                                       "q = (qa >> 4) | (((qh >> 5) & 3) << 4)")]),
@@ -265,6 +271,23 @@ def test_q4_k_reads_the_same_bytes_from_numpy_and_torch(seed):
     wide = np.zeros((m, 2 * data.shape[1]), np.uint8)
     wide[:, ::2] = data  # every other byte: a strided view, read through a contiguous copy
     np.testing.assert_array_equal(Q.quant_gemv(wide[:, ::2], "Q4_K", x, m, k, backend="interp"), want)
+
+
+def test_q4_k_orders_give_the_same_bits(seed):
+    """HALVES computes every piece's value with the same roundings in another order: the same bits, on rows that
+    take several pieces a lane and a split."""
+    rng = np.random.default_rng(seed)
+    m, k = 9, 2560
+    data = Q.kernel_data(SG.make_data(rng, "Q4_K", m, k), Q.SCHEMES["Q4_K"])
+    x = rng.standard_normal(k).astype(np.float32)
+    got = []
+    for halves in (False, True):
+        y = np.full(m, np.nan, np.float32)
+        Q.gemv_q4_k.variant(T=iron.f32, HALVES=halves).launch(data, x, y, m, k, 2, grid=(Q.GROUP,), group=(Q.GROUP,),
+                                                              backend="interp")
+        got.append(y)
+    np.testing.assert_array_equal(got[0], got[1])
+    assert np.isfinite(got[0]).all()
 
 
 def test_bytes_as_keeps_a_device_arrays_memory():

@@ -171,16 +171,37 @@ def nibble_word_dot(word, xl, xh, o, s_lo, s_hi, bias, opaque):
 
 
 @func
-def q4_k_piece(data, base, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque):
-    """Nibble chunk ``j`` (bytes 32 j .. + 32 of the 128) of the Q4_K super-block at word ``base`` of ``data``:
-    weights 64 j .. + 32 of sub-block 2 j (low nibbles, x in ``xl0..3``) and the same 32 of sub-block 2 j + 1
-    (high, ``xh0..3``).  ``sxl``/``sxh`` are the sums of their x: the mins apply once, ``dmin m (sum x)``.
-    Words: 0 holds d and dmin, 1-3 the twelve scale bytes, 4 + 8 j .. the chunk; all read 8 bytes at a time."""
-    head = data.load(base, width=2)
-    scales = data.load(base + 2, width=2)
+def q4_k_words(data, base, j):
+    """The words a Q4_K piece reads (q4_k_piece's): the block's head and scale words and chunk ``j``'s eight
+    nibble words, as six 2-word vectors."""
+    return (data.load(base, width=2), data.load(base + 2, width=2), data.load(base + 4 + 8 * j, width=2),
+            data.load(base + 6 + 8 * j, width=2), data.load(base + 8 + 8 * j, width=2),
+            data.load(base + 10 + 8 * j, width=2))
+
+
+@func
+def q4_k_half(q0, q1, q2, q3, x0, x1, x2, x3, high, opaque):
+    """The 32-term dot product of the chunk's low (``high`` False) or high nibbles with x0..3, in byte order:
+    q4_k_piece's ``s_lo`` or ``s_hi``, the same roundings."""
+    s = 0.0
+    for v in static_range(8):
+        word = (q0 if v < 2 else (q1 if v < 4 else (q2 if v < 6 else q3)))[v % 2]
+        xv = x0 if v < 2 else (x1 if v < 4 else (x2 if v < 6 else x3))
+        w8 = word >> 8
+        w16 = word >> 16
+        for n in static_range(4):
+            shift, mask, c = NIBBLE_PLACES[2 * n + (1 if high else 0)]
+            bits = word if shift == 0 else (w8 if shift == 8 else w16)
+            s = s + in_place(bits, mask, c, 0, opaque) * xv[4 * (v % 2) + n]
+    return s
+
+
+@func
+def q4_k_scales(head, scales, j):
+    """(d sc, dmin m) of sub-blocks 2 j and 2 j + 1 from a block's head and scale words.  Sub-blocks 2j, 2j+1 read
+    bytes t, t+1 of each scale word (t = 2 (j % 2)); j >= 2 takes the split form."""
     d = f32(bitcast(u16(head[0] & 65535), f16))
     dmin = f32(bitcast(u16(head[0] >> 16), f16))
-    # sub-blocks 2j, 2j+1 read bytes t, t+1 of each scale word (t = 2 (j % 2)); j >= 2 takes the split form
     at = (j & 1) << 4
     a = head[1] >> at
     b = scales[0] >> at
@@ -190,10 +211,16 @@ def q4_k_piece(data, base, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, 
     m0 = (((c >> 4) & 15) | ((b >> 2) & 48)) if split else (b & 63)
     sc1 = (((c >> 8) & 15) | ((a >> 10) & 48)) if split else ((a >> 8) & 63)
     m1 = (((c >> 12) & 15) | ((b >> 10) & 48)) if split else ((b >> 8) & 63)
-    q0 = data.load(base + 4 + 8 * j, width=2)
-    q1 = data.load(base + 6 + 8 * j, width=2)
-    q2 = data.load(base + 8 + 8 * j, width=2)
-    q3 = data.load(base + 10 + 8 * j, width=2)
+    return d * int_f32(sc0, 0), dmin * int_f32(m0, 0), d * int_f32(sc1, 0), dmin * int_f32(m1, 0)
+
+
+@func
+def q4_k_piece(data, base, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque):
+    """Nibble chunk ``j`` (bytes 32 j .. + 32 of the 128) of the Q4_K super-block at word ``base`` of ``data``:
+    weights 64 j .. + 32 of sub-block 2 j (low nibbles, x in ``xl0..3``) and the same 32 of sub-block 2 j + 1
+    (high, ``xh0..3``).  ``sxl``/``sxh`` are the sums of their x: the mins apply once, ``dmin m (sum x)``.
+    Words: 0 holds d and dmin, 1-3 the twelve scale bytes, 4 + 8 j .. the chunk; all read 8 bytes at a time."""
+    head, scales, q0, q1, q2, q3 = q4_k_words(data, base, j)
     s_lo, s_hi = nibble_word_dot(q0[0], xl0, xh0, 0, 0.0, 0.0, 0, opaque)
     s_lo, s_hi = nibble_word_dot(q0[1], xl0, xh0, 4, s_lo, s_hi, 0, opaque)
     s_lo, s_hi = nibble_word_dot(q1[0], xl1, xh1, 0, s_lo, s_hi, 0, opaque)
@@ -202,8 +229,47 @@ def q4_k_piece(data, base, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, 
     s_lo, s_hi = nibble_word_dot(q2[1], xl2, xh2, 4, s_lo, s_hi, 0, opaque)
     s_lo, s_hi = nibble_word_dot(q3[0], xl3, xh3, 0, s_lo, s_hi, 0, opaque)
     s_lo, s_hi = nibble_word_dot(q3[1], xl3, xh3, 4, s_lo, s_hi, 0, opaque)
-    return ((d * int_f32(sc0, 0)) * s_lo - (dmin * int_f32(m0, 0)) * sxl
-            + (d * int_f32(sc1, 0)) * s_hi - (dmin * int_f32(m1, 0)) * sxh)
+    f0, g0, f1, g1 = q4_k_scales(head, scales, j)
+    return f0 * s_lo - g0 * sxl + f1 * s_hi - g1 * sxh
+
+
+@func
+def q4_k_halves(data, ra, rb, rc, rd, j, x, lo, opaque):
+    """The four rows' pieces of chunk ``j`` (x from ``lo``) as q4_k_piece gives them, bit for bit, in another
+    order: every row's words first, then the low nibbles of the four rows against the first 32 x, then the high
+    ones against the next 32, so only 32 x are live at a time (80 registers where q4_k_piece's order takes 128).
+    Returns the four rows' piece values."""
+    ha, sa, a0, a1, a2, a3 = q4_k_words(data, ra, j)
+    hb, sb_, b0, b1, b2, b3 = q4_k_words(data, rb, j)
+    hc, sc, c0, c1, c2, c3 = q4_k_words(data, rc, j)
+    hd, sd, d0, d1, d2, d3 = q4_k_words(data, rd, j)
+    x0 = load_x8(x, lo)
+    x1 = load_x8(x, lo + 8)
+    x2 = load_x8(x, lo + 16)
+    x3 = load_x8(x, lo + 24)
+    sxl = sum8(x3, sum8(x2, sum8(x1, sum8(x0, 0.0))))
+    la = q4_k_half(a0, a1, a2, a3, x0, x1, x2, x3, False, opaque)
+    lb = q4_k_half(b0, b1, b2, b3, x0, x1, x2, x3, False, opaque)
+    lc = q4_k_half(c0, c1, c2, c3, x0, x1, x2, x3, False, opaque)
+    ld = q4_k_half(d0, d1, d2, d3, x0, x1, x2, x3, False, opaque)
+    x0 = load_x8(x, lo + 32)
+    x1 = load_x8(x, lo + 40)
+    x2 = load_x8(x, lo + 48)
+    x3 = load_x8(x, lo + 56)
+    sxh = sum8(x3, sum8(x2, sum8(x1, sum8(x0, 0.0))))
+    ua = q4_k_half(a0, a1, a2, a3, x0, x1, x2, x3, True, opaque)
+    ub = q4_k_half(b0, b1, b2, b3, x0, x1, x2, x3, True, opaque)
+    uc = q4_k_half(c0, c1, c2, c3, x0, x1, x2, x3, True, opaque)
+    ud = q4_k_half(d0, d1, d2, d3, x0, x1, x2, x3, True, opaque)
+    f0, g0, f1, g1 = q4_k_scales(ha, sa, j)
+    pa = f0 * la - g0 * sxl + f1 * ua - g1 * sxh
+    f0, g0, f1, g1 = q4_k_scales(hb, sb_, j)
+    pb = f0 * lb - g0 * sxl + f1 * ub - g1 * sxh
+    f0, g0, f1, g1 = q4_k_scales(hc, sc, j)
+    pc = f0 * lc - g0 * sxl + f1 * uc - g1 * sxh
+    f0, g0, f1, g1 = q4_k_scales(hd, sd, j)
+    pd = f0 * ld - g0 * sxl + f1 * ud - g1 * sxh
+    return pa, pb, pc, pd
 
 
 @func
@@ -392,7 +458,7 @@ def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
         base += num_groups(0) * teams * ROWS
 
 
-@kernel(variants(T=[f32, f16, bf16]))
+@kernel(variants(T=[f32, f16, bf16], HALVES=[False, True]))
 def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q4_K (144-byte super-blocks of 256; weight (d sc_s) q - dmin m_s).
 
@@ -409,7 +475,8 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
     unspecified); finite inputs give finite y unless the sum overflows.
     A piece is one 32-byte nibble chunk: 32 weights of each of two sub-blocks, each a 32-term dot product (in
     byte order) times d sc, minus dmin m times the sum of its x (32 terms in order); the four terms added in
-    that order.  Nibbles and scales load 8 bytes at a time.
+    that order.  Nibbles and scales load 8 bytes at a time.  HALVES: the same values computed in another order
+    (q4_k_halves), fewer registers.
     """
     sums = shared(f32, 2 * GROUP)
     w = simd_size()
@@ -435,6 +502,14 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
             sb = p // 4
             j = p % 4
             lo = sb * 256 + 64 * j
+            at = sb * 36
+            if HALVES:
+                pa, pb, pc, pd = q4_k_halves(data, ra + at, rb + at, rc + at, rd + at, j, x, lo, opaque)
+                acc_a += pa
+                acc_b += pb
+                acc_c += pc
+                acc_d += pd
+                continue
             xl0 = load_x8(x, lo)
             xl1 = load_x8(x, lo + 8)
             xl2 = load_x8(x, lo + 16)
@@ -445,7 +520,6 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
             xh3 = load_x8(x, lo + 56)
             sxl = sum8(xl3, sum8(xl2, sum8(xl1, sum8(xl0, 0.0))))
             sxh = sum8(xh3, sum8(xh2, sum8(xh1, sum8(xh0, 0.0))))
-            at = sb * 36
             acc_a += q4_k_piece(data, ra + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
             acc_b += q4_k_piece(data, rb + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
             acc_c += q4_k_piece(data, rc + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
@@ -608,8 +682,9 @@ def gemv_q4_0_words(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split
 @dataclass(frozen=True)
 class Scheme:
     """How one kernel reads a format: ``word`` the element type of its ``data`` (u32: the bytes as little-endian
-    words, :func:`kernel_data`), ``rows`` a team takes, ``pieces`` a block, and the fewest pieces of a row a
-    lane keeps when the host splits a team (``lane_pieces``)."""
+    words, :func:`kernel_data`), ``rows`` a team takes, ``pieces`` a block, the fewest pieces of a row a lane
+    keeps when the host splits a team (``lane_pieces``), the subgroups the split aims at (``target``), and the
+    kernel's variant values beside T (``binding``)."""
 
     kernel: Any
     word: Any
@@ -617,6 +692,7 @@ class Scheme:
     pieces: int
     lane_pieces: int
     target: int = 8192
+    binding: tuple[tuple[str, Any], ...] = ()
 
 
 #: The byte kernels of the 2-byte-aligned formats.
@@ -626,7 +702,8 @@ BYTE_SCHEMES = {"Q8_0": Scheme(gemv_q8_0, u8, ROWS, 4, MIN_LANE_PIECES),
 #: against 10.0 and 6.4 for the byte kernels; Q4_K 4.8 against 8.7), four rows a team, and about 2048 subgroups
 #: (the splits that won on an H100 at the Llama shapes, std/quant_gemv/*_splits).
 WORD_SCHEMES = {"Q8_0": Scheme(gemv_q8_0_words, u32, 4, 1, 1, 2048),
-                "Q4_0": Scheme(gemv_q4_0_words, u32, 4, 1, 1, 2048), "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1, 2048)}
+                "Q4_0": Scheme(gemv_q4_0_words, u32, 4, 1, 1, 2048),
+                "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1, 2048, (("HALVES", False),))}
 #: The kernel the host runs per format: Q8_0 reads words wherever its rows' bytes are whole words on a word
 #: boundary (else BYTE_SCHEMES's), Q4_K always (144-byte blocks).  Q4_0 stays on bytes: its word kernel lost on
 #: two of the three Llama shapes on an H100 (docs/std/quant_gemv.md).
@@ -699,14 +776,15 @@ def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, b
     sc = scheme_for(data, fmt.name, M, K)
     split = split_for(M, K, fmt.name, sc)
     grid = grid_for(M, split, sc.rows)
-    sc.kernel.variant(T=dt).launch(kernel_data(data, sc), x, out, M, K, split, grid=(grid,), group=(GROUP,),
-                                   backend=backend)
+    sc.kernel.variant(T=dt, **dict(sc.binding)).launch(kernel_data(data, sc), x, out, M, K, split, grid=(grid,),
+                                                       group=(GROUP,), backend=backend)
     return out
 
 
 __all__ = ["ALL_SCHEMES", "BYTE_PLACES", "BYTE_SCHEMES", "GROUP", "KERNELS", "MIN_LANE_PIECES", "NIBBLE_PLACES",
            "PLACE_FLOATS", "ROWS", "SCHEMES", "SPLITS", "Scheme", "TARGET_SUBGROUPS", "WORD_SCHEMES", "block_head",
            "byte_word_dot", "dot8", "finish_pair", "from_half", "gemv_q4_0", "gemv_q4_0_words", "gemv_q4_k",
+           "q4_k_half", "q4_k_halves", "q4_k_scales", "q4_k_words",
            "gemv_q6_k", "gemv_q8_0", "gemv_q8_0_words", "grid_for", "in_place", "kernel_data", "lane_sum", "load_x8",
            "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_block", "q8_0_piece",
            "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape"]

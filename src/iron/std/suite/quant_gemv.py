@@ -145,16 +145,26 @@ def _gemv_setup(name: str, even_blocks: bool = False) -> Any:
     return setup
 
 
+#: Every variant a kernel's tests run, beside T: Q4_K's two orders of the same sums.
+TEST_BINDINGS = {"gemv_q4_k": [{"HALVES": False}, {"HALVES": True}]}
+
 SETUPS = {}
 for _name, _scheme in ALL_SCHEMES.items():
     _bench = f"std/quant_gemv/{_name.removeprefix('gemv_')}"
-    SETUPS[_name] = bench(_scheme.kernel, shapes=BENCH_SHAPES, name=_bench)(
-        test_kernel(_scheme.kernel, shapes=SHAPES, name=_bench)(_gemv_setup(_name, _scheme.word != u8)))
+    _host_binding = [dict(_scheme.binding)] if _scheme.binding else None
+    SETUPS[_name] = bench(_scheme.kernel, shapes=BENCH_SHAPES, bindings=_host_binding, name=_bench)(
+        test_kernel(_scheme.kernel, shapes=SHAPES, bindings=TEST_BINDINGS.get(_name), name=_bench)(
+            _gemv_setup(_name, _scheme.word != u8)))
+# Q4_K's other order (HALVES: 80 registers against 128), beside the host's at the same shapes and split.
+bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes=BENCH_SHAPES, bindings=[{"HALVES": True}],
+      name="std/quant_gemv/q4_k_halves")(_gemv_setup("gemv_q4_k", True))
 
 # The host's split against the others at the Llama shapes (bf16; the tuning behind split_for), for the two
 # block sizes: Q8_0 (34-byte blocks of 32) and Q4_K (144-byte super-blocks of 256).
 SPLIT_BENCH = {"interp": [], "vulkan": [],
                "*": [{**shape, "S": s} for shape in BENCH_SHAPES["*"] for s in SPLITS]}
 for _name in ("gemv_q8_0_words", "gemv_q4_k"):
-    bench(ALL_SCHEMES[_name].kernel, shapes=SPLIT_BENCH, dtypes=[D.bf16],
+    _scheme = ALL_SCHEMES[_name]
+    bench(_scheme.kernel, shapes=SPLIT_BENCH, dtypes=[D.bf16],
+          bindings=[dict(_scheme.binding)] if _scheme.binding else None,
           name=f"std/quant_gemv/{_name.removeprefix('gemv_')}_splits")(_gemv_setup(_name, True))
