@@ -486,7 +486,7 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
     piece_slice = simd_group_id() % sp
     nb = k // 256
     stride = nb * 36
-    opaque = u32(k) >> 31  # 0 (k < 2**31), unknown to the compiler: see nibble_word_dot
+    opaque = u32(k) >> 31  # 0 (k < 2**31), unknown to the compiler: see in_place
     base = group_id(0) * teams * 4
     while base < m:
         r = base + team * 4
@@ -578,23 +578,10 @@ def gemv_q6_k(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
 
 
 
-@kernel(variants(T=[f32, f16, bf16]))
-def gemv_q8_0_words(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
-    """y = W x, W (m, k) in Q8_0 (34-byte blocks of 32: f16 d, 32 x i8 q; weight d q), read as u32 words.
-
-    data: m rows of k weights, each row k / 32 blocks back to back (gguf.py), m k / 32 even (whole words), its
-    bytes read as little-endian u32 words (the host's ``kernel_data``), the buffer 4-byte aligned; x: (k,),
-    y: (m,), T in f32/f16/bf16; k a positive multiple of 32, m >= 1, bytes < 2**31.
-    Rows: as gemv_q4_k's, four rows a team.
-    Order: lane l of the team's subgroup j adds its blocks l + W j, + W P, ... in order (f32), a xor
-    butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
-    No atomics: deterministic.
-    Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
-    unspecified); finite inputs give finite y unless the sum overflows.
-    A piece is a block: a 32-term dot product of q with x in order, then times d.  Its nine words are read
-    one at a time (a block starts at a word or 2 bytes into one).
-    """
-    sums = shared(f32, 2 * GROUP)
+@func
+def words_gemv(data, x, y, m, k, split, nbytes, sums):
+    """The body of gemv_q8_0_words (``nbytes`` 34) and gemv_q4_0_words (18): teams of four rows, a block a
+    piece (their contracts); ``sums`` the group's shared f32 (2 GROUP) for the split's partial sums."""
     w = simd_size()
     lane = lane_id()
     sp, teams = team_shape(split)
@@ -618,14 +605,39 @@ def gemv_q8_0_words(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split
             x1 = load_x8(x, blk * 32 + 8)
             x2 = load_x8(x, blk * 32 + 16)
             x3 = load_x8(x, blk * 32 + 24)
-            acc_a += q8_0_block(data, ga + blk, x0, x1, x2, x3, opaque)
-            acc_b += q8_0_block(data, gb + blk, x0, x1, x2, x3, opaque)
-            acc_c += q8_0_block(data, gc + blk, x0, x1, x2, x3, opaque)
-            acc_d += q8_0_block(data, gd + blk, x0, x1, x2, x3, opaque)
+            if nbytes == 34:
+                acc_a += q8_0_block(data, ga + blk, x0, x1, x2, x3, opaque)
+                acc_b += q8_0_block(data, gb + blk, x0, x1, x2, x3, opaque)
+                acc_c += q8_0_block(data, gc + blk, x0, x1, x2, x3, opaque)
+                acc_d += q8_0_block(data, gd + blk, x0, x1, x2, x3, opaque)
+            else:
+                acc_a += q4_0_block(data, ga + blk, x0, x1, x2, x3, opaque)
+                acc_b += q4_0_block(data, gb + blk, x0, x1, x2, x3, opaque)
+                acc_c += q4_0_block(data, gc + blk, x0, x1, x2, x3, opaque)
+                acc_d += q4_0_block(data, gd + blk, x0, x1, x2, x3, opaque)
         limit = min(m, base + teams * 4)
         finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, sp)
         finish_pair(y, sums, acc_c, acc_d, r + 2, limit, team, piece_slice, sp)
         base += num_groups(0) * teams * 4
+
+
+@kernel(variants(T=[f32, f16, bf16]))
+def gemv_q8_0_words(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
+    """y = W x, W (m, k) in Q8_0 (34-byte blocks of 32: f16 d, 32 x i8 q; weight d q), read as u32 words.
+
+    data: m rows of k weights, each row k / 32 blocks back to back (gguf.py), m k / 32 even (whole words), its
+    bytes read as little-endian u32 words (the host's ``kernel_data``), the buffer 4-byte aligned; x: (k,),
+    y: (m,), T in f32/f16/bf16; k a positive multiple of 32, m >= 1, bytes < 2**31.
+    Rows: as gemv_q4_k's, four rows a team.
+    Order: lane l of the team's subgroup j adds its blocks l + W j, + W P, ... in order (f32), a xor
+    butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
+    No atomics: deterministic.
+    Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
+    unspecified); finite inputs give finite y unless the sum overflows.
+    A piece is a block: a 32-term dot product of q with x in order, then times d.  Its nine words are read
+    one at a time (a block starts at a word or 2 bytes into one).
+    """
+    words_gemv(data, x, y, m, k, split, 34, shared(f32, 2 * GROUP))
 
 
 @kernel(variants(T=[f32, f16, bf16]))
@@ -646,38 +658,8 @@ def gemv_q4_0_words(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split
     high nibbles (weights 16 .. 31), each in byte order, added, then times d.  Its five words are read one at a
     time (a block starts at a word or 2 bytes into one).
     """
-    sums = shared(f32, 2 * GROUP)
-    w = simd_size()
-    lane = lane_id()
-    sp, teams = team_shape(split)
-    team = simd_group_id() // sp
-    piece_slice = simd_group_id() % sp
-    nb = k // 32
-    opaque = u32(k) >> 31  # 0 (k < 2**31), unknown to the compiler: see in_place
-    base = group_id(0) * teams * 4
-    while base < m:
-        r = base + team * 4
-        ga = min(r, m - 1) * nb
-        gb = min(r + 1, m - 1) * nb
-        gc = min(r + 2, m - 1) * nb
-        gd = min(r + 3, m - 1) * nb
-        acc_a = 0.0
-        acc_b = 0.0
-        acc_c = 0.0
-        acc_d = 0.0
-        for blk in range(lane + w * piece_slice, nb, w * sp):
-            xl0 = load_x8(x, blk * 32)
-            xl1 = load_x8(x, blk * 32 + 8)
-            xh0 = load_x8(x, blk * 32 + 16)
-            xh1 = load_x8(x, blk * 32 + 24)
-            acc_a += q4_0_block(data, ga + blk, xl0, xl1, xh0, xh1, opaque)
-            acc_b += q4_0_block(data, gb + blk, xl0, xl1, xh0, xh1, opaque)
-            acc_c += q4_0_block(data, gc + blk, xl0, xl1, xh0, xh1, opaque)
-            acc_d += q4_0_block(data, gd + blk, xl0, xl1, xh0, xh1, opaque)
-        limit = min(m, base + teams * 4)
-        finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, sp)
-        finish_pair(y, sums, acc_c, acc_d, r + 2, limit, team, piece_slice, sp)
-        base += num_groups(0) * teams * 4
+    words_gemv(data, x, y, m, k, split, 18, shared(f32, 2 * GROUP))
+
 
 @dataclass(frozen=True)
 class Scheme:
@@ -784,7 +766,7 @@ def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, b
 __all__ = ["ALL_SCHEMES", "BYTE_PLACES", "BYTE_SCHEMES", "GROUP", "KERNELS", "MIN_LANE_PIECES", "NIBBLE_PLACES",
            "PLACE_FLOATS", "ROWS", "SCHEMES", "SPLITS", "Scheme", "TARGET_SUBGROUPS", "WORD_SCHEMES", "block_head",
            "byte_word_dot", "dot8", "finish_pair", "from_half", "gemv_q4_0", "gemv_q4_0_words", "gemv_q4_k",
-           "q4_k_half", "q4_k_halves", "q4_k_scales", "q4_k_words",
            "gemv_q6_k", "gemv_q8_0", "gemv_q8_0_words", "grid_for", "in_place", "kernel_data", "lane_sum", "load_x8",
-           "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_piece", "q6_k_piece", "q8_0_block", "q8_0_piece",
-           "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape"]
+           "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_half", "q4_k_halves", "q4_k_piece", "q4_k_scales",
+           "q4_k_words", "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv", "scheme_for", "split_for", "sum8",
+           "team_shape", "words_gemv"]
