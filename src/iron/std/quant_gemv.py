@@ -1,11 +1,12 @@
 """``y = W x`` with W stored in a GGUF block format (Q8_0, Q4_0, Q4_K, Q6_K): the decode-time matvec.
 
-W is never expanded: a team of ``split`` subgroups takes two rows at a time, every lane whole pieces of
-blocks (its x slice loaded once for both rows), the block's scales applied once per piece to an f32 dot
-product of the small integers with x, then a xor-butterfly across the lanes and, with split > 1, the
-team's subgroups added in shared memory.  The kernels are bound by the quantised
-bytes they stream (0.56 to 1.06 bytes per weight against 2 for f16), so bandwidth is counted on
-those bytes.  ``quant_gemv(data, "Q4_K", x, M, K)`` launches the matching kernel (docs/std/quant_gemv.md).
+W is never expanded: a team of ``split`` subgroups takes two rows at a time (four in the word kernels), every
+lane whole pieces of blocks (its x slice loaded once for the team's rows), the block's scales applied once per
+piece to an f32 dot product of the small integers with x, then a xor-butterfly across the lanes and, with
+split > 1, the team's subgroups added in shared memory.  The word kernels (Q4_K, and Q8_0 / Q4_0 beside their
+byte kernels) read the bytes as 32-bit words and each field where it sits (:func:`in_place`).  Bandwidth is
+counted on the quantised bytes (0.56 to 1.06 bytes per weight against 2 for f16).
+``quant_gemv(data, "Q4_K", x, M, K)`` launches the host's kernel (:func:`scheme_for`; docs/std/quant_gemv.md).
 """
 
 from __future__ import annotations
