@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from iron import In, Tensor, f32, kernel
+from iron import In, Tensor, bf16, f32, kernel
 from iron.lang import program_id
 from iron.std import attention as A
 from iron.std import gemv as G
@@ -375,6 +375,31 @@ def test_quant_gemv_with_the_hosts_split(cuda, qtype, m, k):
     want = SQ.oracle_of(qtype, m, k)(data, x.astype(np.float64), None, m, k, split)
     verdict = compare(got, want, derive_tolerance(D.f16, SQ.depth(qtype, k, 32, split, sc.kernel.name)))
     assert verdict.ok, verdict.message
+
+
+@pytest.mark.parametrize("halves,staged", [(True, False), (False, True)])
+def test_quant_gemv_q4_k_forms_give_the_hosts_bits(cuda, halves, staged):
+    """Q4_K's HALVES and STAGED forms (the latter only on CUDA and HIP: 48 KiB a group) on the GPU give the host
+    form's bits at a Llama shape, with the host's split."""
+    import torch
+
+    from iron.std import quant_gemv as Q
+    from iron.std.suite import gguf as SG
+
+    m, k = 4096, 4096
+    rng = np.random.default_rng(7)
+    data = torch.from_numpy(SG.make_data(rng, "Q4_K", m, k)).cuda()
+    words = Q.kernel_data(data, Q.SCHEMES["Q4_K"])
+    x = torch.from_numpy(rng.standard_normal(k).astype(np.float32)).cuda().to(torch.bfloat16)
+    sc = Q.SCHEMES["Q4_K"]
+    split = Q.split_for(m, k, "Q4_K")
+    grid = (Q.grid_for(m, split, sc.rows),)
+    got = []
+    for form in ({"HALVES": False, "STAGED": False}, {"HALVES": halves, "STAGED": staged}):
+        y = torch.empty(m, dtype=torch.bfloat16, device="cuda")
+        Q.gemv_q4_k.variant(T=bf16, **form).launch(words, x, y, m, k, split, grid=grid, group=(Q.GROUP,))
+        got.append(y.cpu())
+    assert torch.equal(got[0], got[1])
 
 
 @pytest.mark.parametrize("h_kv,d", [(8, 128), (32, 128), (8, 64)])

@@ -273,21 +273,69 @@ def test_q4_k_reads_the_same_bytes_from_numpy_and_torch(seed):
     np.testing.assert_array_equal(Q.quant_gemv(wide[:, ::2], "Q4_K", x, m, k, backend="interp"), want)
 
 
-def test_q4_k_orders_give_the_same_bits(seed):
-    """HALVES computes every piece's value with the same roundings in another order: the same bits, on rows that
-    take several pieces a lane and a split."""
+Q4_K_FORMS = ({"HALVES": False, "STAGED": False}, {"HALVES": True, "STAGED": False},
+              {"HALVES": False, "STAGED": True})
+
+
+def q4_k_forms(kernel, seed, forms=Q4_K_FORMS):
+    """``kernel`` (gemv_q4_k or a mutant of it) in each of ``forms`` on rows that take several pieces a lane and
+    a split, on the interpreter: the outputs (or the error a form raised)."""
     rng = np.random.default_rng(seed)
     m, k = 9, 2560
     data = Q.kernel_data(SG.make_data(rng, "Q4_K", m, k), Q.SCHEMES["Q4_K"])
     x = rng.standard_normal(k).astype(np.float32)
     got = []
-    for halves in (False, True):
+    for form in forms:
         y = np.full(m, np.nan, np.float32)
-        Q.gemv_q4_k.variant(T=iron.f32, HALVES=halves).launch(data, x, y, m, k, 2, grid=(Q.GROUP,), group=(Q.GROUP,),
-                                                              backend="interp")
+        try:
+            kernel.variant(T=iron.f32, **form).launch(data, x, y, m, k, 2, grid=(Q.GROUP,), group=(Q.GROUP,),
+                                                      backend="interp")
+        except iron.IronError as err:
+            got.append(err)
+            continue
         got.append(y)
-    np.testing.assert_array_equal(got[0], got[1])
+    return got
+
+
+def test_q4_k_forms_give_the_same_bits(seed):
+    """HALVES and STAGED compute every piece's value with the same roundings, in another order or from words staged
+    in shared memory: the host's bits (which the registered rows check against the oracle)."""
+    got = q4_k_forms(Q.gemv_q4_k, seed)
     assert np.isfinite(got[0]).all()
+    for other in got[1:]:
+        np.testing.assert_array_equal(got[0], other)
+
+
+@pytest.mark.parametrize("edit", [
+    # the third row's words staged from the second row
+    ("q4_k_stage(stage, mine + 24, data, rc + at, j)", "q4_k_stage(stage, mine + 24, data, rb + at, j)"),
+    # the staged words read without waiting for their copies: the interpreter reports the read
+    ("                copy_async_wait()\n", ""),
+], ids=["staged_rows", "staged_no_wait"])
+def test_q4_k_staged_mutants_caught(edit, tmp_path, seed):
+    """STAGED runs on the interpreter here and on CUDA in tests/gpu (its 48 KiB a group are more than lavapipe
+    gives, so the registry does not run it): each mutant gives other bits than the host's form, or an error."""
+    want, got = q4_k_forms(mutant_module(tmp_path, edit).gemv_q4_k, seed, (Q4_K_FORMS[0], Q4_K_FORMS[2]))
+    assert isinstance(got, Exception) or not np.array_equal(want, got)
+
+
+@pytest.mark.parametrize("target", ["cuda", "hip"])
+def test_q4_k_staged_compiles(target, require_toolchain):
+    """STAGED for the targets whose groups hold its 48 KiB (elsewhere the compile-time limit says so)."""
+    from std_testing import TOOLCHAIN_OF, Point, compile_for
+
+    require_toolchain(TOOLCHAIN_OF[target])
+    for t in (iron.f16, iron.bf16):
+        compile_for(target, Point(Q.gemv_q4_k, {"T": t, "HALVES": False, "STAGED": True}))
+
+
+@pytest.mark.parametrize("target", ["metal", "spirv"])
+def test_q4_k_staged_is_a_clear_error_where_groups_are_small(target):
+    from iron.codegen.emit import emit_kernel
+
+    kern = Q.gemv_q4_k.variant(T=iron.f16, HALVES=False, STAGED=True)
+    with pytest.raises(iron.IronError, match="shared memory reaches .* bytes .* over the 32768 bytes per group"):
+        emit_kernel(kern.compiled(target), target)
 
 
 def test_bytes_as_keeps_a_device_arrays_memory():

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, u8, u16, u32, variants
-from iron.lang import (barrier, bitcast, cast, group_id, lane_id, num_groups, shared, simd_group_id, simd_shuffle_xor,
-                       simd_size, static_range, vec)
+from iron.lang import (barrier, bitcast, cast, copy_async, copy_async_commit, copy_async_wait, group_id, lane_id,
+                       num_groups, shared, simd_group_id, simd_shuffle_xor, simd_size, static_range, vec)
 
 from . import _host
 from .gguf import bytes8, check_data, format_of, half_at, int_f32, row_bytes
@@ -222,6 +222,12 @@ def q4_k_piece(data, base, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, 
     (high, ``xh0..3``).  ``sxl``/``sxh`` are the sums of their x: the mins apply once, ``dmin m (sum x)``.
     Words: 0 holds d and dmin, 1-3 the twelve scale bytes, 4 + 8 j .. the chunk; all read 8 bytes at a time."""
     head, scales, q0, q1, q2, q3 = q4_k_words(data, base, j)
+    return q4_k_value(head, scales, q0, q1, q2, q3, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+
+
+@func
+def q4_k_value(head, scales, q0, q1, q2, q3, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque):
+    """q4_k_piece's value from the piece's words (q4_k_words)."""
     s_lo, s_hi = nibble_word_dot(q0[0], xl0, xh0, 0, 0.0, 0.0, 0, opaque)
     s_lo, s_hi = nibble_word_dot(q0[1], xl0, xh0, 4, s_lo, s_hi, 0, opaque)
     s_lo, s_hi = nibble_word_dot(q1[0], xl1, xh1, 0, s_lo, s_hi, 0, opaque)
@@ -232,6 +238,24 @@ def q4_k_piece(data, base, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, 
     s_lo, s_hi = nibble_word_dot(q3[1], xl3, xh3, 4, s_lo, s_hi, 0, opaque)
     f0, g0, f1, g1 = q4_k_scales(head, scales, j)
     return f0 * s_lo - g0 * sxl + f1 * s_hi - g1 * sxh
+
+
+@func
+def q4_k_stage(stage, at, data, base, j):
+    """Start copying a piece's twelve words (q4_k_words's: head, scales, chunk ``j``) into ``stage[at ..]``,
+    8 bytes a copy."""
+    copy_async(stage, at, data, base, 2)
+    copy_async(stage, at + 2, data, base + 2, 2)
+    for q in static_range(4):
+        copy_async(stage, at + 4 + 2 * q, data, base + 4 + 8 * j + 2 * q, 2)
+
+
+@func
+def q4_k_staged(stage, at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque):
+    """q4_k_piece's value from the twelve words q4_k_stage copied to ``stage[at ..]``."""
+    return q4_k_value(stage.load(at, width=2), stage.load(at + 2, width=2), stage.load(at + 4, width=2),
+                      stage.load(at + 6, width=2), stage.load(at + 8, width=2), stage.load(at + 10, width=2), j,
+                      xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
 
 
 @func
@@ -459,7 +483,8 @@ def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
         base += num_groups(0) * teams * ROWS
 
 
-@kernel(variants(T=[f32, f16, bf16], HALVES=[False, True]))
+@kernel(variants(T=[f32, f16, bf16], HALVES=[False, True], STAGED=[False, True],
+                 where=lambda v: not (v.HALVES and v.STAGED)))
 def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q4_K (144-byte super-blocks of 256; weight (d sc_s) q - dmin m_s).
 
@@ -477,9 +502,13 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
     A piece is one 32-byte nibble chunk: 32 weights of each of two sub-blocks, each a 32-term dot product (in
     byte order) times d sc, minus dmin m times the sum of its x (32 terms in order); the four terms added in
     that order.  Nibbles and scales load 8 bytes at a time.  HALVES: the same values computed in another order
-    (q4_k_halves), fewer registers.
+    (q4_k_halves), fewer registers.  STAGED: the same values, each thread's four rows' words first copied
+    asynchronously into its own 192 bytes of shared memory (48 KiB a group: CUDA and HIP; more than Vulkan and
+    Metal guarantee a group), so every copy is in flight before the first is used.
     """
     sums = shared(f32, 2 * GROUP)
+    stage = shared(u32, 48 * GROUP if STAGED else 2)
+    mine = (simd_group_id() * simd_size() + lane_id()) * 48
     w = simd_size()
     lane = lane_id()
     sp, teams = team_shape(split)
@@ -511,6 +540,12 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
                 acc_c += pc
                 acc_d += pd
                 continue
+            if STAGED:
+                q4_k_stage(stage, mine, data, ra + at, j)
+                q4_k_stage(stage, mine + 12, data, rb + at, j)
+                q4_k_stage(stage, mine + 24, data, rc + at, j)
+                q4_k_stage(stage, mine + 36, data, rd + at, j)
+                copy_async_commit()
             xl0 = load_x8(x, lo)
             xl1 = load_x8(x, lo + 8)
             xl2 = load_x8(x, lo + 16)
@@ -521,6 +556,13 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
             xh3 = load_x8(x, lo + 56)
             sxl = sum8(xl3, sum8(xl2, sum8(xl1, sum8(xl0, 0.0))))
             sxh = sum8(xh3, sum8(xh2, sum8(xh1, sum8(xh0, 0.0))))
+            if STAGED:
+                copy_async_wait()
+                acc_a += q4_k_staged(stage, mine, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                acc_b += q4_k_staged(stage, mine + 12, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                acc_c += q4_k_staged(stage, mine + 24, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                acc_d += q4_k_staged(stage, mine + 36, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                continue
             acc_a += q4_k_piece(data, ra + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
             acc_b += q4_k_piece(data, rb + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
             acc_c += q4_k_piece(data, rc + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
@@ -686,7 +728,7 @@ BYTE_SCHEMES = {"Q8_0": Scheme(gemv_q8_0, u8, ROWS, 4, MIN_LANE_PIECES),
 #: (the splits that won on an H100 at the Llama shapes, std/quant_gemv/*_splits).
 WORD_SCHEMES = {"Q8_0": Scheme(gemv_q8_0_words, u32, 4, 1, 1, 2048),
                 "Q4_0": Scheme(gemv_q4_0_words, u32, 4, 1, 1, 2048),
-                "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1, 2048, (("HALVES", False),))}
+                "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1, 2048, (("HALVES", False), ("STAGED", False)))}
 #: The kernel the host runs per format: Q8_0 reads words wherever its rows' bytes are whole words on a word
 #: boundary (else BYTE_SCHEMES's), Q4_K always (144-byte blocks).  Q4_0 stays on bytes: its word kernel lost on
 #: two of the three Llama shapes on an H100 (docs/std/quant_gemv.md).
@@ -769,5 +811,5 @@ __all__ = ["ALL_SCHEMES", "BYTE_PLACES", "BYTE_SCHEMES", "GROUP", "KERNELS", "MI
            "byte_word_dot", "dot8", "finish_pair", "from_half", "gemv_q4_0", "gemv_q4_0_words", "gemv_q4_k",
            "gemv_q6_k", "gemv_q8_0", "gemv_q8_0_words", "grid_for", "in_place", "kernel_data", "lane_sum", "load_x8",
            "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_half", "q4_k_halves", "q4_k_piece", "q4_k_scales",
-           "q4_k_words", "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv", "scheme_for", "split_for", "sum8",
-           "team_shape", "words_gemv"]
+           "q4_k_stage", "q4_k_staged", "q4_k_value", "q4_k_words", "q6_k_piece", "q8_0_block", "q8_0_piece",
+           "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape", "words_gemv"]

@@ -146,7 +146,7 @@ def _gemv_setup(name: str, even_blocks: bool = False) -> Any:
 
 
 #: Every variant a kernel's tests run, beside T: Q4_K's two orders of the same sums.
-TEST_BINDINGS = {"gemv_q4_k": [{"HALVES": False}, {"HALVES": True}]}
+TEST_BINDINGS = {"gemv_q4_k": [{"HALVES": False, "STAGED": False}, {"HALVES": True, "STAGED": False}]}
 
 SETUPS = {}
 for _name, _scheme in ALL_SCHEMES.items():
@@ -155,9 +155,13 @@ for _name, _scheme in ALL_SCHEMES.items():
     SETUPS[_name] = bench(_scheme.kernel, shapes=BENCH_SHAPES, bindings=_host_binding, name=_bench)(
         test_kernel(_scheme.kernel, shapes=SHAPES, bindings=TEST_BINDINGS.get(_name), name=_bench)(
             _gemv_setup(_name, _scheme.word != u8)))
-# Q4_K's other order (HALVES: 80 registers against 128), beside the host's at the same shapes and split.
-bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes=BENCH_SHAPES, bindings=[{"HALVES": True}],
+# Q4_K's other forms beside the host's at the same shapes and split: HALVES (80 registers against 128) and, on
+# CUDA, STAGED (every row's words copied asynchronously into shared memory first; 48 KiB a group, more than
+# lavapipe gives, so its tests are in tests/std/test_quant_gemv.py and tests/gpu).
+bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes=BENCH_SHAPES, bindings=[{"HALVES": True, "STAGED": False}],
       name="std/quant_gemv/q4_k_halves")(_gemv_setup("gemv_q4_k", True))
+bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes={"interp": [], "vulkan": [], "*": BENCH_SHAPES["*"]},
+      bindings=[{"HALVES": False, "STAGED": True}], name="std/quant_gemv/q4_k_staged")(_gemv_setup("gemv_q4_k", True))
 
 # The host's split against the others at the Llama shapes (bf16; the tuning behind split_for), for the two
 # block sizes: Q8_0 (34-byte blocks of 32) and Q4_K (144-byte super-blocks of 256).
