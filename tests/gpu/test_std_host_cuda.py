@@ -377,9 +377,9 @@ def test_quant_gemv_with_the_hosts_split(cuda, qtype, m, k):
     assert verdict.ok, verdict.message
 
 
-@pytest.mark.parametrize("halves,staged", [(True, False), (False, True)])
-def test_quant_gemv_q4_k_forms_give_the_hosts_bits(cuda, halves, staged):
-    """Q4_K's HALVES and STAGED forms (the latter only on CUDA and HIP: 48 KiB a group) on the GPU give the host
+@pytest.mark.parametrize("order", ["halves", "staged"])
+def test_quant_gemv_q4_k_forms_give_the_hosts_bits(cuda, order):
+    """Q4_K's "halves" and "staged" orders (the latter only on CUDA and HIP: 48 KiB a group) on the GPU give the host
     form's bits at a Llama shape, with the host's split."""
     import torch
 
@@ -395,7 +395,7 @@ def test_quant_gemv_q4_k_forms_give_the_hosts_bits(cuda, halves, staged):
     split = Q.split_for(m, k, "Q4_K")
     grid = (Q.grid_for(m, split, sc.rows),)
     got = []
-    for form in ({"HALVES": False, "STAGED": False}, {"HALVES": halves, "STAGED": staged}):
+    for form in ({"ORDER": "pieces"}, {"ORDER": order}):
         y = torch.empty(m, dtype=torch.bfloat16, device="cuda")
         Q.gemv_q4_k.variant(T=bf16, **form).launch(words, x, y, m, k, split, grid=grid, group=(Q.GROUP,))
         got.append(y.cpu())

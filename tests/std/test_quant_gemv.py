@@ -67,7 +67,7 @@ MUTANTS = {
                                                "xl0, xh0, 0, 0.0, 0.0, 0, opaque)")]),
     # byte 3 read at byte 2's place.
     "byte_place": ("gemv_q8_0_words", [("(16, 0xFF, 0), (16, 0xFF00, 8))", "(16, 0xFF, 0), (16, 0xFF, 0))")]),
-    # Q4_K's other order (HALVES): the high nibbles read against the low half's x.
+    # Q4_K's "halves" order: the high nibbles read against the low half's x.
     "q4_k_halves_x": ("gemv_q4_k", [("    ua = q4_k_half(a0, a1, a2, a3, x0, x1, x2, x3, True, opaque)\n",
                                      "    ua = q4_k_half(a0, a1, a2, a3, x0, x1, x2, x3, False, opaque)\n")]),
     # Q4_K's other order: the second row's scales taken from the first row's words.
@@ -273,8 +273,7 @@ def test_q4_k_reads_the_same_bytes_from_numpy_and_torch(seed):
     np.testing.assert_array_equal(Q.quant_gemv(wide[:, ::2], "Q4_K", x, m, k, backend="interp"), want)
 
 
-Q4_K_FORMS = ({"HALVES": False, "STAGED": False}, {"HALVES": True, "STAGED": False},
-              {"HALVES": False, "STAGED": True})
+Q4_K_FORMS = ({"ORDER": "pieces"}, {"ORDER": "halves"}, {"ORDER": "staged"})
 
 
 def q4_k_forms(kernel, seed, forms=Q4_K_FORMS):
@@ -298,7 +297,7 @@ def q4_k_forms(kernel, seed, forms=Q4_K_FORMS):
 
 
 def test_q4_k_forms_give_the_same_bits(seed):
-    """HALVES and STAGED compute every piece's value with the same roundings, in another order or from words staged
+    """"halves" and "staged" compute every piece's value with the same roundings, in another order or from words staged
     in shared memory: the host's bits (which the registered rows check against the oracle)."""
     got = q4_k_forms(Q.gemv_q4_k, seed)
     assert np.isfinite(got[0]).all()
@@ -313,7 +312,7 @@ def test_q4_k_forms_give_the_same_bits(seed):
     ("                copy_async_wait()\n", ""),
 ], ids=["staged_rows", "staged_no_wait"])
 def test_q4_k_staged_mutants_caught(edit, tmp_path, seed):
-    """STAGED runs on the interpreter here and on CUDA in tests/gpu (its 48 KiB a group are more than lavapipe
+    """"staged" runs on the interpreter here and on CUDA in tests/gpu (its 48 KiB a group are more than lavapipe
     gives, so the registry does not run it): each mutant gives other bits than the host's form, or an error."""
     want, got = q4_k_forms(mutant_module(tmp_path, edit).gemv_q4_k, seed, (Q4_K_FORMS[0], Q4_K_FORMS[2]))
     assert isinstance(got, Exception) or not np.array_equal(want, got)
@@ -321,19 +320,19 @@ def test_q4_k_staged_mutants_caught(edit, tmp_path, seed):
 
 @pytest.mark.parametrize("target", ["cuda", "hip"])
 def test_q4_k_staged_compiles(target, require_toolchain):
-    """STAGED for the targets whose groups hold its 48 KiB (elsewhere the compile-time limit says so)."""
+    """"staged" for the targets whose groups hold its 48 KiB (elsewhere the compile-time limit says so)."""
     from std_testing import TOOLCHAIN_OF, Point, compile_for
 
     require_toolchain(TOOLCHAIN_OF[target])
     for t in (iron.f16, iron.bf16):
-        compile_for(target, Point(Q.gemv_q4_k, {"T": t, "HALVES": False, "STAGED": True}))
+        compile_for(target, Point(Q.gemv_q4_k, {"T": t, "ORDER": "staged"}))
 
 
 @pytest.mark.parametrize("target", ["metal", "spirv"])
 def test_q4_k_staged_is_a_clear_error_where_groups_are_small(target):
     from iron.codegen.emit import emit_kernel
 
-    kern = Q.gemv_q4_k.variant(T=iron.f16, HALVES=False, STAGED=True)
+    kern = Q.gemv_q4_k.variant(T=iron.f16, ORDER="staged")
     with pytest.raises(iron.IronError, match="shared memory reaches .* bytes .* over the 32768 bytes per group"):
         emit_kernel(kern.compiled(target), target)
 

@@ -483,8 +483,7 @@ def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
         base += num_groups(0) * teams * ROWS
 
 
-@kernel(variants(T=[f32, f16, bf16], HALVES=[False, True], STAGED=[False, True],
-                 where=lambda v: not (v.HALVES and v.STAGED)))
+@kernel(variants(T=[f32, f16, bf16], ORDER=["pieces", "halves", "staged"]))
 def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q4_K (144-byte super-blocks of 256; weight (d sc_s) q - dmin m_s).
 
@@ -501,13 +500,14 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
     unspecified); finite inputs give finite y unless the sum overflows.
     A piece is one 32-byte nibble chunk: 32 weights of each of two sub-blocks, each a 32-term dot product (in
     byte order) times d sc, minus dmin m times the sum of its x (32 terms in order); the four terms added in
-    that order.  Nibbles and scales load 8 bytes at a time.  HALVES: the same values computed in another order
-    (q4_k_halves), fewer registers.  STAGED: the same values, each thread's four rows' words first copied
-    asynchronously into its own 192 bytes of shared memory (48 KiB a group: CUDA and HIP; more than Vulkan and
-    Metal guarantee a group), so every copy is in flight before the first is used.
+    that order.  Nibbles and scales load 8 bytes at a time.  ORDER "pieces" computes a row's piece at a time
+    (q4_k_piece); "halves" the same values in another order (q4_k_halves), fewer registers; "staged" the same
+    values, each thread's four rows' words first copied asynchronously into its own 192 bytes of shared memory
+    (48 KiB a group: CUDA and HIP; more than Vulkan and Metal guarantee a group), so every copy is in flight
+    before the first is used.
     """
     sums = shared(f32, 2 * GROUP)
-    stage = shared(u32, 48 * GROUP if STAGED else 2)
+    stage = shared(u32, 48 * GROUP if ORDER == "staged" else 2)
     mine = (simd_group_id() * simd_size() + lane_id()) * 48
     w = simd_size()
     lane = lane_id()
@@ -533,14 +533,14 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
             j = p % 4
             lo = sb * 256 + 64 * j
             at = sb * 36
-            if HALVES:
+            if ORDER == "halves":
                 pa, pb, pc, pd = q4_k_halves(data, ra + at, rb + at, rc + at, rd + at, j, x, lo, opaque)
                 acc_a += pa
                 acc_b += pb
                 acc_c += pc
                 acc_d += pd
                 continue
-            if STAGED:
+            if ORDER == "staged":
                 q4_k_stage(stage, mine, data, ra + at, j)
                 q4_k_stage(stage, mine + 12, data, rb + at, j)
                 q4_k_stage(stage, mine + 24, data, rc + at, j)
@@ -556,7 +556,7 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
             xh3 = load_x8(x, lo + 56)
             sxl = sum8(xl3, sum8(xl2, sum8(xl1, sum8(xl0, 0.0))))
             sxh = sum8(xh3, sum8(xh2, sum8(xh1, sum8(xh0, 0.0))))
-            if STAGED:
+            if ORDER == "staged":
                 copy_async_wait()
                 acc_a += q4_k_staged(stage, mine, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
                 acc_b += q4_k_staged(stage, mine + 12, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
@@ -728,7 +728,7 @@ BYTE_SCHEMES = {"Q8_0": Scheme(gemv_q8_0, u8, ROWS, 4, MIN_LANE_PIECES),
 #: (the splits that won on an H100 at the Llama shapes, std/quant_gemv/*_splits).
 WORD_SCHEMES = {"Q8_0": Scheme(gemv_q8_0_words, u32, 4, 1, 1, 2048),
                 "Q4_0": Scheme(gemv_q4_0_words, u32, 4, 1, 1, 2048),
-                "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1, 2048, (("HALVES", False), ("STAGED", False)))}
+                "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1, 2048, (("ORDER", "pieces"),))}
 #: The kernel the host runs per format: Q8_0 reads words wherever its rows' bytes are whole words on a word
 #: boundary (else BYTE_SCHEMES's), Q4_K always (144-byte blocks).  Q4_0 stays on bytes: its word kernel lost on
 #: two of the three Llama shapes on an H100 (docs/std/quant_gemv.md).

@@ -145,8 +145,9 @@ def _gemv_setup(name: str, even_blocks: bool = False) -> Any:
     return setup
 
 
-#: Every variant a kernel's tests run, beside T: Q4_K's two orders of the same sums.
-TEST_BINDINGS = {"gemv_q4_k": [{"HALVES": False, "STAGED": False}, {"HALVES": True, "STAGED": False}]}
+#: Every variant a kernel's tests run, beside T: two of Q4_K's orders of the same sums (the third, "staged", takes
+#: 48 KiB a group, more than lavapipe gives: tests/std/test_quant_gemv.py runs it).
+TEST_BINDINGS = {"gemv_q4_k": [{"ORDER": "pieces"}, {"ORDER": "halves"}]}
 
 SETUPS = {}
 for _name, _scheme in ALL_SCHEMES.items():
@@ -155,13 +156,13 @@ for _name, _scheme in ALL_SCHEMES.items():
     SETUPS[_name] = bench(_scheme.kernel, shapes=BENCH_SHAPES, bindings=_host_binding, name=_bench)(
         test_kernel(_scheme.kernel, shapes=SHAPES, bindings=TEST_BINDINGS.get(_name), name=_bench)(
             _gemv_setup(_name, _scheme.word != u8)))
-# Q4_K's other forms beside the host's at the same shapes and split: HALVES (80 registers against 128) and, on
-# CUDA, STAGED (every row's words copied asynchronously into shared memory first; 48 KiB a group, more than
+# Q4_K's other orders beside the host's at the same shapes and split: "halves" (80 registers against 128) and, on
+# CUDA, "staged" (every row's words copied asynchronously into shared memory first; 48 KiB a group, more than
 # lavapipe gives, so its tests are in tests/std/test_quant_gemv.py and tests/gpu).
-bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes=BENCH_SHAPES, bindings=[{"HALVES": True, "STAGED": False}],
+bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes=BENCH_SHAPES, bindings=[{"ORDER": "halves"}],
       name="std/quant_gemv/q4_k_halves")(_gemv_setup("gemv_q4_k", True))
 bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes={"interp": [], "vulkan": [], "*": BENCH_SHAPES["*"]},
-      bindings=[{"HALVES": False, "STAGED": True}], name="std/quant_gemv/q4_k_staged")(_gemv_setup("gemv_q4_k", True))
+      bindings=[{"ORDER": "staged"}], name="std/quant_gemv/q4_k_staged")(_gemv_setup("gemv_q4_k", True))
 
 # The host's split against the others at the Llama shapes (bf16; the tuning behind split_for), for the two
 # block sizes: Q8_0 (34-byte blocks of 32) and Q4_K (144-byte super-blocks of 256).
