@@ -53,9 +53,9 @@ MUTANTS = {
     # Q4_K: byte 2's high nibble read at byte 1's place (the in-place nibble table off by one entry).
     "q4_k_nibble_place": ("gemv_q4_k", [("(0, 0xF0000, 16), (8, 0xF000, 12), (16, 0xF00, 8)",
                                          "(0, 0xF0000, 16), (0, 0xF000, 12), (16, 0xF00, 8)")]),
-    # Q4_K: the third and fourth rows of a team read the second row's bytes.
-    "q4_k_team_rows": ("gemv_q4_k", [("rc = min(r + 2, m - 1) * stride\n        rd = min(r + 3, m - 1) * stride",
-                                      "rc = min(r + 1, m - 1) * stride\n        rd = min(r + 1, m - 1) * stride")]),
+    # a team's third and fourth rows read from its second row's bytes.
+    "q4_k_team_rows": ("gemv_q4_k", [("min(r + 2, m - 1) * stride,\n            min(r + 3, m - 1) * stride)",
+                                      "min(r + 1, m - 1) * stride,\n            min(r + 1, m - 1) * stride)")]),
     # the word kernels: a block that starts 2 bytes into a word read as if it started at the word (and back).
     "words_half_swapped": ("gemv_q8_0_words", [("return hi if odd else ((lo >> 16) | (hi << 16))",
                                                 "return ((lo >> 16) | (hi << 16)) if odd else hi")]),

@@ -104,6 +104,21 @@ def finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, split):
 
 
 @func
+def four_rows(r, m, stride):
+    """Where rows r .. r + 3 start (``stride`` apart), each clamped to the last row: a team of four rows past m
+    computes on the last one and stores nothing there (finish_four)."""
+    return (min(r, m - 1) * stride, min(r + 1, m - 1) * stride, min(r + 2, m - 1) * stride,
+            min(r + 3, m - 1) * stride)
+
+
+@func
+def finish_four(y, sums, acc_a, acc_b, acc_c, acc_d, r, limit, team, piece_slice, split):
+    """finish_pair for rows r, r + 1 and then r + 2, r + 3 (each stored only below ``limit``)."""
+    finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, split)
+    finish_pair(y, sums, acc_c, acc_d, r + 2, limit, team, piece_slice, split)
+
+
+@func
 def sum8(a, s):
     """``s + a[0] + ... + a[7]``, in that order (f32)."""
     for k in static_range(8):
@@ -520,10 +535,7 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
     base = group_id(0) * teams * 4
     while base < m:
         r = base + team * 4
-        ra = min(r, m - 1) * stride
-        rb = min(r + 1, m - 1) * stride
-        rc = min(r + 2, m - 1) * stride
-        rd = min(r + 3, m - 1) * stride
+        ra, rb, rc, rd = four_rows(r, m, stride)
         acc_a = 0.0
         acc_b = 0.0
         acc_c = 0.0
@@ -567,9 +579,7 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
             acc_b += q4_k_piece(data, rb + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
             acc_c += q4_k_piece(data, rc + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
             acc_d += q4_k_piece(data, rd + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-        limit = min(m, base + teams * 4)
-        finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, sp)
-        finish_pair(y, sums, acc_c, acc_d, r + 2, limit, team, piece_slice, sp)
+        finish_four(y, sums, acc_a, acc_b, acc_c, acc_d, r, min(m, base + teams * 4), team, piece_slice, sp)
         base += num_groups(0) * teams * 4
 
 
@@ -635,10 +645,7 @@ def words_gemv(data, x, y, m, k, split, nbytes, sums):
     base = group_id(0) * teams * 4
     while base < m:
         r = base + team * 4
-        ga = min(r, m - 1) * nb
-        gb = min(r + 1, m - 1) * nb
-        gc = min(r + 2, m - 1) * nb
-        gd = min(r + 3, m - 1) * nb
+        ga, gb, gc, gd = four_rows(r, m, nb)
         acc_a = 0.0
         acc_b = 0.0
         acc_c = 0.0
@@ -658,9 +665,7 @@ def words_gemv(data, x, y, m, k, split, nbytes, sums):
                 acc_b += q4_0_block(data, gb + blk, x0, x1, x2, x3, opaque)
                 acc_c += q4_0_block(data, gc + blk, x0, x1, x2, x3, opaque)
                 acc_d += q4_0_block(data, gd + blk, x0, x1, x2, x3, opaque)
-        limit = min(m, base + teams * 4)
-        finish_pair(y, sums, acc_a, acc_b, r, limit, team, piece_slice, sp)
-        finish_pair(y, sums, acc_c, acc_d, r + 2, limit, team, piece_slice, sp)
+        finish_four(y, sums, acc_a, acc_b, acc_c, acc_d, r, min(m, base + teams * 4), team, piece_slice, sp)
         base += num_groups(0) * teams * 4
 
 
@@ -808,8 +813,9 @@ def quant_gemv(data: Any, qtype: str, x: Any, M: int, K: int, out: Any = None, b
 
 __all__ = ["ALL_SCHEMES", "BYTE_PLACES", "BYTE_SCHEMES", "GROUP", "KERNELS", "MIN_LANE_PIECES", "NIBBLE_PLACES",
            "PLACE_FLOATS", "ROWS", "SCHEMES", "SPLITS", "Scheme", "TARGET_SUBGROUPS", "WORD_SCHEMES", "block_head",
-           "byte_word_dot", "dot8", "finish_pair", "from_half", "gemv_q4_0", "gemv_q4_0_words", "gemv_q4_k",
-           "gemv_q6_k", "gemv_q8_0", "gemv_q8_0_words", "grid_for", "in_place", "kernel_data", "lane_sum", "load_x8",
-           "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_half", "q4_k_halves", "q4_k_piece", "q4_k_scales",
-           "q4_k_stage", "q4_k_staged", "q4_k_value", "q4_k_words", "q6_k_piece", "q8_0_block", "q8_0_piece",
-           "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape", "words_gemv"]
+           "byte_word_dot", "dot8", "finish_four", "finish_pair", "four_rows", "from_half", "gemv_q4_0",
+           "gemv_q4_0_words", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0", "gemv_q8_0_words", "grid_for", "in_place",
+           "kernel_data", "lane_sum", "load_x8", "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_half",
+           "q4_k_halves", "q4_k_piece", "q4_k_scales", "q4_k_stage", "q4_k_staged", "q4_k_value", "q4_k_words",
+           "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape",
+           "words_gemv"]
