@@ -377,10 +377,10 @@ def test_quant_gemv_with_the_hosts_split(cuda, qtype, m, k):
     assert verdict.ok, verdict.message
 
 
-@pytest.mark.parametrize("order", ["halves", "staged"])
+@pytest.mark.parametrize("order", ["halves", "staged", "ring"])
 def test_quant_gemv_q4_k_forms_give_the_hosts_bits(cuda, order):
-    """Q4_K's "halves" and "staged" orders (the latter only on CUDA and HIP: 48 KiB a group) on the GPU give the host
-    form's bits at a Llama shape, with the host's split."""
+    """Q4_K's "halves", "staged" and "ring" orders (the last two only on CUDA and HIP: 48 and 96 KiB a group) on the
+    GPU give the host form's bits at a Llama shape, with the host's split."""
     import torch
 
     from iron.std import quant_gemv as Q

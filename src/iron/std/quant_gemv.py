@@ -256,13 +256,43 @@ def q4_k_value(head, scales, q0, q1, q2, q3, j, xl0, xl1, xl2, xl3, xh0, xh1, xh
 
 
 @func
-def q4_k_stage(stage, at, data, base, j):
+def q4_k_stage(stage, at, data, base, j, valid=True):
     """Start copying a piece's twelve words (q4_k_words's: head, scales, chunk ``j``) into ``stage[at ..]``,
-    8 bytes a copy."""
-    copy_async(stage, at, data, base, 2)
-    copy_async(stage, at + 2, data, base + 2, 2)
+    8 bytes a copy (zeros where not ``valid``)."""
+    copy_async(stage, at, data, base, 2, valid)
+    copy_async(stage, at + 2, data, base + 2, 2, valid)
     for q in static_range(4):
-        copy_async(stage, at + 4 + 2 * q, data, base + 4 + 8 * j + 2 * q, 2)
+        copy_async(stage, at + 4 + 2 * q, data, base + 4 + 8 * j + 2 * q, 2, valid)
+
+
+@func
+def q4_k_stage_rows(stage, at, data, ra, rb, rc, rd, p, pieces):
+    """Start copying piece ``p`` of the four rows starting at words ``ra`` .. ``rd`` into ``stage[at .. + 48]``
+    (q4_k_stage's twelve words a row) as one committed group; zeros, and no reads, where ``p`` >= ``pieces``."""
+    valid = p < pieces
+    sb = min(p, pieces - 1) // 4
+    j = p % 4
+    q4_k_stage(stage, at, data, ra + sb * 36, j, valid)
+    q4_k_stage(stage, at + 12, data, rb + sb * 36, j, valid)
+    q4_k_stage(stage, at + 24, data, rc + sb * 36, j, valid)
+    q4_k_stage(stage, at + 36, data, rd + sb * 36, j, valid)
+    copy_async_commit()
+
+
+@func
+def q4_k_x(x, lo):
+    """The 64 x a Q4_K piece at weight ``lo`` multiplies, as eight 8-vectors, and the sums of its two halves."""
+    xl0 = load_x8(x, lo)
+    xl1 = load_x8(x, lo + 8)
+    xl2 = load_x8(x, lo + 16)
+    xl3 = load_x8(x, lo + 24)
+    xh0 = load_x8(x, lo + 32)
+    xh1 = load_x8(x, lo + 40)
+    xh2 = load_x8(x, lo + 48)
+    xh3 = load_x8(x, lo + 56)
+    sxl = sum8(xl3, sum8(xl2, sum8(xl1, sum8(xl0, 0.0))))
+    sxh = sum8(xh3, sum8(xh2, sum8(xh1, sum8(xh0, 0.0))))
+    return xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh
 
 
 @func
@@ -498,7 +528,7 @@ def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
         base += num_groups(0) * teams * ROWS
 
 
-@kernel(variants(T=[f32, f16, bf16], ORDER=["pieces", "halves", "staged"]))
+@kernel(variants(T=[f32, f16, bf16], ORDER=["pieces", "halves", "staged", "ring"]))
 def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q4_K (144-byte super-blocks of 256; weight (d sc_s) q - dmin m_s).
 
@@ -519,11 +549,13 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
     (q4_k_piece); "halves" the same values in another order (q4_k_halves), fewer registers; "staged" the same
     values, each thread's four rows' words first copied asynchronously into its own 192 bytes of shared memory
     (48 KiB a group: CUDA and HIP; more than Vulkan and Metal guarantee a group), so every copy is in flight
-    before the first is used.
+    before the first is used; "ring" the same from two such slots a thread (96 KiB a group): the next piece's
+    copies are in flight while the thread computes this one.
     """
     sums = shared(f32, 2 * GROUP)
-    stage = shared(u32, 48 * GROUP if ORDER == "staged" else 2)
-    mine = (simd_group_id() * simd_size() + lane_id()) * 48
+    slots = 2 if ORDER == "ring" else 1
+    stage = shared(u32, 48 * slots * GROUP if ORDER == "staged" or ORDER == "ring" else 2)
+    mine = (simd_group_id() * simd_size() + lane_id()) * 48 * slots
     w = simd_size()
     lane = lane_id()
     sp, teams = team_shape(split)
@@ -540,11 +572,26 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
         acc_b = 0.0
         acc_c = 0.0
         acc_d = 0.0
-        for p in range(lane + w * piece_slice, nb * 4, w * sp):
+        first = lane + w * piece_slice
+        slot = 0
+        if ORDER == "ring":  # the first piece into slot 0 (zeros where the lane has none)
+            q4_k_stage_rows(stage, mine, data, ra, rb, rc, rd, first, nb * 4)
+        for p in range(first, nb * 4, w * sp):
             sb = p // 4
             j = p % 4
             lo = sb * 256 + 64 * j
             at = sb * 36
+            if ORDER == "ring":  # the next piece into the other slot, then this one's copies awaited
+                q4_k_stage_rows(stage, mine + 48 - slot, data, ra, rb, rc, rd, p + w * sp, nb * 4)
+                xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh = q4_k_x(x, lo)
+                copy_async_wait(1)
+                at = mine + slot
+                acc_a += q4_k_staged(stage, at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                acc_b += q4_k_staged(stage, at + 12, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                acc_c += q4_k_staged(stage, at + 24, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                acc_d += q4_k_staged(stage, at + 36, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                slot = 48 - slot
+                continue
             if ORDER == "halves":
                 pa, pb, pc, pd = q4_k_halves(data, ra + at, rb + at, rc + at, rd + at, j, x, lo, opaque)
                 acc_a += pa
@@ -558,16 +605,7 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
                 q4_k_stage(stage, mine + 24, data, rc + at, j)
                 q4_k_stage(stage, mine + 36, data, rd + at, j)
                 copy_async_commit()
-            xl0 = load_x8(x, lo)
-            xl1 = load_x8(x, lo + 8)
-            xl2 = load_x8(x, lo + 16)
-            xl3 = load_x8(x, lo + 24)
-            xh0 = load_x8(x, lo + 32)
-            xh1 = load_x8(x, lo + 40)
-            xh2 = load_x8(x, lo + 48)
-            xh3 = load_x8(x, lo + 56)
-            sxl = sum8(xl3, sum8(xl2, sum8(xl1, sum8(xl0, 0.0))))
-            sxh = sum8(xh3, sum8(xh2, sum8(xh1, sum8(xh0, 0.0))))
+            xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh = q4_k_x(x, lo)
             if ORDER == "staged":
                 copy_async_wait()
                 acc_a += q4_k_staged(stage, mine, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
@@ -579,6 +617,8 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
             acc_b += q4_k_piece(data, rb + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
             acc_c += q4_k_piece(data, rc + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
             acc_d += q4_k_piece(data, rd + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+        if ORDER == "ring":
+            copy_async_wait()  # the last (empty) piece's zeros land before the next rows' first copies
         finish_four(y, sums, acc_a, acc_b, acc_c, acc_d, r, min(m, base + teams * 4), team, piece_slice, sp)
         base += num_groups(0) * teams * 4
 
@@ -816,6 +856,6 @@ __all__ = ["ALL_SCHEMES", "BYTE_PLACES", "BYTE_SCHEMES", "GROUP", "KERNELS", "MI
            "byte_word_dot", "dot8", "finish_four", "finish_pair", "four_rows", "from_half", "gemv_q4_0",
            "gemv_q4_0_words", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0", "gemv_q8_0_words", "grid_for", "in_place",
            "kernel_data", "lane_sum", "load_x8", "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_half",
-           "q4_k_halves", "q4_k_piece", "q4_k_scales", "q4_k_stage", "q4_k_staged", "q4_k_value", "q4_k_words",
-           "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape",
+           "q4_k_halves", "q4_k_piece", "q4_k_scales", "q4_k_stage", "q4_k_stage_rows", "q4_k_staged", "q4_k_value",
+           "q4_k_words", "q4_k_x", "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape",
            "words_gemv"]

@@ -157,12 +157,14 @@ for _name, _scheme in ALL_SCHEMES.items():
         test_kernel(_scheme.kernel, shapes=SHAPES, bindings=TEST_BINDINGS.get(_name), name=_bench)(
             _gemv_setup(_name, _scheme.word != u8)))
 # Q4_K's other orders beside the host's at the same shapes and split: "halves" (80 registers against 128) and, on
-# CUDA, "staged" (every row's words copied asynchronously into shared memory first; 48 KiB a group, more than
-# lavapipe gives, so its tests are in tests/std/test_quant_gemv.py and tests/gpu).
+# CUDA, "staged" and "ring" (every row's words copied asynchronously into shared memory first, one or two pieces
+# ahead; 48 and 96 KiB a group, more than lavapipe gives, so their tests are in tests/std/test_quant_gemv.py and
+# tests/gpu).
 bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes=BENCH_SHAPES, bindings=[{"ORDER": "halves"}],
       name="std/quant_gemv/q4_k_halves")(_gemv_setup("gemv_q4_k", True))
-bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes={"interp": [], "vulkan": [], "*": BENCH_SHAPES["*"]},
-      bindings=[{"ORDER": "staged"}], name="std/quant_gemv/q4_k_staged")(_gemv_setup("gemv_q4_k", True))
+for _order in ("staged", "ring"):
+    bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes={"interp": [], "vulkan": [], "*": BENCH_SHAPES["*"]},
+          bindings=[{"ORDER": _order}], name=f"std/quant_gemv/q4_k_{_order}")(_gemv_setup("gemv_q4_k", True))
 
 # The host's split against the others at the Llama shapes (bf16; the tuning behind split_for), for the two
 # block sizes: Q8_0 (34-byte blocks of 32) and Q4_K (144-byte super-blocks of 256).
