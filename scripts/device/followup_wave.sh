@@ -17,7 +17,7 @@
 #   bash scripts/device/followup_wave.sh quant     (about 6 minutes; carry .base too)
 #     the quant GPU tests; every std/quant_gemv bench row of the tree before the word kernels (.base/src) and of
 #     this one, beside torch.mv on the bf16 weights (before_after.py: Q4_K's word kernel against the one before it,
-#     and its other orders (q4_k_halves, q4_k_staged); Q8_0's and Q4_0's word kernels beside their byte
+#     and its other order (q4_k_pieces); Q8_0's and Q4_0's word kernels beside their byte
 #     kernels; the split rows);
 #     llama_bench.py --qtype Q4_K at B = 1 on both trees (quant.jsonl, llama_q4k.jsonl).
 #   bash scripts/device/followup_wave.sh decode    (about 2 minutes)

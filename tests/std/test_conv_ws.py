@@ -133,13 +133,16 @@ def test_patch_width_covers_the_image_with_the_fewest_pixels_past_it(h_out, w_ou
     ((32, 14, 14, 256), 1, 128),  # 256 wide would make 64 tiles: under a wave
     ((32, 7, 7, 512), 1, 64),  # 128 wide would make 64 tiles: half a wave, so narrower ones
     ((8, 64, 64, 320), 1, 160),  # UNet: two 160-wide tiles, not three 128-wide ones
-    ((8, 64, 64, 384), 1, 128),
+    ((8, 64, 64, 384), 1, 192),  # two 192-wide tiles, not three 128-wide ones
+    ((8, 1, 3000, 384), 1, 192),  # Whisper's front end, stride 1 and 2
+    ((8, 1, 1500, 384), 2, 192),
     ((8, 1, 4096, 512), 1, 256),  # conv1d: 512 tiles 256 wide
     ((32, 14, 14, 1024), 1, 256),
-    ((8, 1, 1500, 384), 2, 128),
+    ((8, 28, 28, 768), 1, 256),  # 192 divides it, but so does 256
 ])
 def test_host_tile_width_follows_the_tile_count(shape, stride, bn):
-    """The host's conv_ws binding for issue 19's shapes: the widths that were fastest on an H100 (2026-12-06)."""
+    """The host's conv_ws binding for issue 19's shapes: the widths that were fastest on an H100 (2026-12-06) and,
+    for 384 channels, on the H200 (2026-12-07)."""
     n, h_out, w_out, c_out = shape
     got = W.conv_ws_config(n, h_out, w_out, c_out, stride)
     assert (got["BN"], got["STAGES"]) == (bn, 3 if bn == 256 else 4)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from iron import In, LaunchError, T, Tensor, bf16, f16, f32, func, kernel, u8, u16, u32, variants
-from iron.lang import (barrier, bitcast, cast, copy_async, copy_async_commit, copy_async_wait, group_id, lane_id,
-                       num_groups, shared, simd_group_id, simd_shuffle_xor, simd_size, static_range, vec)
+from iron.lang import (barrier, bitcast, cast, group_id, lane_id, num_groups, shared, simd_group_id, simd_shuffle_xor,
+                       simd_size, static_range, vec)
 
 from . import _host
 from .gguf import bytes8, check_data, format_of, half_at, int_f32, row_bytes
@@ -256,30 +256,6 @@ def q4_k_value(head, scales, q0, q1, q2, q3, j, xl0, xl1, xl2, xl3, xh0, xh1, xh
 
 
 @func
-def q4_k_stage(stage, at, data, base, j, valid=True):
-    """Start copying a piece's twelve words (q4_k_words's: head, scales, chunk ``j``) into ``stage[at ..]``,
-    8 bytes a copy (zeros where not ``valid``)."""
-    copy_async(stage, at, data, base, 2, valid)
-    copy_async(stage, at + 2, data, base + 2, 2, valid)
-    for q in static_range(4):
-        copy_async(stage, at + 4 + 2 * q, data, base + 4 + 8 * j + 2 * q, 2, valid)
-
-
-@func
-def q4_k_stage_rows(stage, at, data, ra, rb, rc, rd, p, pieces):
-    """Start copying piece ``p`` of the four rows starting at words ``ra`` .. ``rd`` into ``stage[at .. + 48]``
-    (q4_k_stage's twelve words a row) as one committed group; zeros, and no reads, where ``p`` >= ``pieces``."""
-    valid = p < pieces
-    sb = min(p, pieces - 1) // 4
-    j = p % 4
-    q4_k_stage(stage, at, data, ra + sb * 36, j, valid)
-    q4_k_stage(stage, at + 12, data, rb + sb * 36, j, valid)
-    q4_k_stage(stage, at + 24, data, rc + sb * 36, j, valid)
-    q4_k_stage(stage, at + 36, data, rd + sb * 36, j, valid)
-    copy_async_commit()
-
-
-@func
 def q4_k_x(x, lo):
     """The 64 x a Q4_K piece at weight ``lo`` multiplies, as eight 8-vectors, and the sums of its two halves."""
     xl0 = load_x8(x, lo)
@@ -293,14 +269,6 @@ def q4_k_x(x, lo):
     sxl = sum8(xl3, sum8(xl2, sum8(xl1, sum8(xl0, 0.0))))
     sxh = sum8(xh3, sum8(xh2, sum8(xh1, sum8(xh0, 0.0))))
     return xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh
-
-
-@func
-def q4_k_staged(stage, at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque):
-    """q4_k_piece's value from the twelve words q4_k_stage copied to ``stage[at ..]``."""
-    return q4_k_value(stage.load(at, width=2), stage.load(at + 2, width=2), stage.load(at + 4, width=2),
-                      stage.load(at + 6, width=2), stage.load(at + 8, width=2), stage.load(at + 10, width=2), j,
-                      xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
 
 
 @func
@@ -528,7 +496,7 @@ def gemv_q4_0(data: In[u8], x: In[T], y: Tensor[T], m: int, k: int, split: int):
         base += num_groups(0) * teams * ROWS
 
 
-@kernel(variants(T=[f32, f16, bf16], ORDER=["pieces", "halves", "staged", "ring"]))
+@kernel(variants(T=[f32, f16, bf16], ORDER=["halves", "pieces"]))
 def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int):
     """y = W x, W (m, k) in Q4_K (144-byte super-blocks of 256; weight (d sc_s) q - dmin m_s).
 
@@ -545,17 +513,11 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
     unspecified); finite inputs give finite y unless the sum overflows.
     A piece is one 32-byte nibble chunk: 32 weights of each of two sub-blocks, each a 32-term dot product (in
     byte order) times d sc, minus dmin m times the sum of its x (32 terms in order); the four terms added in
-    that order.  Nibbles and scales load 8 bytes at a time.  ORDER "pieces" computes a row's piece at a time
-    (q4_k_piece); "halves" the same values in another order (q4_k_halves), fewer registers; "staged" the same
-    values, each thread's four rows' words first copied asynchronously into its own 192 bytes of shared memory
-    (48 KiB a group: CUDA and HIP; more than Vulkan and Metal guarantee a group), so every copy is in flight
-    before the first is used; "ring" the same from two such slots a thread (96 KiB a group): the next piece's
-    copies are in flight while the thread computes this one.
+    that order.  Nibbles and scales load 8 bytes at a time.  ORDER "halves" (the host's) loads the four rows'
+    words of a piece, then takes the low nibbles of all four against the first 32 x and the high ones against the
+    next 32 (q4_k_halves: 80 registers); "pieces" the same values a row's piece at a time (q4_k_piece: 128).
     """
     sums = shared(f32, 2 * GROUP)
-    slots = 2 if ORDER == "ring" else 1
-    stage = shared(u32, 48 * slots * GROUP if ORDER == "staged" or ORDER == "ring" else 2)
-    mine = (simd_group_id() * simd_size() + lane_id()) * 48 * slots
     w = simd_size()
     lane = lane_id()
     sp, teams = team_shape(split)
@@ -572,53 +534,23 @@ def gemv_q4_k(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split: int)
         acc_b = 0.0
         acc_c = 0.0
         acc_d = 0.0
-        first = lane + w * piece_slice
-        slot = 0
-        if ORDER == "ring":  # the first piece into slot 0 (zeros where the lane has none)
-            q4_k_stage_rows(stage, mine, data, ra, rb, rc, rd, first, nb * 4)
-        for p in range(first, nb * 4, w * sp):
+        for p in range(lane + w * piece_slice, nb * 4, w * sp):
             sb = p // 4
             j = p % 4
             lo = sb * 256 + 64 * j
             at = sb * 36
-            if ORDER == "ring":  # the next piece into the other slot, then this one's copies awaited
-                q4_k_stage_rows(stage, mine + 48 - slot, data, ra, rb, rc, rd, p + w * sp, nb * 4)
-                xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh = q4_k_x(x, lo)
-                copy_async_wait(1)
-                at = mine + slot
-                acc_a += q4_k_staged(stage, at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-                acc_b += q4_k_staged(stage, at + 12, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-                acc_c += q4_k_staged(stage, at + 24, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-                acc_d += q4_k_staged(stage, at + 36, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-                slot = 48 - slot
-                continue
             if ORDER == "halves":
                 pa, pb, pc, pd = q4_k_halves(data, ra + at, rb + at, rc + at, rd + at, j, x, lo, opaque)
                 acc_a += pa
                 acc_b += pb
                 acc_c += pc
                 acc_d += pd
-                continue
-            if ORDER == "staged":
-                q4_k_stage(stage, mine, data, ra + at, j)
-                q4_k_stage(stage, mine + 12, data, rb + at, j)
-                q4_k_stage(stage, mine + 24, data, rc + at, j)
-                q4_k_stage(stage, mine + 36, data, rd + at, j)
-                copy_async_commit()
-            xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh = q4_k_x(x, lo)
-            if ORDER == "staged":
-                copy_async_wait()
-                acc_a += q4_k_staged(stage, mine, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-                acc_b += q4_k_staged(stage, mine + 12, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-                acc_c += q4_k_staged(stage, mine + 24, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-                acc_d += q4_k_staged(stage, mine + 36, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-                continue
-            acc_a += q4_k_piece(data, ra + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-            acc_b += q4_k_piece(data, rb + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-            acc_c += q4_k_piece(data, rc + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-            acc_d += q4_k_piece(data, rd + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
-        if ORDER == "ring":
-            copy_async_wait()  # the last (empty) piece's zeros land before the next rows' first copies
+            else:
+                xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh = q4_k_x(x, lo)
+                acc_a += q4_k_piece(data, ra + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                acc_b += q4_k_piece(data, rb + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                acc_c += q4_k_piece(data, rc + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
+                acc_d += q4_k_piece(data, rd + at, j, xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh, opaque)
         finish_four(y, sums, acc_a, acc_b, acc_c, acc_d, r, min(m, base + teams * 4), team, piece_slice, sp)
         base += num_groups(0) * teams * 4
 
@@ -773,7 +705,7 @@ BYTE_SCHEMES = {"Q8_0": Scheme(gemv_q8_0, u8, ROWS, 4, MIN_LANE_PIECES),
 #: (the splits that won on an H100 at the Llama shapes, std/quant_gemv/*_splits).
 WORD_SCHEMES = {"Q8_0": Scheme(gemv_q8_0_words, u32, 4, 1, 1, 2048),
                 "Q4_0": Scheme(gemv_q4_0_words, u32, 4, 1, 1, 2048),
-                "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1, 2048, (("ORDER", "pieces"),))}
+                "Q4_K": Scheme(gemv_q4_k, u32, 4, 4, 1, 2048, (("ORDER", "halves"),))}
 #: The kernel the host runs per format: Q8_0 reads words wherever its rows' bytes are whole words on a word
 #: boundary (else BYTE_SCHEMES's), Q4_K always (144-byte blocks).  Q4_0 stays on bytes: its word kernel lost on
 #: two of the three Llama shapes on an H100 (docs/std/quant_gemv.md).
@@ -856,6 +788,6 @@ __all__ = ["ALL_SCHEMES", "BYTE_PLACES", "BYTE_SCHEMES", "GROUP", "KERNELS", "MI
            "byte_word_dot", "dot8", "finish_four", "finish_pair", "four_rows", "from_half", "gemv_q4_0",
            "gemv_q4_0_words", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0", "gemv_q8_0_words", "grid_for", "in_place",
            "kernel_data", "lane_sum", "load_x8", "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_half",
-           "q4_k_halves", "q4_k_piece", "q4_k_scales", "q4_k_stage", "q4_k_stage_rows", "q4_k_staged", "q4_k_value",
-           "q4_k_words", "q4_k_x", "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape",
+           "q4_k_halves", "q4_k_piece", "q4_k_scales", "q4_k_value", "q4_k_words", "q4_k_x",
+           "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape",
            "words_gemv"]

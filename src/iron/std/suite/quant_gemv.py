@@ -145,8 +145,7 @@ def _gemv_setup(name: str, even_blocks: bool = False) -> Any:
     return setup
 
 
-#: Every variant a kernel's tests run, beside T: two of Q4_K's orders of the same sums (the third, "staged", takes
-#: 48 KiB a group, more than lavapipe gives: tests/std/test_quant_gemv.py runs it).
+#: Every variant a kernel's tests run, beside T: Q4_K's two orders of the same sums.
 TEST_BINDINGS = {"gemv_q4_k": [{"ORDER": "pieces"}, {"ORDER": "halves"}]}
 
 SETUPS = {}
@@ -156,15 +155,9 @@ for _name, _scheme in ALL_SCHEMES.items():
     SETUPS[_name] = bench(_scheme.kernel, shapes=BENCH_SHAPES, bindings=_host_binding, name=_bench)(
         test_kernel(_scheme.kernel, shapes=SHAPES, bindings=TEST_BINDINGS.get(_name), name=_bench)(
             _gemv_setup(_name, _scheme.word != u8)))
-# Q4_K's other orders beside the host's at the same shapes and split: "halves" (80 registers against 128) and, on
-# CUDA, "staged" and "ring" (every row's words copied asynchronously into shared memory first, one or two pieces
-# ahead; 48 and 96 KiB a group, more than lavapipe gives, so their tests are in tests/std/test_quant_gemv.py and
-# tests/gpu).
-bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes=BENCH_SHAPES, bindings=[{"ORDER": "halves"}],
-      name="std/quant_gemv/q4_k_halves")(_gemv_setup("gemv_q4_k", True))
-for _order in ("staged", "ring"):
-    bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes={"interp": [], "vulkan": [], "*": BENCH_SHAPES["*"]},
-          bindings=[{"ORDER": _order}], name=f"std/quant_gemv/q4_k_{_order}")(_gemv_setup("gemv_q4_k", True))
+# Q4_K's other order beside the host's ("halves") at the same shapes and split: "pieces" (128 registers against 80).
+bench(ALL_SCHEMES["gemv_q4_k"].kernel, shapes=BENCH_SHAPES, bindings=[{"ORDER": "pieces"}],
+      name="std/quant_gemv/q4_k_pieces")(_gemv_setup("gemv_q4_k", True))
 
 # The host's split against the others at the Llama shapes (bf16; the tuning behind split_for), for the two
 # block sizes: Q8_0 (34-byte blocks of 32) and Q4_K (144-byte super-blocks of 256).
