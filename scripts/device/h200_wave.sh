@@ -13,11 +13,21 @@
 #                                          causal and not, through the host (prefill_tune.py --host); decode beside
 #                                          SDPA on every listed B, S and H_kv (decode_table.py); the paged decode
 #                                          and prefill beside their dense twins.  About 7 minutes.
+#   bash scripts/device/h200_wave.sh rest   what the 2026-12-07 H200 session left: `iron run` on GGUF files of
+#                                          real sizes (f16, then Q4_K; issue 22's command line), the launch path
+#                                          (launch_overhead.py, issue 18's kern.launch), Whisper's rows through the
+#                                          host on 192-wide tiles (conv_table.py), the conv and quant GPU tests.
+#                                          About 5 minutes.
+#   bash scripts/device/h200_wave.sh tune   the 2026-12-07 session's gaps as tuning runs: ResNet 512 at 7^2 in
+#                                          conv_ws's narrow and persistent configurations (conv_tune.py); the decode
+#                                          table's 32-KV-head rows (on 2026-12-07 the table stopped at B = 64, 32K:
+#                                          a cache past the i32 limit, now decoded in batches), then every 8-head
+#                                          row with 256 groups instead of 128.  About 5 minutes.
 # JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, prefill.jsonl, decode.jsonl,
-# paged*.jsonl, tests-*.txt) for BENCHMARKS.md.
+# paged*.jsonl, run-*.txt, launch.json, tests-*.txt) for BENCHMARKS.md.
 set -uo pipefail
 source scripts/device/device_env.sh
-part=${1:?usage: h200_wave.sh gemm|conv|attention}
+part=${1:?usage: h200_wave.sh gemm|conv|attention|rest|tune}
 if [ "$part" = gemm ]; then
   gpu_tests gemm 150 tests/gpu/test_cuda_clusters.py tests/gpu/test_std_cuda.py tests/gpu/test_std_host_cuda.py \
     -k "clusters or gemm"
@@ -38,9 +48,32 @@ elif [ "$part" = attention ]; then
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 150 python3 prefill_tune.py --configs WSPP_128_S2 WSP_128_S2 --host --reps 5 2>&1 | grep '^{' \
     | tee "$out/prefill.jsonl" | cut -c1-200
-  timeout 140 python3 decode_table.py 2>&1 | grep '^{' | tee "$out/decode.jsonl" | cut -c1-220
+  timeout 220 python3 decode_table.py 2>&1 | grep '^{' | tee "$out/decode.jsonl" | cut -c1-220
   timeout 40 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/paged_decode.jsonl" | cut -c1-200
   timeout 50 python3 paged_prefill_check.py 2>&1 | grep '^{' | tee "$out/paged_prefill.jsonl" | cut -c1-200
+elif [ "$part" = rest ]; then
+  gpu_tests rest 120 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py tests/gpu/test_models_cuda.py \
+    -k "conv or quant or gguf or models"
+  mkdir -p build
+  for q in f16 Q4_K; do
+    qtype=$([ "$q" = f16 ] || echo "--qtype $q")
+    timeout 90 python3 -m iron.models random "build/llama-4l-$q.gguf" --preset llama-4l $qtype > /dev/null
+    timeout 60 python3 -m iron run "build/llama-4l-$q.gguf" --prompt 1,15043,29892,338 --prompt 1,450 --max-new 32 \
+      --graphs 2>&1 | tee "$out/run-$q.txt" | tail -4
+  done
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  timeout 60 python3 launch_overhead.py --count 2000 --reps 5 > "$out/launch.json" 2>&1; tail -c 1500 "$out/launch.json"
+  timeout 60 python3 conv_table.py --reps 3 --count 30 --shapes whisper_80_384 whisper_384_s2 2>&1 | grep '^{' \
+    | tee "$out/conv_whisper.jsonl" | cut -c1-200
+elif [ "$part" = tune ]; then
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  timeout 90 python3 conv_tune.py --reps 3 --shapes resnet_512_7 --configs WS64_S4 WS64_S6 WS64_S4_P WS128_S4 \
+    WS128_S4_P WS64_S4_PW8_R 2>&1 | grep '^{' | tee "$out/conv_512_7.jsonl" | cut -c1-200
+  timeout 150 python3 decode_table.py --kv-heads 32 2>&1 | grep '^{' | tee "$out/decode_kv32.jsonl" | cut -c1-220
+  timeout 100 python3 decode_table.py --kv-heads 8 --plan groups=256 2>&1 | grep '^{' \
+    | tee "$out/decode_groups256.jsonl" | cut -c1-220
 else
   gpu_tests conv 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "conv"
   cd scripts/device

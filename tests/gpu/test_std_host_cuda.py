@@ -56,6 +56,23 @@ def test_decode_attention_with_each_heads_per_group(cuda, h, h_kv):
             assert np.max(np.abs(got[bi, hi] - want)) < 2.0 ** -8, (bi, hi)
 
 
+def test_decode_attention_past_the_index_limit_in_batches(cuda):
+    """Issue 21's B = 64 at 32K keys and 8 KV heads of 128 is a cache of 2**31 elements, one past what a launch's
+    i32 indices reach: the host decodes it in two batches of 32 sequences, and gives SDPA's output (8 GiB)."""
+    torch = pytest.importorskip("torch")
+    b, h, h_kv, s, d = 64, 32, 8, 32768, 128
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    q = torch.randn(b, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k, v = (torch.randn(b, h_kv, s, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
+    lens = torch.randint(1, s + 1, (b,), device="cuda", dtype=torch.int32, generator=gen)
+    got = A.decode_attention(q, k, v, lens)
+    mask = (torch.arange(s, device="cuda")[None, :] < lens[:, None])[:, None, None, :]
+    want = torch.nn.functional.scaled_dot_product_attention(q[:, :, None], k, v, attn_mask=mask,
+                                                            enable_gqa=True)[:, :, 0]
+    err = float((got.float() - want.float()).abs().max() / want.float().abs().max())
+    assert err < 2.0 ** -7, err
+
+
 @pytest.mark.parametrize("shape,causal", [((1, 4, 4, 1000, 128), True), ((2, 4, 1, 300, 64), False),
                                           ((1, 2, 2, 1, 128), True), ((1, 2, 1, 300, 256), True)],
                          ids=["mha-causal", "gqa", "one-token", "d256"])

@@ -248,6 +248,32 @@ def test_decode_attention_scale_out_and_zero_length():
            _decode_depth(q[1:], k[1:], 0.3, 16))
 
 
+@pytest.mark.parametrize("backend", ["interp", "vulkan"])
+def test_decode_attention_takes_a_cache_past_the_index_limit_in_batches(backend, monkeypatch):
+    """A cache of more elements than a launch's i32 indices reach is decoded a batch of sequences at a time, on
+    views of their rows: with the limit lowered to two and a half sequences' caches, five sequences take three
+    launches of two, two and one, and give the bits of one launch over all five (the same chunk)."""
+    from iron.std import _host
+
+    b, h, h_kv, s_max, d = 5, 4, 2, 40, 64
+    rng = np.random.default_rng(11)
+    q, k, v = _randn(rng, (b, h, d), np.float16), _randn(rng, (b, h_kv, s_max, d), np.float16), _randn(
+        rng, (b, h_kv, s_max, d), np.float16)
+    lens = np.array([40, 1, 33, 17, 40], np.int32)
+    whole = A.decode_attention(q, k, v, lens, backend=backend, chunk=16)
+    launched = []
+    real = A._decode
+    monkeypatch.setattr(A, "_decode", lambda fn, q_, *rest: launched.append(q_.shape[0]) or real(fn, q_, *rest))
+    monkeypatch.setattr(_host, "MAX_ELEMENTS", 5 * h_kv * s_max * d // 2)
+    out = np.full(q.shape, np.nan, np.float16)
+    got = A.decode_attention(q, k, v, lens, out=out, backend=backend, chunk=16)
+    assert got is out and launched == [2, 2, 1]
+    np.testing.assert_array_equal(out.view(np.uint16), whole.view(np.uint16))
+    monkeypatch.setattr(_host, "MAX_ELEMENTS", h_kv * s_max * d - 1)
+    with pytest.raises(iron.LaunchError, match="one sequence's cache holds H_kv \\* S_max \\* D = 5120 elements"):
+        A.decode_attention(q, k, v, lens, out=out, backend=backend, chunk=16)  # as the last call: not planned
+
+
 def _scatter_pages(k, v, lens, table, pool, page):
     """Pools (pool, page, H_kv, D) holding each sequence's first lens[b] keys and values of the dense caches k, v
     where ``table`` says (key s of sequence b in row s % page of page table[b, s // page]); every other row NaN."""

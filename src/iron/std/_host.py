@@ -28,6 +28,21 @@ FLOATS = (D.f32, D.f16, D.bf16)
 CAST_FLOATS = (*FLOATS, D.f8e4m3, D.f8e5m2)
 
 
+#: The most elements one array of a launch may hold: the kernels index with i32 (the runtimes reject more).
+MAX_ELEMENTS = 2**31 - 1
+
+
+def leading_rows(x: Any, start: int, stop: int, what: str) -> Any:
+    """``x[start:stop]``, the view of rows ``start`` .. ``stop`` of ``x``'s first axis, for a host function that
+    launches on parts of its arguments (a call plan does not replay such a call: the view is not at ``x``'s
+    address, :mod:`._plans`)."""
+    try:
+        return x[start:stop]
+    except (TypeError, IndexError, KeyError) as err:
+        raise LaunchError(f"{what}: a {type(x).__name__} that cannot be sliced along its first axis ({err}); "
+                          f"pass a numpy array, a torch tensor or a CuPy array") from None
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -401,6 +416,6 @@ def same_memory(a: Any, b: Any) -> bool:
     return _span(a) == _span(b) and shape_of(a) == shape_of(b) and dtype_of(a) == dtype_of(b)
 
 
-__all__ = ["FLOATS", "VECTOR_BYTES", "ceil_div", "check_float", "check_shape", "dtype_of", "empty_like",
-           "float_dtype",
-           "is_contiguous", "kind_of", "output", "overlaps", "same_memory", "shape_of", "size_of", "vector_width"]
+__all__ = ["FLOATS", "MAX_ELEMENTS", "VECTOR_BYTES", "ceil_div", "check_float", "check_shape", "dtype_of",
+           "empty_like", "float_dtype", "is_contiguous", "kind_of", "leading_rows", "output", "overlaps",
+           "same_memory", "shape_of", "size_of", "vector_width"]

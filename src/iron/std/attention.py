@@ -18,8 +18,9 @@ import math
 from typing import Any
 
 from iron import LaunchError, f32, i32
+from iron.std import _host
 from iron.std._host import (ceil_div, check_float, check_shape, device_starts_off, device_traits, dtype_of, empty_like,
-                            output, shape_of, starts_aligned, tuned_for_cuda_mma, unread, vector_width)
+                            leading_rows, output, shape_of, starts_aligned, tuned_for_cuda_mma, unread, vector_width)
 from iron.std._plans import planned
 from iron.std.attention_decode import (APPEND_GROUP, COMBINE_GROUP, DECODE_THREADS, TEAM, attention_decode_combine,
                                        attention_decode_split, combine_grid, paged_kv_append)
@@ -156,6 +157,8 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: f
 
     q (B, H, D); k_cache, v_cache (B, H_kv, S_max, D), same float dtype; seq_lens (B,) int32.  Two
     launches (split over key chunks of ``chunk`` keys, then the combine); f32 partials are allocated here.
+    A cache of more than 2**31 - 1 elements (the kernels index with i32) is decoded a batch of sequences at a
+    time, on views of their rows (numpy, torch or CuPy arrays).
     """
     fn = "decode_attention"
     dt = check_float(q, f"{fn}: q")
@@ -168,7 +171,19 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, seq_lens: Any, scale: f
     check_shape(v_cache, (b, h_kv, s_max, d), f"{fn}: v_cache")
     _check_decode(fn, q, {"k_cache": k_cache, "v_cache": v_cache}, seq_lens, h_kv, s_max)
     out = output(fn, out, q, (b, h, d), dt, {"q": q, "k_cache": k_cache, "v_cache": v_cache, "seq_lens": seq_lens})
-    return _decode(fn, q, k_cache, v_cache, seq_lens, out, h_kv, s_max, (seq_lens, 1, 1), scale, backend, chunk)
+    per_sequence = h_kv * s_max * d
+    if b * per_sequence <= _host.MAX_ELEMENTS:
+        return _decode(fn, q, k_cache, v_cache, seq_lens, out, h_kv, s_max, (seq_lens, 1, 1), scale, backend, chunk)
+    if per_sequence > _host.MAX_ELEMENTS:
+        raise LaunchError(f"{fn}: one sequence's cache holds H_kv * S_max * D = {per_sequence} elements; the kernels "
+                          f"index with i32, so at most {_host.MAX_ELEMENTS}: shorten S_max or split the heads")
+    step = ceil_div(b, ceil_div(b, _host.MAX_ELEMENTS // per_sequence))  # even batches, each under the limit
+    for b0 in range(0, b, step):
+        q_, k_, v_, lens, out_ = (leading_rows(x, b0, b0 + step, f"{fn}: {name}") for name, x in
+                                  (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("seq_lens", seq_lens),
+                                   ("out", out)))
+        _decode(fn, q_, k_, v_, lens, out_, h_kv, s_max, (lens, 1, 1), scale, backend, chunk)
+    return out
 
 
 @planned

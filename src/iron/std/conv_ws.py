@@ -290,8 +290,8 @@ def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1
     fill at most half a wave (more, narrower tiles then beat fewer wide ones: ResNet's 512 x 7 x 7); 160
     through four where that width divides c_out and 128 does not; 192 through four where it divides c_out and 256
     does not (Whisper's 384 channels on the H200, 2026-12-07: 0.81x the time of 128-wide tiles); else 128
-    through four.  Grouped (``cout_g``,
-    a group's output channels, below c_out): the widest of 128 and 64 that divides it, through four."""
+    through four.  Grouped (``cout_g``, a group's output channels, below c_out): the widest of 128 and 64 that
+    divides it, through four."""
     pw_ = patch_width(h_out, w_out)
     tiles_m = _host.ceil_div(n * _host.ceil_div(h_out, 64 // pw_) * _host.ceil_div(w_out, pw_), 2)
 
