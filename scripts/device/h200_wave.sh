@@ -22,7 +22,10 @@
 #                                          conv_ws's narrow and persistent configurations (conv_tune.py); the decode
 #                                          table's 32-KV-head rows (on 2026-12-07 the table stopped at B = 64, 32K:
 #                                          a cache past the i32 limit, now decoded in batches), then every 8-head
-#                                          row with 256 groups instead of 128.  About 5 minutes.
+#                                          row with 256 groups instead of 128, and B 16 and 64 with four subgroups a
+#                                          group or four ring stages (at B = 16, 4K one group an SM keeps 32 KiB in
+#                                          flight, about what the H200's bandwidth-latency product asks).  About 7
+#                                          minutes.
 # JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, prefill.jsonl, decode.jsonl,
 # paged*.jsonl, run-*.txt, launch.json, tests-*.txt) for BENCHMARKS.md.
 set -uo pipefail
@@ -74,6 +77,10 @@ elif [ "$part" = tune ]; then
   timeout 150 python3 decode_table.py --kv-heads 32 2>&1 | grep '^{' | tee "$out/decode_kv32.jsonl" | cut -c1-220
   timeout 100 python3 decode_table.py --kv-heads 8 --plan groups=256 2>&1 | grep '^{' \
     | tee "$out/decode_groups256.jsonl" | cut -c1-220
+  timeout 60 python3 decode_table.py --kv-heads 8 --batches 16 64 --plan SUBS=4 2>&1 | grep '^{' \
+    | tee "$out/decode_subs4.jsonl" | cut -c1-220  # four subgroups a group where one chunk a pair is all
+  timeout 60 python3 decode_table.py --kv-heads 8 --batches 16 64 --plan STAGES=4 2>&1 | grep '^{' \
+    | tee "$out/decode_stages4.jsonl" | cut -c1-220  # three ring blocks in flight instead of two
 else
   gpu_tests conv 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "conv"
   cd scripts/device
