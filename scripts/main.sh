@@ -17,14 +17,15 @@ bash scripts/setup.sh
 backend=$(.venv/bin/python -c "from iron.runtime import best_backend; print(best_backend())")
 .venv/bin/iron device
 # A model end to end (iron.models): a Llama GGUF of random weights, then greedy decoding with `iron run`: on an
-# NVIDIA GPU Llama-3-8B's block shape (4 blocks, bf16, each decode step one CUDA graph), elsewhere the tiny model.
+# NVIDIA GPU Llama-3-8B's block shape (4 blocks, bf16, each decode step one CUDA graph), elsewhere the tiny model;
+# --check compares every step's logits with the same model in PyTorch (f32).
 mkdir -p build
 if [ "$backend" = cuda ]; then
   .venv/bin/python -m iron.models random build/llama-4l.gguf --preset llama-4l
-  .venv/bin/iron run build/llama-4l.gguf --prompt 1,15043,29892,338 --prompt 1,450 --max-new 64 --graphs
+  .venv/bin/iron run build/llama-4l.gguf --prompt 1,15043,29892,338 --prompt 1,450 --max-new 64 --graphs --check
 else
   .venv/bin/python -m iron.models random build/llama-tiny.gguf --preset tiny
-  .venv/bin/iron run build/llama-tiny.gguf --prompt 1,5,7,9 --prompt 3 --max-new 8 --backend "$backend"
+  .venv/bin/iron run build/llama-tiny.gguf --prompt 1,5,7,9 --prompt 3 --max-new 8 --backend "$backend" --check
 fi
 # The benches on the best backend here, each row checked against its reference.
 if [ "$full" = 1 ]; then

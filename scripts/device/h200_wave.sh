@@ -13,8 +13,9 @@
 #                                          causal and not, through the host (prefill_tune.py --host); decode beside
 #                                          SDPA on every listed B, S and H_kv (decode_table.py); the paged decode
 #                                          and prefill beside their dense twins.  About 7 minutes.
-#   bash scripts/device/h200_wave.sh rest   what the 2026-12-07 H200 session left: `iron run` on GGUF files of
-#                                          real sizes (f16, then Q4_K; issue 22's command line), the launch path
+#   bash scripts/device/h200_wave.sh rest   what the 2026-12-07 H200 session left: `iron run --check` on GGUF files
+#                                          of real sizes (f16, then Q4_K; issue 22's command line, every step's
+#                                          logits against PyTorch's f32 model), the launch path
 #                                          (launch_overhead.py, issue 18's kern.launch), Whisper's rows through the
 #                                          host on 192-wide tiles (conv_table.py), the conv and quant GPU tests.
 #                                          About 5 minutes.
@@ -61,8 +62,8 @@ elif [ "$part" = rest ]; then
   for q in f16 Q4_K; do
     qtype=$([ "$q" = f16 ] || echo "--qtype $q")
     timeout 90 python3 -m iron.models random "build/llama-4l-$q.gguf" --preset llama-4l $qtype > /dev/null
-    timeout 60 python3 -m iron run "build/llama-4l-$q.gguf" --prompt 1,15043,29892,338 --prompt 1,450 --max-new 32 \
-      --graphs 2>&1 | tee "$out/run-$q.txt" | tail -4
+    timeout 90 python3 -m iron run "build/llama-4l-$q.gguf" --prompt 1,15043,29892,338 --prompt 1,450 --max-new 32 \
+      --graphs --check 2>&1 | tee "$out/run-$q.txt" | tail -4
   done
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.

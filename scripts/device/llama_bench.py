@@ -114,26 +114,6 @@ def profile_torch(config, tensors, batch: int, start: int, steps: int, device: s
     return kernel_shares(prof, steps, wall, 80)
 
 
-def check_against_f32(config, tensors, prompts, new, logits, positions: int, device: str) -> float:
-    """Largest |Iron - f32 torch| / largest |torch logit| over every step (prefill's last token, then decode)."""
-    import torch
-
-    from iron.models.reference import EagerLlama
-
-    b = len(prompts)
-    ref = EagerLlama(config, tensors, b, positions, device=device, dtype=torch.float32)
-    worst, fed = 0.0, [p + n for p, n in zip(prompts, new)]
-    lens = [len(p) for p in prompts]
-    for pos in range(max(lens) + len(new[0]) - 1):
-        toks = torch.tensor([f[min(pos, len(f) - 1)] for f in fed], device=device)
-        out = ref.step(toks, torch.full((b,), pos, device=device)).float().cpu().numpy()
-        for i in range(b):
-            step = pos - (lens[i] - 1)
-            if 0 <= step < len(logits) and pos < len(fed[i]) - 1:
-                worst = max(worst, float(np.abs(logits[step][i] - out[i]).max() / np.abs(out[i]).max()))
-    return worst
-
-
 #: How run_torch runs EagerLlama's step: as it is, replayed from a CUDA graph captured once, torch.compile without
 #: CUDA graphs (inductor's kernels, launched eagerly), and torch.compile with them ("reduce-overhead").
 TORCH_MODES = ("eager", "graph", "compile", "compile_graphs")
@@ -214,6 +194,7 @@ def main(argv: list[str]) -> int:
     from iron.models.gguf_file import read_llama
     from iron.models.llama import Llama
     from iron.models.random_model import PRESETS, write_random
+    from iron.models.reference import logit_error
 
     config = replace(PRESETS["llama-4l"], layers=args.layers, ffn=args.ffn)
     device, backend = "cuda", "cuda"
@@ -235,8 +216,7 @@ def main(argv: list[str]) -> int:
             lens = np.linspace(args.prompt, args.prompt // 2, batch).astype(int) if batch > 1 else [args.prompt]
             prompts = [rng.integers(0, config.vocab, n).tolist() for n in lens]
             new, logits, ttft, step_s = run_iron(model, prompts, args.new)
-            error = check_against_f32(config, tensors, prompts, new, logits, args.prompt + args.new + 8,
-                                     device)
+            error, _ = logit_error(config, tensors, prompts, new, logits, model.prefills, device)
             row = {"layers": config.layers, "batch": batch, "qtype": args.qtype or "bf16", "prompt": args.prompt,
                    "new": args.new, "iron_ttft_ms": round(ttft * 1e3, 2), "iron_step_ms": round(step_s * 1e3, 3),
                    "iron_tokens_s": round(batch / step_s, 1), "logit_error": float(f"{error:.2e}"),

@@ -159,6 +159,38 @@ def test_the_command_line_generates_and_reports(tiny_file, capsys):
     assert "--graphs replays CUDA graphs" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_the_command_line_checks_its_logits_against_pytorch(tiny_file, dtype, capsys):
+    """--check: every position that chose a token (two sequences, three new tokens each) against the PyTorch model
+    in f32, in lock step (f32) and after a prefill (f16); a bad step past the dtype's bound exits 1."""
+    pytest.importorskip("torch")
+    from iron.models import __main__ as cli
+
+    args = ["generate", tiny_file, "--prompt", "1,5", "--prompt", "3", "--max-new", "3", "--device", "cpu",
+            "--backend", "interp", "--dtype", dtype, "--check"]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert f"check: logits within {cli.CHECK_BOUNDS[dtype]:g} of the PyTorch f32 model's at 6 positions" in err
+
+
+def test_the_logit_check_catches_a_step_off_by_a_percent(tiny_file):
+    """logit_error over a generation's own logits, then with one sequence's logits at one step moved by 1% of
+    their largest: the error follows (what --check's bound of 1e-4 in f32 would refuse)."""
+    pytest.importorskip("torch")
+    from iron.models.reference import logit_error
+
+    model = Llama.from_gguf(tiny_file, backend="interp")
+    prompts, seen = [[1, 5], [3]], []
+    new = model.generate(prompts, 3, on_step=lambda step, logits: seen.append(logits))
+    config, tensors = read_llama(tiny_file)
+    error, positions = logit_error(config, tensors, prompts, new, seen, model.prefills)
+    assert positions == 6 and error < 1e-5
+    seen[-1] = seen[-1].copy()
+    seen[-1][0, 7] += 0.01 * np.abs(seen[-1][0]).max()  # the longer prompt's last token (lock step)
+    bad, _ = logit_error(config, tensors, prompts, new, seen, model.prefills)
+    assert 0.009 < bad < 0.011
+
+
 def test_the_random_command_writes_a_whole_file_or_none(tmp_path, capsys):
     from iron.models.__main__ import main
 

@@ -35,6 +35,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sample each token from the K most likely (0: all of them); default: greedy")
     p.add_argument("--temperature", type=float, default=1.0, help="with --top-k: softmax(logits / T)")
     p.add_argument("--seed", type=int, default=None, help="with --top-k: the uniform numbers' seed")
+    p.add_argument("--check", action="store_true",
+                   help="compare every step's logits with the plain PyTorch model's in f32 on the same device "
+                        "(needs torch; exit 1 past the dtype's bound)")
+
+
+#: --check's bound on the largest |Iron - PyTorch f32| logit over the largest |PyTorch logit|, by dtype: what the
+#: tests allow (tests/models, tests/gpu/test_models_cuda.py).
+CHECK_BOUNDS = {"f32": 1e-4, "f16": 1e-2, "bf16": 4e-2}
 
 
 def _device(name: str) -> str:
@@ -48,9 +56,12 @@ def _device(name: str) -> str:
         return "cpu"
 
 
+def _dtype_name(name: str, device: str) -> str:
+    return ("bf16" if device != "cpu" else "f32") if name == "auto" else name
+
+
 def _dtype(name: str, device: str) -> Any:
-    if name == "auto":
-        name = "bf16" if device != "cpu" else "f32"
+    name = _dtype_name(name, device)
     if name == "bf16":
         import ml_dtypes
 
@@ -73,7 +84,15 @@ def generate(args: argparse.Namespace) -> int:
         print("error: --graphs replays CUDA graphs: add --device cuda (on a machine with an NVIDIA GPU)",
               file=sys.stderr)
         return 2
+    if args.check:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("error: --check compares with the model in PyTorch: install torch, or leave --check out",
+                  file=sys.stderr)
+            return 2
     marks: list[float] = []
+    seen: list[np.ndarray] = []
     try:
         sampling = Sampling(args.top_k, args.temperature, args.seed) if args.top_k is not None else None
         model = Llama.from_gguf(args.model, dtype=_dtype(args.dtype, device), device=device, backend=args.backend)
@@ -90,7 +109,8 @@ def generate(args: argparse.Namespace) -> int:
             elif (step + 1) % PROGRESS_EVERY == 0:
                 print(f"step {step + 1}", file=sys.stderr, flush=True)
 
-        new = model.generate(prompts, args.max_new, graphs=args.graphs, on_tokens=progress, sampling=sampling)
+        new = model.generate(prompts, args.max_new, graphs=args.graphs, on_tokens=progress, sampling=sampling,
+                             on_step=(lambda step, logits: seen.append(logits)) if args.check else None)
     except (LaunchError, IronError) as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
         return 1
@@ -106,7 +126,22 @@ def generate(args: argparse.Namespace) -> int:
         where = f"{args.backend} on the host's arrays" if device == "cpu" and args.backend else device
         line += f"; decode {rate:.1f} tokens/s (batch {len(prompts)}, {len(marks)} steps, {where})"
     print(line, file=sys.stderr)
-    return 0
+    return _check(args, model, prompts, new, seen, device) if args.check else 0
+
+
+def _check(args: argparse.Namespace, model: Any, prompts: list[list[int]], new: list[list[int]],
+           seen: list[np.ndarray], device: str) -> int:
+    """--check: the logits of every step against the plain PyTorch model's in f32; 1 past the dtype's bound."""
+    from iron.models.gguf_file import read_llama
+    from iron.models.reference import logit_error
+
+    config, tensors = read_llama(args.model)
+    error, positions = logit_error(config, tensors, prompts, new, seen, model.prefills, device)
+    bound = CHECK_BOUNDS[_dtype_name(args.dtype, device)]
+    verdict = "within" if error <= bound else "PAST"
+    print(f"check: logits {verdict} {bound:g} of the PyTorch f32 model's at {positions} positions (largest "
+          f"|difference| / largest |logit|: {error:.2e})", file=sys.stderr)
+    return 0 if error <= bound else 1
 
 
 def main(argv: list[str] | None = None) -> int:

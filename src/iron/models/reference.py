@@ -129,3 +129,28 @@ class EagerLlama:
 
 
 __all__ = ["EagerLlama", "TorchLlama"]
+
+
+def logit_error(config: LlamaConfig, tensors: dict[str, Any], prompts: list[list[int]], new: list[list[int]],
+                logits: list[np.ndarray], prefills: bool, device: str = "cpu") -> tuple[float, int]:
+    """How far a generation's logits are from :class:`EagerLlama`'s in f32 on ``device``, fed the same tokens: the
+    largest |difference| over the largest |reference logit|, per position, maximised over every position whose
+    logits chose a new token; and how many positions that was.  ``logits`` are what ``Llama.generate``'s
+    ``on_step`` saw: with ``prefills`` step j is token len(prompt) - 1 + j of each sequence (the prefill's last
+    token, then decode), else the sequences ran in lock step and step j is position j."""
+    import torch
+
+    fed = [p + n for p, n in zip(prompts, new)]
+    lens = [len(p) for p in prompts]
+    ref = EagerLlama(config, tensors, len(prompts), max(map(len, fed)), device=device, dtype=torch.float32)
+    worst, compared = 0.0, 0
+    for pos in range(max(map(len, fed)) - 1):
+        toks = torch.tensor([f[min(pos, len(f) - 1)] for f in fed], device=device)
+        out = ref.step(toks, torch.full((len(prompts),), pos, device=device)).float().cpu().numpy()
+        for i, f in enumerate(fed):
+            step = pos - (lens[i] - 1) if prefills else pos
+            if pos < lens[i] - 1 or pos >= len(f) - 1 or step >= len(logits):
+                continue  # a prompt token's logits choose nothing; past the sequence's last fed token
+            worst = max(worst, float(np.abs(logits[step][i] - out[i]).max() / np.abs(out[i]).max()))
+            compared += 1
+    return worst, compared
