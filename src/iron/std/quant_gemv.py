@@ -668,12 +668,7 @@ def gemv_q4_0_words(data: In[u32], x: In[T], y: Tensor[T], m: int, k: int, split
     data: m rows of k weights, each row k / 32 blocks back to back (gguf.py), m k / 32 even (whole words), its
     bytes read as little-endian u32 words (the host's ``kernel_data``), the buffer 4-byte aligned; x: (k,),
     y: (m,), T in f32/f16/bf16; k a positive multiple of 32, m >= 1, bytes < 2**31.
-    Rows: as gemv_q4_k's, four rows a team.
-    Order: lane l of the team's subgroup j adds its blocks l + W j, + W P, ... in order (f32), a xor
-    butterfly over the W lanes (log2 W levels), then the P subgroups' sums in j order; one rounding to T.
-    No atomics: deterministic.
-    Non-finite: a NaN/Inf in x or in a scale of a row's blocks makes that y non-finite (NaN or +-Inf,
-    unspecified); finite inputs give finite y unless the sum overflows.
+    Rows, order (a block a piece), no atomics and non-finite policy: as gemv_q8_0_words's.
     A piece is a block: a 16-term dot product of the low nibbles (q - 8, weights 0 .. 15) with x and one of the
     high nibbles (weights 16 .. 31), each in byte order, added, then times d.  Its five words are read one at a
     time (a block starts at a word or 2 bytes into one).
