@@ -256,18 +256,20 @@ def q4_k_value(head, scales, q0, q1, q2, q3, j, xl0, xl1, xl2, xl3, xh0, xh1, xh
 
 
 @func
+def load_x32(x, lo):
+    """x[lo .. lo + 32] as four 8-vectors, and their sum (f32, in order)."""
+    x0 = load_x8(x, lo)
+    x1 = load_x8(x, lo + 8)
+    x2 = load_x8(x, lo + 16)
+    x3 = load_x8(x, lo + 24)
+    return x0, x1, x2, x3, sum8(x3, sum8(x2, sum8(x1, sum8(x0, 0.0))))
+
+
+@func
 def q4_k_x(x, lo):
     """The 64 x a Q4_K piece at weight ``lo`` multiplies, as eight 8-vectors, and the sums of its two halves."""
-    xl0 = load_x8(x, lo)
-    xl1 = load_x8(x, lo + 8)
-    xl2 = load_x8(x, lo + 16)
-    xl3 = load_x8(x, lo + 24)
-    xh0 = load_x8(x, lo + 32)
-    xh1 = load_x8(x, lo + 40)
-    xh2 = load_x8(x, lo + 48)
-    xh3 = load_x8(x, lo + 56)
-    sxl = sum8(xl3, sum8(xl2, sum8(xl1, sum8(xl0, 0.0))))
-    sxh = sum8(xh3, sum8(xh2, sum8(xh1, sum8(xh0, 0.0))))
+    xl0, xl1, xl2, xl3, sxl = load_x32(x, lo)
+    xh0, xh1, xh2, xh3, sxh = load_x32(x, lo + 32)
     return xl0, xl1, xl2, xl3, xh0, xh1, xh2, xh3, sxl, sxh
 
 
@@ -281,20 +283,12 @@ def q4_k_halves(data, ra, rb, rc, rd, j, x, lo, opaque):
     hb, sb_, b0, b1, b2, b3 = q4_k_words(data, rb, j)
     hc, sc, c0, c1, c2, c3 = q4_k_words(data, rc, j)
     hd, sd, d0, d1, d2, d3 = q4_k_words(data, rd, j)
-    x0 = load_x8(x, lo)
-    x1 = load_x8(x, lo + 8)
-    x2 = load_x8(x, lo + 16)
-    x3 = load_x8(x, lo + 24)
-    sxl = sum8(x3, sum8(x2, sum8(x1, sum8(x0, 0.0))))
+    x0, x1, x2, x3, sxl = load_x32(x, lo)
     la = q4_k_half(a0, a1, a2, a3, x0, x1, x2, x3, False, opaque)
     lb = q4_k_half(b0, b1, b2, b3, x0, x1, x2, x3, False, opaque)
     lc = q4_k_half(c0, c1, c2, c3, x0, x1, x2, x3, False, opaque)
     ld = q4_k_half(d0, d1, d2, d3, x0, x1, x2, x3, False, opaque)
-    x0 = load_x8(x, lo + 32)
-    x1 = load_x8(x, lo + 40)
-    x2 = load_x8(x, lo + 48)
-    x3 = load_x8(x, lo + 56)
-    sxh = sum8(x3, sum8(x2, sum8(x1, sum8(x0, 0.0))))
+    x0, x1, x2, x3, sxh = load_x32(x, lo + 32)
     ua = q4_k_half(a0, a1, a2, a3, x0, x1, x2, x3, True, opaque)
     ub = q4_k_half(b0, b1, b2, b3, x0, x1, x2, x3, True, opaque)
     uc = q4_k_half(c0, c1, c2, c3, x0, x1, x2, x3, True, opaque)
@@ -782,7 +776,6 @@ __all__ = ["ALL_SCHEMES", "BYTE_PLACES", "BYTE_SCHEMES", "GROUP", "KERNELS", "MI
            "PLACE_FLOATS", "ROWS", "SCHEMES", "SPLITS", "Scheme", "TARGET_SUBGROUPS", "WORD_SCHEMES", "block_head",
            "byte_word_dot", "dot8", "finish_four", "finish_pair", "four_rows", "from_half", "gemv_q4_0",
            "gemv_q4_0_words", "gemv_q4_k", "gemv_q6_k", "gemv_q8_0", "gemv_q8_0_words", "grid_for", "in_place",
-           "kernel_data", "lane_sum", "load_x8", "nibble_word_dot", "q4_0_block", "q4_0_piece", "q4_k_half",
-           "q4_k_halves", "q4_k_piece", "q4_k_scales", "q4_k_value", "q4_k_words", "q4_k_x",
-           "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape",
+           "kernel_data", "lane_sum", "load_x32", "load_x8", "nibble_word_dot", "q4_0_block", "q4_0_piece",
+           "q4_k_half", "q4_k_halves", "q4_k_piece", "q4_k_scales", "q4_k_value", "q4_k_words", "q4_k_x", "q6_k_piece", "q8_0_block", "q8_0_piece", "quant_gemv", "scheme_for", "split_for", "sum8", "team_shape",
            "words_gemv"]
