@@ -19,14 +19,15 @@
 #                                          (launch_overhead.py, issue 18's kern.launch), Whisper's rows through the
 #                                          host on 192-wide tiles (conv_table.py), the conv and quant GPU tests.
 #                                          About 5 minutes.
-#   bash scripts/device/h200_wave.sh tune   the 2026-12-07 session's gaps as tuning runs: ResNet 512 at 7^2 in
-#                                          conv_ws's narrow and persistent configurations (conv_tune.py); the decode
-#                                          table's 32-KV-head rows (on 2026-12-07 the table stopped at B = 64, 32K:
-#                                          a cache past the i32 limit, now decoded in batches), then every 8-head
-#                                          row with 256 groups instead of 128, and B 16 and 64 with four subgroups a
-#                                          group or four ring stages (at B = 16, 4K one group an SM keeps 32 KiB in
-#                                          flight, about what the H200's bandwidth-latency product asks).  About 7
-#                                          minutes.
+#   bash scripts/device/h200_wave.sh tune   the 2026-12-07 session's gaps as tuning runs: first the decode at B 16
+#                                          and 64 with more bytes in flight an SM (four subgroups a group, four or
+#                                          six ring stages, both: at B = 16, 4K one group an SM keeps 32 KiB in
+#                                          flight, below what the H200's bandwidth-latency product asks); the paged
+#                                          decode with its table read a ring block early (paged_check.py); ResNet
+#                                          512 at 7^2 in conv_ws's narrow and persistent configurations
+#                                          (conv_tune.py); the decode table's 32-KV-head rows (a cache past the i32
+#                                          limit is now decoded in batches); B 1 and 4 with 256 groups instead of
+#                                          128.  About 9 minutes.
 # JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, prefill.jsonl, decode.jsonl,
 # paged*.jsonl, run-*.txt, launch.json, tests-*.txt) for BENCHMARKS.md.
 set -uo pipefail
@@ -57,7 +58,7 @@ elif [ "$part" = attention ]; then
   timeout 50 python3 paged_prefill_check.py 2>&1 | grep '^{' | tee "$out/paged_prefill.jsonl" | cut -c1-200
 elif [ "$part" = rest ]; then
   gpu_tests rest 120 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py tests/gpu/test_models_cuda.py \
-    -k "conv or quant or gguf or models"
+    -k "conv or quant or gguf or models or index_limit"
   mkdir -p build
   for q in f16 Q4_K; do
     qtype=$([ "$q" = f16 ] || echo "--qtype $q")
@@ -73,15 +74,18 @@ elif [ "$part" = rest ]; then
 elif [ "$part" = tune ]; then
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
+  # More bytes in flight an SM at B 16 and 64 (one group an SM keeps two 16 KiB ring blocks in flight at the plan's
+  # SUBS=2, STAGES=3): four subgroups (two 32 KiB blocks), four or six stages, and both.
+  for plan in SUBS=4 STAGES=4 SUBS=4,STAGES=4 STAGES=6; do
+    timeout 60 python3 decode_table.py --kv-heads 8 --batches 16 64 --plan $plan 2>&1 | grep '^{' \
+      | tee "$out/decode_${plan//[=,]/_}.jsonl" | cut -c1-220
+  done
+  timeout 60 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/paged_ahead.jsonl" | cut -c1-260
   timeout 90 python3 conv_tune.py --reps 3 --shapes resnet_512_7 --configs WS64_S4 WS64_S6 WS64_S4_P WS128_S4 \
     WS128_S4_P WS64_S4_PW8_R 2>&1 | grep '^{' | tee "$out/conv_512_7.jsonl" | cut -c1-200
   timeout 150 python3 decode_table.py --kv-heads 32 2>&1 | grep '^{' | tee "$out/decode_kv32.jsonl" | cut -c1-220
-  timeout 100 python3 decode_table.py --kv-heads 8 --plan groups=256 2>&1 | grep '^{' \
+  timeout 100 python3 decode_table.py --kv-heads 8 --batches 1 4 --plan groups=256 2>&1 | grep '^{' \
     | tee "$out/decode_groups256.jsonl" | cut -c1-220
-  timeout 60 python3 decode_table.py --kv-heads 8 --batches 16 64 --plan SUBS=4 2>&1 | grep '^{' \
-    | tee "$out/decode_subs4.jsonl" | cut -c1-220  # four subgroups a group where one chunk a pair is all
-  timeout 60 python3 decode_table.py --kv-heads 8 --batches 16 64 --plan STAGES=4 2>&1 | grep '^{' \
-    | tee "$out/decode_stages4.jsonl" | cut -c1-220  # three ring blocks in flight instead of two
 else
   gpu_tests conv 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "conv"
   cd scripts/device

@@ -1,6 +1,7 @@
 """A paged KV cache against the same keys dense: ``decode_attention_paged`` over a shuffled pool of P-key pages
 beside ``decode_attention`` on the dense cache and SDPA over the whole cache, kernel time (both launches) from the
-CUDA profiler; the paged output must equal the dense one bit for bit.  One JSON line per shape.
+CUDA profiler, the paged decode both as planned and with its table entries read a ring block early (TABLE_AHEAD); the
+paged outputs must equal the dense one bit for bit.  One JSON line per shape.
 
 Run on the GPU machine: ``PYTHONPATH=src:scripts/device python3 scripts/device/paged_check.py``.
 """
@@ -32,18 +33,26 @@ def main() -> None:
             v_pages[table[i, rows // page].long(), rows % page] = v[i].transpose(0, 1)
         dense = A.decode_attention(q, k, v, lens)
         paged = A.decode_attention_paged(q, k_pages, v_pages, table, lens)
-        same = bool(torch.equal(dense, paged))
+        A.MMA_PLAN["TABLE_AHEAD"] = 1
+        ahead = A.decode_attention_paged(q, k_pages, v_pages, table, lens)
+        same = bool(torch.equal(dense, paged)) and bool(torch.equal(dense, ahead))
         qs = q[:, :, None, :]
-        times = {name: kernel_us(torch, call, 20) for name, call in (
-            ("sdpa", lambda: torch.nn.functional.scaled_dot_product_attention(qs, k, v, enable_gqa=h != h_kv)),
-            ("dense", lambda: A.decode_attention(q, k, v, lens, out=dense)),
-            ("paged", lambda: A.decode_attention_paged(q, k_pages, v_pages, table, lens, out=paged)))}
+        times = {}
+        for name, call, table_ahead in (  # TABLE_AHEAD: the table entries read a ring block early
+                ("sdpa", lambda: torch.nn.functional.scaled_dot_product_attention(qs, k, v, enable_gqa=h != h_kv), 0),
+                ("dense", lambda: A.decode_attention(q, k, v, lens, out=dense), 0),
+                ("paged", lambda: A.decode_attention_paged(q, k_pages, v_pages, table, lens, out=paged), 0),
+                ("paged_ahead", lambda: A.decode_attention_paged(q, k_pages, v_pages, table, lens, out=ahead), 1)):
+            A.MMA_PLAN["TABLE_AHEAD"] = table_ahead
+            times[name] = kernel_us(torch, call, 20)
         moved = (2 * b * h_kv * s * d + 2 * b * h * d) * 2
         print(json.dumps({"B": b, "H": h, "H_kv": h_kv, "S": s, "D": d, "P": page,
                           **{f"{n}_us": round(t, 2) for n, t in times.items()},
                           "paged_tb_s": round(moved / times["paged"] / 1e6, 2),
                           "paged_vs_dense": round(times["dense"] / times["paged"], 3),
-                          "paged_vs_sdpa": round(times["sdpa"] / times["paged"], 3), "bitwise_equal": same}),
+                          "paged_vs_sdpa": round(times["sdpa"] / times["paged"], 3),
+                          "ahead_vs_dense": round(times["dense"] / times["paged_ahead"], 3),
+                          "ahead_vs_sdpa": round(times["sdpa"] / times["paged_ahead"], 3), "bitwise_equal": same}),
               flush=True)
 
 

@@ -363,6 +363,57 @@ def test_decode_on_the_matrix_units(dtype, shape, page, chunk, par, monkeypatch)
     np.testing.assert_array_equal(got, dense)
 
 
+@pytest.mark.parametrize("subs,stages", [(2, 3), (4, 4), (2, 6)])
+@pytest.mark.parametrize("dtype,shape,page,chunk", [
+    (np.float16, (2, 8, 2, 150, 64), 16, None),  # the host's chunk, partial blocks
+    (BF16, (3, 32, 1, 70, 128), 14, 64),          # D = 128: eight rows a thread, pages of 14
+    (np.float16, (1, 4, 1, 300, 64), 7, 256),      # 7-key pages, the ring wrapping several times a chunk
+])
+def test_paged_table_read_ahead_gives_the_same_bits(dtype, shape, page, chunk, subs, stages, monkeypatch):
+    """MMA_PLAN's TABLE_AHEAD (a paged cache's table entries read a ring block before their copies) gives the plain
+    paged decode's bits for every ring shape, and so the dense cache's."""
+    monkeypatch.setattr(A, "decode_on_matrix_units", lambda *args, **kw: True)
+    monkeypatch.setitem(A.MMA_PLAN, "SUBS", subs)
+    monkeypatch.setitem(A.MMA_PLAN, "STAGES", stages)
+    b, h, h_kv, s_max, d = shape
+    rng = np.random.default_rng(s_max + subs)
+    q, k, v = _randn(rng, (b, h, d), dtype), _randn(rng, (b, h_kv, s_max, d), dtype), _randn(
+        rng, (b, h_kv, s_max, d), dtype)
+    lens = rng.integers(1, s_max + 1, size=b).astype(np.int32)
+    lens[0] = s_max
+    width = -(-s_max // page)
+    table = rng.permutation(b * width + 1)[: b * width].reshape(b, width).astype(np.int32)
+    k_pages, v_pages = _scatter_pages(k, v, lens, table, b * width + 1, page)
+    plain = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="interp", chunk=chunk)
+    monkeypatch.setitem(A.MMA_PLAN, "TABLE_AHEAD", 1)
+    np.testing.assert_array_equal(A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="interp",
+                                                           chunk=chunk), plain)
+    grow = ((0, 0), (0, 0), (0, width * page - s_max), (0, 0))
+    np.testing.assert_array_equal(A.decode_attention(q, np.pad(k, grow), np.pad(v, grow), lens, backend="interp",
+                                                     chunk=chunk), plain)
+
+
+def test_paged_read_ahead_mutant_is_caught(tmp_path, monkeypatch):
+    """TABLE_AHEAD reading the entries of the block it just staged, not of the next one, changes the paged decode's
+    output: the test above would see it."""
+    monkeypatch.setattr(A, "decode_on_matrix_units", lambda *args, **kw: True)
+    monkeypatch.setitem(A.MMA_PLAN, "TABLE_AHEAD", 1)
+    rng = np.random.default_rng(7)
+    b, h, h_kv, s_max, d, page = 1, 4, 1, 300, 64, 7
+    q, k, v = (_randn(rng, sh, np.float16) for sh in ((b, h, d), (b, h_kv, s_max, d), (b, h_kv, s_max, d)))
+    lens = np.full(b, s_max, np.int32)
+    width = -(-s_max // page)
+    table = rng.permutation(b * width).reshape(b, width).astype(np.int32)
+    k_pages, v_pages = _scatter_pages(k, v, lens, table, b * width, page)
+    good = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="interp", chunk=256)
+    monkeypatch.setattr(A, "attention_decode_mma", mutant(tmp_path, "attention_decode_mma",
+                                                          "start + (ahead + 1) * BLOCK, end, tid,",
+                                                          "start + ahead * BLOCK, end, tid,"))
+    config.touch()  # the call plan recorded above launches the real kernel: not replayed
+    bad = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="interp", chunk=256)
+    assert not np.array_equal(bad, good)
+
+
 @pytest.mark.parametrize("dtype,shape,chunk", [
     (np.float16, (2, 8, 2, 150, 64), 160),  # one chunk: DIRECT against the combine of one chunk
     (BF16, (3, 32, 8, 70, 128), 16),        # five chunks: the tiled combine on the matrix units' partials

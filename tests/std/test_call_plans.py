@@ -196,3 +196,29 @@ def test_a_replayed_call_binds_its_arguments_as_python_does():
         norms.rmsnorm(a)
     with pytest.raises(TypeError):
         norms.rmsnorm(a, w, 1e-6, None, None, 7)
+
+
+def test_a_changed_tuning_table_is_not_replayed_past(monkeypatch):
+    """A std tuning table (``_plans.Tuning``: attention's MMA_PLAN, COMBINE_PLAN) changed between two calls of one
+    signature: the second call takes the new choice, not the first call's plan (a tuner's sweep, a test comparing
+    two forms)."""
+    from std_testing import spy_on_kernels
+
+    from iron.std import attention
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((1, 2, 64), (1, 2, 40, 64), (1, 2, 40, 64)))
+    lens = np.full(1, 40, np.int32)
+    launched = spy_on_kernels(monkeypatch, attention, "attention_decode_combine")
+    monkeypatch.setitem(attention.COMBINE_PLAN, "tiled_from", 1 << 30)
+    attention.decode_attention(q, k, v, lens, chunk=16)
+    monkeypatch.setitem(attention.COMBINE_PLAN, "tiled_from", 1)
+    attention.decode_attention(q, k, v, lens, chunk=16)
+    assert [b["TILED"] for _, b in launched] == [False, True]
+    before = config.generation()
+    table = _plans.Tuning({"a": 1})
+    for change in (lambda: table.__setitem__("a", 2), lambda: table.update(b=3), lambda: table.pop("b"),
+                   lambda: table.setdefault("c", 4), lambda: table.__delitem__("c"), table.clear):
+        change()
+        assert config.generation() > before
+        before = config.generation()

@@ -52,7 +52,8 @@ def _lower_raw(k: Any, binding: dict[str, Any]) -> Any:
 
 #: Rules that exclude what the kernel lowers but no device would launch (a configuration the host never picks,
 #: a ring larger than the shared memory of every device that runs it), not what its frontend rejects.
-DEVICE_RULES = ("mma_config_listed", "wg_ring_fits", "conv_config_listed", "ws_fits", "fp8_fits", "fp8_overlap_folds")
+DEVICE_RULES = ("mma_config_listed", "wg_ring_fits", "conv_config_listed", "ws_fits", "fp8_fits", "fp8_overlap_folds",
+                "decode_mma_fits")
 RULED = [(m, n, k) for m, n, k in KERNELS if any(r.__name__ not in DEVICE_RULES for r in k._variants.where)]
 
 

@@ -526,6 +526,13 @@ def generation() -> int:
     return _generation
 
 
+def touch() -> None:
+    """Note that something read like an option changed (a tuning table of iron.std): caches keyed by
+    :func:`generation` (call plans, launch keys, device traits) miss once, the options themselves stay."""
+    global _generation
+    _generation += 1
+
+
 def _resolve_uncached(path: Path | None) -> dict[str, tuple[Any, str]]:
     tv = toml_table(path)
     out: dict[str, tuple[Any, str]] = {}

@@ -38,6 +38,38 @@ MAX_PLANS = 128
 _host: Any = None
 
 
+class Tuning(dict):
+    """A host function's table of tuned choices (tile plans, thresholds): a dict whose every change bumps the
+    options' generation, so no call plan recorded under the old choices is replayed under the new ones (a tuner
+    or a test that changes an entry between two calls of one signature gets the new choice)."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        config.touch()
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        config.touch()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        config.touch()
+
+    def pop(self, *args: Any) -> Any:
+        value = super().pop(*args)
+        config.touch()
+        return value
+
+    def clear(self) -> None:
+        super().clear()
+        config.touch()
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        value = super().setdefault(key, default)
+        config.touch()
+        return value
+
+
 def recording() -> "Recording | None":
     return _RECORDING.get()
 

@@ -21,7 +21,7 @@ from iron import LaunchError, f32, i32
 from iron.std import _host
 from iron.std._host import (ceil_div, check_float, check_shape, device_starts_off, device_traits, dtype_of, empty_like,
                             leading_rows, output, shape_of, starts_aligned, tuned_for_cuda_mma, unread, vector_width)
-from iron.std._plans import planned
+from iron.std._plans import Tuning, planned
 from iron.std.attention_decode import (APPEND_GROUP, COMBINE_GROUP, DECODE_THREADS, TEAM, attention_decode_combine,
                                        attention_decode_split, combine_grid, paged_kv_append)
 from iron.std.attention_decode_mma import DM_KEYS, DM_ROWS, attention_decode_mma, decode_mma_threads
@@ -81,13 +81,16 @@ MMA_MIN_HEADS = 2
 #: Where the pairs alone make ``few_pairs`` to ``one_wave`` groups (one a multiprocessor of an H100 or H200) and a
 #: pair's keys fit ``long_chunk``, each pair is one chunk, written DIRECT (B = 16 at 4K keys on an H100, 2026-12-07:
 #: 96.7 us against 99.4-99.9 at 2048-key chunks and a combine; at 32K keys 8192-key chunks, 512 groups, lost).
-MMA_PLAN: dict[str, int] = {"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
-                            "long_chunk": 8192, "few_pairs": 128, "one_wave": 132, "PAR": 1, "DIRECT": 1}
+#: TABLE_AHEAD (a paged cache's table entries read a ring block before their copies, not in front of them) stays off
+#: until a GPU has timed it beside the plain form (scripts/device/paged_check.py times both).
+MMA_PLAN: dict[str, int] = Tuning({"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
+                            "long_chunk": 8192, "few_pairs": 128, "one_wave": 132, "PAR": 1, "DIRECT": 1,
+                            "TABLE_AHEAD": 0})
 #: The combine pass runs TILED (a group a head reading its chunks' LSEs at once; the same bits as the per-element
 #: kernel, whose two chains of loads take NCH / 4 round trips each) from ``tiled_from`` chunks on.  On an H100
 #: (2026-12-07) it won at 16 chunks (B = 1, 1K: 7.86 -> 7.43 us; 4K 11.5 -> 11.1) and lost at 4 (B = 4, 1K: 10.7 ->
 #: 11.1: its two barriers cost more than one round trip saves).
-COMBINE_PLAN: dict[str, int] = {"tiled_from": 8}
+COMBINE_PLAN: dict[str, int] = Tuning({"tiled_from": 8})
 
 
 def decode_on_matrix_units(h: int, h_kv: int, dt: Any, backend: str | None, like: Any = ()) -> bool:
@@ -270,7 +273,8 @@ def _decode(fn: str, q: Any, k: Any, v: Any, seq_lens: Any, out: Any, h_kv: int,
     if mma:
         threads = decode_mma_threads(MMA_PLAN["SUBS"])
         attention_decode_mma.variant(T=dt, D=d, SUBS=MMA_PLAN["SUBS"], STAGES=MMA_PLAN["STAGES"], PAGED=paged,
-                                     PAR=bool(MMA_PLAN["PAR"]), DIRECT=direct).launch(
+                                     PAR=bool(MMA_PLAN["PAR"]), DIRECT=direct,
+                                     TABLE_AHEAD=paged and bool(MMA_PLAN["TABLE_AHEAD"])).launch(
             q, k, v, seq_lens, part_o, part_lse, out, h, h_kv, s_max, nch, ch, gq, _scale(scale, d), *paging,
             grid=(nch * threads, b * h // gq), group=(threads,), backend=backend)
         if direct:

@@ -8,7 +8,9 @@ the cache's bytes at full bandwidth.  Here a subgroup's ``S = Q K^T`` is 16 x 16
 and ``O += P V`` takes P straight from them (``frag_acc_to_a``): the padding rows cost tensor-core time, which the
 cache's bytes leave idle anyway.  K and V reach shared memory through a ring of ``STAGES`` buffers of asynchronous
 16-byte copies (``copy_async``), blocks of 16 keys per subgroup (``SUBS`` of them), so ``STAGES - 1`` blocks are in
-flight while one is multiplied; each subgroup takes 16 keys of a block.  The subgroups' partial softmaxes merge at
+flight while one is multiplied; each subgroup takes 16 keys of a block.  A paged cache finds each key's row
+through the block table; TABLE_AHEAD reads those entries a block early, so their round trip runs under a block's
+multiplies instead of in front of its copies.  The subgroups' partial softmaxes merge at
 the end through shared memory.  Its output is attention_decode_split's (normalised chunk outputs and base-2 LSEs,
 f32), so the same combine pass finishes it.  Runs where 16x16x16 fragments of T run from shared memory: CUDA
 (``mma.sync``, two m16n8k16 a multiply) and the interpreter.
@@ -16,12 +18,15 @@ f32), so the same combine pass finishes it.  Runs where 16x16x16 fragments of T 
 
 from __future__ import annotations
 
+from typing import Any
+
 from iron import In, T, Tensor, bf16, f16, f32, func, i32, kernel, variants
 from iron.lang import (barrier, copy_async, copy_async_commit, copy_async_wait, exp2, frag_a, frag_acc, frag_acc_to_a,
                        frag_b, frag_load_acc, frag_mask, frag_scale_rows, frag_store, log2, mma, recip,
                        shared, simd_group_id, static_range, thread_id)
 from iron.std.attention_decode import empty_chunk, group_chunk
 from iron.std.attention_ws import LOG2E, NEG, online_softmax
+from iron.std.gemm_wg import WG_SHARED_LIMIT
 
 #: Query rows of a fragment, keys a subgroup multiplies at a time, and lanes of a subgroup (a group of SUBS
 #: subgroups has 32 SUBS threads and fills ring buffers of 16 SUBS keys).
@@ -53,6 +58,73 @@ def stage_block(kp, vp, k, v, ring, j0, end, tid, row0, kvh, H_kv, D, LD, table,
         dst = (ring * subs * DM_KEYS + r) * LD + col
         copy_async(kp, dst, k, at, 8, ok)
         copy_async(vp, dst, v, at, 8, ok)
+
+
+@func
+def page_entry(table, b, W, P, key, end):
+    """The block table's entry for key ``key`` of sequence ``b`` (clamped to end - 1, so a key past the chunk reads
+    the table in bounds) as loaded, and the key's row within its page."""
+    kk = min(key, end - 1)
+    page = kk // P
+    return table[b * W + page], kk - page * P
+
+
+@func
+def page_rows(table, b, W, P, j0, end, tid, subs, D):
+    """This thread's keys of the block from ``j0`` on, in stage_rows' order (D / 16 of them; the rest 0): the table
+    entries as loaded (e0 .. e7) and the rows within their pages (f0 .. f7).  Nothing here uses a loaded entry, so
+    TABLE_AHEAD's reads a block early leave their round trip to run under the block's multiplies."""
+    pieces = D // 8
+    step = subs * DM_LANES
+    e0, f0 = page_entry(table, b, W, P, j0 + tid // pieces, end)
+    e1, f1 = page_entry(table, b, W, P, j0 + (tid + step) // pieces, end)
+    e2, f2 = page_entry(table, b, W, P, j0 + (tid + 2 * step) // pieces, end)
+    e3, f3 = page_entry(table, b, W, P, j0 + (tid + 3 * step) // pieces, end)
+    e4, f4, e5, f5, e6, f6, e7, f7 = 0, 0, 0, 0, 0, 0, 0, 0
+    if D > 64:
+        e4, f4 = page_entry(table, b, W, P, j0 + (tid + 4 * step) // pieces, end)
+        e5, f5 = page_entry(table, b, W, P, j0 + (tid + 5 * step) // pieces, end)
+        e6, f6 = page_entry(table, b, W, P, j0 + (tid + 6 * step) // pieces, end)
+        e7, f7 = page_entry(table, b, W, P, j0 + (tid + 7 * step) // pieces, end)
+    return e0, e1, e2, e3, e4, e5, e6, e7, f0, f1, f2, f3, f4, f5, f6, f7
+
+
+@func
+def pick(i, r0, r1, r2, r3, r4, r5, r6, r7):
+    """``r<i>`` for a compile-time ``i``."""
+    x = r0
+    if i == 1:
+        x = r1
+    elif i == 2:
+        x = r2
+    elif i == 3:
+        x = r3
+    elif i == 4:
+        x = r4
+    elif i == 5:
+        x = r5
+    elif i == 6:
+        x = r6
+    elif i == 7:
+        x = r7
+    return x
+
+
+@func
+def stage_rows(kp, vp, k, v, ring, j0, end, tid, kvh, H_kv, D, LD, subs, P, pages, e0, e1, e2, e3, e4, e5, e6, e7,
+               f0, f1, f2, f3, f4, f5, f6, f7):
+    """stage_block for a paged cache whose table entries page_rows read already: the same copies, no table read
+    (each entry clamped into [0, pages) here, where it is first used)."""
+    pieces = D // 8
+    for i in static_range(pieces // 2):
+        e = tid + i * subs * DM_LANES
+        r = e // pieces
+        col = (e % pieces) * 8
+        page = min(max(pick(i, e0, e1, e2, e3, e4, e5, e6, e7), 0), pages - 1)
+        at = ((page * P + pick(i, f0, f1, f2, f3, f4, f5, f6, f7)) * H_kv + kvh) * D + col
+        dst = (ring * subs * DM_KEYS + r) * LD + col
+        copy_async(kp, dst, k, at, 8, j0 + r < end)
+        copy_async(vp, dst, v, at, 8, j0 + r < end)
 
 
 @func
@@ -104,8 +176,27 @@ def decode_mma_threads(subs: int) -> int:
     return subs * DM_LANES
 
 
-@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4], PAGED=[False, True], PAR=[False, True],
-                 DIRECT=[False, True]))
+def decode_mma_shared_bytes(v: dict[str, Any]) -> int:
+    """Shared memory of one attention_decode_mma group of variant ``v`` (the K and V rings, Q, the merged output and
+    the subgroups' statistics)."""
+    ld, block, par = v["D"] + 8, v["SUBS"] * DM_KEYS, v.get("PAR", True)
+    return (2 * v["STAGES"] * block * ld + DM_ROWS * ld) * 2 + ((v["SUBS"] if par else 1) * DM_ROWS * v["D"]
+                                                                 + (v["SUBS"] * 2 + par) * DM_ROWS * DM_KEYS) * 4
+
+
+def decode_mma_fits(v: dict[str, Any]) -> bool:
+    """The group's shared memory fits the most an H100 or H200 gives one (sm_90's opt-in limit)."""
+    return decode_mma_shared_bytes(v) <= WG_SHARED_LIMIT
+
+
+def table_ahead_is_paged(v: dict[str, Any]) -> bool:
+    """TABLE_AHEAD (the table read a block early) is a form of the paged cache's copies only."""
+    return v["PAGED"] or not v["TABLE_AHEAD"]
+
+
+@kernel(variants(T=[f16, bf16], D=[128, 64], SUBS=[4, 2], STAGES=[2, 3, 4, 6], PAGED=[False, True], PAR=[False, True],
+                 DIRECT=[False, True], TABLE_AHEAD=[False, True],
+                 where=[table_ahead_is_paged, decode_mma_fits]))
 def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o: Tensor[f32], part_lse: Tensor[f32],
                          o: Tensor[T], H: int, H_kv: int, S_max: int, NCH: int, CH: int, GR: int, scale: f32,
                          table: In[i32], P: int, pages: int):
@@ -116,7 +207,8 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
 
     q (B, H, D), k/v (B, H_kv, S_max, D) row-major in T; seq_lens (B,) i32, clamped to [0, S_max].  PAGED: k/v
     (pages, P, H_kv, D), key s of sequence b in row s % P of page table[b, s // P] (``table`` (B, S_max / P) i32,
-    entries clamped to [0, pages)); otherwise ``table``, P and ``pages`` unread.  GR = min(H / H_kv, 16) heads a
+    entries clamped to [0, pages)); otherwise ``table``, P and ``pages`` unread.  TABLE_AHEAD (PAGED only): the same
+    copies, their table entries read one ring block before them (the same bits).  GR = min(H / H_kv, 16) heads a
     group (H / H_kv a multiple of GR).
     Grid (NCH * 32 SUBS, B * H / GR), group (32 SUBS,): group (c, b * H/GR + hg) owns keys [c*CH, min((c+1)*CH,
     L_b)) of heads hg*GR .. hg*GR+GR-1, KV head (hg*GR) // (H / H_kv).
@@ -131,6 +223,7 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
     slices of shared memory).  NaN/Inf in q or k give NaN for the head's chunk; NaN/Inf in v reach the outputs
     that weight them, and the other query heads of the group, whose zero weights multiply them in the same 16 keys.
     """
+    assert PAGED or not TABLE_AHEAD, "TABLE_AHEAD reads a paged cache's block table: it needs PAGED"
     LD = D + 8  # rows 16 bytes longer than D: ldmatrix's eight rows start in different banks
     NT = SUBS * DM_LANES  # threads
     BLOCK = SUBS * DM_KEYS  # keys of a ring buffer
@@ -163,9 +256,20 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         copy_async(qs, r * LD + col, q, (b * H + h0 + min(r, GR - 1)) * D + col, 8, r < GR)
     for st in static_range(STAGES - 1):
         if st < blocks:
-            stage_block(kp, vp, k, v, st, start + st * BLOCK, end, tid, row0, kvh, H_kv, D, LD, table, b, W, P,
-                        pages, PAGED, SUBS)
+            if TABLE_AHEAD:
+                e0, e1, e2, e3, e4, e5, e6, e7, f0, f1, f2, f3, f4, f5, f6, f7 = page_rows(
+                    table, b, W, P, start + st * BLOCK, end, tid, SUBS, D)
+                stage_rows(kp, vp, k, v, st, start + st * BLOCK, end, tid, kvh, H_kv, D, LD, SUBS, P, pages, e0, e1,
+                           e2, e3, e4, e5, e6, e7, f0, f1, f2, f3, f4, f5, f6, f7)
+            else:
+                stage_block(kp, vp, k, v, st, start + st * BLOCK, end, tid, row0, kvh, H_kv, D, LD, table, b, W, P,
+                            pages, PAGED, SUBS)
         copy_async_commit()
+    # TABLE_AHEAD: the table entries (n) and rows within pages (g) of the next block to stage, read a block early
+    n0, n1, n2, n3, n4, n5, n6, n7, g0, g1, g2, g3, g4, g5, g6, g7 = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+    if TABLE_AHEAD and STAGES - 1 < blocks:
+        n0, n1, n2, n3, n4, n5, n6, n7, g0, g1, g2, g3, g4, g5, g6, g7 = page_rows(
+            table, b, W, P, start + (STAGES - 1) * BLOCK, end, tid, SUBS, D)
     copy_async_wait(STAGES - 2)  # Q and the first block landed (this thread's); after the barrier everyone's
     barrier()
     qa0 = frag_a(qs, 0, LD, 16, 16)
@@ -194,9 +298,16 @@ def attention_decode_mma(q: In[T], k: In[T], v: In[T], seq_lens: In[i32], part_o
         barrier()
         ahead = j + STAGES - 1
         if ahead < blocks:
-            stage_block(kp, vp, k, v, ahead % STAGES, start + ahead * BLOCK, end, tid, row0, kvh, H_kv, D, LD,
-                        table, b, W, P, pages, PAGED, SUBS)
+            if TABLE_AHEAD:
+                stage_rows(kp, vp, k, v, ahead % STAGES, start + ahead * BLOCK, end, tid, kvh, H_kv, D, LD, SUBS, P,
+                           pages, n0, n1, n2, n3, n4, n5, n6, n7, g0, g1, g2, g3, g4, g5, g6, g7)
+            else:
+                stage_block(kp, vp, k, v, ahead % STAGES, start + ahead * BLOCK, end, tid, row0, kvh, H_kv, D, LD,
+                            table, b, W, P, pages, PAGED, SUBS)
         copy_async_commit()  # one group per iteration (maybe empty): the wait above counts on it
+        if TABLE_AHEAD and ahead + 1 < blocks:  # the next copies' table round trip runs under this block's math
+            n0, n1, n2, n3, n4, n5, n6, n7, g0, g1, g2, g3, g4, g5, g6, g7 = page_rows(
+                table, b, W, P, start + (ahead + 1) * BLOCK, end, tid, SUBS, D)
         base = ((j % STAGES) * BLOCK + sg * DM_KEYS) * LD
         k0 = start + j * BLOCK + sg * DM_KEYS  # this subgroup's first key
         sc = scores(qa0, qa1, qa2, qa3, qa4, qa5, qa6, qa7, kp, base, LD, D)
