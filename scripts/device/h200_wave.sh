@@ -28,11 +28,15 @@
 #                                          (conv_tune.py); the decode table's 32-KV-head rows (a cache past the i32
 #                                          limit is now decoded in batches); B 1 and 4 with 256 groups instead of
 #                                          128.  About 9 minutes.
+#   bash scripts/device/h200_wave.sh now    for a session lent a single call: the models, paged and index-limit GPU
+#                                          tests, rest's two `iron run --check` runs, the paged decode with and
+#                                          without TABLE_AHEAD, and B = 16 with four subgroups (and four stages).
+#                                          About 8 minutes.
 # JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, prefill.jsonl, decode.jsonl,
 # paged*.jsonl, run-*.txt, launch.json, tests-*.txt) for BENCHMARKS.md.
 set -uo pipefail
 source scripts/device/device_env.sh
-part=${1:?usage: h200_wave.sh gemm|conv|attention|rest|tune}
+part=${1:?usage: h200_wave.sh gemm|conv|attention|rest|tune|now}
 if [ "$part" = gemm ]; then
   gpu_tests gemm 150 tests/gpu/test_cuda_clusters.py tests/gpu/test_std_cuda.py tests/gpu/test_std_host_cuda.py \
     -k "clusters or gemm"
@@ -71,6 +75,22 @@ elif [ "$part" = rest ]; then
   timeout 60 python3 launch_overhead.py --count 2000 --reps 5 > "$out/launch.json" 2>&1; tail -c 1500 "$out/launch.json"
   timeout 60 python3 conv_table.py --reps 3 --count 30 --shapes whisper_80_384 whisper_384_s2 2>&1 | grep '^{' \
     | tee "$out/conv_whisper.jsonl" | cut -c1-200
+elif [ "$part" = now ]; then  # the most of rest and tune that one call holds, for a session lent one call
+  gpu_tests now 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_models_cuda.py -k "models or index_limit or paged"
+  mkdir -p build
+  for q in f16 Q4_K; do
+    qtype=$([ "$q" = f16 ] || echo "--qtype $q")
+    timeout 80 python3 -m iron.models random "build/llama-4l-$q.gguf" --preset llama-4l $qtype > /dev/null
+    timeout 80 python3 -m iron run "build/llama-4l-$q.gguf" --prompt 1,15043,29892,338 --prompt 1,450 --max-new 32 \
+      --graphs --check 2>&1 | tee "$out/run-$q.txt" | tail -3
+  done
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  timeout 60 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/paged_ahead.jsonl" | cut -c1-260
+  for plan in SUBS=4 SUBS=4,STAGES=4; do
+    timeout 45 python3 decode_table.py --kv-heads 8 --batches 16 --plan $plan 2>&1 | grep '^{' \
+      | tee "$out/decode_${plan//[=,]/_}.jsonl" | cut -c1-220
+  done
 elif [ "$part" = tune ]; then
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
