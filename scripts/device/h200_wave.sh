@@ -37,6 +37,19 @@
 set -uo pipefail
 source scripts/device/device_env.sh
 part=${1:?usage: h200_wave.sh gemm|conv|attention|rest|tune|now}
+
+# model_checks: issue 22's command line on GGUF files of real sizes (f16, then Q4_K), every step's logits against
+# PyTorch's f32 model (--check exits 1 past the dtype's bound); the output in $out/run-*.txt.
+model_checks() {
+  mkdir -p build
+  for q in f16 Q4_K; do
+    qtype=$([ "$q" = f16 ] || echo "--qtype $q")
+    timeout 90 python3 -m iron.models random "build/llama-4l-$q.gguf" --preset llama-4l $qtype > /dev/null
+    timeout 90 python3 -m iron run "build/llama-4l-$q.gguf" --prompt 1,15043,29892,338 --prompt 1,450 --max-new 32 \
+      --graphs --check 2>&1 | tee "$out/run-$q.txt" | tail -4
+  done
+}
+
 if [ "$part" = gemm ]; then
   gpu_tests gemm 150 tests/gpu/test_cuda_clusters.py tests/gpu/test_std_cuda.py tests/gpu/test_std_host_cuda.py \
     -k "clusters or gemm"
@@ -63,13 +76,7 @@ elif [ "$part" = attention ]; then
 elif [ "$part" = rest ]; then
   gpu_tests rest 120 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py tests/gpu/test_models_cuda.py \
     -k "conv or quant or gguf or models or index_limit"
-  mkdir -p build
-  for q in f16 Q4_K; do
-    qtype=$([ "$q" = f16 ] || echo "--qtype $q")
-    timeout 90 python3 -m iron.models random "build/llama-4l-$q.gguf" --preset llama-4l $qtype > /dev/null
-    timeout 90 python3 -m iron run "build/llama-4l-$q.gguf" --prompt 1,15043,29892,338 --prompt 1,450 --max-new 32 \
-      --graphs --check 2>&1 | tee "$out/run-$q.txt" | tail -4
-  done
+  model_checks
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 60 python3 launch_overhead.py --count 2000 --reps 5 > "$out/launch.json" 2>&1; tail -c 1500 "$out/launch.json"
@@ -77,13 +84,7 @@ elif [ "$part" = rest ]; then
     | tee "$out/conv_whisper.jsonl" | cut -c1-200
 elif [ "$part" = now ]; then  # the most of rest and tune that one call holds, for a session lent one call
   gpu_tests now 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_models_cuda.py -k "models or index_limit or paged"
-  mkdir -p build
-  for q in f16 Q4_K; do
-    qtype=$([ "$q" = f16 ] || echo "--qtype $q")
-    timeout 80 python3 -m iron.models random "build/llama-4l-$q.gguf" --preset llama-4l $qtype > /dev/null
-    timeout 80 python3 -m iron run "build/llama-4l-$q.gguf" --prompt 1,15043,29892,338 --prompt 1,450 --max-new 32 \
-      --graphs --check 2>&1 | tee "$out/run-$q.txt" | tail -3
-  done
+  model_checks
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 60 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/paged_ahead.jsonl" | cut -c1-260
