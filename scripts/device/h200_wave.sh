@@ -83,7 +83,6 @@ elif [ "$part" = rest ]; then
   timeout 60 python3 conv_table.py --reps 3 --count 30 --shapes whisper_80_384 whisper_384_s2 2>&1 | grep '^{' \
     | tee "$out/conv_whisper.jsonl" | cut -c1-200
 elif [ "$part" = now ]; then  # the most of rest and tune that one call holds, for a session lent one call
-  gpu_tests now 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_models_cuda.py -k "models or index_limit or paged"
   model_checks
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
@@ -92,6 +91,9 @@ elif [ "$part" = now ]; then  # the most of rest and tune that one call holds, f
     timeout 45 python3 decode_table.py --kv-heads 8 --batches 16 --plan $plan 2>&1 | grep '^{' \
       | tee "$out/decode_${plan//[=,]/_}.jsonl" | cut -c1-220
   done
+  cd ../..
+  export PYTHONPATH=/tmp/site:src:tests
+  gpu_tests now 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_models_cuda.py -k "models or index_limit or paged"
 elif [ "$part" = tune ]; then
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
