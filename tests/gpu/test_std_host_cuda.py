@@ -196,8 +196,8 @@ def test_decode_attention_refuses_a_cache_off_a_16_byte_boundary(cuda):
 
 @pytest.mark.parametrize("h,h_kv", [(32, 8), (8, 8)])
 def test_decode_attention_paged_reads_what_the_dense_cache_holds(cuda, h, h_kv):
-    """A shuffled pool of 16-key pages (every unused row NaN) gives the dense cache's decode bit for bit (also with
-    MMA_PLAN's TABLE_AHEAD), and append_paged_kv's writes land where the table says."""
+    """A shuffled pool of 16-key pages (every unused row NaN) gives the dense cache's decode bit for bit (with and
+    without MMA_PLAN's TABLE_AHEAD), and append_paged_kv's writes land where the table says."""
     rng = np.random.default_rng(h)
     b, page, width, d = 4, 16, 40, 128
     s_max = page * width
@@ -214,8 +214,8 @@ def test_decode_attention_paged_reads_what_the_dense_cache_holds(cuda, h, h_kv):
     got = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="cuda")
     dense = A.decode_attention(q, k, v, lens, backend="cuda")
     np.testing.assert_array_equal(got, dense)
-    with pytest.MonkeyPatch.context() as m:  # the table read a ring block early: the same bits
-        m.setitem(A.MMA_PLAN, "TABLE_AHEAD", 1)
+    with pytest.MonkeyPatch.context() as m:  # the table read in front of each block's copies: the same bits
+        m.setitem(A.MMA_PLAN, "TABLE_AHEAD", 1 - A.MMA_PLAN["TABLE_AHEAD"])
         np.testing.assert_array_equal(A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="cuda"),
                                       dense)
     k_new, v_new = (rng.standard_normal((b, h_kv, d)).astype(np.float16) for _ in range(2))

@@ -384,6 +384,7 @@ def test_paged_table_read_ahead_gives_the_same_bits(dtype, shape, page, chunk, s
     width = -(-s_max // page)
     table = rng.permutation(b * width + 1)[: b * width].reshape(b, width).astype(np.int32)
     k_pages, v_pages = _scatter_pages(k, v, lens, table, b * width + 1, page)
+    monkeypatch.setitem(A.MMA_PLAN, "TABLE_AHEAD", 0)
     plain = A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="interp", chunk=chunk)
     monkeypatch.setitem(A.MMA_PLAN, "TABLE_AHEAD", 1)
     np.testing.assert_array_equal(A.decode_attention_paged(q, k_pages, v_pages, table, lens, backend="interp",
