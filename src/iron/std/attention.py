@@ -85,8 +85,8 @@ MMA_MIN_HEADS = 2
 #: H100 (2026-12-07, scripts/device/paged_check.py, bf16, 4K keys of 16-key pages, both in one process, the same
 #: bits): B = 1 13.57 -> 12.91 us and B = 16 128.06 -> 112.06 (the dense cache 11.40 and 91.29).
 MMA_PLAN: dict[str, int] = Tuning({"SUBS": 2, "STAGES": 3, "groups": 128, "min_chunk": 64, "max_chunk": 2048,
-                            "long_chunk": 8192, "few_pairs": 128, "one_wave": 132, "PAR": 1, "DIRECT": 1,
-                            "TABLE_AHEAD": 1})
+                                   "long_chunk": 8192, "few_pairs": 128, "one_wave": 132, "PAR": 1, "DIRECT": 1,
+                                   "TABLE_AHEAD": 1})
 #: The combine pass runs TILED (a group a head reading its chunks' LSEs at once; the same bits as the per-element
 #: kernel, whose two chains of loads take NCH / 4 round trips each) from ``tiled_from`` chunks on.  On an H100
 #: (2026-12-07) it won at 16 chunks (B = 1, 1K: 7.86 -> 7.43 us; 4K 11.5 -> 11.1) and lost at 4 (B = 4, 1K: 10.7 ->
