@@ -41,12 +41,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--count", type=int, default=50)
+    ap.add_argument("--plan", default="", help="conv_ws.WS_PLAN entries for this run, e.g. split=1")
     args = ap.parse_args(argv)
 
     import torch
     import torch.nn.functional as F
 
     from iron.std import conv
+    from iron.std import conv_ws as W
+
+    for entry in filter(None, args.plan.split(",")):
+        key, value = entry.split("=")
+        W.WS_PLAN[key] = int(value)
 
     torch.backends.cudnn.benchmark = True
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             iron_calls = {"NCHW": lambda: conv.conv2d(x, w, b, stride, pad, groups=groups)}
         iron_calls["NHWC"] = lambda: conv.conv2d(x_nhwc, w_nhwc, b, stride, pad, layout="NHWC", groups=groups)
         want = F.conv2d(x, w, b, stride, pad, 1, groups).float()
-        row: dict[str, Any] = {"shape": shape, "dims": SHAPES[shape]}
+        row: dict[str, Any] = {"shape": shape, "dims": SHAPES[shape], "plan": dict(W.WS_PLAN)}
         for side, calls in (("torch", torch_calls), ("iron", iron_calls)):
             for name, fn in calls.items():
                 got = fn()

@@ -57,6 +57,8 @@ def configs() -> dict[str, dict[str, Any]]:
         named[f"WS{bn}_S{stages}"] = {"BN": bn, "STAGES": stages}
         named[f"WS{bn}_S{stages}_P"] = {"BN": bn, "STAGES": stages, "persistent": True}  # a group per SM
         named[f"WS{bn}_S{stages}_R"] = {"BN": bn, "STAGES": stages, "BOX": "rows"}  # a box per patch row
+        for split in (2, 3, 4):  # K in SPLIT ranges, then conv_ws_finish: more groups where tiles are few
+            named[f"WS{bn}_S{stages}_K{split}"] = {"BN": bn, "STAGES": stages, "SPLIT": split}
         for width in (8, 16, 32, 64):  # the patch width given, not the host's
             named[f"WS{bn}_S{stages}_PW{width}"] = {"BN": bn, "STAGES": stages, "PW": width}
             named[f"WS{bn}_S{stages}_PW{width}_R"] = {"BN": bn, "STAGES": stages, "PW": width, "BOX": "rows"}
@@ -82,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     from iron import bf16, f16
     from iron.std.conv_mma import conv_grid, conv_mma
     from iron.std.conv_wg import conv_wg, conv_wg_grid
-    from iron.std.conv_ws import conv_ws, conv_ws_geometry, conv_ws_runs, patch_width
+    from iron.std.conv_ws import (conv_ws, conv_ws_finish, conv_ws_finish_geometry, conv_ws_geometry,
+                                  conv_ws_part_shape, conv_ws_runs, patch_width)
 
     dt, tdt = (bf16, torch.bfloat16) if args.dtype == "bf16" else (f16, torch.float16)
     torch.backends.cudnn.benchmark = True
@@ -131,10 +134,18 @@ def main(argv: list[str] | None = None) -> int:
                 if name.startswith("WS"):
                     kern = conv_ws.variant(T=dt, ACT="none", **cfg)
                     grid, group = conv_ws_geometry(cfg, n, h_out, w_out, co, sms)
+                    split = cfg.get("SPLIT", 1)
+                    part = torch.empty(conv_ws_part_shape(cfg, n, h_out, w_out, co) if split > 1 else (1,),
+                                       device="cuda", dtype=torch.float32)
+                    finish = conv_ws_finish.variant(T=dt, ACT="none", SPLIT=split) if split > 1 else None
+                    fgrid, fgroup = conv_ws_finish_geometry(n, h_out, w_out, co)
 
                     def run() -> None:
-                        kern.launch(x_nhwc, w_nhwc, unread, unread, y, n, c, h, wd // s, co, kh, kw, sh, ph, p, 1, 1,
-                                    h_out, w_out, nchw, 0, 0, c, grid=grid, group=group, backend="cuda")
+                        kern.launch(x_nhwc, w_nhwc, unread, unread, y, part, n, c, h, wd // s, co, kh, kw, sh, ph, p,
+                                    1, 1, h_out, w_out, nchw, 0, 0, c, grid=grid, group=group, backend="cuda")
+                        if finish is not None:
+                            finish.launch(part, unread, unread, y, n, h_out, w_out, co, cfg["PW"], part.shape[-1],
+                                          nchw, 0, 0, grid=fgrid, group=fgroup, backend="cuda")
                 else:
                     kern = (conv_wg if wg else conv_mma).variant(T=dt, ACT="none", **cfg)
                     grid, group = (conv_wg_grid if wg else conv_grid)(cfg, n_pix, co // groups, groups)

@@ -496,6 +496,34 @@ def test_conv2d_matrix_path_against_cudnn(cuda, shape, layout):
     assert (got.double() - want).abs().max().item() <= 2.0 ** -7 * want.abs().max().item()
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv2d_k_ranges_against_cudnn(cuda, layout, monkeypatch):
+    """ResNet's 512 channels at 7 x 7 with conv_ws's K split on (WS_PLAN; Hopper): conv_ws's ranges, then
+    conv_ws_finish with the bias, residual and relu, against torch's convolution in float64."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    from iron.std import conv as C
+    from iron.std import conv_ws as W
+
+    if not runs_roles(cuda.profile):
+        pytest.skip("conv_ws needs warp roles and tile copies (sm_90)")
+    monkeypatch.setitem(W.WS_PLAN, "split", 1)
+    assert W.conv_ws_config(8, 7, 7, 512, 1, 0, 72)["SPLIT"] == 4
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(8, 512, 7, 7, device="cuda", dtype=torch.bfloat16, generator=gen)
+    w = torch.randn(512, 512, 3, 3, device="cuda", dtype=torch.bfloat16, generator=gen) / (512 * 9) ** 0.5
+    b = torch.randn(512, device="cuda", dtype=torch.bfloat16, generator=gen)
+    res = torch.randn(8, 512, 7, 7, device="cuda", dtype=torch.bfloat16, generator=gen)
+    want = torch.relu(F.conv2d(x.double(), w.double(), b.double(), 1, 1) + res.double())
+    if layout == "NHWC":
+        got = C.conv2d(x.permute(0, 2, 3, 1).contiguous(), w.permute(0, 2, 3, 1).contiguous(), b, 1, 1, layout="NHWC",
+                       activation="relu", residual=res.permute(0, 2, 3, 1).contiguous()).permute(0, 3, 1, 2)
+    else:
+        got = C.conv2d(x, w, b, 1, 1, activation="relu", residual=res)
+    assert (got.double() - want).abs().max().item() <= 2.0 ** -7 * want.abs().max().item()
+
+
 @pytest.mark.parametrize("m,n,k", [(512, 1024, 512), (300, 520, 256), (1024, 2048, 384), (2048, 4104, 272)])
 @pytest.mark.parametrize("fast_accum", [False, True], ids=["fold", "fast"])
 def test_scaled_mm_with_the_hosts_configuration(cuda, m, n, k, fast_accum):

@@ -21,7 +21,8 @@ BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8, "S": 1, 
             {"T": f16, "ACT": "relu", "BN": 256, "STAGES": 3, "PW": 64, "S": 1, "BOX": "patch"},
             {"T": bf16, "ACT": "silu", "BN": 128, "STAGES": 6, "PW": 16, "S": 2, "BOX": "rows"},
             {"T": f16, "ACT": "none", "BN": 64, "STAGES": 6, "PW": 32, "S": 1, "BOX": "rows"},
-            {"T": bf16, "ACT": "none", "BN": 192, "STAGES": 4, "PW": 64, "S": 1, "BOX": "patch"}]
+            {"T": bf16, "ACT": "none", "BN": 192, "STAGES": 4, "PW": 64, "S": 1, "BOX": "patch"},
+            {"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "PW": 8, "S": 1, "BOX": "patch", "SPLIT": 2}]
 
 MUTANTS = {
     # the taps' rows and columns exchanged (a transposed kernel)
@@ -81,7 +82,8 @@ def test_unmutated_copy_passes(tmp_path: Path, seed):
 
 
 @pytest.mark.parametrize("binding", BINDINGS, ids=["bf16-128-s4-pw8", "f16-256-s3-pw64", "bf16-128-s6-pw16-stride2",
-                                               "f16-64-s6-pw32", "bf16-192-s4-pw64"])
+                                               "f16-64-s6-pw32", "bf16-192-s4-pw64",
+                                               "bf16-128-s4-pw8-split2"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: 168 registers at the launch bounds, the roles' budgets kept (no C7507), the multiplies a
     pipeline (no C7515), no stack or spills; each input and weight box is one 4-d tile copy."""
@@ -109,6 +111,16 @@ def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
 def test_refused_on_targets_without_wgmma(target):
     with pytest.raises(UnsupportedOnTarget, match="mma_wg"):
         compile_for(target, W.conv_ws.variant(**BINDINGS[0]))
+
+
+@pytest.mark.parametrize("target", ["cuda", "hip", "spirv", "metal"])
+def test_finish_compiles_everywhere(target, require_toolchain):
+    """conv_ws_finish (plain loads, adds and stores) compiles with every target's toolchain, both dtypes."""
+    from std_testing import TOOLCHAIN_OF
+
+    require_toolchain(TOOLCHAIN_OF[target])
+    for binding in ({"T": bf16, "ACT": "silu", "SPLIT": 2}, {"T": f16, "ACT": "gelu_tanh", "SPLIT": 4}):
+        compile_for(target, W.conv_ws_finish.variant(**binding))
 
 
 def test_shared_bytes_model_matches_the_kernel():
@@ -148,6 +160,24 @@ def test_host_tile_width_follows_the_tile_count(shape, stride, bn):
     assert (got["BN"], got["STAGES"]) == (bn, 3 if bn == 256 else 4)
     assert got["PW"] == W.patch_width(h_out, w_out) and got["BOX"] == ("patch" if stride == 1 else "rows")
     assert W.ws_conv_fits(got)
+
+
+@pytest.mark.parametrize("shape, ksteps, split", [
+    ((32, 7, 7, 512), 72, 2),  # ResNet's 512 at 7 x 7: 64 tiles 128 wide, two ranges of 36 K steps
+    ((8, 7, 7, 512), 72, 4),  # 16 tiles: four ranges make 64 groups (five would not be one of SPLITS)
+    ((8, 7, 7, 512), 24, 3),  # ranges of at least 8 K steps
+    ((8, 7, 7, 512), 12, 1),  # too few K steps to split: 64-wide tiles whole
+    ((32, 14, 14, 256), 72, 1),  # 128-wide tiles fill more than half a wave: no split
+])
+def test_host_splits_k_where_tiles_are_few(monkeypatch, shape, ksteps, split):
+    """With WS_PLAN's split on, 128-wide tiles in the most K ranges that make at most one wave of 132 groups, each
+    at least split_steps long; else the widths above, whole."""
+    monkeypatch.setitem(W.WS_PLAN, "split", 1)
+    got = W.conv_ws_config(*shape, 1, 0, ksteps)
+    assert got["SPLIT"] == split and got["BN"] == (128 if split > 1 or shape[3] == 256 else 64)
+    assert W.ws_split(64, 72) == 2 and W.ws_split(67, 72) == 1  # 134 groups would pass one wave
+    monkeypatch.setitem(W.WS_PLAN, "split", 0)
+    assert W.conv_ws_config(*shape, 1, 0, ksteps)["SPLIT"] == 1
 
 
 def test_conv2d_keeps_the_gather_with_the_option_off(monkeypatch):
@@ -203,4 +233,56 @@ def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, 
         packed = groups // C.group_pack(groups, c // groups, co // groups)
         host = W.conv_ws_config(n, res_shape[1], res_shape[2], co, stride, co // packed)
         assert launched[0][1] == {"T": f16, "ACT": "relu", **host}
+    assert np.abs(got.astype(np.float64) - want).max() < 2 ** -8 * np.abs(want).max()
+
+
+#: Mutants of the K split (registration std/conv_mma/ws_split): in conv_ws, the producer's counters left at the
+#: first tap for every range (each range copies the first K steps' tiles); in conv_ws_finish, the last range not
+#: added, and NCHW channels stored into adjacent elements instead of planes h_out w_out apart.
+SPLIT_MUTANTS = {
+    "ranges_from_the_first_tap": ("conv_ws", [("if SPLIT > 1:  # the range's first K step",
+                                               "if SPLIT > 99:  # the range's first K step")]),
+    "last_range_dropped": ("conv_ws_finish", [("for k in static_range(1, SPLIT):",
+                                               "for k in static_range(1, SPLIT - 1):")]),
+    "nchw_planes_adjacent": ("conv_ws_finish", [("y[at_y + e * hw] = cast", "y[at_y + e] = cast")]),
+}
+
+
+@pytest.mark.parametrize("name", list(SPLIT_MUTANTS))
+def test_split_mutant_caught(name, tmp_path: Path, seed, monkeypatch):
+    kernel, edits = SPLIT_MUTANTS[name]
+    module = edited_module(W, tmp_path, *edits)
+    if kernel == "conv_ws_finish":  # the registration's second launch
+        monkeypatch.setattr(CS, "conv_ws_finish", module.conv_ws_finish)
+    assert_mutant_caught("std/conv_mma/ws_split", module.conv_ws if kernel == "conv_ws" else W.conv_ws, seed)
+
+
+@pytest.mark.parametrize("shape, nhwc, act, split", [
+    ((2, 16, 7, 9, 72, 3, 3), True, "relu", 2),
+    ((2, 72, 7, 9, 136, 3, 3), False, "silu", 3),  # 2 K steps a tap, ranges ending mid-tap; NCHW rows of 9
+    ((1, 16, 6, 16, 24, 3, 3), False, "gelu_tanh", 4),  # NCHW rows of 16
+])
+def test_conv2d_splits_k_into_ranges_and_finishes(monkeypatch, shape, nhwc, act, split):
+    """conv2d with the host's conv_ws binding at SPLIT ranges (conv_ws's f32 sums, then conv_ws_finish with the
+    bias, residual and activation) matches float64 in either layout."""
+    monkeypatch.setattr(C, "runs_roles", lambda profile: True)
+    monkeypatch.setattr(C, "runs_warpgroups", lambda profile: True)
+    host = W.conv_ws_config
+    monkeypatch.setattr(C, "conv_ws_config", lambda *a, **k: {**host(*a, **k), "SPLIT": split})
+    launched = spy_on_kernels(monkeypatch, C, "conv_ws", "conv_ws_finish")
+    n, c, h, wd, co, kh, kw = shape
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float16)
+    w = rng.standard_normal((co, c, kh, kw)).astype(np.float16)
+    b = rng.standard_normal(co).astype(np.float16)
+    res = rng.standard_normal((n, co, h, wd)).astype(np.float16)
+    want = CS._act64(CS.grouped(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), (1, 1), (1, 1),
+                                (1, 1), 1).value + res, act)
+    if nhwc:
+        got = C.conv2d(x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy(), b, 1, 1, backend="interp",
+                       layout="NHWC", residual=res.transpose(0, 2, 3, 1).copy(), activation=act).transpose(0, 3, 1, 2)
+    else:
+        got = C.conv2d(x, w, b, 1, 1, backend="interp", residual=res, activation=act)
+    assert [(name, binding.get("SPLIT"), binding["ACT"]) for name, binding in launched] == [
+        ("conv_ws", split, "none"), ("conv_ws_finish", split, act)]
     assert np.abs(got.astype(np.float64) - want).max() < 2 ** -8 * np.abs(want).max()

@@ -27,7 +27,8 @@ from . import _host
 from ._plans import planned
 from .conv_mma import conv_config, conv_grid, conv_mma, conv_shared_bytes, conv_tiles
 from .conv_wg import conv_wg, conv_wg_config, conv_wg_grid, conv_wg_shared_bytes
-from .conv_ws import conv_ws, conv_ws_config, conv_ws_geometry, conv_ws_runs, conv_ws_shared_bytes
+from .conv_ws import (conv_ws, conv_ws_config, conv_ws_finish, conv_ws_finish_geometry, conv_ws_geometry,
+                      conv_ws_part_shape, conv_ws_runs, conv_ws_shared_bytes)
 from .elementwise import _launch_binary, _launch_unary
 from .gemm import ACTIVATIONS, _launch_gemm
 from .gemm_wg import runs_warpgroups
@@ -781,7 +782,8 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
         # Grouped into NCHW rows that are no multiple of 8 (a lane a pixel in conv_ws's epilogue), conv_mma's
         # stores were faster on an H100 (ResNeXt at 28 x 28: 72.5 us against 99.5).
         grouped_nchw_odd = groups > 1 and not nhwc and w_out % 8
-        ws = conv_ws_config(n, h_out, w_out, c_out, sw, cout_g) if config.get("conv_ws") and \
+        ksteps = kh * kw * _host.ceil_div(cin_g, 64)
+        ws = conv_ws_config(n, h_out, w_out, c_out, sw, cout_g, ksteps) if config.get("conv_ws") and \
             conv_ws_runs((sh, sw), groups, wd, cin_g, cout_g) and runs_roles(traits.profile) and \
             not grouped_nchw_odd else None
         if ws is not None and conv_ws_shared_bytes(ws) > (traits.shared_limit or float("inf")):
@@ -805,17 +807,34 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
                      backend, True)
         return True
     if ws is not None:  # Hopper: the input's taps as boxes by tile copies, warp roles
-        grid, group = conv_ws_geometry(ws, n, h_out, w_out, c_out)
-        conv_ws.variant(T=dt, ACT=act, **ws).launch(
-            x, w, w if bias is None else bias, w if residual is None else residual, out, n, c_in, h, wd // sw, c_out,
-            kh, kw, sh, ph, pw, dh, dw, h_out, w_out, int(not nhwc), int(bias is not None), int(residual is not None),
-            cin_g, grid=grid, group=group, backend=backend)
+        _launch_ws(x, w, bias, residual, out, ws, dt, act, nhwc, geometry, cin_g, backend)
         return True
     kern.variant(T=dt, ACT=act, **cfg).launch(
         x, w, w if bias is None else bias, w if residual is None else residual, out, c_in, h, wd, c_out, kw, sh,
         sw, ph, pw, dh, dw, h_out, w_out, n_pix, kh * kw, cin_g, cout_g, int(not nhwc), int(bias is not None),
         int(residual is not None), grid=geo[0], group=geo[1], backend=backend)
     return True
+
+
+def _launch_ws(x: Any, w: Any, bias: Any, residual: Any, out: Any, ws: dict[str, Any], dt: Any, act: str, nhwc: bool,
+               geometry: tuple[int, ...], cin_g: int, backend: str | None) -> None:
+    """conv_ws at binding ``ws`` on channels-last x and w; at SPLIT > 1 its K ranges' f32 sums into a scratch
+    buffer, then conv_ws_finish adds them and writes ``out`` (bias, residual, activation)."""
+    n, c_in, h, wd, c_out, kh, kw, sh, sw, ph, pw, dh, dw, h_out, w_out = geometry
+    split = ws.get("SPLIT", 1)
+    part = _host.empty_like(x, conv_ws_part_shape(ws, n, h_out, w_out, c_out), f32) if split > 1 else \
+        _host.unread(x, f32)
+    b, r = w if bias is None else bias, w if residual is None else residual
+    flags = (int(not nhwc), int(bias is not None), int(residual is not None))
+    grid, group = conv_ws_geometry(ws, n, h_out, w_out, c_out)
+    conv_ws.variant(T=dt, ACT="none" if split > 1 else act, **ws).launch(
+        x, w, b, r, out, part, n, c_in, h, wd // sw, c_out, kh, kw, sh, ph, pw, dh, dw, h_out, w_out, *flags, cin_g,
+        grid=grid, group=group, backend=backend)
+    if split > 1:
+        grid, group = conv_ws_finish_geometry(n, h_out, w_out, c_out)
+        conv_ws_finish.variant(T=dt, ACT=act, SPLIT=split).launch(
+            part, b, r, out, n, h_out, w_out, c_out, ws["PW"], _host.shape_of(part)[3], *flags, grid=grid,
+            group=group, backend=backend)
 
 
 def _epilogue(out_shape: tuple[int, ...], dt: Any, residual: Any, activation: str | None,

@@ -29,21 +29,30 @@ from typing import Any
 
 from iron import In, T, Tensor, bf16, f16, f32, func, kernel, variants
 from iron.lang import (async_barriers, barrier_arrive, cast, copy_tile, frag_acc, frag_store, group_id, lane_id, local,
-                       mma_wg, mma_wg_wait, num_groups, role_barrier, shared, simd_group_id, simd_size, static_range,
-                       thread_id, vec, warp_roles)
+                       mma_wg, mma_wg_wait, num_groups, program_id, role_barrier, shared, simd_group_id, simd_size,
+                       static_range, thread_id, vec, warp_roles)
 
 from . import _host
+from ._plans import Tuning
 from .conv_mma import store_nhwc
-from .gemm import ACTIVATIONS, activate
+from .gemm import ACTIVATIONS, activate, load_chunk
 from .gemm_wg import WG_SHARED_LIMIT
 from .gemm_ws import (BLOCK, RELEASES, WS_BK, WS_BM, WS_REGISTERS, WS_ROLES, WS_SMS, WS_THREADS, free_slot,
                       full_slot, release_behind, release_last, tile_at)
 
-__all__ = ["PATCH_WIDTHS", "conv_ws", "conv_ws_config", "conv_ws_geometry", "conv_ws_runs", "conv_ws_shared_bytes",
+__all__ = ["PATCH_WIDTHS", "SPLITS", "conv_ws", "conv_ws_config", "conv_ws_finish",
+           "conv_ws_finish_geometry", "conv_ws_geometry", "conv_ws_part_shape", "conv_ws_runs", "conv_ws_shared_bytes",
            "patch_width"]
 
 #: A patch's widths in output pixels (its height is 64 / width): 8 x 8 up to 1 x 64 (conv1d's).
 PATCH_WIDTHS = (8, 16, 32, 64)
+#: K ranges a tile's sums may be split into (conv_ws_finish adds them): more groups where the tiles alone leave
+#: multiprocessors idle (ResNet's 512 channels at 7 x 7: 64 tiles of 128 x 128 for 132).
+SPLITS = (1, 2, 3, 4)
+#: The host's K split (:func:`conv_ws_config`): where 128-wide tiles fill at most half a wave, ``split`` 1 takes
+#: 128-wide tiles in as many K ranges as still make one wave, each at least ``split_steps`` K steps long; 0 keeps
+#: 64-wide tiles whole.
+WS_PLAN: dict[str, int] = Tuning({"split": 0, "split_steps": 8})
 
 
 def conv_ws_shared_bytes(binding: dict[str, Any]) -> int:
@@ -68,6 +77,26 @@ def ws_conv_fits(v: dict[str, Any]) -> bool:
 def ws_patch_box_at_stride_one(v: dict[str, Any]) -> bool:
     """one box per patch only at stride 1 (at stride 2 along W, a box per patch row)"""
     return v["BOX"] == "rows" or v["S"] == 1
+
+
+def ws_split_plain(v: dict[str, Any]) -> bool:
+    """a K split leaves the activation to conv_ws_finish (ACT "none")"""
+    return v.get("SPLIT", 1) == 1 or v["ACT"] == "none"
+
+
+@func
+def k_range(tile, tiles, ktiles, splits):
+    """(output tile, first K step, end) of work item ``tile``: items k tiles .. (k + 1) tiles - 1 take range k of
+    ``splits`` even ranges of the ``ktiles`` K steps (the whole of them at one split)."""
+    t = tile
+    k_lo = 0
+    k_hi = ktiles
+    if splits > 1:
+        k = tile // tiles
+        t = tile - k * tiles
+        k_lo = k * ktiles // splits
+        k_hi = (k + 1) * ktiles // splits
+    return t, k_lo, k_hi
 
 
 @func
@@ -160,10 +189,11 @@ def store_row_nchw(y, bias, res, stage, at, ld, img, oh, ow, co, h_out, w_out, c
 
 
 @kernel(variants(T=[f16, bf16], BN=[128, 256, 64, 160, 192], STAGES=[4, 3, 5, 6], PW=list(PATCH_WIDTHS), S=[1, 2],
-                 BOX=["patch", "rows"], ACT=list(ACTIVATIONS), where=[ws_conv_fits, ws_patch_box_at_stride_one]))
-def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c_in: int, h: int, wd_s: int,
-            c_out: int, kh: int, kw: int, sh: int, ph: int, pw: int, dh: int, dw: int, h_out: int, w_out: int,
-            nchw: int, has_bias: int, has_res: int, cin_g: int):
+                 BOX=["patch", "rows"], ACT=list(ACTIVATIONS), SPLIT=list(SPLITS),
+                 where=[ws_conv_fits, ws_patch_box_at_stride_one, ws_split_plain]))
+def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], part: Tensor[f32], n: int, c_in: int, h: int,
+            wd_s: int, c_out: int, kh: int, kw: int, sh: int, ph: int, pw: int, dh: int, dw: int, h_out: int,
+            w_out: int, nchw: int, has_bias: int, has_res: int, cin_g: int):
     """y = act(conv2d(x, w) + bias + res) on warp roles and tile copies (docs/std/conv.md).
 
     x (n, h, wd_s S, c_in) channels-last; w (c_out, kh, kw, cin_g); y and res (n, h_out, w_out, c_out), or
@@ -180,7 +210,11 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
     by BN channels; launch: grid (G 384,) for any G >= 1, group (384,), subgroups of 32 lanes, group g taking
     tiles g, g + G, ...  Products exact, sums in f32 (per 16-deep K slice a dot product in the unit's order,
     the slices in order: tap by tap, channels ascending), then + bias + res in f32, the activation, one rounding
-    to T.  Padding contributes exact zeros; NaN/Inf propagate.
+    to T.  Padding contributes exact zeros; NaN/Inf propagate.  SPLIT > 1 (ACT "none"): the K steps split into
+    SPLIT even ranges (:func:`k_range`), tiles (t, k) taken as tiles k T + t; each range's f32 sums go to
+    part (SPLIT, 2 tiles_m, 64, tiles_n BN), row 64 q + r of a slice holding pixel r (r / PW, r % PW) of patch q,
+    and y, bias, res are not touched: :data:`conv_ws_finish` adds the ranges in order and does the rest
+    (``part`` is not read or written at SPLIT 1).
     """
     PH = 64 // PW
     a_stage = WS_BM * WS_BK
@@ -202,11 +236,13 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
     cout_g = c_out // (c_in // cin_g)
     taps = kh * kw
     ktiles = taps * chunks
+    tiles = tiles_m * tiles_n
     step = 0  # K steps through the ring so far, over every tile of this group
     if role == 0:
         if tid == 0:
-            for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
-                tm, tn = tile_at(tile, tiles_m, tiles_n)
+            for tile in range(group_id(0), tiles * SPLIT, num_groups(0)):
+                ot, k_lo, k_hi = k_range(tile, tiles, ktiles, SPLIT)
+                tm, tn = tile_at(ot, tiles_m, tiles_n)
                 # The patches' places and the tap's counters are carried, not divided out per K step: this one
                 # thread's instructions between copies bound the ring's refill rate (Nsight Compute: the
                 # consumers waited on full slots half the time while the producer never waited on an empty one).
@@ -217,7 +253,12 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
                 c0 = 0
                 ky = 0
                 kx = 0
-                for kt in range(ktiles):
+                if SPLIT > 1:  # the range's first K step: tap k_lo / chunks, its chunk k_lo % chunks
+                    tap = k_lo // chunks
+                    c0 = (k_lo - tap * chunks) * WS_BK
+                    ky = tap // kw
+                    kx = tap - ky * kw
+                for kt in range(k_lo, k_hi):
                     s = free_slot(empty, step, STAGES)
                     for j in static_range(2):
                         img, oh0, ow0 = imgs[j], ohs[j], ows[j]
@@ -251,28 +292,95 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], n: int, c
     else:
         wg = (tid - WS_ROLES[0]) // 128
         sg = simd_group_id()
-        for tile in range(group_id(0), tiles_m * tiles_n, num_groups(0)):
-            tm, tn = tile_at(tile, tiles_m, tiles_n)
+        for tile in range(group_id(0), tiles * SPLIT, num_groups(0)):
+            ot, k_lo, k_hi = k_range(tile, tiles, ktiles, SPLIT)
+            tm, tn = tile_at(ot, tiles_m, tiles_n)
             acc = frag_acc(f32, 16, BN)
-            for kt in range(ktiles):
+            for kt in range(k_hi - k_lo):
                 s = full_slot(full, step, STAGES)
                 acc = mma_wg(a_s, s * a_stage + wg * BLOCK, b_s, s * b_stage, acc, k=WS_BK, b_major="k", b_block=0,
                              pending=1)
                 release_behind(empty, kt, step, STAGES)
                 step += 1
             mma_wg_wait(0)
-            release_last(empty, ktiles, step, STAGES)
-            img, oh0, ow0 = patch_at(2 * tm + wg, down, across, PH, PW)
-            turn = (sg - WS_ROLES[0] // 32) // PER
-            sbase = (sg % PER) * 16 * LD
-            for t in static_range(8 // PER):
-                if turn == t:
-                    frag_store(stage, sbase, LD, acc)
-                role_barrier()
-                store_patch(y, bias, res, stage, sbase, LD, BN, img, oh0, ow0, (sg % 4) * 16, tn * BN, n, h_out,
-                            w_out, c_out, nchw, has_bias, has_res, ACT, turn == t, PW)
-                role_barrier()
+            release_last(empty, k_hi - k_lo, step, STAGES)
+            if SPLIT > 1:  # this range's sums, for conv_ws_finish
+                cpad = tiles_n * BN
+                row = ((tile // tiles) * tiles_m * 2 + 2 * tm + wg) * 64 + (sg % 4) * 16
+                frag_store(part, row * cpad + tn * BN, cpad, acc)
+            else:
+                img, oh0, ow0 = patch_at(2 * tm + wg, down, across, PH, PW)
+                turn = (sg - WS_ROLES[0] // 32) // PER
+                sbase = (sg % PER) * 16 * LD
+                for t in static_range(8 // PER):
+                    if turn == t:
+                        frag_store(stage, sbase, LD, acc)
+                    role_barrier()
+                    store_patch(y, bias, res, stage, sbase, LD, BN, img, oh0, ow0, (sg % 4) * 16, tn * BN, n, h_out,
+                                w_out, c_out, nchw, has_bias, has_res, ACT, turn == t, PW)
+                    role_barrier()
 
+
+
+@kernel(variants(T=[f16, bf16], ACT=list(ACTIVATIONS), SPLIT=list(SPLITS[1:])))
+def conv_ws_finish(part: In[f32], bias: In[T], res: In[T], y: Tensor[T], n: int, h_out: int, w_out: int, c_out: int,
+                   pw_: int, cpad: int, nchw: int, has_bias: int, has_res: int):
+    """y = act(part's SPLIT ranges + bias + res): the end of a convolution whose K steps conv_ws split.
+
+    part (SPLIT, P, 64, cpad) f32 (P: the patches rounded up to even): slice k holds range k's sums, its row
+    64 q + r pixel (r / pw_, r % pw_) of patch q, patches of 64 / pw_ x pw_ pixels walking each image row by row,
+    images in order (conv_ws's :func:`patch_at`); y and res (n, h_out, w_out, c_out), or (n, c_out, h_out, w_out)
+    when nchw != 0; bias (c_out) read when has_bias != 0, res when has_res != 0 (else one unread element each).
+    Sums in f32: the ranges in order, then + bias + res, the activation, one rounding to T.  Needs pw_ in
+    PATCH_WIDTHS, c_out <= cpad, cpad % 8 == 0, every size < 2**31.  Launch: a thread per 8 channels of an
+    output pixel, grid (n h_out w_out ceil(c_out / 8),) or more, any group; consecutive threads take consecutive
+    channels of a pixel (NHWC) or one channel group's consecutive pixels (NCHW), so that stores run along y.
+    """
+    ph_ = 64 // pw_
+    n_pix = n * h_out * w_out
+    hw = h_out * w_out
+    chunks = (c_out + 7) // 8
+    i = program_id(0)
+    if i < n_pix * chunks:
+        p = i // chunks
+        co = (i - p * chunks) * 8
+        if nchw != 0:
+            co = (i // n_pix) * 8
+            p = i - (co // 8) * n_pix
+        img = p // hw
+        oh = (p - img * hw) // w_out
+        ow = p - img * hw - oh * w_out
+        across = (w_out + pw_ - 1) // pw_
+        down = (h_out + ph_ - 1) // ph_
+        row = ((img * down + oh // ph_) * across + ow // pw_) * 64 + (oh % ph_) * pw_ + ow % pw_
+        rows = (n * down * across + 1) // 2 * 128
+        lo = part.load(row * cpad + co, width=4)
+        hi = part.load(row * cpad + co + 4, width=4)
+        for k in static_range(1, SPLIT):
+            lo = lo + part.load((k * rows + row) * cpad + co, width=4)
+            hi = hi + part.load((k * rows + row) * cpad + co + 4, width=4)
+        v = vec(lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3])
+        whole = c_out % 8 == 0 and co + 8 <= c_out
+        if has_bias != 0:
+            v = v + f32(load_chunk(bias, 0, 0, co, 1, c_out, whole, 8))
+        if nchw != 0:  # 8 planes, this pixel in each
+            at_y = (img * c_out + co) * hw + p - img * hw
+            for e in static_range(8):
+                if co + e < c_out:
+                    t = v[e]
+                    if has_res != 0:
+                        t = t + f32(res[at_y + e * hw])
+                    y[at_y + e * hw] = cast(activate(t, ACT), y.dtype)
+        else:
+            if has_res != 0:
+                v = v + f32(load_chunk(res, c_out, p, co, n_pix, c_out, whole, 8))
+            out = cast(activate(v, ACT), y.dtype)
+            if whole:
+                y.store(p * c_out + co, out)
+            else:
+                for e in static_range(8):
+                    if co + e < c_out:
+                        y[p * c_out + co + e] = out[e]
 
 def patch_width(h_out: int, w_out: int) -> int:
     """The patch width (:data:`PATCH_WIDTHS`) whose patches cover an h_out x w_out image with the fewest pixels
@@ -282,7 +390,8 @@ def patch_width(h_out: int, w_out: int) -> int:
     return min(reversed(PATCH_WIDTHS), key=covered)
 
 
-def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1, cout_g: int = 0) -> dict[str, Any]:
+def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1, cout_g: int = 0,
+                   ksteps: int = 0) -> dict[str, Any]:
     """The binding the host runs :data:`conv_ws` with: :func:`patch_width`, the stride along W, a box per patch at
     stride 1 (per patch row at stride 2), and the tile width by the tile count (measured on an H100,
     2026-12-06, docs/std/conv.md): 256 channels through three stages where c_out is a multiple of 256 and
@@ -291,16 +400,21 @@ def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1
     through four where that width divides c_out and 128 does not; 192 through four where it divides c_out and 256
     does not (Whisper's 384 channels on the H200, 2026-12-07: 0.81x the time of 128-wide tiles); else 128
     through four.  Grouped (``cout_g``, a group's output channels, below c_out): the widest of 128 and 64 that
-    divides it, through four."""
+    divides it, through four.  Where 128-wide tiles fill at most half a wave and :data:`WS_PLAN` splits, 128-wide
+    tiles in the most K ranges (SPLIT) that still make one wave, of at least ``split_steps`` of the ``ksteps`` K
+    steps each (:func:`ws_split`)."""
     pw_ = patch_width(h_out, w_out)
     tiles_m = _host.ceil_div(n * _host.ceil_div(h_out, 64 // pw_) * _host.ceil_div(w_out, pw_), 2)
 
     def tiles(bn: int) -> int:
         return tiles_m * _host.ceil_div(c_out, bn)
+    split = 1
     if 0 < cout_g < c_out:  # a tile within one group
         bn, stages = (128 if cout_g % 128 == 0 and tiles(128) > WS_SMS // 2 else 64), 4
     elif c_out % 256 == 0 and tiles(256) >= WS_SMS:
         bn, stages = 256, 3
+    elif c_out > 64 and tiles(128) <= WS_SMS // 2 and ws_split(tiles(128), ksteps) > 1:  # at most a wave of sums
+        bn, stages, split = 128, 4, ws_split(tiles(128), ksteps)
     elif c_out <= 64 or tiles(128) <= WS_SMS // 2:
         bn, stages = 64, 4
     elif c_out % 160 == 0 and c_out % 128:  # UNet's 320: two 160-wide tiles, not three 128-wide ones
@@ -309,7 +423,17 @@ def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1
         bn, stages = 192, 4
     else:
         bn, stages = 128, 4
-    return {"BN": bn, "STAGES": stages, "PW": pw_, "S": stride_w, "BOX": "patch" if stride_w == 1 else "rows"}
+    return {"BN": bn, "STAGES": stages, "PW": pw_, "S": stride_w, "BOX": "patch" if stride_w == 1 else "rows",
+            "SPLIT": split}
+
+
+def ws_split(tiles: int, ksteps: int) -> int:
+    """K ranges for ``tiles`` output tiles of ``ksteps`` K steps (:data:`WS_PLAN`): the most of :data:`SPLITS` that
+    keep tiles x ranges within one wave (so the partial sums stay a few MiB) and each range at least
+    ``split_steps`` long; 1 when the plan does not split."""
+    if not WS_PLAN["split"]:
+        return 1
+    return max(s for s in SPLITS if s == 1 or (tiles * s <= WS_SMS and ksteps // s >= WS_PLAN["split_steps"]))
 
 
 def conv_ws_runs(stride: tuple[int, int], groups: int, width: int, cin_g: int = 0, cout_g: int = 0) -> bool:
@@ -326,5 +450,23 @@ def conv_ws_geometry(binding: dict[str, Any], n: int, h_out: int, w_out: int, c_
     groups (at most one per tile) that each loop over every ``groups``-th tile."""
     pw_ = binding["PW"]
     patches = n * _host.ceil_div(h_out, 64 // pw_) * _host.ceil_div(w_out, pw_)
-    tiles = _host.ceil_div(patches, 2) * _host.ceil_div(c_out, binding["BN"])
+    tiles = _host.ceil_div(patches, 2) * _host.ceil_div(c_out, binding["BN"]) * binding.get("SPLIT", 1)
     return (max(1, tiles if groups is None else min(tiles, groups)) * WS_THREADS,), (WS_THREADS,)
+
+
+def conv_ws_part_shape(binding: dict[str, Any], n: int, h_out: int, w_out: int, c_out: int) -> tuple[int, ...]:
+    """The shape of :data:`conv_ws`'s f32 partial sums at ``binding``'s SPLIT > 1 (:data:`conv_ws_finish`'s
+    ``part``): (SPLIT, patches rounded up to even, 64, c_out rounded up to whole tiles)."""
+    pw_ = binding["PW"]
+    patches = n * _host.ceil_div(h_out, 64 // pw_) * _host.ceil_div(w_out, pw_)
+    return (binding["SPLIT"], 2 * _host.ceil_div(patches, 2), 64, _host.ceil_div(c_out, binding["BN"]) * binding["BN"])
+
+
+#: Threads a group of :data:`conv_ws_finish`.
+FINISH_THREADS = 256
+
+
+def conv_ws_finish_geometry(n: int, h_out: int, w_out: int, c_out: int) -> tuple[tuple[int], tuple[int]]:
+    """(grid, group) of :data:`conv_ws_finish`: a thread per 8 channels of an output pixel, in whole groups."""
+    work = n * h_out * w_out * _host.ceil_div(c_out, 8)
+    return (_host.ceil_div(work, FINISH_THREADS) * FINISH_THREADS,), (FINISH_THREADS,)

@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from iron import Expect, Setup, bench, bf16, f16, test_kernel
+from iron import Expect, Setup, Then, bench, bf16, f16, f32, test_kernel
 from iron.jit.device import device_traits
 
 from ..conv_mma import conv_config, conv_grid, conv_mma, conv_tiles
 from ..conv_wg import WG_CONV_DEFAULT, conv_wg, conv_wg_grid
-from ..conv_ws import conv_ws, conv_ws_geometry, patch_width
+from ..conv_ws import (conv_ws, conv_ws_finish, conv_ws_finish_geometry, conv_ws_geometry, conv_ws_part_shape,
+                       patch_width)
 from ..gemm import portable_small
 from .conv import geometry, grouped
 from .gemm import _act64, gemm_depth
@@ -140,7 +141,16 @@ WS_BINDINGS = [{"T": f16, "ACT": "none", "BN": 128, "STAGES": 4},
                {"T": bf16, "ACT": "none", "BN": 160, "STAGES": 4}]
 
 
+# K split into ranges, then conv_ws_finish adds them (the activation is the finish's; ACT "none" here, the host's
+# tests run the others): channel and pixel tails, one K step in three ranges (two empty), NCHW rows of 13 with a
+# residual, and 136 NCHW channels past a 128-wide tile.
+WS_SPLIT = [WS_SHAPES[0], WS_SHAPES[3], WS_SHAPES[7], WS_SHAPES[8]]
+WS_SPLIT_BINDINGS = [{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4, "SPLIT": 2},
+                     {"T": f16, "ACT": "none", "BN": 64, "STAGES": 4, "SPLIT": 3}]
+
+
 @test_kernel(conv_ws, shapes={"vulkan": [], "*": WS_SHAPES}, bindings=WS_BINDINGS, name="std/conv_mma/ws")
+@test_kernel(conv_ws, shapes={"vulkan": [], "*": WS_SPLIT}, bindings=WS_SPLIT_BINDINGS, name="std/conv_mma/ws_split")
 @test_kernel(conv_ws, shapes={"vulkan": [], "*": WS_GROUPED}, bindings=WS_GROUPED_BINDINGS,
              name="std/conv_mma/ws_groups")
 @bench(conv_ws, shapes={**BENCH, "vulkan": []}, bindings=[{"T": bf16, "ACT": "none", "BN": 128, "STAGES": 4}],
@@ -155,12 +165,17 @@ def ws_setup(case):
     out_shape = (n, co, ho, wo) if nchw else (n, ho, wo, co)
     stride, pad, dil = (g["SH"], g["SW"]), (g["PH"], g["PW"]), (g["DH"], g["DW"])
     binding = {"PW": patch_width(ho, wo), "S": g["SW"], **({"BOX": "rows"} if g["SW"] == 2 else {})}
-    grid, group = conv_ws_geometry({"BN": case["BN"], **binding}, n, ho, wo, co)
-
+    split = case.binding.get("SPLIT", 1)
+    full = {"BN": case["BN"], "SPLIT": split, **binding}
+    grid, group = conv_ws_geometry(full, n, ho, wo, co)
+    part = case.empty(*conv_ws_part_shape(full, n, ho, wo, co), dtype=f32) if split > 1 else case.empty(1, dtype=f32)
+    then = [Then(conv_ws_finish.variant(T=case["T"], ACT=case["ACT"], SPLIT=split),
+                 ["part", "bias", "res", "y", n, ho, wo, co, binding["PW"], part.shape[-1], nchw, g["B"], has_res],
+                 *conv_ws_finish_geometry(n, ho, wo, co))] if split > 1 else []
     return Setup(args=[case.randn(n, g["H"], g["W"], c), case.randn(co, kh, kw, cin_g), case.randn(co),
-                       case.randn(*out_shape), case.empty(*out_shape), n, c, g["H"], g["W"] // g["SW"], co, kh, kw,
-                       g["SH"], *pad, *dil, ho, wo, nchw, g["B"], has_res, cin_g],
-                 grid=grid, group=group, binding=binding,
+                       case.randn(*out_shape), case.empty(*out_shape), part, n, c, g["H"], g["W"] // g["SW"], co, kh,
+                       kw, g["SH"], *pad, *dil, ho, wo, nchw, g["B"], has_res, cin_g],
+                 grid=grid, group=group, binding=binding, outputs=["y"], then=then,
                  oracle=_oracle(case, g, (stride, pad, dil), groups, nchw, has_res),
                  depth=gemm_depth(cin_g * kh * kw + has_res, bool(g["B"]), case["ACT"]),
                  flops=2 * n * ho * wo * co * cin_g * kh * kw, matrix=True)
