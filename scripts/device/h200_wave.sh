@@ -33,9 +33,9 @@
 #                                          without TABLE_AHEAD, and B = 16 with four subgroups (and four stages).
 #                                          About 8 minutes.
 #   bash scripts/device/h200_wave.sh split  conv_ws's K split (conv_ws_finish adds the ranges) on ResNet's 512 at
-#                                          7^2: its GPU tests, the kernels beside the 64-wide whole tiles
-#                                          (conv_tune.py), the host with WS_PLAN's split off and on twice in turn
-#                                          (conv_table.py --plan).  About 4 minutes.
+#                                          7^2: the kernels beside the 64-wide whole tiles (conv_tune.py), the host
+#                                          with WS_PLAN's split on and off (conv_table.py --plan), then the GPU
+#                                          tests.  About 4 minutes.
 # JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, prefill.jsonl, decode.jsonl,
 # paged*.jsonl, run-*.txt, launch.json, tests-*.txt) for BENCHMARKS.md.
 set -uo pipefail
@@ -98,16 +98,18 @@ elif [ "$part" = now ]; then  # the most of rest and tune that one call holds, f
   cd ../..
   export PYTHONPATH=/tmp/site:src:tests
   gpu_tests now 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_models_cuda.py -k "models or index_limit or paged"
-elif [ "$part" = split ]; then  # conv_ws's K ranges on ResNet's 512 at 7^2: the GPU tests, kernels, the host
-  TAIL=6 gpu_tests split 200 tests/gpu/test_std_host_cuda.py -k "k_ranges or conv2d_matrix_path"
+elif [ "$part" = split ]; then  # conv_ws's K ranges on ResNet's 512 at 7^2: kernels, the host, the GPU tests
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
-  timeout 120 python3 conv_tune.py --reps 3 --shapes resnet_512_7 --configs WS64_S4 WS128_S4_K2 WS128_S4_K3 \
-    WS128_S4_K4 WS256_S3_K4 WS64_S4_K2 WS128_S5_K2 2>&1 | grep '^{' | tee "$out/conv_split_tune.jsonl" | cut -c1-330
-  for plan in split=0 split=1 split=0 split=1; do
-    timeout 60 python3 conv_table.py --reps 3 --count 30 --shapes resnet_512_7 --plan $plan 2>&1 | grep '^{' \
+  timeout 90 python3 conv_tune.py --reps 3 --shapes resnet_512_7 --configs WS64_S4 WS128_S4_K2 WS128_S4_K3 \
+    WS128_S4_K4 WS256_S3_K4 2>&1 | grep '^{' | tee "$out/conv_split_tune.jsonl" | cut -c1-330
+  for plan in split=1 split=0; do
+    timeout 45 python3 conv_table.py --reps 3 --count 30 --shapes resnet_512_7 --plan $plan 2>&1 | grep '^{' \
       | tee -a "$out/conv_split_host.jsonl" | cut -c1-600
   done
+  cd ../..
+  export PYTHONPATH=/tmp/site:src:tests
+  TAIL=6 gpu_tests split 150 tests/gpu/test_std_host_cuda.py -k "k_ranges or conv2d_matrix_path"
 elif [ "$part" = tune ]; then
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.

@@ -73,9 +73,9 @@ MUTANTS = {
     "nchw_tail_as_whole": ("if hw_out % 8 == 0 and p0 + 8 <= n_pix:", "if p0 + 8 <= n_pix:"),
     # the residual added after the activation
     "residual_after_activation": ("            v = v + f32(load_chunk(res, c_out, p, coff + co, n_pix, coff + cout_g, "
-                                  "whole, 8))\n        out = cast(activate(v, act), y.dtype)",
+                                  "whole, 8))\n        store_eight(y, p * c_out + coff + co, cast(activate(v, act), ",
                                   "            v = activate(v, act) + f32(load_chunk(res, c_out, p, coff + co, n_pix, "
-                                  "coff + cout_g, whole, 8))\n        out = cast(v, y.dtype)"),
+                                  "coff + cout_g, whole, 8))\n        store_eight(y, p * c_out + coff + co, cast(v, "),
 }
 
 

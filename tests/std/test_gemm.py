@@ -138,8 +138,8 @@ MUTANTS = {
                                                      "y = y")],
                          [GS._shape(33, 17, 45)]),
     # the last column of a partial chunk is not stored.
-    "mma_store_tail_short": ("std/gemm/mma", "gemm_mma", [("if col + e < n:\n                c[row * n + col + e] = out[e]",
-                                                           "if col + e < n - 1:\n                c[row * n + col + e] = out[e]")],
+    "mma_store_tail_short": ("std/gemm/mma", "gemm_mma", [("store_eight(c, row * n + col, out, whole, n - col)",
+                                                           "store_eight(c, row * n + col, out, whole, n - col - 1)")],
                              [GS._shape(33, 17, 45)]),
     # the multiply reads A from the buffer being refilled, not from the step that landed.
     "mma_wrong_buffer": ("std/gemm/mma", "gemm_mma", [("a_s, b_s, (kt % STAGES) * a_stage",

@@ -29,8 +29,8 @@ from iron.jit.device import DeviceTraits
 
 from . import _host
 from .gemm import (ACTIVATIONS, AMD, APPLE, FRAGS, PAD, SM80_4W, WARP_GRIDS, WARP_TILES, acc_tile, activate, block_tile,
-                   config_key, frag_dims, fragment_config, grid_dims, load_chunk, portable_small, swizzled_tile,
-                   warp_tile_step)
+                   config_key, frag_dims, fragment_config, grid_dims, load_chunk, portable_small, store_eight,
+                   swizzled_tile, warp_tile_step)
 
 #: A row coordinate no bounds check accepts: the table entry of a pixel past the last one.
 FAR = -(1 << 29)
@@ -132,14 +132,7 @@ def store_nhwc(y, bias, res, stage, at, p, co, n_pix, cout_g, c_out, coff, has_b
             v = v + f32(load_chunk(bias, 0, 0, coff + co, 1, coff + cout_g, whole, 8))
         if has_res != 0:
             v = v + f32(load_chunk(res, c_out, p, coff + co, n_pix, coff + cout_g, whole, 8))
-        out = cast(activate(v, act), y.dtype)
-        at_y = p * c_out + coff + co
-        if whole:
-            y.store(at_y, out)
-        else:
-            for e in static_range(8):
-                if co + e < cout_g:
-                    y[at_y + e] = out[e]
+        store_eight(y, p * c_out + coff + co, cast(activate(v, act), y.dtype), whole, cout_g - co)
 
 
 @func

@@ -35,7 +35,7 @@ from iron.lang import (async_barriers, barrier_arrive, cast, copy_tile, frag_acc
 from . import _host
 from ._plans import Tuning
 from .conv_mma import store_nhwc
-from .gemm import ACTIVATIONS, activate, load_chunk
+from .gemm import ACTIVATIONS, activate, load_chunk, store_eight
 from .gemm_wg import WG_SHARED_LIMIT
 from .gemm_ws import (BLOCK, RELEASES, WS_BK, WS_BM, WS_REGISTERS, WS_ROLES, WS_SMS, WS_THREADS, free_slot,
                       full_slot, release_behind, release_last, tile_at)
@@ -374,13 +374,8 @@ def conv_ws_finish(part: In[f32], bias: In[T], res: In[T], y: Tensor[T], n: int,
         else:
             if has_res != 0:
                 v = v + f32(load_chunk(res, c_out, p, co, n_pix, c_out, whole, 8))
-            out = cast(activate(v, ACT), y.dtype)
-            if whole:
-                y.store(p * c_out + co, out)
-            else:
-                for e in static_range(8):
-                    if co + e < c_out:
-                        y[p * c_out + co + e] = out[e]
+            store_eight(y, p * c_out + co, cast(activate(v, ACT), y.dtype), whole, c_out - co)
+
 
 def patch_width(h_out: int, w_out: int) -> int:
     """The patch width (:data:`PATCH_WIDTHS`) whose patches cover an h_out x w_out image with the fewest pixels

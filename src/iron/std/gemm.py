@@ -401,12 +401,19 @@ def store_staged(c, bias, stage, at, row, col, n, has_bias, act):
         if has_bias:
             y = y + f32(load_chunk(bias, 0, 0, col, 1, n, whole, 8))
         out = cast(activate(y, act), c.dtype)
+    store_eight(c, row * n + col, out, whole, n - col)
+
+
+@func
+def store_eight(t, at, v, whole, left):
+    """t[at .. at+7] = the 8-vector v: one 16-byte store when ``whole`` (all 8 inside and aligned), else the first
+    ``left`` of them element by element (a row's tail)."""
     if whole:
-        c.store(row * n + col, out)
+        t.store(at, v)
     else:
         for e in static_range(8):
-            if col + e < n:
-                c[row * n + col + e] = out[e]
+            if e < left:
+                t[at + e] = v[e]
 
 
 @func
