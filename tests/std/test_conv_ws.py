@@ -237,11 +237,13 @@ def test_conv2d_takes_warp_roles_where_the_device_runs_them(monkeypatch, shape, 
 
 
 #: Mutants of the K split (registration std/conv_mma/ws_split): in conv_ws, the producer's counters left at the
-#: first tap for every range (each range copies the first K steps' tiles); in conv_ws_finish, the last range not
-#: added, and NCHW channels stored into adjacent elements instead of planes h_out w_out apart.
+#: first tap for every range (each range copies the first K steps' tiles) and a tile's rows of sums stored a tile
+#: wide apart, not a padded C_out (wrong past one tile column); in conv_ws_finish, the last range not added, and
+#: NCHW channels stored into adjacent elements instead of planes h_out w_out apart.
 SPLIT_MUTANTS = {
     "ranges_from_the_first_tap": ("conv_ws", [("if SPLIT > 1:  # the range's first K step",
                                                "if SPLIT > 99:  # the range's first K step")]),
+    "sums_rows_packed": ("conv_ws", [("part.store(at + r * ld_part + c,", "part.store(at + r * width + c,")]),
     "last_range_dropped": ("conv_ws_finish", [("for k in static_range(1, SPLIT):",
                                                "for k in static_range(1, SPLIT - 1):")]),
     "nchw_planes_adjacent": ("conv_ws_finish", [("y[at_y + e * hw] = cast", "y[at_y + e] = cast")]),

@@ -150,6 +150,18 @@ def store_patch(y, bias, res, stage, sbase, ld, width, img, oh0, ow0, r0, col0, 
 
 
 @func
+def store_sums(part, at, ld_part, stage, sbase, ld, width):
+    """One subgroup's 16 rows of ``width`` staged f32 sums (stage[sbase ..], rows ``ld`` apart) to part[at ..]
+    (rows ``ld_part`` apart), a 16-byte chunk a lane at a time: a K range's sums for conv_ws_finish, every pixel
+    of the patch (those past the image too, which the finish never reads)."""
+    chunks = width // 4
+    for task in range(lane_id(), 16 * chunks, simd_size()):
+        r = task // chunks
+        c = (task - r * chunks) * 4
+        part.store(at + r * ld_part + c, stage.load(sbase + r * ld + c, width=4))
+
+
+@func
 def store_pixel_nchw(y, bias, res, total, img, oh, ow, co, h_out, w_out, c_out, has_bias, has_res, act):
     """Pixel (oh, ow) of channel co of image img from its staged f32 sum: + bias + residual, activation, one
     rounding.  Lanes take consecutive pixels of a channel, so a subgroup's stores are runs of a patch row."""
@@ -304,14 +316,20 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], part: Ten
                 step += 1
             mma_wg_wait(0)
             release_last(empty, k_hi - k_lo, step, STAGES)
-            if SPLIT > 1:  # this range's sums, for conv_ws_finish
+            turn = (sg - WS_ROLES[0] // 32) // PER
+            sbase = (sg % PER) * 16 * LD
+            if SPLIT > 1:  # this range's sums, for conv_ws_finish: staged, then out in 16-byte chunks
                 cpad = tiles_n * BN
                 row = ((tile // tiles) * tiles_m * 2 + 2 * tm + wg) * 64 + (sg % 4) * 16
-                frag_store(part, row * cpad + tn * BN, cpad, acc)
+                for t in static_range(8 // PER):
+                    if turn == t:
+                        frag_store(stage, sbase, LD, acc)
+                    role_barrier()
+                    if turn == t:
+                        store_sums(part, row * cpad + tn * BN, cpad, stage, sbase, LD, BN)
+                    role_barrier()
             else:
                 img, oh0, ow0 = patch_at(2 * tm + wg, down, across, PH, PW)
-                turn = (sg - WS_ROLES[0] // 32) // PER
-                sbase = (sg % PER) * 16 * LD
                 for t in static_range(8 // PER):
                     if turn == t:
                         frag_store(stage, sbase, LD, acc)
