@@ -32,7 +32,7 @@ from .conv_ws import (conv_ws, conv_ws_config, conv_ws_finish, conv_ws_finish_ge
 from .elementwise import _launch_binary, _launch_unary
 from .gemm import ACTIVATIONS, _launch_gemm
 from .gemm_wg import runs_warpgroups
-from .gemm_ws import runs_roles
+from .gemm_ws import WS_BK, runs_roles
 from .transpose import _launch_transpose
 
 # ---------------------------------------------------------------- tile shapes
@@ -782,7 +782,7 @@ def _matrix(x: Any, w: Any, bias: Any, residual: Any, out: Any, dt: Any, nhwc: b
         # Grouped into NCHW rows that are no multiple of 8 (a lane a pixel in conv_ws's epilogue), conv_mma's
         # stores were faster on an H100 (ResNeXt at 28 x 28: 72.5 us against 99.5).
         grouped_nchw_odd = groups > 1 and not nhwc and w_out % 8
-        ksteps = kh * kw * _host.ceil_div(cin_g, 64)
+        ksteps = kh * kw * _host.ceil_div(cin_g, WS_BK)
         ws = conv_ws_config(n, h_out, w_out, c_out, sw, cout_g, ksteps) if config.get("conv_ws") and \
             conv_ws_runs((sh, sw), groups, wd, cin_g, cout_g) and runs_roles(traits.profile) and \
             not grouped_nchw_odd else None

@@ -17,6 +17,10 @@ patch row (any stride along H); BOX = "rows" copies a box per patch row at strid
 the accumulators in f32 and adds bias and residual, applies the activation and rounds once (conv_mma.py's
 ``store_nhwc``), in channels-last order, or NCHW's (8 pixels of a patch row per lane).
 
+Where the tiles are too few to fill the machine, ``SPLIT`` cuts the K steps into ranges, each a work item of its
+own that stores its f32 sums unrounded; :data:`conv_ws_finish`, a plain kernel, adds the ranges in order and
+applies the epilogue (docs/std/conv.md, "K in ranges").
+
 Only CUDA sm_90 runs ``mma_wg`` and the tile copies in hardware; the interpreter runs it too (its tests run on
 the CPU), and the host (``conv.conv2d``) takes it on Hopper at stride 1, or 2 along an even W, for one group
 or for groups of multiples of 64 channels (ResNeXt's, packed by conv.py), with the option ``conv_ws`` on (its
@@ -223,7 +227,7 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], part: Ten
     tiles g, g + G, ...  Products exact, sums in f32 (per 16-deep K slice a dot product in the unit's order,
     the slices in order: tap by tap, channels ascending), then + bias + res in f32, the activation, one rounding
     to T.  Padding contributes exact zeros; NaN/Inf propagate.  SPLIT > 1 (ACT "none"): the K steps split into
-    SPLIT even ranges (:func:`k_range`), tiles (t, k) taken as tiles k T + t; each range's f32 sums go to
+    SPLIT even ranges (:func:`k_range`), work item k tiles + t being range k of tile t; each range's f32 sums go to
     part (SPLIT, 2 tiles_m, 64, tiles_n BN), row 64 q + r of a slice holding pixel r (r / PW, r % PW) of patch q,
     and y, bias, res are not touched: :data:`conv_ws_finish` adds the ranges in order and does the rest
     (``part`` is not read or written at SPLIT 1).
@@ -337,7 +341,6 @@ def conv_ws(x: In[T], w: In[T], bias: In[T], res: In[T], y: Tensor[T], part: Ten
                     store_patch(y, bias, res, stage, sbase, LD, BN, img, oh0, ow0, (sg % 4) * 16, tn * BN, n, h_out,
                                 w_out, c_out, nchw, has_bias, has_res, ACT, turn == t, PW)
                     role_barrier()
-
 
 
 @kernel(variants(T=[f16, bf16], ACT=list(ACTIVATIONS), SPLIT=list(SPLITS[1:])))
