@@ -30,8 +30,8 @@
 #                                          128.  About 9 minutes.
 #   bash scripts/device/h200_wave.sh now    for a session lent a single call: the models, paged and index-limit GPU
 #                                          tests, rest's two `iron run --check` runs, the paged decode with and
-#                                          without TABLE_AHEAD, and B = 16 with four subgroups (and four stages).
-#                                          About 8 minutes.
+#                                          without TABLE_AHEAD, and B = 16 with four subgroups (and four stages),
+#                                          six stages, or two chunks a pair.  About 8 minutes (4 on an H100).
 #   bash scripts/device/h200_wave.sh split  conv_ws's K split (conv_ws_finish adds the ranges) on ResNet's 512 at
 #                                          7^2: the kernels beside the 64-wide whole tiles (conv_tune.py), the host
 #                                          with WS_PLAN's split on and off (conv_table.py --plan), then the GPU
@@ -91,7 +91,9 @@ elif [ "$part" = now ]; then  # the most of rest and tune that one call holds, f
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 60 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/paged_ahead.jsonl" | cut -c1-260
-  for plan in SUBS=4 SUBS=4,STAGES=4; do
+  # B = 16: more bytes in flight a group (four subgroups, four or six stages), or two groups a pair (4096-key
+  # caches in 2048-key chunks and a combine, not one chunk a pair: one_wave=0)
+  for plan in SUBS=4 SUBS=4,STAGES=4 STAGES=6 one_wave=0; do
     timeout 45 python3 decode_table.py --kv-heads 8 --batches 16 --plan $plan 2>&1 | grep '^{' \
       | tee "$out/decode_${plan//[=,]/_}.jsonl" | cut -c1-220
   done
