@@ -288,3 +288,24 @@ def test_conv2d_splits_k_into_ranges_and_finishes(monkeypatch, shape, nhwc, act,
     assert [(name, binding.get("SPLIT"), binding["ACT"]) for name, binding in launched] == [
         ("conv_ws", split, "none"), ("conv_ws_finish", split, act)]
     assert np.abs(got.astype(np.float64) - want).max() < 2 ** -8 * np.abs(want).max()
+
+
+def test_conv1d_takes_the_hosts_split(monkeypatch):
+    """WS_PLAN's rule end to end: conv1d (H = 1, 64-pixel patches) with two 128-wide tiles and 6 K steps splits
+    them into four uneven ranges (1, 2, 1, 2 steps) at split_steps 1, and matches float64 with a residual and
+    relu, in NCL."""
+    monkeypatch.setattr(C, "runs_roles", lambda profile: True)
+    monkeypatch.setattr(C, "runs_warpgroups", lambda profile: True)
+    monkeypatch.setitem(W.WS_PLAN, "split", 1)
+    monkeypatch.setitem(W.WS_PLAN, "split_steps", 1)
+    launched = spy_on_kernels(monkeypatch, C, "conv_ws", "conv_ws_finish")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 128, 40)).astype(np.float16)
+    w = rng.standard_normal((136, 128, 3)).astype(np.float16)
+    b = rng.standard_normal(136).astype(np.float16)
+    res = rng.standard_normal((1, 136, 40)).astype(np.float16)
+    got = C.conv1d(x, w, b, 1, 1, backend="interp", residual=res, activation="relu")
+    want = CS._act64(CS.grouped(x[:, :, None].astype(np.float64), w[:, :, None].astype(np.float64),
+                                b.astype(np.float64), (1, 1), (0, 1), (1, 1), 1).value[:, :, 0] + res, "relu")
+    assert [(name, binding["SPLIT"]) for name, binding in launched] == [("conv_ws", 4), ("conv_ws_finish", 4)]
+    assert np.abs(got.astype(np.float64) - want).max() < 2 ** -8 * np.abs(want).max()
