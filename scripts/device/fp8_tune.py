@@ -46,6 +46,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "FOLDC_128_S5": {"BN": 128, "STAGES": 5, "FOLD": True, "CLUSTER": 2},
     "FASTC_256_S4": {"BN": 256, "STAGES": 4, "FOLD": False, "CLUSTER": 2},
     "FASTC_128_S5": {"BN": 128, "STAGES": 5, "FOLD": False, "CLUSTER": 2},
+    # fast accumulation on 192 columns (where folding takes them, the host's fast accumulation folds)
+    "FAST_192_S4": {"BN": 192, "STAGES": 4, "FOLD": False},
+    "FASTC_192_S4": {"BN": 192, "STAGES": 4, "FOLD": False, "CLUSTER": 2},
 }
 
 

@@ -142,5 +142,7 @@ def test_the_hosts_configurations():
     assert G.fp8_config(512, 4096, False) == G.FP8_NARROW[0] and G.fp8_groups(G.FP8_NARROW[0]) is None
     assert G.fp8_config(512, 11008, False) == G.FP8_NARROW[1]
     assert G.fp8_config(4096, 4096, True) == G.FP8_FAST  # 512 tiles of 128 x 256
-    assert G.fp8_config(512, 4096, True) == G.fp8_config(512, 11008, True) == G.FP8_FAST_NARROW
+    assert G.fp8_config(512, 4096, True) == G.FP8_FAST_NARROW
+    # where folding takes 192 columns, so does fast accumulation (faster there on an H100 and the H200)
+    assert G.fp8_config(512, 11008, True) == G.FP8_NARROW[1]
     assert G.FP8_FAST_NARROW["CLUSTER"] == 2 and G.fp8_shared_bytes(G.FP8_FAST_NARROW) <= G.WG_SHARED_LIMIT

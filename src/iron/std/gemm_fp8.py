@@ -225,12 +225,15 @@ FP8_FAST_NARROW = {"BN": 128, "STAGES": 5, "FOLD": False, "CLUSTER": 2}
 
 
 def fp8_config(m: int, n: int, fast_accum: bool) -> dict[str, Any]:
-    """The binding :func:`scaled_mm` runs :data:`gemm_fp8` with on Hopper."""
+    """The binding :func:`scaled_mm` runs :data:`gemm_fp8` with on Hopper.  Where folding would take 192-wide
+    tiles, fast accumulation takes them too (folding is the more exact of the two, which ``fast_accum`` allows):
+    at 512 x 11008 x 4096 they beat FP8_FAST_NARROW's clustered 128-wide tiles on the H200 in one process
+    (2026-12-07, benchmarks/h200-fp8-2026-12-07.jsonl: 46.2 us against 48.2), as on an H100 across two runs of
+    2026-12-06 (47.0 against 50.0)."""
     if _host.ceil_div(m, WS_BM) * _host.ceil_div(n, 256) >= WS_WIDE_TILES:
         return dict(FP8_FAST if fast_accum else FP8_DEFAULT)
-    if fast_accum:
-        return dict(FP8_FAST_NARROW)
-    return dict(max(FP8_NARROW, key=lambda c: (ws_wave_fill(m, n, c["BN"]), c["BN"])))
+    fold = max(FP8_NARROW, key=lambda c: (ws_wave_fill(m, n, c["BN"]), c["BN"]))
+    return dict(FP8_FAST_NARROW if fast_accum and fold["BN"] != 192 else fold)
 
 
 def fp8_groups(config: dict[str, Any]) -> int | None:
