@@ -78,7 +78,7 @@ elif [ "$part" = attention ]; then
   timeout 40 python3 paged_check.py 2>&1 | grep '^{' | tee "$out/paged_decode.jsonl" | cut -c1-200
   timeout 50 python3 paged_prefill_check.py 2>&1 | grep '^{' | tee "$out/paged_prefill.jsonl" | cut -c1-200
 elif [ "$part" = rest ]; then
-  gpu_tests rest 120 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py tests/gpu/test_models_cuda.py \
+  gpu_tests rest 220 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py tests/gpu/test_models_cuda.py \
     -k "conv or quant or gguf or models or index_limit"
   model_checks
   cd scripts/device
@@ -128,7 +128,7 @@ elif [ "$part" = tune ]; then
   timeout 100 python3 decode_table.py --kv-heads 8 --batches 1 4 --plan groups=256 2>&1 | grep '^{' \
     | tee "$out/decode_groups256.jsonl" | cut -c1-220
 else
-  gpu_tests conv 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "conv"
+  gpu_tests conv 200 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "conv"
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 200 python3 conv_table.py --reps 3 --count 30 2>&1 | grep '^{' | tee "$out/conv_table.jsonl" | cut -c1-160
