@@ -7,7 +7,7 @@
 #                                          and fast configurations, 128-wide folds).  About 6 minutes.
 #   bash scripts/device/h200_wave.sh conv   the GPU tests of conv; iron.std.conv's host functions beside cuDNN on
 #                                          issue 19's shapes (conv_table.py: GPU time from the profiler and call
-#                                          time, both outputs checked); 192-wide tiles on Whisper.  About 5 minutes.
+#                                          time, both outputs checked); 192-wide tiles on Whisper.  About 7 minutes.
 #   bash scripts/device/h200_wave.sh attention   issue 21: the attention GPU tests; prefill_attention (the host's
 #                                          persistent ping-pong loop) and the plain loop beside SDPA at S 1K-16K,
 #                                          causal and not, through the host (prefill_tune.py --host); decode beside
@@ -18,7 +18,7 @@
 #                                          logits against PyTorch's f32 model), the launch path
 #                                          (launch_overhead.py, issue 18's kern.launch), Whisper's rows through the
 #                                          host on 192-wide tiles (conv_table.py), the conv and quant GPU tests.
-#                                          About 5 minutes.
+#                                          About 8 minutes.
 #   bash scripts/device/h200_wave.sh tune   the 2026-12-07 session's gaps as tuning runs: first the decode at B 16
 #                                          and 64 with more bytes in flight an SM (four subgroups a group, four or
 #                                          six ring stages, both: at B = 16, 4K one group an SM keeps 32 KiB in
