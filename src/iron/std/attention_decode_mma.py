@@ -92,22 +92,8 @@ def page_rows(table, b, W, P, j0, end, tid, subs, D):
 @func
 def pick(i, r0, r1, r2, r3, r4, r5, r6, r7):
     """``r<i>`` for a compile-time ``i``."""
-    x = r0
-    if i == 1:
-        x = r1
-    elif i == 2:
-        x = r2
-    elif i == 3:
-        x = r3
-    elif i == 4:
-        x = r4
-    elif i == 5:
-        x = r5
-    elif i == 6:
-        x = r6
-    elif i == 7:
-        x = r7
-    return x
+    rows = [r0, r1, r2, r3, r4, r5, r6, r7]
+    return rows[i]
 
 
 @func
