@@ -425,12 +425,13 @@ def conv_ws_config(n: int, h_out: int, w_out: int, c_out: int, stride_w: int = 1
     def tiles(bn: int) -> int:
         return tiles_m * _host.ceil_div(c_out, bn)
     split = 1
+    ranges = ws_split(tiles(128), ksteps) if c_out > 64 and tiles(128) <= WS_SMS // 2 else 1
     if 0 < cout_g < c_out:  # a tile within one group
         bn, stages = (128 if cout_g % 128 == 0 and tiles(128) > WS_SMS // 2 else 64), 4
     elif c_out % 256 == 0 and tiles(256) >= WS_SMS:
         bn, stages = 256, 3
-    elif c_out > 64 and tiles(128) <= WS_SMS // 2 and ws_split(tiles(128), ksteps) > 1:  # at most a wave of sums
-        bn, stages, split = 128, 4, ws_split(tiles(128), ksteps)
+    elif ranges > 1:  # 128-wide tiles in K ranges: at most a wave of work items
+        bn, stages, split = 128, 4, ranges
     elif c_out <= 64 or tiles(128) <= WS_SMS // 2:
         bn, stages = 64, 4
     elif c_out % 160 == 0 and c_out % 128:  # UNet's 320: two 160-wide tiles, not three 128-wide ones
