@@ -218,7 +218,8 @@ def test_a_changed_tuning_table_is_not_replayed_past(monkeypatch):
     before = config.generation()
     table = _plans.Tuning({"a": 1})
     for change in (lambda: table.__setitem__("a", 2), lambda: table.update(b=3), lambda: table.pop("b"),
-                   lambda: table.setdefault("c", 4), lambda: table.__delitem__("c"), table.clear):
+                   lambda: table.setdefault("c", 4), lambda: table.__delitem__("c"), table.popitem,
+                   lambda: table.__ior__({"d": 5}), table.clear):
         change()
         assert config.generation() > before
         before = config.generation()

@@ -69,6 +69,15 @@ class Tuning(dict):
         config.touch()
         return value
 
+    def popitem(self) -> tuple[Any, Any]:
+        item = super().popitem()
+        config.touch()
+        return item
+
+    def __ior__(self, other: Any) -> "Tuning":
+        self.update(other)
+        return self
+
 
 def recording() -> "Recording | None":
     return _RECORDING.get()
