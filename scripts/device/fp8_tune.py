@@ -49,6 +49,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # fast accumulation on 192 columns (where folding takes them, the host's fast accumulation folds)
     "FAST_192_S4": {"BN": 192, "STAGES": 4, "FOLD": False},
     "FASTC_192_S4": {"BN": 192, "STAGES": 4, "FOLD": False, "CLUSTER": 2},
+    # in clusters of four (a 512-row output's tile column a cluster, each group reading a quarter of B's panel)
+    "FASTC4_128_S5": {"BN": 128, "STAGES": 5, "FOLD": False, "CLUSTER": 4},
+    "FOLDC4_128_S5": {"BN": 128, "STAGES": 5, "FOLD": True, "CLUSTER": 4},
+    "FOLDC4_192_S4": {"BN": 192, "STAGES": 4, "FOLD": True, "CLUSTER": 4},
+    "FASTC4_192_S4": {"BN": 192, "STAGES": 4, "FOLD": False, "CLUSTER": 4},
 }
 
 

@@ -72,6 +72,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "WSC_256_S4": {"BN": 256, "STAGES": 4, "CLUSTER": 2},
     "WSC_168_S4": {"BN": 168, "STAGES": 4, "CLUSTER": 2},
     "WSC_168_S5": {"BN": 168, "STAGES": 5, "CLUSTER": 2},
+    # ... in clusters of four (512 rows: a cluster a tile column, each group reading a quarter of B's tile, so a
+    # K step brings a group 20 KiB through L2 against 24 in pairs and 32 alone at 128 columns).
+    "WSC4_128_S6": {"BN": 128, "STAGES": 6, "CLUSTER": 4},
+    "WSC4_128_S4": {"BN": 128, "STAGES": 4, "CLUSTER": 4},
+    "WSC4_168_S5": {"BN": 168, "STAGES": 5, "CLUSTER": 4},
     # ... persistent: one group per multiprocessor (GROUPS: set at run time), each looping over tiles.
     "WSP_256_S3": {"BN": 256, "STAGES": 3, "GROUPS": "sms"},
     "WSP_256_S4": {"BN": 256, "STAGES": 4, "GROUPS": "sms"},

@@ -35,8 +35,9 @@
 #   bash scripts/device/h200_wave.sh split  conv_ws's K split (conv_ws_finish adds the ranges) on ResNet's 512 at
 #                                          7^2: the kernels beside the 64-wide whole tiles (conv_tune.py), the host
 #                                          with WS_PLAN's split on and off (conv_table.py --plan), then the GPU
-#                                          tests; and fp8's fast accumulation on 192 columns at 512 rows
-#                                          (fp8_tune.py).  About 5 minutes.
+#                                          tests (with gemm's and fp8's clusters of four); the 512-row gemm and fp8
+#                                          shapes in clusters of four beside pairs (gemm_tune.py, fp8_tune.py), and
+#                                          fp8's fast accumulation on 192 columns.  About 7 minutes.
 # JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, prefill.jsonl, decode.jsonl,
 # paged*.jsonl, run-*.txt, launch.json, tests-*.txt) for BENCHMARKS.md.
 set -uo pipefail
@@ -112,11 +113,14 @@ elif [ "$part" = split ]; then  # conv_ws's K ranges on ResNet's 512 at 7^2: ker
   done
   cd ../..
   export PYTHONPATH=/tmp/site:src:tests
-  TAIL=6 gpu_tests split 120 tests/gpu/test_std_host_cuda.py -k "k_ranges"
-  cd scripts/device  # then fp8's fast accumulation on 192 columns, where the host now folds
+  TAIL=6 gpu_tests split 150 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "k_ranges or ws_split or cluster4"
+  cd scripts/device  # then 512-row gemm and fp8 in clusters of four, and fp8's fast accumulation on 192 columns
   export PYTHONPATH=/tmp/site:../../src:.
-  timeout 60 python3 fp8_tune.py --shapes 512x11008x4096 512x4096x4096 --configs FOLD_192_S4 FASTC_128_S5 \
-    FAST_192_S4 FASTC_192_S4 2>&1 | grep '^{' | tee "$out/fp8_192.jsonl" | cut -c1-200
+  timeout 100 python3 gemm_tune.py --sizes --shapes 512x4096x4096 512x11008x4096 --bt --configs WSC_128_S6 \
+    WSC4_128_S6 WSC4_128_S4 WSC_168_S5 WSC4_168_S5 2>&1 | grep '^{' | tee "$out/gemm_cluster4.jsonl" | cut -c1-200
+  timeout 100 python3 fp8_tune.py --shapes 512x11008x4096 512x4096x4096 --configs FOLD_192_S4 FASTC_128_S5 \
+    FAST_192_S4 FASTC_192_S4 FASTC4_128_S5 FOLDC4_128_S5 FOLDC4_192_S4 FASTC4_192_S4 2>&1 | grep '^{' \
+    | tee "$out/fp8_192.jsonl" | cut -c1-200
 elif [ "$part" = tune ]; then
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.

@@ -154,6 +154,10 @@ def test_a_lambda_rule_is_named_by_its_source():
     v = variants(T=[f32, f16], V=[4, 8], where=lambda v: not (v.T == f16 and v.V == 4))
     assert [b for b in v.bindings()] == [{"T": f32, "V": 4}, {"T": f32, "V": 8}, {"T": f16, "V": 8}]
     assert "lambda v: not (v.T == f16 and v.V == 4)" in repr(v)
+    # each parameter's values some valid combination takes, in the order listed (what a registry's rows use)
+    assert v.values() == {"T": (f32, f16), "V": (4, 8)}
+    narrow = variants(V=[4, 8, 16], T=[f32, f16], where=lambda v: v.V != 16)
+    assert narrow.values() == {"V": (4, 8), "T": (f32, f16)}
     with pytest.raises(ValueError, match="reject every combination"):
         variants(T=[f32], where=lambda v: False).bindings()
     with pytest.raises(ValueError, match="takes a predicate"):

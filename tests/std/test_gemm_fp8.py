@@ -66,6 +66,12 @@ def test_mutant_caught(name, tmp_path, seed):
     assert_mutant_caught("std/gemm_fp8/ws", mutant(tmp_path, *MUTANTS[name]), seed, shapes=shapes)
 
 
+def test_cluster4_release_count_mutant_caught(tmp_path, seed):
+    """Release barriers counted for clusters of two: in one of four a slot's phase completes on half its releases."""
+    edit = ("async_barriers(STAGES, RELEASES * CLUSTER)", "async_barriers(STAGES, RELEASES * min(CLUSTER, 2))")
+    assert_mutant_caught("std/gemm_fp8/cluster4", mutant(tmp_path, edit), seed)
+
+
 def test_unmutated_copy_passes(tmp_path, seed):
     from std_testing import mutant_rows
 
@@ -73,9 +79,9 @@ def test_unmutated_copy_passes(tmp_path, seed):
     assert_rows_pass(rows, seed)
 
 
-@pytest.mark.parametrize("binding", GS.BINDINGS[:1] + GS.BINDINGS[2:3] + GS.BINDINGS[4:],
+@pytest.mark.parametrize("binding", GS.BINDINGS[:1] + GS.BINDINGS[2:3] + GS.BINDINGS[4:] + GS.CLUSTER4[:1],
                          ids=["fold-128", "fast-256", "overlap-128", "fold-256", "fold-192", "fold-256-cluster",
-                              "fast-256-cluster"])
+                              "fast-256-cluster", "fast-128-cluster4"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: 168 registers at entry, the roles' budgets kept (no C7507), the multiplies a pipeline (no
     C7515), the accumulators registers (no stack, no spills), the multiplies the 8-bit form (k32)."""

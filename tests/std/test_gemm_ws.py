@@ -21,7 +21,8 @@ BINDINGS = [{**GS._flags(f16, False, True, "relu"), "BN": 256, "STAGES": 3},
             {**GS._flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5},
             {**GS._flags(bf16, True, False, "none"), "BN": 128, "STAGES": 4, "CLUSTER": 2},
             {**GS._flags(bf16, False, False, "none"), "BN": 256, "STAGES": 4, "CLUSTER": 2},
-            {**GS._flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5, "CLUSTER": 2}]
+            {**GS._flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5, "CLUSTER": 2},
+            {**GS._flags(bf16, True, False, "none"), "BN": 128, "STAGES": 6, "CLUSTER": 4}]
 # Whole 16-byte rows: M and N past a tile with a partial last K step; five K steps through a shorter ring.
 SHAPES = [GS._shape(40, 24, 136), GS._shape(70, 136, 320)]
 
@@ -53,7 +54,8 @@ MUTANTS = {
 }
 
 
-# Clusters of two groups, each copying half of the B tile into both (129 rows: two tile rows, one pair).
+# Clusters of two groups, each copying half of the B tile into both (129 rows: two tile rows, one pair), and of
+# four (std/gemm/ws_cluster4).
 CLUSTER_MUTANTS = {
     # releases reach only the own group (twice): a group refills its peer's slot while the peer may still read it.
     "releases_own_group": [("barrier_arrive(empty, slot, rank=q)", "barrier_arrive(empty, slot)")],
@@ -66,11 +68,24 @@ CLUSTER_MUTANTS = {
 }
 
 
+@pytest.mark.parametrize("size", [2, 4])
 @pytest.mark.parametrize("name", list(CLUSTER_MUTANTS))
-def test_cluster_mutant_caught(name, tmp_path, seed):
+def test_cluster_mutant_caught(name, size, tmp_path, seed):
     kern = edited_module(W, tmp_path, *CLUSTER_MUTANTS[name]).gemm_ws
     # persistent: one cluster loops over the tiles, so the ring's slots come round again
-    assert_mutant_caught("std/gemm/ws_persistent", kern, seed, shapes=[GS._shape(129, 264, 192)])
+    if size == 2:
+        assert_mutant_caught("std/gemm/ws_persistent", kern, seed, shapes=[GS._shape(129, 264, 192)])
+    else:  # four groups over four tile rows, each copying a quarter of B's tile
+        assert_mutant_caught("std/gemm/ws_cluster4", kern, seed)
+
+
+# Each slot's release barrier counted for clusters of two: in a cluster of four its phase completes on half the
+# releases, so a producer could refill a slot two groups still read.
+COUNTED_FOR_TWO = ("async_barriers(STAGES, RELEASES * CLUSTER)", "async_barriers(STAGES, RELEASES * min(CLUSTER, 2))")
+
+
+def test_cluster4_release_count_mutant_caught(tmp_path, seed):
+    assert_mutant_caught("std/gemm/ws_cluster4", mutant(tmp_path, COUNTED_FOR_TWO), seed)
 
 
 @pytest.mark.parametrize("name", list(MUTANTS))
@@ -90,7 +105,8 @@ def test_unmutated_copy_passes(tmp_path, seed):
 
 
 @pytest.mark.parametrize("binding", BINDINGS, ids=["nn-256", "bt-128", "nn-256-s4", "bt-256-s4-bias", "bt-168-s5",
-                                               "bt-128-cluster", "nn-256-cluster", "bt-168-cluster"])
+                                               "bt-128-cluster", "nn-256-cluster", "bt-168-cluster",
+                                               "bt-128-cluster4"])
 def test_ptxas_keeps_the_budgets_and_the_pipeline(binding, require_toolchain):
     """For sm_90a: every thread starts at 168 registers (the launch bounds), ptxas keeps the roles' budgets
     (no C7507 note: setmaxnreg opens the role branches), the multiplies stay a pipeline (no C7515 note) and

@@ -39,16 +39,12 @@ def base_kernel(kernel: Any) -> tuple[Any, dict[str, Any]]:
 def dtype_parameter(kernel: Any) -> tuple[str, list[DType]] | None:
     """The kernel's dtype-valued variant parameter (``T`` first) and its values, if it has one."""
     base, fixed = base_kernel(kernel)
-    values: dict[str, list[Any]] = {}
-    for binding in base.variants:
-        for name, v in binding.items():
-            if name not in fixed and v not in values.setdefault(name, []):
-                values[name].append(v)
+    values = {name: vs for name, vs in base.variant_values.items() if name not in fixed}
     typed = [n for n, vs in values.items() if vs and all(isinstance(v, DType) for v in vs)]
     if not typed:
         return None
     name = "T" if "T" in typed else typed[0]
-    return name, values[name]
+    return name, list(values[name])
 
 
 def _concrete_dtype(kernel: Any) -> DType | None:

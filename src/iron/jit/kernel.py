@@ -77,6 +77,11 @@ class KernelFunction:
         rules of ``variants(where=...)`` reject."""
         return self._variants.bindings() if self._variants.params else []
 
+    @property
+    def variant_values(self) -> dict[str, tuple[Any, ...]]:
+        """Each variant parameter's values that some valid binding takes, in the order declared."""
+        return self._variants.values() if self._variants.params else {}
+
     def variant(self, **binding: Any) -> "SpecializedKernel":
         """This kernel with some variant values, type variables or constexprs fixed.
 

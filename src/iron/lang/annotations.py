@@ -143,6 +143,7 @@ class Variants:
             raise ValueError("variants(where=...) needs variant parameters for its rules to judge")
         self.where: tuple[VariantRule, ...] = rules
         self._valid: list[dict[str, Any]] | None = None
+        self._used: dict[str, tuple[Any, ...]] | None = None
 
     def product(self) -> list[dict[str, Any]]:
         """Every combination of the listed values, valid or not."""
@@ -157,6 +158,17 @@ class Variants:
                 raise ValueError(f"{self!r}: the rules of where= reject every combination of the listed values")
             self._valid = valid
         return list(self._valid)
+
+    def values(self) -> dict[str, tuple[Any, ...]]:
+        """Each parameter's values that some valid combination takes, in the order listed (computed once: a
+        registry asks for them per row it labels)."""
+        if self._used is None:
+            seen: dict[str, set[tuple[str, Any]]] = {name: set() for name in self.params}
+            for b in self.bindings():
+                for name, v in b.items():
+                    seen[name].add(_tagged(v))
+            self._used = {name: tuple(v for v in vs if _tagged(v) in seen[name]) for name, vs in self.params.items()}
+        return dict(self._used)
 
     def broken_rule(self, binding: dict[str, Any]) -> VariantRule | None:
         """The first rule that rejects ``binding``'s variant values, or None (also when some are unbound)."""

@@ -65,7 +65,7 @@ def fp8_overlap_folds(v: dict[str, Any]) -> bool:
 
 
 @kernel(variants(T=[f8e4m3, f8e5m2], U=[f8e4m3, f8e5m2], OUT=[bf16, f16], BN=[128, 256, 192], STAGES=[4, 5, 3],
-                 FOLD=[True, False], OVERLAP=[False, True], CLUSTER=[1, 2], where=[fp8_fits, fp8_overlap_folds]))
+                 FOLD=[True, False], OVERLAP=[False, True], CLUSTER=[1, 2, 4], where=[fp8_fits, fp8_overlap_folds]))
 def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[OUT], m: int, n: int, k: int):
     """C = OUT((scale_a[0] * scale_b[0]) * (A @ B^T)) with a producer and two consumer warpgroups (module doc).
 
@@ -75,8 +75,8 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
     to the total in order, OVERLAP the same additions; the hardware keeps fewer bits within a step), the scale
     in f32 (one product, then one multiply per element), one rounding to OUT.  Launch: grid (G * 384,) for any
     G >= 1 (a multiple of CLUSTER), group (384,), subgroups of 32 lanes: group g computes the output tiles g,
-    g + G, ... of 128 x BN; CLUSTER 2 (CUDA sm_90): pairs of groups take a pair of tile rows of one tile column,
-    each copying half of B's panel into both (multicast), as gemm_ws does.  Loads past m, n, k read 0; stores
+    g + G, ... of 128 x BN; CLUSTER 2 or 4 (CUDA sm_90): that many groups take as many tile rows of one tile
+    column, each copying its share of B's panel into all (multicast), as gemm_ws does.  Loads past m, n, k read 0; stores
     past m, n are skipped; every product of two extents < 2**31.
     Non-finite: IEEE propagation through the sums and the scale (e5m2 holds infinities; e4m3 only NaN).
     """

@@ -156,15 +156,8 @@ def release_last(empty, ktiles, step, stages, cluster=1):
         release(empty, (step - 1) % stages, cluster)
 
 
-def ws_cluster_pieces(v: dict[str, Any]) -> bool:
-    """In a cluster each group copies its piece of the B tile: whole 8-row atoms of it given (n, k) (the last
-    piece may be shorter), an equal share of its 64-column blocks given (k, n)."""
-    c = v.get("CLUSTER", 1)
-    return v["BT"] or (v["BN"] // 64) % c == 0
-
-
 @kernel(variants(T=[f16, bf16], BN=[256, 128, 168], STAGES=[3, 4, 2, 5, 6], BT=[False, True], BIAS=[False, True],
-                 ACT=list(ACTIVATIONS), CLUSTER=[1, 2], where=[ws_fits, ws_whole_blocks, ws_cluster_pieces]))
+                 ACT=list(ACTIVATIONS), CLUSTER=[1, 2, 4], where=[ws_fits, ws_whole_blocks]))
 def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: int):
     """C = act(A @ B + bias) with a producer and two consumer warpgroups (docs/std/gemm.md, "Warp roles").
 
@@ -174,8 +167,8 @@ def gemm_ws(a: In[T], b: In[T], bias: In[T], c: Tensor[T], m: int, n: int, k: in
     grid (G * 384,) for any G >= 1 (a multiple of CLUSTER), group (384,), subgroups of 32 lanes: group g
     computes the output tiles g, g + G, ... of 128 x BN (persistent when G is below the tile count: the ring
     runs on across tiles, so the producer fetches the next tile while the consumers store the last).  CLUSTER
-    2 (CUDA sm_90): pairs of groups take the two tiles of a pair of tile rows in one tile column, each copying
-    half of the B tile into both (multicast), so B crosses L2 once for two tiles.  Loads past m, n, k read 0;
+    2 or 4 (CUDA sm_90): that many groups take the tiles of as many tile rows in one tile column, each copying
+    its share of the B tile into all (multicast), so B crosses L2 once for CLUSTER tiles.  Loads past m, n, k read 0;
     stores past m, n are skipped; every product of two extents < 2**31.
     Reduction: per 16-deep K slice a dot product in the unit's order, the slices in order.
     Non-finite: IEEE propagation, as gemm_fma.

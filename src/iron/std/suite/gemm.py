@@ -274,6 +274,22 @@ def ws_persistent_setup(case):
     return _ws_setup(case, 3)
 
 
+# Clusters of four groups, each copying its share of B's tile into all (32 of 128 rows given (n, k); given (k, n)
+# one 64-column block of 256, or of 128 the first two groups one each and the others none): 400 rows make four
+# tile rows (the last 16 rows long), one cluster taking the tile columns in turn, so the ring runs on across them.
+WS_CLUSTER4 = [{**_flags(bf16, True, True, "none"), "BN": 128, "STAGES": 3, "CLUSTER": 4},
+               {**_flags(f16, False, False, "relu"), "BN": 256, "STAGES": 2, "CLUSTER": 4},
+               {**_flags(bf16, False, True, "gelu_tanh"), "BN": 128, "STAGES": 4, "CLUSTER": 4},
+               # 168 rows of B given (n, k) in pieces of whole 8-row atoms: 48, 48, 48 and 24
+               {**_flags(bf16, True, False, "none"), "BN": 168, "STAGES": 5, "CLUSTER": 4}]
+
+
+@test_kernel(gemm_ws, shapes={"vulkan": [], "*": [_shape(400, 136, 136)]}, bindings=WS_CLUSTER4,
+             name="std/gemm/ws_cluster4")
+def ws_cluster4_setup(case):
+    return _ws_setup(case, 4)
+
+
 def _ws_setup(case, groups):
     m, n, k = case["M"], case["N"], case["K"]
     grid, group = ws_geometry(m, n, case["BN"], groups, case.binding.get("CLUSTER", 1))

@@ -86,6 +86,18 @@ def ws_setup(case):
     return fp8_setup(case, fp8_groups(case.binding))
 
 
+# Clusters of four groups over four tile rows (400 rows, the last 16 long), each copying a quarter of B's panel
+# into all; one cluster takes the two tile columns in turn.
+CLUSTER4 = [{"T": E4M3, "U": E4M3, "OUT": bf16, "BN": 128, "STAGES": 3, "FOLD": False, "CLUSTER": 4},
+            {"T": E4M3, "U": E5M2, "OUT": f16, "BN": 128, "STAGES": 4, "FOLD": True, "CLUSTER": 4}]
+
+
+@test_kernel(gemm_fp8, shapes={"vulkan": [], "*": [_shape(400, 136, 272)]}, bindings=CLUSTER4,
+             name="std/gemm_fp8/cluster4")
+def cluster4_setup(case):
+    return fp8_setup(case, 4)
+
+
 # Persistent groups: three groups over the tiles, the ring running on across them.
 @test_kernel(gemm_fp8, shapes={"vulkan": [], "*": SHAPES[1:]}, bindings=BINDINGS[:3] + BINDINGS[5:6],
              name="std/gemm_fp8/persistent")
