@@ -5,6 +5,21 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null; fi
 nvidia-smi --query-gpu=name --format=csv,noheader
+# NVRTC 13.5 where .nvrtc was carried (pack_nvrtc.sh; IRON_CARRIED_NVRTC=0 keeps the machine's 13.0): unpacked
+# once, preloaded so cuda-bindings' NVRTC module binds it, its builtins found on the library path.
+if [ -d .nvrtc ] && [ "${IRON_CARRIED_NVRTC:-1}" = 1 ]; then
+  python3 - <<'PY' && export LD_LIBRARY_PATH=/tmp/nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} LD_PRELOAD=/tmp/nvrtc/libnvrtc.so.13
+import lzma, os, pathlib, shutil
+dst = pathlib.Path("/tmp/nvrtc")
+dst.mkdir(exist_ok=True)
+for src in pathlib.Path(".nvrtc").glob("*.xz"):
+    target = dst / src.name[:-3]
+    if not target.exists():
+        with lzma.open(src) as f, open(f"{target}.part", "wb") as g:
+            shutil.copyfileobj(f, g, 1 << 22)
+        os.replace(f"{target}.part", target)
+PY
+fi
 export PYTHONPATH=/tmp/site:src:tests
 export IRON_CACHE_DIR=/tmp/iron-cache
 

@@ -38,11 +38,14 @@
 #                                          tests (with gemm's and fp8's clusters of four); the 512-row gemm and fp8
 #                                          shapes in clusters of four beside pairs (gemm_tune.py, fp8_tune.py), and
 #                                          fp8's fast accumulation on 192 columns.  About 7 minutes.
+#   bash scripts/device/h200_wave.sh nvrtc  (carry .nvrtc, pack_nvrtc.sh says with which wheels) the prefill's loops
+#                                          and the decode under the carried NVRTC 13.5, then the machine's 13.0:
+#                                          what a user's pinned NVRTC gives beside the image's.  About 8 minutes.
 # JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, prefill.jsonl, decode.jsonl,
 # paged*.jsonl, run-*.txt, launch.json, tests-*.txt) for BENCHMARKS.md.
 set -uo pipefail
 source scripts/device/device_env.sh
-part=${1:?usage: h200_wave.sh gemm|conv|attention|rest|tune|now|split}
+part=${1:?usage: h200_wave.sh gemm|conv|attention|rest|tune|now|split|nvrtc}
 
 # model_checks: issue 22's command line on GGUF files of real sizes (f16, then Q4_K), every step's logits against
 # PyTorch's f32 model (--check exits 1 past the dtype's bound); the output in $out/run-*.txt.
@@ -99,6 +102,10 @@ elif [ "$part" = now ]; then  # the most of rest and tune that one call holds, f
     timeout 45 python3 decode_table.py --kv-heads 8 --batches 16 --plan $plan 2>&1 | grep '^{' \
       | tee "$out/decode_${plan//[=,]/_}.jsonl" | cut -c1-220
   done
+  # B = 1 and 4: a group of 256-key chunks walks eight ring blocks, about half a microsecond each with two in
+  # flight (an H100's tune, docs/std/attention.md); six stages keep five in flight.
+  timeout 45 python3 decode_table.py --kv-heads 8 --batches 1 4 --plan STAGES=6 2>&1 | grep '^{' \
+    | tee "$out/decode_STAGES_6_b1_4.jsonl" | cut -c1-220
   cd ../..
   export PYTHONPATH=/tmp/site:src:tests
   gpu_tests now 100 tests/gpu/test_std_host_cuda.py tests/gpu/test_models_cuda.py -k "models or index_limit or paged"
@@ -121,6 +128,19 @@ elif [ "$part" = split ]; then  # conv_ws's K ranges on ResNet's 512 at 7^2: ker
   timeout 100 python3 fp8_tune.py --shapes 512x11008x4096 512x4096x4096 --configs FOLD_192_S4 FASTC_128_S5 \
     FAST_192_S4 FASTC_192_S4 FASTC4_128_S5 FOLDC4_128_S5 FOLDC4_192_S4 FASTC4_192_S4 2>&1 | grep '^{' \
     | tee "$out/fp8_192.jsonl" | cut -c1-200
+elif [ "$part" = nvrtc ]; then  # NVRTC 13.5 (carried, .nvrtc) against the machine's 13.0, in turn, same kernels
+  cd scripts/device
+  export PYTHONPATH=/tmp/site:../../src:.
+  for tc in 13.5 13.0; do
+    run=(); [ "$tc" = 13.0 ] && run=(env -u LD_PRELOAD IRON_CACHE_DIR=/tmp/iron-cache-130)
+    "${run[@]}" python3 -c "from iron.codegen.toolchains import nvrtc; print(nvrtc.version())"
+    # the host's persistent ping-pong loop, the one-tile loop (13.0: 160 bytes of spills), OVERLAP (13.0: 252 bytes
+    # and serialised wgmma; 13.5: neither)
+    "${run[@]}" timeout 170 python3 prefill_tune.py --configs WSPP_128_S2 WSP_128_S2 WSO_128_S2 --seqs 1024 4096 16384 \
+      --reps 5 2>&1 | grep '^{' | tee "$out/prefill_nvrtc_$tc.jsonl" | cut -c1-200
+    "${run[@]}" timeout 60 python3 decode_table.py --kv-heads 8 --batches 1 16 2>&1 | grep '^{' \
+      | tee "$out/decode_nvrtc_$tc.jsonl" | cut -c1-220
+  done
 elif [ "$part" = tune ]; then
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
