@@ -41,6 +41,7 @@
 #   bash scripts/device/h200_wave.sh nvrtc  (carry .nvrtc, pack_nvrtc.sh says with which wheels) the prefill's loops
 #                                          and the decode under the carried NVRTC 13.5, then the machine's 13.0:
 #                                          what a user's pinned NVRTC gives beside the image's.  About 8 minutes.
+# While H200 figures are missing, a session's order: now, split, nvrtc, tune, rest (call run with timeout_s 600).
 # JSON under $OUT (gemm.jsonl, fp8.jsonl, conv_table.jsonl, conv_ws192.jsonl, prefill.jsonl, decode.jsonl,
 # paged*.jsonl, run-*.txt, launch.json, tests-*.txt) for BENCHMARKS.md.
 set -uo pipefail
