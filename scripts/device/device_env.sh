@@ -8,7 +8,8 @@ nvidia-smi --query-gpu=name --format=csv,noheader
 # NVRTC 13.5 where .nvrtc was carried (pack_nvrtc.sh; IRON_CARRIED_NVRTC=0 keeps the machine's 13.0): unpacked
 # once, preloaded so cuda-bindings' NVRTC module binds it, its builtins found on the library path.
 if [ -d .nvrtc ] && [ "${IRON_CARRIED_NVRTC:-1}" = 1 ]; then
-  python3 - <<'PY' && export LD_LIBRARY_PATH=/tmp/nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} LD_PRELOAD=/tmp/nvrtc/libnvrtc.so.13
+  python3 - <<'PY' && export LD_PRELOAD=/tmp/nvrtc/libnvrtc.so.13 \
+    LD_LIBRARY_PATH=/tmp/nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 import lzma, os, pathlib, shutil
 dst = pathlib.Path("/tmp/nvrtc")
 dst.mkdir(exist_ok=True)

@@ -121,7 +121,8 @@ elif [ "$part" = split ]; then  # conv_ws's K ranges on ResNet's 512 at 7^2: ker
   done
   cd ../..
   export PYTHONPATH=/tmp/site:src:tests
-  TAIL=6 gpu_tests split 150 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py -k "k_ranges or ws_split or cluster4"
+  TAIL=6 gpu_tests split 150 tests/gpu/test_std_host_cuda.py tests/gpu/test_std_cuda.py \
+    -k "k_ranges or ws_split or cluster4"
   cd scripts/device  # then 512-row gemm and fp8 in clusters of four, and fp8's fast accumulation on 192 columns
   export PYTHONPATH=/tmp/site:../../src:.
   timeout 100 python3 gemm_tune.py --sizes --shapes 512x4096x4096 512x11008x4096 --bt --configs WSC_128_S6 \

@@ -13,6 +13,7 @@ lib=${1:-$(.venv/bin/python -c "import nvidia.cu13, os; print(os.path.join(list(
 mkdir -p .nvrtc
 for f in "$lib"/libnvrtc.so.13 "$lib"/libnvrtc-builtins.so.13.*; do
   case $f in *.alt.*) continue ;; esac
-  xz -T0 -9e -c "$f" > ".nvrtc/$(basename "$f").xz.part" && mv ".nvrtc/$(basename "$f").xz.part" ".nvrtc/$(basename "$f").xz"
+  to=".nvrtc/$(basename "$f").xz"
+  xz -T0 -9e -c "$f" > "$to.part" && mv "$to.part" "$to"
 done
 ls -la .nvrtc

@@ -76,8 +76,8 @@ def gemm_fp8(a: In[T], b: In[U], scale_a: In[f32], scale_b: In[f32], c: Tensor[O
     in f32 (one product, then one multiply per element), one rounding to OUT.  Launch: grid (G * 384,) for any
     G >= 1 (a multiple of CLUSTER), group (384,), subgroups of 32 lanes: group g computes the output tiles g,
     g + G, ... of 128 x BN; CLUSTER 2 or 4 (CUDA sm_90): that many groups take as many tile rows of one tile
-    column, each copying its share of B's panel into all (multicast), as gemm_ws does.  Loads past m, n, k read 0; stores
-    past m, n are skipped; every product of two extents < 2**31.
+    column, each copying its share of B's panel into all (multicast), as gemm_ws does.  Loads past m, n, k read
+    0; stores past m, n are skipped; every product of two extents < 2**31.
     Non-finite: IEEE propagation through the sums and the scale (e5m2 holds infinities; e4m3 only NaN).
     """
     a_stage = WS_BM * F8_BK
