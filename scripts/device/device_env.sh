@@ -7,6 +7,10 @@ if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --target /tm
 nvidia-smi --query-gpu=name --format=csv,noheader
 # NVRTC 13.5 where .nvrtc was carried (pack_nvrtc.sh; IRON_CARRIED_NVRTC=0 keeps the machine's 13.0): unpacked
 # once, preloaded so cuda-bindings' NVRTC module binds it, its builtins found on the library path.
+# (IRON_OWN_LIBRARY_PATH keeps the path as it was, so a process can go back to the machine's NVRTC: env -u LD_PRELOAD
+# LD_LIBRARY_PATH="$IRON_OWN_LIBRARY_PATH", as h200_wave.sh nvrtc does; the carried folder first on the path could
+# otherwise still win the library's lookup by name.)
+export IRON_OWN_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 if [ -d .nvrtc ] && [ "${IRON_CARRIED_NVRTC:-1}" = 1 ]; then
   python3 - <<'PY' && export LD_PRELOAD=/tmp/nvrtc/libnvrtc.so.13 \
     LD_LIBRARY_PATH=/tmp/nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -134,7 +134,9 @@ elif [ "$part" = nvrtc ]; then  # NVRTC 13.5 (carried, .nvrtc) against the machi
   cd scripts/device
   export PYTHONPATH=/tmp/site:../../src:.
   for tc in 13.5 13.0; do
-    run=(); [ "$tc" = 13.0 ] && run=(env -u LD_PRELOAD IRON_CACHE_DIR=/tmp/iron-cache-130)
+    run=()
+    [ "$tc" = 13.0 ] && run=(env -u LD_PRELOAD LD_LIBRARY_PATH="$IRON_OWN_LIBRARY_PATH" \
+      IRON_CACHE_DIR=/tmp/iron-cache-130)
     "${run[@]}" python3 -c "from iron.codegen.toolchains import nvrtc; print(nvrtc.version())"
     # the host's persistent ping-pong loop, the one-tile loop (13.0: 160 bytes of spills), OVERLAP (13.0: 252 bytes
     # and serialised wgmma; 13.5: neither)
